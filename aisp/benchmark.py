@@ -1,0 +1,130 @@
+"""The pair protocol: what a baseline or optimized file defines.
+
+A pair is ``baseline_<name>.py`` and ``optimized_<name>[_<variant>].py`` in one folder. Each file
+defines a subclass of :class:`Benchmark` and returns an instance from ``get_benchmark()``. Both
+share one :class:`Workload` (a frozen dataclass) that tells the harness the sizes, the work done
+per ``run()`` and how to judge the pair.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import torch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirements:
+    """What a pair needs; the harness skips the pair, with the reason, where one is unmet."""
+
+    cuda: bool = False
+    """The pair only makes sense on a CUDA GPU."""
+    min_compute_capability: tuple[int, int] | None = None
+    """Lowest compute capability, e.g. (9, 0) for Hopper-only instructions."""
+    gpus: int = 1
+    """GPUs the pair needs (more than one: launched through torchrun)."""
+    packages: tuple[str, ...] = ()
+    """Importable Python modules the pair needs (e.g. "triton")."""
+    executables: tuple[str, ...] = ()
+    """Programs that must be on PATH (e.g. "nvcc")."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """Sizes and accounting shared by both files of a pair.
+
+    Chapters subclass this with their own size fields (frozen, keyword-only) and compute
+    ``flops``/``bytes``/``items`` when they instantiate it.
+    """
+
+    flops: float = 0.0
+    """Floating-point operations one ``run()`` performs (0: not declared)."""
+    bytes: float = 0.0
+    """The fewest bytes one ``run()`` must move through device memory (0: not declared)."""
+    items: float = 0.0
+    """Useful items one ``run()`` processes (samples, tokens, requests), for goodput."""
+    item_unit: str = "items"
+    """What an item is, for reports ("samples", "tokens")."""
+    precision: Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact"] | None = None
+    """The lowest precision either variant computes in; picks the default tolerance.
+    None: inferred from the output dtype."""
+    atol: float | None = None
+    """Absolute tolerance; None uses the precision's default."""
+    rtol: float | None = None
+    """Relative tolerance; None uses the precision's default."""
+    headline: Literal["time", "memory"] = "time"
+    """What the pair optimizes: its speedup is time or peak memory (baseline / optimized)."""
+    requires: Requirements = field(default_factory=Requirements)
+    """What the pair needs to run here."""
+    timeout_s: float = 300.0
+    """Seconds one pair run may take before it is killed (times --timeout-multiplier)."""
+
+
+class Benchmark:
+    """Base class of a pair's variant.
+
+    The harness sets ``device`` and ``seed`` before ``setup()``. ``run()`` is the timed unit
+    of work and returns what verification compares. Attribute names listed in ``scratch`` are
+    buffers ``run()`` overwrites completely (preallocated outputs, workspaces, state a training
+    step updates): they may change during ``run()`` and are poisoned before the last timed
+    iteration, so a run that skips its work is caught. Every other tensor attribute is an input
+    and must be left unchanged by ``run()``.
+    """
+
+    workload: ClassVar[Workload] = Workload()
+    scratch: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        self.device = default_device()
+        self.seed = 0
+
+    def setup(self) -> None:
+        """Untimed: build inputs and models on ``self.device`` from ``self.seed``."""
+
+    def run(self) -> Any:
+        """The timed unit of work; returns the output verification compares."""
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        """Untimed: release what setup() built."""
+
+    def generator(self) -> torch.Generator:
+        """A generator seeded from ``self.seed`` on this device, for building inputs."""
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(self.seed)
+        return gen
+
+    def metrics(self) -> dict[str, float]:
+        """Extra figures to report after timing (e.g. goodput); optional."""
+        return {}
+
+
+def default_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def unmet_requirements(req: Requirements, device: torch.device) -> str | None:
+    """Why a pair cannot run here, or None when it can."""
+    needs_gpu = req.cuda or req.min_compute_capability is not None or req.gpus > 1
+    if needs_gpu and device.type != "cuda":
+        return "needs a CUDA GPU; this run has none" if not torch.cuda.is_available() else (
+            "needs a CUDA GPU; this run was asked to use the CPU")
+    if device.type == "cuda":
+        if req.min_compute_capability is not None:
+            cc = torch.cuda.get_device_capability(device)
+            if cc < req.min_compute_capability:
+                want = "%d.%d" % req.min_compute_capability
+                return f"needs compute capability {want}; this GPU has {cc[0]}.{cc[1]}"
+        if req.gpus > torch.cuda.device_count():
+            return f"needs {req.gpus} GPUs; {torch.cuda.device_count()} present"
+    for pkg in req.packages:
+        if importlib.util.find_spec(pkg) is None:
+            return f"needs the Python package '{pkg}', which is not installed"
+    for exe in req.executables:
+        if shutil.which(exe) is None:
+            return f"needs '{exe}' on PATH"
+    return None
