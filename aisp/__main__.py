@@ -1,0 +1,5 @@
+"""``python -m aisp``."""
+
+from aisp.cli.main import app
+
+app()

@@ -1,0 +1,1 @@
+"""The ``aisp`` command line (Typer). Each command group lives in its own module."""

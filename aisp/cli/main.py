@@ -1,0 +1,12 @@
+"""``aisp``: the top-level Typer app; each group is registered here from its own module."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="aisp",
+    help="AI systems performance: verified benchmark pairs, expectations, peaks, profiling, host audit.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
