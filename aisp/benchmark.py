@@ -117,7 +117,7 @@ def unmet_requirements(req: Requirements, device: torch.device) -> str | None:
         if req.min_compute_capability is not None:
             cc = torch.cuda.get_device_capability(device)
             if cc < req.min_compute_capability:
-                want = "%d.%d" % req.min_compute_capability
+                want = "{}.{}".format(*req.min_compute_capability)
                 return f"needs compute capability {want}; this GPU has {cc[0]}.{cc[1]}"
         if req.gpus > torch.cuda.device_count():
             return f"needs {req.gpus} GPUs; {torch.cuda.device_count()} present"
