@@ -1,0 +1,98 @@
+"""Chapter 1 pairs on the CPU: every variant matches its baseline, leaves its inputs alone and
+documents itself; CUDA-only pairs report why they skip."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+import aisp
+from aisp.benchmark import unmet_requirements
+
+CH01 = Path(__file__).resolve().parents[1] / "ch01"
+
+
+def pair_files() -> list[tuple[str, str]]:
+    """(baseline module, optimized module) for every optimized file in ch01."""
+    pairs = []
+    for opt in sorted(CH01.glob("optimized_*.py")):
+        name = opt.stem.removeprefix("optimized_")
+        while not (CH01 / f"baseline_{name}.py").exists():
+            name = name.rsplit("_", 1)[0]
+        pairs.append((f"baseline_{name}", opt.stem))
+    return pairs
+
+
+def load(module: str) -> ModuleType:
+    if str(CH01) not in sys.path:
+        sys.path.insert(0, str(CH01))
+    return importlib.import_module(module)
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    return bench
+
+
+def inputs(bench: aisp.Benchmark) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in vars(bench).items()
+            if isinstance(v, torch.Tensor) and k not in bench.scratch}
+
+
+def as_tuple(out: object) -> tuple[torch.Tensor, ...]:
+    if isinstance(out, dict):
+        return tuple(out[k] for k in sorted(out))
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def runs_on_cpu(module: str) -> bool:
+    return unmet_requirements(load(module).get_benchmark().workload.requires, torch.device("cpu")) is None
+
+
+CPU_PAIRS = [p for p in pair_files() if runs_on_cpu(p[0])]
+GPU_PAIRS = [p for p in pair_files() if not runs_on_cpu(p[0])]
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cpu_pair_matches_and_keeps_inputs(baseline: str, optimized: str, seed: int) -> None:
+    outs = []
+    for module in (baseline, optimized):
+        bench = build(module, seed)
+        bench.setup()
+        before = inputs(bench)
+        outs.append(as_tuple(bench.run()))
+        for key, value in before.items():
+            assert torch.equal(getattr(bench, key), value), f"{module} changed input {key}"
+        bench.teardown()
+    w = load(baseline).WORKLOAD
+    for ref, got in zip(*outs, strict=True):
+        assert ref.shape == got.shape and ref.dtype == got.dtype
+        torch.testing.assert_close(got, ref, atol=w.atol or 1e-4, rtol=w.rtol or 1e-4)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), GPU_PAIRS)
+def test_gpu_pair_skips_with_reason_on_cpu(baseline: str, optimized: str) -> None:
+    for module in (baseline, optimized):
+        reason = unmet_requirements(build(module, 0).workload.requires, torch.device("cpu"))
+        assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("module", [m for p in pair_files() for m in p])
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect:", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+
+
+def test_seeds_give_different_inputs() -> None:
+    a, b = build("baseline_preallocated_buffers", 0), build("baseline_preallocated_buffers", 1)
+    a.setup()
+    b.setup()
+    assert not torch.equal(a.run(), b.run())
