@@ -70,12 +70,15 @@ class Benchmark:
     of work and returns what verification compares. Attribute names listed in ``scratch`` are
     buffers ``run()`` overwrites completely (preallocated outputs, workspaces, state a training
     step updates): they may change during ``run()`` and are poisoned before the last timed
-    iteration, so a run that skips its work is caught. Every other tensor attribute is an input
-    and must be left unchanged by ``run()``.
+    iteration, so a run that skips its work is caught. Names listed in ``state`` are read and
+    updated by ``run()`` (a model and optimizer a training step advances, a running counter):
+    they may change but are never poisoned. Naming a module attribute covers its parameters
+    and buffers. Every other tensor attribute is an input and must be left unchanged by ``run()``.
     """
 
     workload: ClassVar[Workload] = Workload()
     scratch: ClassVar[tuple[str, ...]] = ()
+    state: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.device = default_device()

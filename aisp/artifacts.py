@@ -1,0 +1,164 @@
+"""Artifacts of a run: atomic, schema-versioned JSON plus Markdown and CSV summaries."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a JSON document atomically, stamping ``schema_version`` when it has none."""
+    data = {"schema_version": SCHEMA_VERSION, **data}
+    atomic_write_text(path, json.dumps(_json_safe(data), indent=2, default=str) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Read one of our JSON files; a clear error for a missing, malformed or newer file."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: malformed JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    if data.get("schema_version", SCHEMA_VERSION) > SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {data['schema_version']} is newer than this aisp "
+                         f"understands ({SCHEMA_VERSION}); upgrade aisp")
+    return data
+
+
+def new_run_dir(artifacts_dir: Path) -> Path:
+    """``artifacts/<timestamp>/``, unique even for runs started in the same second."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        candidate = artifacts_dir / (stamp if n == 0 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a run folder under {artifacts_dir}")
+
+
+def _fmt_ms(variant: dict[str, Any] | None) -> str:
+    if not variant or not variant.get("summary"):
+        return "-"
+    return f"{variant['summary']['median']:.4g}"
+
+
+def _fmt_speedup(ratio: dict[str, Any] | None) -> str:
+    if not ratio:
+        return "-"
+    return f"{ratio['value']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
+
+
+def best_variant(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The optimized variant named as the pair's headline, if any."""
+    return next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
+
+
+def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """One row per pair: target, baseline ms, best optimized ms, speedup [95% CI], verdict."""
+    rows = []
+    for r in results:
+        headline = r.get("workload", {}).get("headline", "time")
+        rows.append({
+            "target": r["target"],
+            "baseline_ms": _fmt_ms(r.get("baseline")),
+            "optimized_ms": _fmt_ms(best_variant(r)),
+            "best": r.get("best") or "-",
+            "speedup": _fmt_speedup(r.get("speedup")) + (" (memory)" if headline == "memory" and r.get("speedup") else ""),
+            "verdict": r["verdict"],
+            "reason": r.get("reason") or "",
+        })
+    return rows
+
+
+def markdown_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "(no pairs)\n"
+    header = list(rows[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row[h].replace("|", "\\|").replace("\n", " ") for h in header) + " |"
+              for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(rows: list[dict[str, str]]) -> str:
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def write_pair(run_dir: Path, result: dict[str, Any]) -> Path:
+    """``<chapter>_<name>/results/benchmark_test_results.{json,md}``; returns the results folder."""
+    folder = run_dir / f"{result['group']}_{result['name']}" / "results"
+    atomic_write_json(folder / "benchmark_test_results.json", result)
+    atomic_write_text(folder / "benchmark_test_results.md", pair_markdown(result))
+    return folder
+
+
+def pair_markdown(result: dict[str, Any]) -> str:
+    lines = [f"# {result['target']}: {result['verdict']}", ""]
+    if result.get("reason"):
+        lines += [f"Reason: {result['reason']}", ""]
+    variants = [v for v in [result.get("baseline"), *result.get("variants", [])] if v]
+    rows = []
+    for v in variants:
+        s = v.get("summary") or {}
+        rows.append({"variant": v["name"], "median_ms": f"{s['median']:.4g}" if s else "-",
+                     "p10-p90_ms": f"{s['p10']:.4g}-{s['p90']:.4g}" if s else "-",
+                     "cv": f"{s['cv']:.3f}" if s else "-",
+                     "speedup": _fmt_speedup(v.get("speedup")),
+                     "verdict": v.get("verdict", "-")})
+    if rows:
+        lines.append(markdown_table(rows))
+    return "\n".join(lines)
+
+
+def write_summary(run_dir: Path, results: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+    """``summary.json`` (all results), ``summary.md`` and ``summary.csv`` (one row per pair)."""
+    atomic_write_json(run_dir / "summary.json", {**extra, "results": results})
+    rows = summary_rows(results)
+    atomic_write_text(run_dir / "summary.md", f"# Run {run_dir.name}\n\n" + markdown_table(rows))
+    atomic_write_text(run_dir / "summary.csv", csv_text(rows))

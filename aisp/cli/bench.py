@@ -1,0 +1,100 @@
+"""``aisp bench``: list targets, verify pairs, run pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from aisp import suite
+from aisp.discovery import TargetError, all_pairs, normalize_chapter, repo_root
+from aisp.options import RunOptions
+
+app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.", no_args_is_help=True)
+
+Targets = Annotated[list[str] | None, typer.Option("--targets", "-t", help="ch01, ch1, ch01:name (repeatable).")]
+Roots = Annotated[list[Path] | None, typer.Option("--root", help="A folder of your own pairs (repeatable).")]
+
+EXIT_CODES_HELP = ("Exit codes: 0 all ok or skipped; 1 an optimized variant is significantly slower; "
+                   "2 bad usage (unknown target, bad option); 3 regressed against expectations; "
+                   "4 verification failed; 5 error or timeout. The worst verdict wins.")
+
+
+def _fail_usage(message: str) -> None:
+    Console(stderr=True).print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+@app.command("list-targets")
+def list_targets(chapter: Annotated[str | None, typer.Option(help="Only this chapter (ch03).")] = None,
+                 root: Roots = None) -> None:
+    """List every pair (target, optimized variants)."""
+    try:
+        pairs = all_pairs(repo_root(), tuple(root or ()))
+    except TargetError as exc:
+        _fail_usage(str(exc))
+    if chapter:
+        pairs = [p for p in pairs if p.group == normalize_chapter(chapter)]
+        if not pairs:
+            _fail_usage(f"no pairs in '{chapter}'")
+    table = Table("target", "optimized variants")
+    for pair in pairs:
+        table.add_row(pair.target, ", ".join(p.stem for p in pair.optimized))
+    Console().print(table)
+
+
+def _options(**kwargs) -> RunOptions:
+    try:
+        return RunOptions(**kwargs)
+    except ValueError as exc:
+        _fail_usage(str(exc))
+        raise
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def run(
+    targets: Targets = None,
+    root: Roots = None,
+    iterations: Annotated[int, typer.Option(help="Timed iterations per variant.")] = RunOptions.iterations,
+    warmup: Annotated[int, typer.Option(help="Warmup iterations per variant.")] = RunOptions.warmup,
+    artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,
+    timeout_multiplier: Annotated[float, typer.Option(help="Scale each pair's timeout.")] = RunOptions.timeout_multiplier,
+    suite_timeout: Annotated[float | None, typer.Option(help="Seconds for the whole suite.")] = None,
+    reproducible: Annotated[bool, typer.Option(help="Deterministic algorithms, fixed seeds.")] = False,
+    cold_start: Annotated[bool, typer.Option(help="Each variant timed in a fresh process.")] = False,
+    flush_l2: Annotated[bool, typer.Option(help="Flush the GPU L2 before each timed iteration.")] = False,
+    profile: Annotated[str, typer.Option(help="none, minimal (torch.profiler) or full (+ Nsight).")] = "none",
+    update_expectations: Annotated[bool, typer.Option(help="Rewrite expectations with this run.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
+) -> None:
+    """Verify, then time each pair; write artifacts; exit with the worst verdict's code."""
+    if profile not in ("none", "minimal", "full"):
+        _fail_usage(f"--profile must be none, minimal or full, not '{profile}'")
+    if device not in ("auto", "cpu", "cuda"):
+        _fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
+    options = _options(iterations=iterations, warmup=warmup, artifacts_dir=artifacts_dir, device=device,
+                       timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
+                       reproducible=reproducible, cold_start=cold_start, flush_l2=flush_l2,
+                       profile=profile, update_expectations=update_expectations, seed=seed)
+    raise typer.Exit(_run(targets, root, options))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def verify(targets: Targets = None, root: Roots = None,
+           device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,
+           artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
+           ) -> None:
+    """Import every pair and check correctness (no timing)."""
+    raise typer.Exit(_run(targets, root, _options(verify_only=True, device=device, artifacts_dir=artifacts_dir)))
+
+
+def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions) -> int:
+    try:
+        return suite.run(targets or [], tuple(root or ()), options)
+    except TargetError as exc:
+        _fail_usage(str(exc))
+        return 2

@@ -1,0 +1,65 @@
+"""Rich display of a run: a progress bar with a live table, then the final summary table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aisp.artifacts import summary_rows
+from aisp.discovery import Pair
+
+VERDICT_STYLE = {"ok": "green", "skipped": "dim", "slower": "yellow", "regressed": "red",
+                 "verify-failed": "bold red", "error": "bold red", "timeout": "bold red"}
+
+
+def results_table(results: list[dict[str, Any]], title: str = "Results") -> Table:
+    """pair | baseline ms | optimized ms | best | speedup [95% CI] | verdict | reason."""
+    table = Table(title=title, show_lines=False)
+    for column in ("pair", "baseline ms", "optimized ms", "best", "speedup [95% CI]", "verdict", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in summary_rows(results):
+        style = VERDICT_STYLE.get(row["verdict"], "")
+        reason = row["reason"] if len(row["reason"]) < 160 else row["reason"][:157] + "..."
+        table.add_row(row["target"], row["baseline_ms"], row["optimized_ms"], row["best"], row["speedup"],
+                      f"[{style}]{row['verdict']}[/{style}]" if style else row["verdict"], reason)
+    return table
+
+
+class RichReporter:
+    """Progress bar and live table while pairs run; the summary table and run folder at the end."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console)
+        self.results: list[dict[str, Any]] = []
+        self.live: Live | None = None
+        self.task = None
+
+    def _view(self) -> Group:
+        return Group(self.progress, results_table(self.results, title="Finished so far"))
+
+    def start(self, pairs: list[Pair]) -> None:
+        self.task = self.progress.add_task("pairs", total=len(pairs))
+        self.live = Live(self._view(), console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def pair_started(self, pair: Pair) -> None:
+        self.progress.update(self.task, description=f"running {pair.target}")
+
+    def pair_done(self, result: dict[str, Any]) -> None:
+        self.results.append(result)
+        self.progress.advance(self.task)
+        if self.live:
+            self.live.update(self._view())
+
+    def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None:
+        if self.live:
+            self.live.stop()
+        self.console.print(results_table(results))
+        self.console.print(f"Artifacts: {run_dir}")

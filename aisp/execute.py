@@ -1,0 +1,302 @@
+"""Running one pair inside its worker process: verify, then time interleaved, then measure memory."""
+
+from __future__ import annotations
+
+import os
+import resource
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aisp.benchmark import Benchmark, Workload, unmet_requirements
+from aisp.loader import load_benchmark
+from aisp.options import RunOptions
+from aisp.timing import L2Flusher, gc_disabled, synchronize, time_call
+from aisp.verify import (
+    Evidence,
+    InputGuard,
+    VerificationError,
+    check_aliasing,
+    check_fresh,
+    compare,
+    detach_copy,
+    poison_scratch,
+    preexisting_storages,
+    tensor_attributes,
+)
+
+
+@dataclass
+class Variant:
+    """One file of the pair and what happened to it in this process."""
+
+    path: Path
+    bench: Benchmark | None = None
+    samples_ms: list[float] = field(default_factory=list)
+    host_samples_ms: list[float] = field(default_factory=list)
+    verdict: str = "pending"
+    reason: str | None = None
+    evidence: Evidence = field(default_factory=Evidence)
+    memory: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    known_after_setup: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def fail(self, verdict: str, reason: str) -> None:
+        self.verdict, self.reason = verdict, reason
+
+
+def pick_device(choice: str) -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but no CUDA GPU is visible")
+    if choice == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
+def _memory_now(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    import psutil
+    return psutil.Process().memory_info().rss
+
+
+def build(path: Path, device: torch.device, seed: int) -> tuple[Benchmark, int]:
+    """Load, place and set up one variant; returns it and the bytes its setup kept."""
+    bench = load_benchmark(path)
+    bench.device, bench.seed = device, seed
+    before = _memory_now(device)
+    bench.setup()
+    synchronize(device)
+    return bench, _memory_now(device) - before
+
+
+def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
+    """One verified call: inputs unchanged, output fresh and not aliasing an input."""
+    guard = InputGuard(bench)
+    before = preexisting_storages(bench)
+    output = bench.run()
+    synchronize(bench.device)
+    check_fresh(output, before)
+    check_aliasing(output, bench)
+    changed = guard.changed(bench)
+    if changed:
+        raise VerificationError(
+            f"run() changed its inputs {changed}: list buffers it overwrites in `scratch` and state it "
+            "updates in `state`, or leave inputs alone")
+    return detach_copy(output)
+
+
+def verify_seed(variants: list[Variant], workload: Workload, device: torch.device, seed: int,
+                keep: bool, reproducible: bool = False) -> None:
+    """Build every variant at ``seed``, run each once, compare each optimized with the baseline.
+
+    With ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down.
+    """
+    base = variants[0]
+    base.bench, resident = build(base.path, device, seed)
+    base.memory["setup_bytes"] = resident
+    ref = guarded_run(base.bench)
+    if not keep:
+        base.bench.teardown()
+    for var in variants[1:]:
+        if var.verdict != "pending":
+            continue
+        try:
+            var.bench, resident = build(var.path, device, seed)
+            var.memory["setup_bytes"] = resident
+            var.evidence.merge(compare(ref, guarded_run(var.bench), workload))
+            var.evidence.checks.append(f"seed {seed}: matches baseline")
+        except VerificationError as exc:
+            var.fail("verify-failed", f"seed {seed}: {exc}")
+        except Exception as exc:  # one broken variant must not stop the others
+            traceback.print_exc()
+            var.fail(*describe_error(exc, reproducible))
+        if not keep or var.verdict != "pending":
+            if var.bench is not None:
+                var.bench.teardown()
+                var.bench = None
+    if keep:
+        for var in variants:
+            if var.bench is not None:
+                var.known_after_setup = set(tensor_attributes(var.bench))
+    del ref
+
+
+def _rotation(n: int, i: int) -> list[int]:
+    return [(i + k) % n for k in range(n)]
+
+
+def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device) -> dict[str, Any]:
+    """Warm up, then time all live variants in rotating order; returns the last outputs."""
+    live = [v for v in variants if v.bench is not None]
+    flush = L2Flusher(device) if options.flush_l2 else None
+    for i in range(options.warmup):
+        for j in _rotation(len(live), i):
+            live[j].bench.run()
+    synchronize(device)
+    last: dict[str, Any] = {}
+    with gc_disabled():
+        for i in range(options.iterations):
+            final = i == options.iterations - 1
+            for j in _rotation(len(live), i):
+                var = live[j]
+                if final:
+                    poison_scratch(var.bench, var.known_after_setup)
+                    before = preexisting_storages(var.bench)
+                if flush:
+                    flush()
+                with _nvtx(f"{var.name}/iter{i}", device):
+                    timed = time_call(var.bench.run, device)
+                var.samples_ms.append(timed.ms)
+                var.host_samples_ms.append(timed.host_ms)
+                if final:
+                    last[var.name] = (timed.output, before)
+    return last
+
+
+class _nvtx:
+    """An NVTX range on CUDA, so Nsight timelines show variant and iteration; nothing on CPU."""
+
+    def __init__(self, label: str, device: torch.device) -> None:
+        self.label, self.on = label, device.type == "cuda"
+
+    def __enter__(self) -> None:
+        if self.on:
+            torch.cuda.nvtx.range_push(self.label)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.on:
+            torch.cuda.nvtx.range_pop()
+
+
+def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workload) -> None:
+    """Re-verify the outputs of the last timed iteration (scratch was poisoned before it)."""
+    base = variants[0]
+    output, before = last[base.name]
+    check_fresh(output, before)
+    ref = detach_copy(output)
+    for var in variants[1:]:
+        if var.name not in last:
+            continue
+        output, before = last[var.name]
+        try:
+            check_fresh(output, before)
+            var.evidence.merge(compare(ref, detach_copy(output), workload))
+            var.evidence.checks.append("last timed iteration: matches baseline (scratch poisoned before it)")
+        except VerificationError as exc:
+            var.fail("verify-failed", f"last timed iteration: {exc}")
+            var.samples_ms.clear()
+            var.host_samples_ms.clear()
+
+
+def measure_memory(var: Variant, device: torch.device) -> None:
+    """Peak memory of one untimed call, on top of what the variant's setup keeps."""
+    bench = var.bench
+    synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        bench.run()
+        synchronize(device)
+        transient = torch.cuda.max_memory_allocated(device) - before
+        var.memory["run_peak_bytes"] = transient
+        var.memory["peak_bytes"] = var.memory.get("setup_bytes", 0) + transient
+    else:
+        bench.run()
+        # On a CPU only the process-wide peak RSS is known; per-variant peaks need --cold-start.
+        var.memory["process_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        var.memory["peak_bytes"] = None
+
+
+def apply_reproducible(seed: int) -> None:
+    """Deterministic algorithms everywhere; an op without one raises when it runs."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+
+
+def describe_error(exc: BaseException, reproducible: bool) -> tuple[str, str]:
+    """(verdict, reason) for an exception that stopped a variant."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return "error", f"out of memory: {str(exc).splitlines()[0]}"
+    text = f"{type(exc).__name__}: {exc}"
+    if reproducible and "deterministic" in str(exc):
+        return "error", f"--reproducible: this pair uses an op with no deterministic implementation ({text})"
+    return "error", text
+
+
+def workload_dict(workload: Workload) -> dict[str, Any]:
+    data = asdict(workload)
+    data["type"] = type(workload).__name__
+    return data
+
+
+def run_variants(paths: list[Path], options: RunOptions,
+                 on_timed: Callable[[list[Variant], torch.device], None] | None = None,
+                 on_workload: Callable[[Workload], None] | None = None) -> tuple[
+                     list[Variant], Workload | None, str | None]:
+    """Verify and time a baseline (``paths[0]``) against its optimized files.
+
+    Returns the variants, the workload, and a skip reason when the pair cannot run here.
+    ``on_timed`` is called after timing with the live variants (profiling hooks in there).
+    """
+    device = pick_device(options.device)
+    if options.reproducible:
+        apply_reproducible(options.seed)
+    variants = [Variant(p) for p in paths]
+    workload = load_benchmark(paths[0]).workload
+    if on_workload is not None:
+        on_workload(workload)
+    skip = unmet_requirements(workload.requires, device)
+    if skip:
+        return variants, workload, skip
+    verify_seed(variants, workload, device, options.seed + 1, False, options.reproducible)
+    verify_seed(variants, workload, device, options.seed, True, options.reproducible)
+    if options.verify_only:
+        return variants, workload, None
+    live = [variants[0]] + [v for v in variants[1:] if v.verdict == "pending"]
+    if len(live) > 1:
+        last = time_interleaved(live, options, device)
+        verify_last(live, last, workload)
+        del last
+        for var in live:
+            if var.verdict == "pending":
+                measure_memory(var, device)
+                var.metrics = dict(var.bench.metrics())
+        if on_timed is not None:
+            on_timed([v for v in live if v.verdict == "pending"], device)
+    for var in variants:
+        if var.bench is not None:
+            var.bench.teardown()
+            var.bench = None
+    return variants, workload, None
+
+
+def time_single(path: Path, options: RunOptions,
+                on_workload: Callable[[Workload], None] | None = None) -> Variant:
+    """Cold start: set up and time one variant alone in this fresh process (no verification)."""
+    device = pick_device(options.device)
+    if options.reproducible:
+        apply_reproducible(options.seed)
+    var = Variant(path)
+    var.bench, var.memory["setup_bytes"] = build(path, device, options.seed)
+    if on_workload is not None:
+        on_workload(var.bench.workload)
+    var.known_after_setup = set(tensor_attributes(var.bench))
+    time_interleaved([var], options, device)
+    measure_memory(var, device)
+    var.metrics = dict(var.bench.metrics())
+    var.bench.teardown()
+    var.bench = None
+    return var

@@ -1,0 +1,101 @@
+"""Turning raw samples into a pair's result: summaries, speedup with its interval, verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aisp.stats import ratio_of_medians, summarize
+
+VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error", "timeout")
+"""Least to most severe; a pair takes its worst variant's verdict."""
+EXIT_CODES = {"ok": 0, "skipped": 0, "slower": 1, "usage": 2, "regressed": 3, "verify-failed": 4,
+              "error": 5, "timeout": 5}
+"""The CLI's exit code per verdict (the worst verdict of the run wins)."""
+
+
+def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
+    """TFLOP/s, GB/s and items/s at the median time, for what the workload declares."""
+    seconds = median_ms / 1e3
+    out: dict[str, float] = {}
+    if workload.get("flops"):
+        out["tflops"] = workload["flops"] / seconds / 1e12
+    if workload.get("bytes"):
+        out["gbps"] = workload["bytes"] / seconds / 1e9
+    if workload.get("items"):
+        out["items_per_s"] = workload["items"] / seconds
+    return out
+
+
+def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
+    """A raw variant record plus its summary and throughput (when it has samples)."""
+    result = dict(raw)
+    if raw.get("samples_ms"):
+        summary = summarize(raw["samples_ms"])
+        result["summary"] = summary.to_dict()
+        result["host_summary"] = summarize(raw["host_samples_ms"]).to_dict() if raw.get("host_samples_ms") else None
+        result["throughput"] = throughput(workload, summary.median)
+    else:
+        result["summary"] = None
+    return result
+
+
+def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str) -> dict[str, float] | None:
+    if headline == "memory":
+        b, o = base.get("memory", {}).get("peak_bytes"), var.get("memory", {}).get("peak_bytes")
+        if not b or not o:
+            return None
+        return {"value": b / o, "low": b / o, "high": b / o}
+    if not base.get("samples_ms") or not var.get("samples_ms"):
+        return None
+    return ratio_of_medians(base["samples_ms"], var["samples_ms"]).to_dict()
+
+
+def _variant_verdict(var: dict[str, Any]) -> str:
+    if var.get("verdict") not in (None, "pending", "ok"):
+        return var["verdict"]
+    ratio = var.get("speedup")
+    if ratio is None:
+        return "ok"
+    return "slower" if ratio["high"] < 1.0 else "ok"
+
+
+def worst(verdicts: list[str]) -> str:
+    return max(verdicts, key=VERDICT_ORDER.index) if verdicts else "ok"
+
+
+def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result of one pair from its raw variant records (``raw[0]`` is the baseline)."""
+    headline = workload.get("headline", "time")
+    base = variant_result(raw[0], workload)
+    variants = []
+    for record in raw[1:]:
+        var = variant_result(record, workload)
+        var["speedup"] = _speedup(base, var, headline) if var.get("verdict") in (None, "pending", "ok") else None
+        var["verdict"] = _variant_verdict(var)
+        variants.append(var)
+    base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
+    ranked = [v for v in variants if v["verdict"] in ("ok", "slower") and v.get("speedup")]
+    best = max(ranked, key=lambda v: v["speedup"]["value"]) if ranked else None
+    verdict = worst([base["verdict"]] + [v["verdict"] for v in variants])
+    reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
+    return {
+        **pair,
+        "verdict": verdict,
+        "reason": "; ".join(reasons) or None,
+        "workload": workload,
+        "baseline": base,
+        "variants": variants,
+        "best": best["name"] if best else None,
+        "speedup": best["speedup"] if best else None,
+    }
+
+
+def failed(pair: dict[str, Any], verdict: str, reason: str, workload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A result for a pair that produced no measurements (skip, error, timeout)."""
+    return {**pair, "verdict": verdict, "reason": reason, "workload": workload or {},
+            "baseline": None, "variants": [], "best": None, "speedup": None}
+
+
+def exit_code(results: list[dict[str, Any]]) -> int:
+    """The run's exit code: that of its worst verdict."""
+    return max((EXIT_CODES[r["verdict"]] for r in results), default=0)

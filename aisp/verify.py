@@ -1,0 +1,284 @@
+"""Verification: the optimized output must equal the baseline's before any timing counts.
+
+Checks (each has a test that makes it fire): same structure, shape and dtype; NaN/Inf only
+where the baseline has them; values within the dtype-aware tolerance; inputs unchanged by
+``run()``; output not aliasing an input; output not a tensor that existed before ``run()``
+(a setup-cached or stale answer); scratch buffers poisoned before the last timed iteration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from aisp.benchmark import Benchmark, Workload
+
+# (rtol, atol) per precision: the error two correct implementations of one function can show
+# when they compute in that precision with different reduction orders or kernels.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "exact": (0.0, 0.0),
+    "int8": (0.0, 0.0),
+    "fp64": (1e-7, 1e-9),
+    "fp32": (1e-4, 1e-5),
+    "tf32": (1e-2, 1e-3),
+    "fp16": (1e-2, 1e-3),
+    "bf16": (5e-2, 1e-2),
+    "fp8": (1.5e-1, 5e-2),
+}
+DTYPE_PRECISION = {
+    torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+    torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8",
+}
+CLONE_LIMIT_BYTES = 512 << 20
+"""Inputs up to this size are cloned for the mutation check; larger ones are fingerprinted."""
+
+
+class VerificationError(AssertionError):
+    """The optimized variant does not compute what the baseline computes."""
+
+
+@dataclass
+class Evidence:
+    """What verification measured: the largest errors seen and the tolerance applied."""
+
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rel_l2_err: float = 0.0
+    rtol: float = 0.0
+    atol: float = 0.0
+    checks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def merge(self, other: Evidence) -> None:
+        self.max_abs_err = max(self.max_abs_err, other.max_abs_err)
+        self.max_rel_err = max(self.max_rel_err, other.max_rel_err)
+        self.rel_l2_err = max(self.rel_l2_err, other.rel_l2_err)
+        self.rtol, self.atol = other.rtol, other.atol
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def flatten(output: Any, path: str = "output") -> Iterator[tuple[str, torch.Tensor]]:
+    """(path, tensor) for every tensor in a tensor, number, array or nested list/tuple/dict."""
+    if isinstance(output, torch.Tensor):
+        yield path, output
+    elif isinstance(output, dict):
+        for key in sorted(output, key=str):
+            yield from flatten(output[key], f"{path}[{key!r}]")
+    elif isinstance(output, (list, tuple)):
+        for i, item in enumerate(output):
+            yield from flatten(item, f"{path}[{i}]")
+    elif isinstance(output, np.ndarray):
+        yield path, torch.from_numpy(output)
+    elif isinstance(output, (int, float, bool)):
+        yield path, torch.tensor(output)
+    elif output is None:
+        raise VerificationError(f"{path} is None: run() must return what it computed")
+    else:
+        raise VerificationError(f"{path} has type {type(output).__name__}; return tensors, numbers or arrays")
+
+
+def detach_copy(output: Any) -> list[tuple[str, torch.Tensor]]:
+    """A private copy of an output, safe from later runs that reuse its buffers."""
+    return [(p, t.detach().clone()) for p, t in flatten(output)]
+
+
+def tolerance(workload: Workload, dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol): the workload's own, else the default for its precision or the output dtype."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        default = TOLERANCES["exact"]
+    else:
+        default = TOLERANCES[workload.precision or DTYPE_PRECISION.get(dtype, "fp32")]
+    rtol = workload.rtol if workload.rtol is not None else default[0]
+    atol = workload.atol if workload.atol is not None else default[1]
+    return rtol, atol
+
+
+def compare(ref: list[tuple[str, torch.Tensor]], out: list[tuple[str, torch.Tensor]],
+            workload: Workload) -> Evidence:
+    """Raise VerificationError unless ``out`` matches ``ref``; return the error evidence."""
+    if [p for p, _ in ref] != [p for p, _ in out]:
+        raise VerificationError(f"output structure differs: baseline {[p for p, _ in ref]}, "
+                                f"optimized {[p for p, _ in out]}")
+    evidence = Evidence()
+    for (path, r), (_, o) in zip(ref, out, strict=True):
+        if r.shape != o.shape:
+            raise VerificationError(f"{path}: shape {tuple(o.shape)}, baseline {tuple(r.shape)}")
+        if r.dtype != o.dtype:
+            raise VerificationError(f"{path}: dtype {o.dtype}, baseline {r.dtype}")
+        evidence.merge(_compare_tensor(path, r, o, workload))
+    return evidence
+
+
+def _compare_tensor(path: str, r: torch.Tensor, o: torch.Tensor, workload: Workload) -> Evidence:
+    rtol, atol = tolerance(workload, r.dtype)
+    if not (r.dtype.is_floating_point or r.dtype.is_complex):
+        mismatched = int((r != o.to(r.device)).sum())
+        if mismatched:
+            raise VerificationError(f"{path}: {mismatched} of {r.numel()} elements differ (exact match required)")
+        return Evidence(rtol=rtol, atol=atol)
+    r64, o64 = r.detach().double(), o.detach().to(r.device).double()
+    r_bad, o_bad = ~torch.isfinite(r64), ~torch.isfinite(o64)
+    extra = int((o_bad & ~r_bad).sum())
+    if extra:
+        raise VerificationError(f"{path}: {extra} NaN/Inf values where the baseline has finite ones")
+    if not torch.equal(r_bad, o_bad) or not torch.equal(r64[r_bad].nan_to_num(), o64[o_bad].nan_to_num()):
+        raise VerificationError(f"{path}: NaN/Inf pattern differs from the baseline's")
+    finite = ~r_bad
+    diff = (o64 - r64)[finite].abs()
+    ref_abs = r64[finite].abs()
+    evidence = Evidence(rtol=rtol, atol=atol)
+    if diff.numel():
+        evidence.max_abs_err = float(diff.max())
+        evidence.max_rel_err = float((diff / ref_abs.clamp_min(1e-30)).max())
+        norm = float(r64[finite].norm())
+        evidence.rel_l2_err = float(diff.norm()) / norm if norm > 0 else float(diff.norm())
+    bad = diff > atol + rtol * ref_abs
+    if bool(bad.any()):
+        worst = int(diff.argmax())
+        raise VerificationError(
+            f"{path}: {int(bad.sum())} of {diff.numel()} elements outside tolerance "
+            f"(rtol={rtol:g}, atol={atol:g}); max abs error {evidence.max_abs_err:.3g}, "
+            f"max rel error {evidence.max_rel_err:.3g} (baseline {float(r64[finite][worst]):.6g}, "
+            f"optimized {float(o64[finite][worst]):.6g})")
+    return evidence
+
+
+def _covered(name: str, names: tuple[str, ...]) -> bool:
+    head = name.split(".", 1)[0].split("[", 1)[0]
+    return head in names
+
+
+def tensor_attributes(bench: Benchmark) -> dict[str, torch.Tensor]:
+    """Every tensor the benchmark holds: plain attributes, items of lists/tuples/dicts, and the
+    parameters and buffers of module attributes (named ``attr.param``)."""
+    found: dict[str, torch.Tensor] = {}
+    for name, value in vars(bench).items():
+        if isinstance(value, torch.Tensor):
+            found[name] = value
+        elif isinstance(value, torch.nn.Module):
+            for sub, t in [*value.named_parameters(), *value.named_buffers()]:
+                found[f"{name}.{sub}"] = t
+        elif isinstance(value, (list, tuple)):
+            found.update({f"{name}[{i}]": t for i, t in enumerate(value) if isinstance(t, torch.Tensor)})
+        elif isinstance(value, dict):
+            found.update({f"{name}[{k!r}]": t for k, t in value.items() if isinstance(t, torch.Tensor)})
+    return found
+
+
+def inputs_of(bench: Benchmark) -> dict[str, torch.Tensor]:
+    """The tensors run() must leave unchanged: all but those named in scratch or state."""
+    declared = tuple(bench.scratch) + tuple(bench.state)
+    return {n: t for n, t in tensor_attributes(bench).items() if not _covered(n, declared)}
+
+
+def _fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
+    flat = t.detach().reshape(-1)
+    if flat.dtype.is_complex:
+        flat = torch.view_as_real(flat).reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    as_float = flat.double() if flat.is_floating_point() else flat.to(torch.int64).double()
+    weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64).remainder_(8191)
+    return (float(as_float.nan_to_num().sum()), float((as_float.nan_to_num() * weights).sum()),
+            int(torch.isnan(as_float).sum()))
+
+
+class InputGuard:
+    """Snapshots a benchmark's inputs, then names those that ``run()`` changed."""
+
+    def __init__(self, bench: Benchmark) -> None:
+        self.snapshots: dict[str, Any] = {}
+        for name, t in inputs_of(bench).items():
+            small = t.numel() * t.element_size() <= CLONE_LIMIT_BYTES
+            self.snapshots[name] = t.detach().clone() if small else _fingerprint(t)
+
+    def changed(self, bench: Benchmark) -> list[str]:
+        now = inputs_of(bench)
+        changed = []
+        for name, before in self.snapshots.items():
+            t = now.get(name)
+            if t is None:
+                continue
+            if isinstance(before, torch.Tensor):
+                same = before.shape == t.shape and torch.equal(before.nan_to_num() if before.is_floating_point()
+                                                               else before,
+                                                               t.detach().nan_to_num() if t.is_floating_point()
+                                                               else t.detach())
+            else:
+                same = before == _fingerprint(t)
+            if not same:
+                changed.append(name)
+        return changed
+
+
+def _storage_key(t: torch.Tensor) -> tuple[str, int]:
+    return (str(t.device), t.untyped_storage().data_ptr())
+
+
+def check_aliasing(output: Any, bench: Benchmark) -> None:
+    """Raise if an output tensor shares storage with one of the benchmark's inputs."""
+    inputs = {_storage_key(t): n for n, t in inputs_of(bench).items() if t.untyped_storage().nbytes()}
+    for path, t in flatten(output):
+        if t.untyped_storage().nbytes() and _storage_key(t) in inputs:
+            raise VerificationError(f"{path} aliases the input '{inputs[_storage_key(t)]}': "
+                                    "return a result, not a view of the input")
+
+
+def preexisting_storages(bench: Benchmark) -> dict[tuple[str, int], str]:
+    """Storages of the non-scratch tensors the benchmark holds now (before a run)."""
+    return {_storage_key(t): n for n, t in tensor_attributes(bench).items()
+            if not _covered(n, tuple(bench.scratch)) and t.untyped_storage().nbytes()}
+
+
+def check_fresh(output: Any, before: dict[tuple[str, int], str]) -> None:
+    """Raise if ``run()`` returned a tensor that already existed before it was called."""
+    for path, t in flatten(output):
+        name = before.get(_storage_key(t)) if t.untyped_storage().nbytes() else None
+        if name is not None:
+            raise VerificationError(
+                f"{path} is the tensor '{name}' that existed before run() was called: the result "
+                "was computed outside the timed run (in setup() or an earlier call). Compute it in "
+                "run(), or list a reused output buffer in `scratch`.")
+
+
+def poison_scratch(bench: Benchmark, known: set[str]) -> list[str]:
+    """Overwrite scratch buffers, and tensors created after setup, with garbage (NaN for floats).
+
+    ``known`` holds the tensor names present right after setup. A variant whose ``run()`` really
+    recomputes its output is unaffected; one that skips work after warmup returns the garbage.
+    """
+    poisoned = []
+    for name, value in vars(bench).items():
+        for sub, t in _plain_tensors(name, value):
+            if _covered(sub, tuple(bench.state)):
+                continue
+            if _covered(sub, tuple(bench.scratch)) or sub not in known:
+                with torch.no_grad():
+                    _fill_garbage(t)
+                poisoned.append(sub)
+    return poisoned
+
+
+def _plain_tensors(name: str, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, (list, tuple)):
+        yield from ((f"{name}[{i}]", t) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
+    elif isinstance(value, dict):
+        yield from ((f"{name}[{k!r}]", t) for k, t in value.items() if isinstance(t, torch.Tensor))
+
+
+def _fill_garbage(t: torch.Tensor) -> None:
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(math.nan)
+    elif t.dtype == torch.bool:
+        t.logical_not_()
+    else:
+        t.bitwise_not_()

@@ -1,0 +1,85 @@
+"""The per-pair subprocess: ``python -m aisp.worker SPEC.json``.
+
+It runs one pair (or, for --cold-start, one variant) and writes raw records to the spec's
+``result_path`` atomically. The runner turns them into statistics. If this process dies (a
+segfault, an abort, the OOM killer, a timeout) no result appears and the runner records why.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aisp.artifacts import atomic_write_json
+from aisp.execute import Variant, describe_error, run_variants, time_single, workload_dict
+from aisp.options import RunOptions
+
+
+def raw_record(var: Variant) -> dict[str, Any]:
+    return {
+        "name": var.name,
+        "file": str(var.path),
+        "verdict": var.verdict,
+        "reason": var.reason,
+        "samples_ms": var.samples_ms,
+        "host_samples_ms": var.host_samples_ms,
+        "verification": var.evidence.to_dict(),
+        "memory": var.memory,
+        "metrics": var.metrics,
+    }
+
+
+def _profile_hook(spec: dict[str, Any], options: RunOptions):
+    if options.profile == "none":
+        return None
+    out_dir = Path(spec["profile_dir"])
+
+    def hook(variants: list[Variant], device: torch.device) -> None:
+        from aisp.profiling import capture_torch
+        summaries = capture_torch({v.name: v.bench for v in variants}, out_dir)
+        atomic_write_json(out_dir / "profile_summary.json", {"variants": summaries})
+    return hook
+
+
+def _report_timeout(spec: dict[str, Any], seconds: float) -> None:
+    """Tell the runner this pair's own timeout (it polls for the file)."""
+    if spec.get("timeout_path"):
+        Path(spec["timeout_path"]).write_text(str(seconds))
+
+
+def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run what the spec asks and return the raw result document."""
+    options = RunOptions.from_dict(spec["options"])
+    paths = [Path(p) for p in spec["paths"]]
+    if spec.get("single"):
+        var = time_single(paths[0], options, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
+        return {"status": "done", "variants": [raw_record(var)]}
+    variants, workload, skip = run_variants(paths, options, _profile_hook(spec, options),
+                                            on_workload=lambda w: _report_timeout(spec, w.timeout_s))
+    doc: dict[str, Any] = {"workload": workload_dict(workload) if workload else None}
+    if skip:
+        return {**doc, "status": "skipped", "reason": skip}
+    return {**doc, "status": "done", "variants": [raw_record(v) for v in variants]}
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    result_path = Path(spec["result_path"])
+    try:
+        doc = run_spec(spec)
+    except Exception as exc:  # the pair failed; say why in its result rather than crash
+        traceback.print_exc()
+        verdict, reason = describe_error(exc, bool(spec["options"].get("reproducible")))
+        doc = {"status": verdict, "reason": reason}
+    atomic_write_json(result_path, doc)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
