@@ -10,3 +10,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+from aisp.cli.profile import app as profile_app  # noqa: E402
+
+app.add_typer(profile_app, name="profile")

@@ -1,0 +1,124 @@
+"""``aisp profile``: profile one pair (torch.profiler, ncu, nsys) and summarize a trace."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from aisp.discovery import TargetError
+from aisp.profile_pair import ProfileRequest, profile_target
+from aisp.trace_summary import TraceSummary, summarize_trace
+
+app = typer.Typer(help="Profile a pair (torch.profiler traces, Nsight Compute, Nsight Systems) and "
+                       "summarize traces.", no_args_is_help=True)
+console = Console()
+GPU_ROWS = frozenset({"goodput (kernel time / wall)", "GPU busy", "kernels / launches", "host gaps (count, total)"})
+
+
+class ToolName(str, Enum):
+    torch = "torch"
+    ncu = "ncu"
+    nsys = "nsys"
+
+
+@app.command("run")
+def run(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e.g. ch01:batch_size.")],
+        tool: Annotated[ToolName, typer.Option(help="The profiler.")] = ToolName.torch,
+        output_dir: Annotated[Path | None, typer.Option(help="Default: artifacts/<time>/<pair>/profiles.")] = None,
+        iterations: Annotated[int, typer.Option(min=1, help="Profiled run() calls per variant.")] = 3,
+        warmup: Annotated[int, typer.Option(min=0, help="Untraced run() calls before profiling.")] = 3,
+        ) -> None:
+    """Profile every variant of one pair and print their summaries side by side."""
+    try:
+        result = profile_target(ProfileRequest(target, tool.value, output_dir, iterations, warmup))
+    except TargetError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    _print_result(result)
+
+
+@app.command("summarize")
+def summarize(trace: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A Chrome trace JSON.")]
+              ) -> None:
+    """Top kernels (or CPU ops), host gaps, GPU busy fraction, launches and findings of one trace."""
+    _print_summary(summarize_trace(trace))
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    variants = result["variants"]
+    console.print(f"{result['target']} ({result['tool']}): files in {result['output_dir']}")
+    for name, data in variants.items():
+        if "skipped" in data:
+            console.print(f"{name}: skipped: {data['skipped']}")
+        elif "error" in data:
+            console.print(f"{name}: error: {data['error']}\n{data.get('log_tail', '')}")
+    done = {n: d for n, d in variants.items() if "skipped" not in d and "error" not in d}
+    if result["tool"] == "torch" and done:
+        console.print(_side_by_side(done))
+        for name, data in done.items():
+            for line in data["findings"]:
+                console.print(f"{name}: {line}")
+    elif result["tool"] == "ncu":
+        for name, data in done.items():
+            console.print(_ncu_table(name, data["kernels"]))
+    elif done:
+        for name, data in done.items():
+            console.print(f"{name}: {data['report']}")
+
+
+def _side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:
+    table = Table("metric", *summaries, title="torch.profiler summary")
+    rows = {
+        "device": lambda s: s["device"],
+        "window per iteration": lambda s: f"{s['window_us'] / s['profiled_iterations'] / 1e3:.3f} ms",
+        "goodput (kernel time / wall)": lambda s: _pct(s["goodput"]),
+        "GPU busy": lambda s: _pct(s["gpu_busy_fraction"]),
+        "kernels / launches": lambda s: f"{s['kernel_count']} / {s['launch_count']}",
+        "host gaps (count, total)": lambda s: f"{s['gaps']['count']}, {s['gaps']['total_us']:.1f} µs",
+        "ATen ops cover (host)": lambda s: _pct(s["host_op_fraction"]),
+        "aten::empty_strided share": lambda s: _pct(s["empty_strided_share"]),
+    }
+    on_gpu = any(s["device"] == "cuda" for s in summaries.values())
+    for label, cell in rows.items():
+        if on_gpu or label not in GPU_ROWS:
+            table.add_row(label, *(cell(s) for s in summaries.values()))
+    return table
+
+
+def _ncu_table(name: str, kernels: dict[str, dict[str, Any]]) -> Table:
+    table = Table("kernel", "µs", "occupancy %", "DRAM %", "SM %", "top stalls", title=f"ncu: {name}")
+    for kernel, m in kernels.items():
+        stalls = ", ".join(f"{r} {v:.2f}" for r, v in m["top_stalls"])
+        table.add_row(kernel[:60], f"{m['duration_us']:.1f}", _num(m["occupancy"]), _num(m["dram_pct"]),
+                      _num(m["sm_pct"]), stalls)
+    return table
+
+
+def _print_summary(s: TraceSummary) -> None:
+    console.print(f"{s.path}: {s.device}, window {s.window_us / 1e3:.3f} ms, iterations {s.iterations or '?'}")
+    stats, title = (s.top_kernels, "top kernels") if s.device == "cuda" else (s.top_cpu_ops, "top CPU ops (self)")
+    table = Table("name", "count", "total µs", "%", title=title)
+    for st in stats:
+        table.add_row(st.name[:80], str(st.count), f"{st.total_us:.1f}", f"{st.pct:.1f}")
+    console.print(table)
+    if s.device == "cuda":
+        g = s.gaps
+        console.print(f"launches: {s.launch_count} (graph launches {s.graph_launch_count}), kernels: {s.kernel_count}")
+        console.print(f"host gaps > {g.threshold_us:g} µs: {g.count}, total {g.total_us:.1f} µs, largest {g.max_us:.1f} µs")
+        console.print(f"GPU busy: {_pct(s.gpu_busy_fraction)}, goodput: {_pct(s.goodput)}")
+    console.print(f"aten::empty_strided: {s.empty_strided_us:.1f} µs ({_pct(s.empty_strided_share)})")
+    for line in s.findings or ("no findings",):
+        console.print(f"- {line}")
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"

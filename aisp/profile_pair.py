@@ -1,0 +1,99 @@
+"""``aisp profile run``: profile every variant of one pair with torch.profiler, ncu or nsys."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from aisp.artifacts import atomic_write_json, new_run_dir
+from aisp.benchmark import Benchmark, unmet_requirements
+from aisp.discovery import Pair, TargetError, repo_root, resolve_targets
+from aisp.loader import load_benchmark
+from aisp.ncu import run_ncu
+from aisp.nsight import run_nsys
+from aisp.profiling import capture_torch
+from aisp.timing import synchronize
+
+Tool = Literal["torch", "ncu", "nsys"]
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """What ``aisp profile run`` profiles and where it writes."""
+
+    target: str
+    """One pair, ``ch01:batch_size``."""
+    tool: Tool = "torch"
+    output_dir: Path | None = None
+    """Where the files go; None: ``artifacts/<timestamp>/<chapter>_<name>/profiles``."""
+    iterations: int = 3
+    """Steady-state ``run()`` calls profiled per variant (torch)."""
+    warmup: int = 3
+    """Untraced ``run()`` calls after setup, before profiling."""
+    kernels: int = 5
+    """Top kernels ncu profiles and reports per variant."""
+    timeout_s: float = 240.0
+    """Seconds one ncu or nsys run of a variant may take."""
+
+
+def profile_target(req: ProfileRequest) -> dict[str, Any]:
+    """Profile the pair ``req.target`` names; write ``profile.json`` and return what it holds."""
+    pair = _one_pair(req.target)
+    out_dir = req.output_dir or new_run_dir(Path("artifacts")) / pair.slug / "profiles"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = variant_files(pair)
+    if req.tool == "nsys":
+        variants = {name: run_nsys(path, out_dir, req.timeout_s) for name, path in files.items()}
+    else:
+        variants = _torch_then_ncu(req, files, out_dir)
+    result = {"target": pair.target, "tool": req.tool, "output_dir": str(out_dir), "variants": variants}
+    atomic_write_json(out_dir / f"profile_{req.tool}.json", result)
+    return result
+
+
+def variant_files(pair: Pair) -> dict[str, Path]:
+    """``baseline``, ``optimized`` and ``optimized_<variant>`` mapped to their files."""
+    files = {"baseline": pair.baseline}
+    for path in pair.optimized:
+        suffix = path.stem[len(f"optimized_{pair.name}"):]
+        files[f"optimized{suffix}"] = path
+    return files
+
+
+def _one_pair(target: str) -> Pair:
+    pairs = resolve_targets([target], repo_root())
+    if len(pairs) != 1:
+        raise TargetError(f"'{target}' names {len(pairs)} pairs; profile one pair (e.g. ch01:batch_size)")
+    return pairs[0]
+
+
+def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) -> dict[str, Any]:
+    """The torch capture; for ncu, then ncu on each variant's top kernels from its trace."""
+    if req.tool == "ncu" and shutil.which("ncu") is None:
+        return {name: run_ncu(path, out_dir) for name, path in files.items()}
+    benches = {name: load_benchmark(path) for name, path in files.items()}
+    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
+    if reason:
+        return {name: {"skipped": reason} for name in files}
+    _set_up(benches, req.warmup)
+    try:
+        summaries = capture_torch(benches, out_dir, req.iterations)
+    finally:
+        for bench in benches.values():
+            bench.teardown()
+    if req.tool == "torch":
+        return summaries
+    return {name: run_ncu(files[name], out_dir, req.kernels, req.timeout_s,
+                          [k["name"] for k in summaries[name]["top_kernels"][:req.kernels]])
+            for name in files}
+
+
+def _set_up(benches: dict[str, Benchmark], warmup: int) -> None:
+    for bench in benches.values():
+        bench.seed = 0
+        bench.setup()
+        for _ in range(warmup):
+            bench.run()
+        synchronize(bench.device)

@@ -1,0 +1,113 @@
+"""torch.profiler capture on CPU, the Nsight runners' skips and timeouts, and ``aisp profile``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+from aisp.benchmark import Benchmark
+from aisp.cli.main import app
+from aisp.nsight import run_logged, run_nsys
+from aisp.profiling import capture_torch, memory_timeline, run_ncu
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Matmuls(Benchmark):
+    """Three matmuls per run, each allocating its output."""
+
+    def setup(self) -> None:
+        self.a = torch.randn(32, 32, generator=self.generator())
+
+    def run(self) -> torch.Tensor:
+        out = self.a
+        for _ in range(3):
+            out = out @ self.a
+        return out
+
+
+def test_capture_torch_writes_trace_ops_memory_and_summary(tmp_path):
+    bench = Matmuls()
+    bench.setup()
+    result = capture_torch({"base": bench}, tmp_path, iterations=2)
+    summary = result["base"]
+    trace = json.loads((tmp_path / "base.trace.json").read_text())
+    ranges = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation" and e["name"] == "base"]
+    assert len(ranges) == 2, "each profiled iteration is one range named after the variant"
+    ops = (tmp_path / "base.ops.txt").read_text()
+    assert "self_cpu_time_total" in ops and "aten::mm" in ops and "[[32, 32], [32, 32]]" in ops
+    memory = json.loads((tmp_path / "base.memory.json").read_text())
+    assert memory["schema_version"] >= 1 and memory["events"]
+    assert memory["peak_allocated_bytes"]["cpu"] >= 32 * 32 * 4
+    assert summary["profiled_iterations"] == 2 and summary["device"] == "cpu"
+    assert {op["name"]: op["count"] for op in summary["top_cpu_ops"]}["aten::mm"] == 6
+    assert set(summary["files"]) == {"trace", "ops", "memory"}
+
+
+def test_memory_timeline_tracks_peak_per_device(tmp_path):
+    def alloc(ts, nbytes, total, dev_type=0, dev_id=-1):
+        return {"ph": "i", "name": "[memory]", "ts": ts, "args": {
+            "Bytes": nbytes, "Total Allocated": total, "Total Reserved": 0,
+            "Device Type": dev_type, "Device Id": dev_id}}
+    events = [alloc(10.0, 100, 100), alloc(11.0, 50, 150), alloc(12.0, -100, 50),
+              alloc(13.0, 4096, 4096, 1, 0)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    timeline = memory_timeline(path, "v")
+    assert timeline["peak_allocated_bytes"] == {"cpu": 150, "cuda:0": 4096}
+    assert [e["t_us"] for e in timeline["events"]] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_nsight_tools_skip_with_the_reason_when_absent(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    pair = Path("ch01/baseline_batch_size.py")
+    assert run_ncu(pair, tmp_path) == {"skipped": "ncu not found on PATH"}
+    assert run_nsys(pair, tmp_path) == {"skipped": "nsys not found on PATH"}
+
+
+def test_run_logged_kills_a_tool_that_outlives_its_timeout(tmp_path):
+    start = time.monotonic()
+    assert run_logged(["sleep", "30"], tmp_path / "log", timeout_s=0.5) is None
+    assert time.monotonic() - start < 10
+
+
+runner = CliRunner()
+
+
+def test_cli_profile_run_torch_writes_files_for_both_variants(tmp_path):
+    out = tmp_path / "prof"
+    result = runner.invoke(app, ["profile", "run", "-t", "ch01:batch_size", "--tool", "torch",
+                                 "--output-dir", str(out), "--iterations", "1", "--warmup", "0"])
+    assert result.exit_code == 0, result.output
+    for variant in ("baseline", "optimized"):
+        for suffix in ("trace.json", "ops.txt", "memory.json"):
+            assert (out / f"{variant}.{suffix}").is_file()
+        json.loads((out / f"{variant}.trace.json").read_text())
+    saved = json.loads((out / "profile_torch.json").read_text())
+    assert saved["target"] == "ch01:batch_size" and set(saved["variants"]) == {"baseline", "optimized"}
+    assert "window per iteration" in result.output and "baseline" in result.output
+
+
+def test_cli_profile_run_ncu_and_nsys_report_the_skip(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for tool in ("ncu", "nsys"):
+        result = runner.invoke(app, ["profile", "run", "-t", "ch01:batch_size", "--tool", tool,
+                                     "--output-dir", str(tmp_path / tool)])
+        assert result.exit_code == 0, result.output
+        assert f"skipped: {tool} not found on PATH" in result.output
+
+
+def test_cli_profile_run_rejects_an_unknown_target(tmp_path):
+    result = runner.invoke(app, ["profile", "run", "-t", "ch01:no_such_pair", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 2
+
+
+def test_cli_profile_summarize_prints_the_numbers_and_findings():
+    result = runner.invoke(app, ["profile", "summarize", str(FIXTURES / "traces" / "gpu_launch_bound.trace.json")])
+    assert result.exit_code == 0, result.output
+    for text in ("gemm_small", "launches: 40", "host gaps > 10 µs: 39", "GPU busy: 21.0%", "small-kernels:"):
+        assert text in result.output
