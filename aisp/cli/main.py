@@ -14,3 +14,15 @@ app = typer.Typer(
 from aisp.cli.profile import app as profile_app  # noqa: E402
 
 app.add_typer(profile_app, name="profile")
+
+from aisp.cli.peak import peak  # noqa: E402
+
+app.command(name="peak")(peak)
+
+from aisp.cli.report import app as report_app  # noqa: E402
+
+app.add_typer(report_app, name="report")
+
+from aisp.cli.cleanup import cleanup  # noqa: E402
+
+app.command(name="cleanup")(cleanup)

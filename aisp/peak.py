@@ -1,0 +1,113 @@
+"""This machine's measured ceilings, cached per hardware key with their provenance.
+
+``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail), ``skipped``
+(name -> reason), ``errors`` (name -> message) and ``provenance`` (date, GPU, driver, versions,
+commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aisp import peak_probes as probes
+from aisp.artifacts import atomic_write_json, read_json
+from aisp.discovery import repo_root
+from aisp.environment import hardware_key, manifest
+from aisp.peak_probes import FULL, QUICK, PeakConfig, ProbeSkipped
+
+__all__ = ["FULL", "QUICK", "PeakConfig", "load_peaks", "measure_peaks", "peak_dirs", "save_peaks"]
+
+PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
+                     "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
+                     "python", "torch", "cuda", "triton", "git_commit", "git_dirty")
+
+
+def peak_dirs() -> list[Path]:
+    """Where cached peaks are looked up, first match wins: $AISP_PEAK_DIR, then repo ``peaks/``."""
+    dirs = [Path(os.environ["AISP_PEAK_DIR"])] if os.environ.get("AISP_PEAK_DIR") else []
+    return [*dirs, repo_root() / "peaks"]
+
+
+def peak_file(directory: Path, key: str) -> Path:
+    return directory / f"peak_{key}.json"
+
+
+def load_peaks(key: str) -> dict[str, Any] | None:
+    """The cached peaks for hardware ``key`` (first found in :func:`peak_dirs`), or None."""
+    for directory in peak_dirs():
+        path = peak_file(directory, key)
+        if path.exists():
+            data = read_json(path)
+            data["source"] = str(path)
+            return data
+    return None
+
+
+def save_peaks(peaks: dict[str, Any], directory: Path | None = None) -> Path:
+    """Write ``peaks`` atomically to ``directory`` (default: the first of :func:`peak_dirs`)."""
+    path = peak_file(directory or peak_dirs()[0], peaks["provenance"]["hardware_key"])
+    atomic_write_json(path, {k: v for k, v in peaks.items() if k != "source"})
+    return path
+
+
+def _probes(device: torch.device, cfg: PeakConfig) -> list[tuple[str, Callable[[], Any]]]:
+    """(name, call) for every probe; a call returns one measurement or a dict of named ones."""
+    listed: list[tuple[str, Callable[[], Any]]] = []
+    for dtype, reason in probes.matmul_dtypes(device).items():
+        call = partial(probes.matmul, dtype, cfg, device)
+        listed.append((f"matmul_{dtype}", call if reason is None else partial(_skip, reason)))
+    listed += [("memory_copy", partial(probes.memory_copy, cfg, device)),
+               ("transfers", partial(probes.transfers, cfg, device)),
+               ("launch", partial(probes.launch_cost, cfg, device)),
+               ("p2p_copy", partial(probes.peer_copy, cfg, device)),
+               ("compile", partial(probes.compile_time, cfg, device))]
+    return listed
+
+
+def _skip(reason: str) -> None:
+    raise ProbeSkipped(reason)
+
+
+def _provenance(device: torch.device, cfg: PeakConfig) -> dict[str, Any]:
+    env = manifest(repo_root())
+    found = {k: env.get(k) for k in PROVENANCE_FIELDS}
+    found["hardware_key"] = hardware_key() if device.type == "cuda" else "cpu"
+    found["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    found["device"] = str(device)
+    found["config"] = asdict(cfg)
+    return found
+
+
+def measure_peaks(cfg: PeakConfig = FULL, device: torch.device | None = None,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every probe on ``device`` (default: GPU 0, else the CPU) and return the peaks document.
+
+    A probe that does not apply is listed under ``skipped`` with its reason; one that fails is
+    listed under ``errors`` with the exception, so a missing figure is always explained.
+    """
+    device = device or (torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu"))
+    peaks: dict[str, Any] = {"measurements": {}, "skipped": {}, "errors": {}}
+    for name, call in _probes(device, cfg):
+        if progress:
+            progress(name)
+        try:
+            found = call()
+        except ProbeSkipped as skip:
+            peaks["skipped"][name] = str(skip)
+            continue
+        except (RuntimeError, ValueError, TypeError, ImportError, AttributeError) as exc:
+            peaks["errors"][name] = f"{type(exc).__name__}: {exc}"
+            continue
+        peaks["measurements"].update(found if "value" not in found else {name: found})
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    peaks["provenance"] = _provenance(device, cfg)
+    return peaks

@@ -1,0 +1,245 @@
+"""Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth, launch
+cost, GPU-to-GPU bandwidth and torch.compile time. Each probe returns named measurements or raises
+:class:`ProbeSkipped` with the reason it does not apply here.
+
+Inputs are always fresh random data: zeros let the tensor cores and the memory system run faster
+than real data does, which would inflate every ceiling.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from aisp.timing import gc_disabled, synchronize, time_call
+
+GIB = 1 << 30
+
+
+class ProbeSkipped(Exception):
+    """The probe does not apply on this machine; the message says why."""
+
+
+@dataclass(frozen=True)
+class PeakConfig:
+    """Sizes and repeat counts of one peak measurement."""
+
+    matmul_n: int = 8192
+    """Square matmul size on a GPU (8192³ fills an H100/H200)."""
+    cpu_matmul_n: int = 2048
+    """Square matmul size on a CPU."""
+    matmul_iters: int = 5
+    """Matmuls per timed sample."""
+    repeats: int = 10
+    """Timed samples per figure; the figure is their median."""
+    copy_bytes: int = 1 * GIB
+    """Buffer size of the device memory copy (read and write are both counted)."""
+    transfer_bytes: int = 256 << 20
+    """Buffer size of the host<->device and GPU<->GPU copies."""
+    launch_kernels: int = 1000
+    """Tiny kernels per timed sample of the launch-cost probe."""
+    compile: bool = True
+    """Measure the torch.compile cold/warm compile baseline (seconds of work)."""
+
+
+FULL = PeakConfig()
+QUICK = PeakConfig(matmul_n=4096, cpu_matmul_n=1024, matmul_iters=2, repeats=3, copy_bytes=256 << 20,
+                   transfer_bytes=64 << 20, launch_kernels=200, compile=False)
+
+
+def measurement(value: float, unit: str, detail: str) -> dict[str, Any]:
+    return {"value": value, "unit": unit, "detail": detail}
+
+
+def median_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2) -> float:
+    """Median over ``repeats`` of one call's time (ms): CUDA events on a GPU, host clock on a CPU."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    with gc_disabled():
+        return statistics.median(time_call(fn, device).ms for _ in range(repeats))
+
+
+@contextmanager
+def environ(**values: str):
+    """Set environment variables inside the block; restore (or remove) them afterwards."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+@contextmanager
+def float32_precision(mode: str):
+    """``highest``: true fp32 matmuls (TF32 off); ``high``: TF32 allowed. Restored afterwards."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(mode)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _operands(dtype_name: str, n: int, device: torch.device) -> Callable[[], torch.Tensor]:
+    """A closure computing one n×n×n product in ``dtype_name`` on fresh random operands."""
+    if dtype_name == "fp8":
+        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+        scale = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+    if dtype_name == "int8":
+        a = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8)
+        b = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8)
+        return lambda: torch._int_mm(a, b)
+    dtype = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
+             "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    return lambda: torch.matmul(a, b, out=out)
+
+
+def matmul_dtypes(device: torch.device) -> dict[str, str | None]:
+    """Each dtype probed here, mapped to None or the reason it is skipped."""
+    if device.type != "cuda":
+        gpu_only = "GPU only: the CPU ceiling is measured in fp32"
+        return {"fp32": None, **{d: gpu_only for d in ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")}}
+    cc = torch.cuda.get_device_capability(device)
+    fp8 = None if cc >= (8, 9) else f"fp8 tensor cores need compute capability 8.9+, this GPU is {cc[0]}.{cc[1]}"
+    tensor = None if cc >= (8, 0) else "needs compute capability 8.0+"
+    return {"fp64": None, "fp32": None, "tf32": tensor, "bf16": tensor, "fp16": None, "fp8": fp8,
+            "int8": tensor}
+
+
+def matmul(dtype_name: str, cfg: PeakConfig, device: torch.device) -> dict[str, Any]:
+    """Dense n×n×n matmul rate in TFLOP/s (TOP/s for int8): 2n³ operations per product."""
+    n = cfg.matmul_n if device.type == "cuda" else cfg.cpu_matmul_n
+    with float32_precision("high" if dtype_name == "tf32" else "highest"):
+        product = _operands(dtype_name, n, device)
+
+        def loop() -> None:
+            for _ in range(cfg.matmul_iters):
+                product()
+
+        ms = median_ms(loop, device, cfg.repeats) / cfg.matmul_iters
+    unit = "TOP/s" if dtype_name == "int8" else "TFLOP/s"
+    detail = f"{n}x{n}x{n} {dtype_name}, median of {cfg.repeats} x {cfg.matmul_iters} products"
+    return measurement(2 * n**3 / (ms * 1e-3) / 1e12, unit, detail)
+
+
+def memory_copy(cfg: PeakConfig, device: torch.device) -> dict[str, Any]:
+    """Device memory bandwidth of a buffer copy in GB/s, counting the read and the write."""
+    src = torch.rand(cfg.copy_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), device, cfg.repeats)
+    detail = f"copy of {cfg.copy_bytes >> 20} MiB, read+write counted, median of {cfg.repeats}"
+    return measurement(2 * cfg.copy_bytes / (ms * 1e-3) / 1e9, "GB/s", detail)
+
+
+def transfers(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]]:
+    """Host<->device copy bandwidth in GB/s, from pinned and from pageable host memory."""
+    if device.type != "cuda":
+        raise ProbeSkipped("no GPU: there is no host<->device link to measure")
+    count = cfg.transfer_bytes // 4
+    gpu = torch.rand(count, device=device)
+    pinned = torch.rand(count).pin_memory()
+    pageable = torch.rand(count)
+    copies = {
+        "h2d_pinned": lambda: gpu.copy_(pinned, non_blocking=True),
+        "h2d_pageable": lambda: gpu.copy_(pageable),
+        "d2h_pinned": lambda: pinned.copy_(gpu, non_blocking=True),
+        "d2h_pageable": lambda: pageable.copy_(gpu),
+    }
+    detail = f"{cfg.transfer_bytes >> 20} MiB, median of {cfg.repeats}"
+    return {name: measurement(cfg.transfer_bytes / (median_ms(fn, device, cfg.repeats) * 1e-3) / 1e9,
+                              "GB/s", detail) for name, fn in copies.items()}
+
+
+def launch_cost(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]]:
+    """Time per tiny kernel (µs): launched one by one from Python, and replayed from a CUDA graph."""
+    if device.type != "cuda":
+        raise ProbeSkipped("no GPU: kernel launch cost is a GPU figure")
+    x = torch.rand(256, device=device)
+    k = cfg.launch_kernels
+
+    def eager() -> None:
+        for _ in range(k):
+            x.mul_(1.0001)
+
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        eager()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        eager()
+    detail = f"{k} elementwise kernels on 256 floats per sample, median of {cfg.repeats}"
+    return {"launch_eager": measurement(median_ms(eager, device, cfg.repeats) * 1e3 / k, "us", detail),
+            "launch_graph": measurement(median_ms(graph.replay, device, cfg.repeats) * 1e3 / k, "us", detail)}
+
+
+def peer_copy(cfg: PeakConfig, device: torch.device) -> dict[str, Any]:
+    """GPU 0 -> GPU 1 copy bandwidth in GB/s (one direction)."""
+    if device.type != "cuda" or torch.cuda.device_count() < 2:
+        raise ProbeSkipped("needs two or more GPUs; this machine has "
+                           f"{torch.cuda.device_count() if device.type == 'cuda' else 0}")
+    src = torch.rand(cfg.transfer_bytes // 4, device="cuda:0")
+    dst = torch.empty_like(src, device="cuda:1")
+
+    def copy() -> float:
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        return time.perf_counter() - t0
+
+    copy()
+    seconds = statistics.median(copy() for _ in range(cfg.repeats))
+    peer = "peer access" if torch.cuda.can_device_access_peer(0, 1) else "no peer access (staged)"
+    detail = f"cuda:0 -> cuda:1, {cfg.transfer_bytes >> 20} MiB, {peer}, median of {cfg.repeats}"
+    return measurement(cfg.transfer_bytes / seconds / 1e9, "GB/s", detail)
+
+
+def _compile_target(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(x) * x.sin() + x.cos().sum()
+
+
+def compile_time(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]]:
+    """Seconds to torch.compile a small function: on an empty cache, then again with it warm."""
+    if not cfg.compile:
+        raise ProbeSkipped("not measured in --quick (a cold compile takes seconds)")
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    from torch._inductor.utils import clear_caches
+
+    x = torch.randn(1 << 16, device=device)
+    seconds = []
+    with (tempfile.TemporaryDirectory(prefix="aisp_peak_compile_") as cache, temporary_cache_dir(cache),
+          environ(TRITON_CACHE_DIR=os.path.join(cache, "triton"))):
+        for _ in range(2):
+            torch._dynamo.reset()
+            clear_caches()
+            t0 = time.perf_counter()
+            torch.compile(_compile_target)(x)
+            synchronize(device)
+            seconds.append(time.perf_counter() - t0)
+    torch._dynamo.reset()
+    detail = "gelu(x)*sin(x)+sum(cos(x)) on 64K floats, private cache dir"
+    return {"compile_cold": measurement(seconds[0], "s", "empty cache; " + detail),
+            "compile_warm": measurement(seconds[1], "s", "cache hit after dynamo reset: " + detail)}

@@ -1,0 +1,139 @@
+"""Roofline: where a variant stands against this machine's measured ceilings.
+
+Arithmetic intensity is FLOPs per byte of the workload. The attainable rate at that intensity is
+``min(peak compute, intensity × peak bandwidth)``: below the ridge point the memory system is the
+bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak` (``matmul_<precision>``
+in TFLOP/s and ``memory_copy`` in GB/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+PEAK_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+"""Precisions with a measured matmul ceiling; any other (None, "exact") is judged against fp32."""
+
+
+def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, float]:
+    """(precision whose ceiling applies, its TFLOP/s). A precision without a measured ceiling on
+    this machine (a CPU measures fp32 only) falls back to fp32; the returned name says so."""
+    measured = peaks["measurements"]
+    name = precision if precision in PEAK_PRECISIONS else "fp32"
+    if f"matmul_{name}" not in measured:
+        name = "fp32"
+    if "matmul_fp32" not in measured and name == "fp32":
+        raise KeyError("the peaks hold no matmul_fp32 ceiling; re-run 'aisp peak --refresh'")
+    return name, measured[f"matmul_{name}"]["value"]
+
+
+def peak_bandwidth(peaks: dict[str, Any]) -> float:
+    """Device memory bandwidth ceiling in GB/s (buffer copy, read and write counted)."""
+    return peaks["measurements"]["memory_copy"]["value"]
+
+
+def bound_tflops(intensity: float, peak_tflops: float, peak_gbps: float) -> float:
+    """The roofline: attainable TFLOP/s at ``intensity`` FLOP/byte."""
+    return min(peak_tflops, intensity * peak_gbps / 1e3)
+
+
+def annotate(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, Any]) -> dict[str, Any] | None:
+    """Intensity, achieved rate, roofline bound and % of it for one variant of a pair.
+
+    None when the workload declares neither FLOPs nor bytes, or the variant has no timing. With
+    bytes but no FLOPs the work is pure data movement: % of bound is % of peak bandwidth. With
+    FLOPs but no bytes the bound is the compute ceiling.
+    """
+    flops, nbytes = float(workload.get("flops") or 0), float(workload.get("bytes") or 0)
+    summary = variant.get("summary") or {}
+    if (flops <= 0 and nbytes <= 0) or not summary.get("median"):
+        return None
+    seconds = summary["median"] * 1e-3
+    precision, peak_tflops = peak_compute(peaks, workload.get("precision"))
+    peak_gbps = peak_bandwidth(peaks)
+    achieved_tflops = flops / seconds / 1e12 if flops > 0 else None
+    achieved_gbps = nbytes / seconds / 1e9 if nbytes > 0 else None
+    intensity = flops / nbytes if flops > 0 and nbytes > 0 else None
+    if flops <= 0:
+        bound, pct = None, 100 * achieved_gbps / peak_gbps
+    else:
+        bound = peak_tflops if intensity is None else bound_tflops(intensity, peak_tflops, peak_gbps)
+        pct = 100 * achieved_tflops / bound
+    memory_bound = flops <= 0 or (intensity is not None and intensity * peak_gbps / 1e3 < peak_tflops)
+    return {"intensity": intensity, "achieved_tflops": achieved_tflops, "achieved_gbps": achieved_gbps,
+            "bound_tflops": bound, "pct_of_bound": pct, "bound": "memory" if memory_bound else "compute",
+            "peak_precision": precision, "peak_tflops": peak_tflops, "peak_gbps": peak_gbps,
+            "ridge_intensity": peak_tflops * 1e3 / peak_gbps}
+
+
+@dataclass(frozen=True)
+class PairPoints:
+    """One pair on the roofline: both variants share the workload, hence the intensity."""
+
+    label: str
+    precision: str
+    """The precision whose ceiling applies (see :func:`peak_compute`)."""
+    intensity: float
+    baseline_tflops: float
+    optimized_tflops: float
+
+
+def pair_points(results: list[dict[str, Any]], peaks: dict[str, Any]) -> list[PairPoints]:
+    """Roofline points of the pairs of a run summary whose workload declares FLOPs and bytes and
+    whose baseline and best variant were both timed."""
+    points = []
+    for result in results:
+        best = next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
+        if not result.get("baseline") or not best:
+            continue
+        base = annotate(result["baseline"], result.get("workload", {}), peaks)
+        opt = annotate(best, result.get("workload", {}), peaks)
+        if base and opt and base["intensity"] is not None:
+            points.append(PairPoints(result["target"], base["peak_precision"], base["intensity"],
+                                     base["achieved_tflops"], opt["achieved_tflops"]))
+    return points
+
+
+def plot(points: list[PairPoints], peaks: dict[str, Any], path: Path) -> Path:
+    """Write the roofline of :func:`figure` as a PNG at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure(points, peaks).savefig(path, dpi=120)
+    return path
+
+
+def figure(points: list[PairPoints], peaks: dict[str, Any]) -> Figure:
+    """A log-log roofline: one roof per precision used, an arrow baseline -> optimized per pair.
+    Needs matplotlib (the ``plot`` extra), imported here so the roofline math does not."""
+    from aisp.plotting import new_figure
+
+    fig, ax = new_figure(width=8, height=5.5)
+    bw = peak_bandwidth(peaks)
+    roofs = {p.precision for p in points} or {"fp32"}
+    ceilings = {name: peak_compute(peaks, name)[1] for name in roofs}
+    ridges = [c * 1e3 / bw for c in ceilings.values()]
+    xs = [p.intensity for p in points] + ridges
+    x_lo, x_hi = min(xs) / 8, max(xs) * 8
+    for name, ceiling in sorted(ceilings.items(), key=lambda kv: kv[1]):
+        ridge = ceiling * 1e3 / bw
+        ax.plot([x_lo, ridge, x_hi], [x_lo * bw / 1e3, ceiling, ceiling], lw=1.5,
+                label=f"{name}: {ceiling:,.3g} TFLOP/s, {bw:,.0f} GB/s")
+    for p in points:
+        ax.plot(p.intensity, p.baseline_tflops, "o", mfc="none", color="tab:gray")
+        ax.plot(p.intensity, p.optimized_tflops, "o", color="tab:red")
+        ax.annotate("", xy=(p.intensity, p.optimized_tflops), xytext=(p.intensity, p.baseline_tflops),
+                    arrowprops={"arrowstyle": "->", "color": "tab:red"})
+        ax.annotate(p.label, (p.intensity, p.optimized_tflops), xytext=(5, 4), textcoords="offset points",
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"Roofline of {peaks['provenance']['hardware_key']}: baseline (hollow) -> optimized (filled)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
