@@ -2,8 +2,9 @@
 
 Checks (each has a test that makes it fire): same structure, shape and dtype; NaN/Inf only
 where the baseline has them; values within the dtype-aware tolerance; inputs unchanged by
-``run()``; output not aliasing an input; output not a tensor that existed before ``run()``
-(a setup-cached or stale answer); scratch buffers poisoned before the last timed iteration.
+``run()``; output not sharing storage with a tensor that existed before ``run()`` (an aliased
+input, a setup-cached or stale answer); scratch buffers and tensors created after setup poisoned
+before the last timed iteration, whose output is verified again.
 """
 
 from __future__ import annotations
@@ -222,15 +223,6 @@ def _storage_key(t: torch.Tensor) -> tuple[str, int]:
     return (str(t.device), t.untyped_storage().data_ptr())
 
 
-def check_aliasing(output: Any, bench: Benchmark) -> None:
-    """Raise if an output tensor shares storage with one of the benchmark's inputs."""
-    inputs = {_storage_key(t): n for n, t in inputs_of(bench).items() if t.untyped_storage().nbytes()}
-    for path, t in flatten(output):
-        if t.untyped_storage().nbytes() and _storage_key(t) in inputs:
-            raise VerificationError(f"{path} aliases the input '{inputs[_storage_key(t)]}': "
-                                    "return a result, not a view of the input")
-
-
 def preexisting_storages(bench: Benchmark) -> dict[tuple[str, int], str]:
     """Storages of the non-scratch tensors the benchmark holds now (before a run)."""
     return {_storage_key(t): n for n, t in tensor_attributes(bench).items()
@@ -238,14 +230,15 @@ def preexisting_storages(bench: Benchmark) -> dict[tuple[str, int], str]:
 
 
 def check_fresh(output: Any, before: dict[tuple[str, int], str]) -> None:
-    """Raise if ``run()`` returned a tensor that already existed before it was called."""
+    """Raise if ``run()`` returned a tensor that shares storage with one that existed before the
+    call: an input or a view of one (aliasing), or an answer computed in setup() or an earlier call."""
     for path, t in flatten(output):
         name = before.get(_storage_key(t)) if t.untyped_storage().nbytes() else None
         if name is not None:
             raise VerificationError(
-                f"{path} is the tensor '{name}' that existed before run() was called: the result "
-                "was computed outside the timed run (in setup() or an earlier call). Compute it in "
-                "run(), or list a reused output buffer in `scratch`.")
+                f"{path} shares storage with '{name}', a tensor that existed before run() was called. "
+                "run() must return what it computed: not an input or a view of one (aliasing), nor an "
+                "answer computed in setup() or an earlier call. List a reused output buffer in `scratch`.")
 
 
 def poison_scratch(bench: Benchmark, known: set[str]) -> list[str]:

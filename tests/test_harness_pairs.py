@@ -1,0 +1,89 @@
+"""Every verification check fires on a deliberately broken pair; crashes, hangs and skips are
+recorded and the rest of the suite still runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURE_PAIRS
+
+from aisp.discovery import resolve_targets
+from aisp.options import RunOptions
+from aisp.results import exit_code
+from aisp.runner import run_suite
+
+EXPECTED = {
+    "constant": ("verify-failed", "seed 1"),
+    "setup_cached": ("verify-failed", "shares storage with 'result'"),
+    "aliasing": ("verify-failed", "shares storage with 'a'"),
+    "mutates_input": ("verify-failed", "changed its inputs"),
+    "nan_output": ("verify-failed", "NaN/Inf"),
+    "wrong_shape": ("verify-failed", "shape"),
+    "wrong_dtype": ("verify-failed", "dtype"),
+    "low_precision": ("verify-failed", "outside tolerance"),
+    "skips_after_warmup": ("verify-failed", "last timed iteration"),
+    "caches_after_warmup": ("verify-failed", "last timed iteration"),
+    "raises": ("error", "deliberate failure"),
+    "aborts": ("error", "SIGABRT"),
+    "hangs": ("timeout", "timed out"),
+    "needs_gpu": ("skipped", "CUDA"),
+    "good": ("ok", None),
+}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    options = RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
+    pairs = resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
+    results, run_dir = run_suite(pairs, options)
+    return {r["name"]: r for r in results}, run_dir
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_verdict(suite, name):
+    results, _ = suite
+    verdict, reason = EXPECTED[name]
+    result = results[name]
+    assert result["verdict"] == verdict, result["reason"]
+    if reason:
+        assert reason in result["reason"]
+
+
+@pytest.mark.parametrize("name", [n for n, (v, _) in EXPECTED.items() if v == "verify-failed"])
+def test_verify_failed_has_no_timing(suite, name):
+    result = suite[0][name]
+    assert result["speedup"] is None
+    assert all(not v.get("samples_ms") for v in result["variants"])
+
+
+def test_every_pair_has_artifacts(suite):
+    results, run_dir = suite
+    for name in results:
+        path = run_dir / f"pairs_{name}" / "results" / "benchmark_test_results.json"
+        data = json.loads(path.read_text())
+        assert data["schema_version"] == 1 and data["name"] == name
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert len(summary["results"]) == len(EXPECTED)
+    assert (run_dir / "summary.csv").read_text().count("\n") == len(EXPECTED) + 1
+    assert json.loads((run_dir / "manifest.json").read_text())["hardware_key"]
+
+
+def test_crash_log_kept(suite):
+    _, run_dir = suite
+    log = (run_dir / "pairs_raises" / "logs" / "pair.log").read_text()
+    assert "deliberate failure in run()" in log
+
+
+def test_aa_pair_speedup_contains_one(suite):
+    good = suite[0]["good"]
+    ratio = good["speedup"]
+    assert ratio["low"] <= 1.0 <= ratio["high"]
+    assert 0.8 < ratio["value"] < 1.25
+    evidence = good["variants"][0]["verification"]
+    assert evidence["max_abs_err"] == 0.0
+    assert len(evidence["checks"]) == 3
+
+
+def test_exit_code_is_worst(suite):
+    assert exit_code(list(suite[0].values())) == 5
