@@ -1,0 +1,57 @@
+"""The bench CLI is thin: it passes options to the core and maps verdicts to exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import FIXTURE_PAIRS
+from typer.testing import CliRunner
+
+from aisp import suite
+from aisp.cli.main import app
+
+runner = CliRunner()
+
+
+def test_list_targets_shows_chapter_pairs():
+    result = runner.invoke(app, ["bench", "list-targets", "--chapter", "ch1"])
+    assert result.exit_code == 0
+    assert "ch01:batch_size" in result.output
+
+
+def test_unknown_target_is_usage_error():
+    result = runner.invoke(app, ["bench", "run", "-t", "ch01:batch_sise"])
+    assert result.exit_code == 2
+    assert "ch01:batch_size" in result.output
+
+
+def test_bad_options_are_usage_errors():
+    assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--iterations", "1"]).exit_code == 2
+    assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--profile", "loud"]).exit_code == 2
+    assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--device", "tpu"]).exit_code == 2
+
+
+def test_options_reach_the_core(monkeypatch):
+    seen = {}
+
+    def fake_run(targets, roots, options, reporter=None):
+        seen.update(targets=targets, roots=roots, options=options)
+        return 4
+
+    monkeypatch.setattr(suite, "run", fake_run)
+    result = runner.invoke(app, ["bench", "run", "-t", "ch1", "-t", "ch03:gemm", "--root", str(FIXTURE_PAIRS),
+                                 "--iterations", "7", "--warmup", "2", "--reproducible", "--cold-start",
+                                 "--flush-l2", "--timeout-multiplier", "2.5", "--suite-timeout", "60"])
+    assert result.exit_code == 4
+    opts = seen["options"]
+    assert seen["targets"] == ["ch1", "ch03:gemm"] and seen["roots"] == (Path(FIXTURE_PAIRS),)
+    assert (opts.iterations, opts.warmup, opts.reproducible, opts.cold_start, opts.flush_l2) == (7, 2, True, True, True)
+    assert (opts.timeout_multiplier, opts.suite_timeout) == (2.5, 60.0)
+
+
+def test_verify_runs_without_timing(tmp_path):
+    result = runner.invoke(app, ["bench", "verify", "--root", str(FIXTURE_PAIRS), "-t", "pairs:good",
+                                 "-t", "pairs:wrong_shape", "--artifacts-dir", str(tmp_path)])
+    assert result.exit_code == 4, result.output
+    run_dir = next(tmp_path.iterdir())
+    assert "verify-failed" in (run_dir / "summary.csv").read_text()

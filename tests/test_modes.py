@@ -1,0 +1,81 @@
+"""--reproducible, --cold-start, suite timeout, standalone runs and atomic writes under a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import REPO
+
+from aisp.discovery import resolve_targets
+from aisp.options import RunOptions
+from aisp.runner import run_suite
+
+MODES = Path(__file__).resolve().parent / "fixtures" / "modes"
+
+
+def _run(tmp_path, targets, **kw):
+    options = RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path, **kw)
+    results, _ = run_suite(resolve_targets(targets, REPO, (MODES,)), options)
+    return {r["name"]: r for r in results}
+
+
+def test_reproducible_fails_nondeterministic_op_with_message(tmp_path):
+    results = _run(tmp_path, ["modes:scatter", "modes:sum"], reproducible=True)
+    assert results["scatter"]["verdict"] == "error"
+    assert "--reproducible" in results["scatter"]["reason"] and "put_" in results["scatter"]["reason"]
+    assert results["sum"]["verdict"] == "ok"
+
+
+def test_without_reproducible_the_same_pair_runs(tmp_path):
+    assert _run(tmp_path, ["modes:scatter"])["scatter"]["verdict"] == "ok"
+
+
+def test_cold_start_times_each_variant_in_its_own_process(tmp_path):
+    result = _run(tmp_path, ["modes:sum"], cold_start=True)["sum"]
+    assert result["verdict"] == "ok"
+    assert len(result["baseline"]["samples_ms"]) == 4 and len(result["variants"][0]["samples_ms"]) == 4
+    logs = sorted(p.name for p in (next(tmp_path.iterdir()) / "modes_sum" / "logs").glob("*.log"))
+    assert logs == ["cold0.log", "cold1.log", "pair.log"]
+
+
+def test_suite_timeout_marks_unstarted_pairs(tmp_path):
+    results = _run(tmp_path, ["modes:sum", "modes:scatter"], suite_timeout=0.001)
+    assert all(r["verdict"] == "timeout" for r in results.values())
+
+
+def test_standalone_run_prints_timing():
+    out = subprocess.run([sys.executable, str(REPO / "ch01" / "baseline_batch_size.py"), "--iterations", "2",
+                          "--warmup", "0", "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Average time:" in out.stdout and "Median:" in out.stdout and "Std:" in out.stdout
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from aisp.artifacts import atomic_write_json
+path = Path(sys.argv[1])
+i = 0
+while True:
+    i += 1
+    atomic_write_json(path, {"i": i, "payload": ["x" * 1000] * 2000})
+"""
+
+
+def test_kill_mid_write_leaves_no_truncated_json(tmp_path):
+    target = tmp_path / "result.json"
+    for delay in (2.5, 2.8, 3.1, 3.4):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], start_new_session=True)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if target.exists():
+            data = json.loads(target.read_text())
+            assert data["schema_version"] == 1 and len(data["payload"]) == 2000
+    assert target.exists(), "the writer never finished one write; raise the delays"
