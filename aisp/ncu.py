@@ -19,7 +19,10 @@ from aisp.nsight import failure, run_logged, standalone_command
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "LaunchStats")
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
-DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM_PCT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+"""DRAM throughput: the first of these the report holds (Hopper reports the first)."""
+MEMORY_PCT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 DURATION = "gpu__time_duration.sum"
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -32,12 +35,13 @@ REGEX_SPECIALS = re.compile(r"([.^$*+?()\[\]{}|\\])")
 
 def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float = 240,
             kernel_names: Sequence[str] = ()) -> dict[str, Any]:
-    """Profile the variant in ``pair_file`` under ncu and summarize its ``kernels`` longest kernels.
+    """Profile the variant in ``pair_file`` under ncu and summarize ``kernels`` of its kernels.
 
-    ``kernel_names`` (demangled names, e.g. a torch trace's top kernels) narrow the profile to
-    those kernels; without them every launch configuration is profiled once.
-    Returns ``{"kernels": {name: {occupancy, dram_pct, sm_pct, duration_us, top_stalls}}, ...}``,
-    or ``{"skipped": reason}`` where ``ncu`` is not installed.
+    ``kernel_names`` (demangled names, e.g. a torch trace's top kernels, in rank order) narrow
+    the profile to kernels of those function names and the report to those exact names, in that
+    order; without them every launch configuration is profiled once and the longest are reported.
+    Returns ``{"kernels": {name: {occupancy, dram_pct, memory_pct, sm_pct, duration_us,
+    top_stalls, demangled}}, "matched": bool, ...}``, or ``{"skipped": reason}`` without ``ncu``.
     """
     ncu = shutil.which("ncu")
     if ncu is None:
@@ -50,12 +54,25 @@ def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float =
         return failure("ncu", rc, log, timeout_s) | {"command": cmd}
     raw = base.with_suffix(".ncu.csv")
     rc = run_logged([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
-                     "--print-kernel-base", "function"], raw, timeout_s)
+                     "--print-kernel-base", "demangled"], raw, timeout_s)
     if rc != 0:
         return failure("ncu --import", rc, raw, timeout_s) | {"command": cmd}
-    parsed = parse_raw_csv(raw.read_text())
-    top = dict(sorted(parsed.items(), key=lambda kv: -kv[1]["duration_us"])[:kernels])
-    return {"kernels": top, "report": str(report), "csv": str(raw), "log": str(log), "command": cmd}
+    top, matched = select_kernels(parse_raw_csv(raw.read_text()), kernel_names, kernels)
+    return {"kernels": top, "matched": matched, "report": str(report), "csv": str(raw), "log": str(log),
+            "command": cmd}
+
+
+def select_kernels(parsed: dict[str, dict[str, Any]], names: Sequence[str], count: int
+                   ) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The profiled kernels whose demangled name is one of ``names`` (in their order, then longest
+    first), and True; where none is (or no names are given), the longest ones and False.
+    A function name shared by other kernels (setup's elementwise ops) makes ncu profile those too."""
+    rank = {name: i for i, name in enumerate(names)}
+    chosen = {k: m for k, m in parsed.items() if m["demangled"] in rank}
+    matched = bool(chosen)
+    pool = chosen if matched else parsed
+    ordered = sorted(pool.items(), key=lambda kv: (rank.get(kv[1]["demangled"], 0), -kv[1]["duration_us"]))
+    return dict(ordered[:count]), matched
 
 
 def profile_command(ncu: str, pair_file: Path, report: Path, kernel_names: Sequence[str]) -> list[str]:
@@ -94,8 +111,9 @@ def function_name(demangled: str) -> str:
 
 
 def parse_raw_csv(text: str) -> dict[str, dict[str, Any]]:
-    """ncu's ``--csv --page raw`` output as {kernel: {occupancy, dram_pct, sm_pct, duration_us,
-    top_stalls}}; a kernel profiled in several launch configurations gets ``#2``, ``#3``… suffixes."""
+    """ncu's ``--csv --page raw`` output as {kernel: {occupancy, dram_pct, memory_pct, sm_pct,
+    duration_us, top_stalls, demangled}}, each kernel named ``function <<<grid, block>>>``
+    (``#2``… for repeats)."""
     rows = list(csv.reader(io.StringIO(text[text.find('"ID"'):]))) if '"ID"' in text else []
     if not rows:
         return {}
@@ -104,12 +122,13 @@ def parse_raw_csv(text: str) -> dict[str, dict[str, Any]]:
     result: dict[str, dict[str, Any]] = {}
     for row in body:
         cells = dict(zip(header, row, strict=False))
-        name = cells.get("Kernel Name", "?")
+        demangled = cells.get("Kernel Name", "?")
+        name = f"{function_name(demangled)} <<<{cells.get('Grid Size', '?')}, {cells.get('Block Size', '?')}>>>"
         key, n = name, 1
         while key in result:
             n += 1
             key = f"{name}#{n}"
-        result[key] = _kernel_metrics(cells, dict(zip(header, units, strict=False)))
+        result[key] = _kernel_metrics(cells, dict(zip(header, units, strict=False))) | {"demangled": demangled}
     return result
 
 
@@ -119,10 +138,10 @@ def _kernel_metrics(cells: dict[str, str], units: dict[str, str]) -> dict[str, A
                     key=lambda rv: -rv[1])
     duration = _number(cells.get(DURATION, ""))
     scale = TO_US.get(units.get(DURATION, "nsecond"), 1e-3)
-    return {"occupancy": _number(cells.get(OCCUPANCY, "")), "dram_pct": _number(cells.get(DRAM_PCT, "")),
-            "sm_pct": _number(cells.get(SM_PCT, "")),
+    dram = next((cells[k] for k in DRAM_PCT if k in cells), "")
+    return {"occupancy": _number(cells.get(OCCUPANCY, "")), "dram_pct": _number(dram),
+            "memory_pct": _number(cells.get(MEMORY_PCT, "")), "sm_pct": _number(cells.get(SM_PCT, "")),
             "duration_us": duration * scale if duration is not None else 0.0,
-            "grid": cells.get("Grid Size", ""), "block": cells.get("Block Size", ""),
             "top_stalls": [[r, v] for r, v in ranked[:TOP_STALLS]]}
 
 

@@ -7,6 +7,7 @@ Nsight tools run a variant's file standalone: :func:`run_ncu` (aisp.ncu) and :fu
 
 from __future__ import annotations
 
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,14 @@ def _profile(bench: Benchmark, name: str, iterations: int) -> profile:
     if bench.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     plan = schedule(wait=0, warmup=1, active=iterations, repeat=1)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        return _profile_steps(bench, name, iterations, activities, plan)
+
+
+def _profile_steps(bench: Benchmark, name: str, iterations: int, activities: list[ProfilerActivity],
+                   plan: Any) -> profile:
+    """One profiler warmup step (its overhead stays out of the trace), then ``iterations`` traced."""
     with profile(activities=activities, schedule=plan, record_shapes=True, profile_memory=True,
                  with_stack=False) as prof:
         for _ in range(iterations + 1):

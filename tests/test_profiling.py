@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
 from aisp.benchmark import Benchmark
 from aisp.cli.main import app
+from aisp.ncu import function_name, kernel_regex, parse_raw_csv, select_kernels
 from aisp.nsight import run_logged, run_nsys
 from aisp.profiling import capture_torch, memory_timeline, run_ncu
 
@@ -111,3 +115,82 @@ def test_cli_profile_summarize_prints_the_numbers_and_findings():
     assert result.exit_code == 0, result.output
     for text in ("gemm_small", "launches: 40", "host gaps > 10 µs: 39", "GPU busy: 21.0%", "small-kernels:"):
         assert text in result.output
+
+
+NCU_CSV = FIXTURES / "ncu" / "batch_size_baseline.raw.csv"
+KERNEL2 = "Kernel2 <<<(8, 2, 8), (128, 1, 1)>>>"
+
+
+def test_parse_ncu_raw_csv_recorded_on_an_h200():
+    """ch01 baseline_batch_size under ncu 2025.3 on an H200 (--print-kernel-base function)."""
+    kernels = parse_raw_csv(NCU_CSV.read_text())
+    assert len(kernels) == 6
+    k = kernels[KERNEL2]
+    assert (k["occupancy"], k["dram_pct"], k["memory_pct"], k["sm_pct"]) == (6.25, 7.33, 35.25, 29.28)
+    assert k["duration_us"] == pytest.approx(6.272)
+    assert k["top_stalls"][0] == ["no_instruction", 0.29]
+    relu = kernels["vectorized_elementwise_kernel <<<(32, 1, 1), (128, 1, 1)>>>"]
+    assert relu["top_stalls"][0] == ["long_scoreboard", 15.22]
+    assert all(r != "selected" for m in kernels.values() for r, _ in m["top_stalls"])
+
+
+def test_select_kernels_keeps_the_trace_order_or_falls_back_to_the_longest():
+    kernels = parse_raw_csv(NCU_CSV.read_text())
+    top, matched = select_kernels(kernels, ["splitKreduce_kernel", "Kernel2"], 3)
+    assert matched
+    assert [m["demangled"] for m in top.values()] == ["splitKreduce_kernel"] * 2 + ["Kernel2"]
+    top, matched = select_kernels(kernels, ["no_such_kernel"], 2)
+    assert not matched
+    assert [m["duration_us"] for m in top.values()] == pytest.approx([6.272, 6.272])
+
+
+def test_kernel_names_become_ncu_function_names():
+    assert function_name("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous "
+                         "namespace)::launch_clamp_scalar(float)::{lambda(float)#1}>(int, float*)") == \
+        "vectorized_elementwise_kernel"
+    assert function_name("void (anonymous namespace)::foo<int>(int)") == "foo"
+    assert function_name("nvjet_tst_128x64_64x8_1x2_h_bz_NNT") == "nvjet_tst_128x64_64x8_1x2_h_bz_NNT"
+    assert kernel_regex(["void a::k.x<1>(int)", "sm90_gemm", "void b::k.x<2>(float)"]) == r"^(k\.x|sm90_gemm)$"
+
+
+FAKE_NCU = """#!{python}
+import pathlib, sys
+args = sys.argv[1:]
+pathlib.Path({log!r}).open("a").write(" ".join(args) + "\\n")
+if "--import" in args:
+    print("==PROF== a line before the table")
+    print(pathlib.Path({csv!r}).read_text())
+else:
+    pathlib.Path(args[args.index("-o") + 1] + ".ncu-rep").write_text("report")
+"""
+
+
+def test_run_ncu_builds_the_command_and_parses_the_report(tmp_path, monkeypatch):
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    fake = bin_dir / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, log=str(calls), csv=str(NCU_CSV)))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    pair = Path("ch01/baseline_batch_size.py")
+    result = run_ncu(pair, tmp_path, kernels=5, kernel_names=["Kernel2"])
+    profile_call, import_call = calls.read_text().splitlines()
+    for part in ("--clock-control none", "--target-processes all", "--filter-mode per-launch-config",
+                 "--launch-skip 1 --launch-count 1", "--section WarpStateStats", "--section Occupancy",
+                 "--kernel-name regex:^(Kernel2)$", f"{pair.resolve()} --iterations 2 --warmup 1"):
+        assert part in profile_call
+    assert "--csv --page raw" in import_call
+    assert result["matched"] and list(result["kernels"]) == [KERNEL2, "Kernel2 <<<(8, 1, 16), (128, 1, 1)>>>"]
+    assert Path(result["report"]).is_file()
+
+
+def test_run_ncu_reports_a_failed_run_with_its_log(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ncu"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nprint('==ERROR== ERR_NVGPUCTRPERM')\nsys.exit(1)\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    result = run_ncu(Path("ch01/baseline_batch_size.py"), tmp_path)
+    assert result["error"] == "ncu exited with 1"
+    assert "ERR_NVGPUCTRPERM" in result["log_tail"]

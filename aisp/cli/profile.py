@@ -66,6 +66,9 @@ def _print_result(result: dict[str, Any]) -> None:
     elif result["tool"] == "ncu":
         for name, data in done.items():
             console.print(_ncu_table(name, data["kernels"]))
+            if not data["matched"]:
+                console.print(f"{name}: no profiled kernel has a top torch-trace kernel's exact name; "
+                              "these are the longest profiled kernels.")
     elif done:
         for name, data in done.items():
             console.print(f"{name}: {data['report']}")
@@ -91,11 +94,12 @@ def _side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:
 
 
 def _ncu_table(name: str, kernels: dict[str, dict[str, Any]]) -> Table:
-    table = Table("kernel", "µs", "occupancy %", "DRAM %", "SM %", "top stalls", title=f"ncu: {name}")
+    table = Table("kernel <<<grid, block>>>", "µs", "occupancy %", "DRAM %", "memory %", "SM %",
+                  "top stalls (warps per issue)", title=f"ncu: {name}")
     for kernel, m in kernels.items():
         stalls = ", ".join(f"{r} {v:.2f}" for r, v in m["top_stalls"])
-        table.add_row(kernel[:60], f"{m['duration_us']:.1f}", _num(m["occupancy"]), _num(m["dram_pct"]),
-                      _num(m["sm_pct"]), stalls)
+        table.add_row(kernel, f"{m['duration_us']:.1f}", _num(m["occupancy"]), _num(m["dram_pct"]),
+                      _num(m["memory_pct"]), _num(m["sm_pct"]), stalls)
     return table
 
 
