@@ -1,0 +1,37 @@
+"""Baseline activation memory: a GPT training step that keeps every activation for backward.
+
+Baseline: the forward saves each block's intermediate tensors (LayerNorm outputs, QKV, the
+attention output and log-sum-exp, the 4x-wide MLP hidden before and after GELU) until backward:
+about 34 bytes x width per token per layer in bf16, which dominates peak memory at long batches.
+Optimized (optimized_activation_checkpointing.py): ``torch.utils.checkpoint`` around each block
+keeps only the block's input (2 bytes x width per token) and recomputes the block's forward
+during backward: one extra forward (~1/3 more FLOPs) buys a peak of one block's activations.
+Expect: peak memory about 2-3x lower (this pair's headline is memory: baseline peak / optimized
+peak); step time about 1.2-1.35x longer.
+Tolerance: bf16 autocast in both; recomputation repeats the same kernels, so only atomics in
+the attention backward reorder sums: bf16 defaults (rtol 5e-2, atol 1e-2) on logits ~0.5.
+Run: python ch13/baseline_activation_checkpointing.py  |  aisp bench run -t ch13:activation_checkpointing
+"""
+
+from __future__ import annotations
+
+import torch
+from ch13_gpt import GPTConfig, TrainBench, train_workload
+
+import aisp
+
+WORKLOAD = train_workload(model=GPTConfig(vocab=4096, seq=1024, dim=1024, heads=16, layers=8), batch=16,
+                          precision="bf16", headline="memory", requires=aisp.Requirements(cuda=True))
+
+
+class StoreAllActivations(TrainBench):
+    workload = WORKLOAD
+    autocast = torch.bfloat16
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return StoreAllActivations()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

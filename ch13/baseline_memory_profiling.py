@@ -1,0 +1,77 @@
+"""Baseline memory: gradient accumulation that keeps every micro-batch's graph alive.
+
+Baseline: eight micro-batches of different lengths are summed into one loss tensor and
+backward runs once at the end. Summing loss tensors (not their values) keeps each micro-batch's
+autograd graph, with all its saved activations, alive until that single backward: peak memory
+grows with the number of micro-batches. This is the classic "leak" ``memory_stats()`` exposes:
+``allocated_bytes.all.peak`` climbs with every micro-batch.
+Optimized (optimized_memory_profiling.py): backward per micro-batch on ``loss / n`` and keep
+only ``loss.detach()``: each graph is freed as soon as its gradients are accumulated. Same
+gradients (sums in a different order), one micro-batch's activations at a time.
+Expect: peak memory several times lower (headline: memory); time about the same.
+Tolerance: fp32 in both; the gradients are the same sums accumulated in another order, so they
+agree to fp32 rounding: rtol 1e-4 with atol 1e-7 (gradient entries are ~1e-4..1e-2).
+See also: ``python ch13/memory_profiling.py --dump`` (allocator statistics, fragmentation and a
+memory snapshot of both variants under default and recommended allocator settings).
+Run: python ch13/baseline_memory_profiling.py  |  aisp bench run -t ch13:memory_profiling
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from ch13_gpt import GPT, GPTConfig, init_weights_, token_batches
+
+import aisp
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccumulationWorkload(aisp.Workload):
+    model: GPTConfig = field(default_factory=GPTConfig)
+    """The model whose gradients are accumulated."""
+    batch: int = 8
+    """Sequences per micro-batch."""
+    lengths: tuple[int, ...] = (512, 384, 448, 256, 512, 320, 448, 384)
+    """Sequence length of each micro-batch (varied, as with packed or bucketed data)."""
+
+
+def _workload() -> AccumulationWorkload:
+    w = AccumulationWorkload(model=GPTConfig(vocab=8192, seq=512, dim=512, heads=8, layers=4))
+    flops = sum(w.model.train_flops(w.batch, n) for n in w.lengths)
+    tokens = w.batch * sum(w.lengths)
+    return AccumulationWorkload(model=w.model, flops=flops, items=tokens, item_unit="tokens",
+                                precision="fp32", rtol=1e-4, atol=1e-7, headline="memory")
+
+
+WORKLOAD = _workload()
+
+
+class SummedLossAccumulation(aisp.Benchmark):
+    """Accumulates gradients over the micro-batches; returns their losses and the gradients."""
+
+    workload = WORKLOAD
+
+    def setup(self) -> None:
+        w, gen = self.workload, self.generator()
+        self.model = init_weights_(GPT(w.model).to(self.device), gen)
+        self.batches = [token_batches(w.model, (w.batch, n), gen, self.device) for n in w.lengths]
+
+    def run(self) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        self.model.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.device)
+        losses = []
+        for idx, targets in self.batches:
+            _, loss = self.model(idx, targets)
+            total = total + loss / len(self.batches)
+            losses.append(loss)
+        total.backward()
+        return torch.stack(losses).detach(), tuple(p.grad for p in self.model.parameters())
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return SummedLossAccumulation()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,37 @@
+"""Baseline training step: a small GPT trained eagerly under bf16 autocast.
+
+Baseline: each SGD step runs the GPT forward, backward and update op by op: every LayerNorm,
+GELU, residual add and cast is its own kernel that reads and writes the full activation, and
+the host launches each of them (hundreds of launches per step).
+Optimized (optimized_training_standard.py): the same model and update under ``torch.compile``:
+Inductor fuses the elementwise chains into the matmul epilogues and a few Triton kernels, so
+fewer bytes move and far fewer kernels launch. Same FLOPs, same losses and logits.
+Expect: 1.3-2x more tokens/s (goodput) on an H100/H200; the matmuls stay the same cuBLAS calls.
+Tolerance: bf16 autocast in both; Inductor reorders and fuses bf16 math, so logits and losses
+agree to bf16's ~3 significant digits (rtol 5e-2, atol 1e-2 on logits of magnitude ~0.5).
+Run: python ch13/baseline_training_standard.py  |  aisp bench run -t ch13:training_standard
+"""
+
+from __future__ import annotations
+
+import torch
+from ch13_gpt import GPTConfig, TrainBench, train_workload
+
+import aisp
+
+WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=768, heads=12, layers=6), batch=16,
+                          precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                          timeout_s=900)
+
+
+class EagerTraining(TrainBench):
+    workload = WORKLOAD
+    autocast = torch.bfloat16
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return EagerTraining()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

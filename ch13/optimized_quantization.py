@@ -1,0 +1,50 @@
+"""Optimized quantization: int8 weights and activations through ``torch._int_mm`` (W8A8).
+
+Baseline (baseline_quantization.py): bf16 GEMM.
+Optimized: in setup() the weight is quantized per output channel (scale_w[n] = amax(w[n]) / 127)
+and stored int8 as (out, in), so ``w8.t()`` is the column-major operand cuBLASLt's int8 kernels want. Each
+run() quantizes x per token in one compiled pass (row amax, scale, round, cast), calls
+``torch._int_mm`` (int8 x int8 -> int32 on the integer tensor cores, half the operand bytes of
+bf16) and rescales ``acc * scale_x[m] * scale_w[n]`` to bf16 in one compiled epilogue.
+Expect: 1.2-1.6x on an H100/H200.
+Run: python ch13/optimized_quantization.py  |  aisp bench run -t ch13:quantization
+"""
+
+from __future__ import annotations
+
+import torch
+from baseline_quantization import BF16Inference
+
+import aisp
+
+
+def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per row: (round(t / scale) as int8, scale (rows, 1) in fp32)."""
+    scale = t.abs().amax(dim=1, keepdim=True).float().clamp_min(1e-12) / 127.0
+    return (t.float() / scale).round().clamp(-127, 127).to(torch.int8), scale
+
+
+def dequantize(acc: torch.Tensor, scale_x: torch.Tensor, scale_w: torch.Tensor) -> torch.Tensor:
+    """int32 accumulators (M, N) times scale_x (M, 1) and scale_w (1, N), as bf16."""
+    return (acc.float() * scale_x * scale_w).to(torch.bfloat16)
+
+
+class Int8Inference(BF16Inference):
+    def setup(self) -> None:
+        super().setup()
+        self.w8, scale_w = quantize_rows(self.w)
+        self.scale_w = scale_w.t().contiguous()
+        self.quantize, self.dequantize = torch.compile(quantize_rows), torch.compile(dequantize)
+        self.run()
+
+    def run(self) -> torch.Tensor:
+        x8, scale_x = self.quantize(self.x)
+        return self.dequantize(torch._int_mm(x8, self.w8.t()), scale_x, self.scale_w)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return Int8Inference()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
