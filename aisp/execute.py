@@ -135,7 +135,7 @@ def _rotation(n: int, i: int) -> list[int]:
 
 
 def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device) -> dict[str, Any]:
-    """Warm up, then time all live variants in rotating order; returns the last outputs."""
+    """Warm up, then time all live variants in rotating order; returns the last outputs by id(variant)."""
     live = [v for v in variants if v.bench is not None]
     flush = L2Flusher(device) if options.flush_l2 else None
     for i in range(options.warmup):
@@ -158,7 +158,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                 var.samples_ms.append(timed.ms)
                 var.host_samples_ms.append(timed.host_ms)
                 if final:
-                    last[var.name] = (timed.output, before)
+                    last[id(var)] = (timed.output, before)
     return last
 
 
@@ -180,13 +180,13 @@ class _nvtx:
 def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workload) -> None:
     """Re-verify the outputs of the last timed iteration (scratch was poisoned before it)."""
     base = variants[0]
-    output, before = last[base.name]
+    output, before = last[id(base)]
     check_fresh(output, before)
     ref = detach_copy(output)
     for var in variants[1:]:
-        if var.name not in last:
+        if id(var) not in last:
             continue
-        output, before = last[var.name]
+        output, before = last[id(var)]
         try:
             check_fresh(output, before)
             var.evidence.merge(compare(ref, detach_copy(output), workload))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.console import Console
+
+from aisp import expectations
+from aisp.artifacts import read_json
 from aisp.console import RichReporter
 from aisp.discovery import repo_root, resolve_targets
 from aisp.options import RunOptions
@@ -18,5 +22,10 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     Raises TargetError for an unknown target.
     """
     pairs = resolve_targets(targets, repo_root(), roots)
-    results, _ = run_suite(pairs, options, reporter or RichReporter())
+    judge = None if options.verify_only else expectations.judge
+    results, run_dir = run_suite(pairs, options, reporter or RichReporter(), judge=judge)
+    if options.update_expectations:
+        written = expectations.update(results, read_json(run_dir / "manifest.json"))
+        for path in written:
+            Console().print(f"Expectations updated: {path}")
     return exit_code(results)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aisp import suite
-from aisp.discovery import TargetError, all_pairs, normalize_chapter, repo_root
+from aisp.discovery import TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
 from aisp.options import RunOptions
 
 app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.", no_args_is_help=True)
@@ -98,3 +98,40 @@ def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions
     except TargetError as exc:
         _fail_usage(str(exc))
         return 2
+
+
+@app.command()
+def noise(targets: Targets = None, root: Roots = None,
+          iterations: Annotated[int, typer.Option(help="Timed iterations per variant.")] = RunOptions.iterations,
+          device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,
+          artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
+          ) -> None:
+    """A/A calibration: time each variant against itself and store the noise floor per pair."""
+    from aisp.noise import calibrate
+
+    options = _options(iterations=iterations, device=device, artifacts_dir=artifacts_dir)
+    try:
+        pairs = resolve_targets(targets or [], repo_root(), tuple(root or ()))
+    except TargetError as exc:
+        _fail_usage(str(exc))
+    table = Table("target", "file", "A/A ratio [95% CI]", "verdict")
+    for row in calibrate(pairs, options):
+        ratio = row.get("aa_ratio")
+        shown = f"{ratio['value']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}]" if ratio else row.get("reason", "")
+        table.add_row(row["target"], row["file"], shown, row["verdict"])
+    Console().print(table)
+
+
+@app.command("expectations")
+def list_expectations(
+    hardware: Annotated[str, typer.Option(help="Hardware key (h100, h200, 2x_h200, cpu).")],
+    min_speedup: Annotated[float, typer.Option(help="List entries below this speedup.")] = 1.05,
+) -> None:
+    """List stored expectations whose speedup is below the bar."""
+    from aisp.expectations import below_bar
+
+    rows = below_bar(repo_root(), hardware, min_speedup)
+    table = Table("target", "speedup", "headline", "best", title=f"{hardware}: below {min_speedup:.2f}x")
+    for row in rows:
+        table.add_row(row["target"], f"{row['speedup']:.2f}x", row["headline"], row["best"] or "-")
+    Console().print(table if rows else f"No {hardware} expectation is below {min_speedup:.2f}x.")

@@ -1,0 +1,49 @@
+"""A/A noise calibration: each variant timed against itself; the spread is the noise floor."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from aisp import environment, expectations
+from aisp.artifacts import new_run_dir, write_pair
+from aisp.discovery import Pair
+from aisp.options import RunOptions
+from aisp.runner import Budget, run_pair
+
+
+def _aa(pair: Pair, file, options: RunOptions, run_dir) -> dict[str, Any]:
+    twin = replace(pair, name=f"{pair.name}__aa_{file.stem}", baseline=file, optimized=(file,))
+    result = run_pair(twin, options, run_dir, Budget(options.timeout_multiplier))
+    write_pair(run_dir, result)
+    return result
+
+
+def calibrate(pairs: list[Pair], options: RunOptions) -> list[dict[str, Any]]:
+    """Run baseline-vs-baseline and optimized-vs-optimized per pair; store the noise floors.
+
+    The floor of a pair's speedup combines the two A/A relative half-widths in quadrature.
+    """
+    run_dir = new_run_dir(options.artifacts_dir)
+    env = environment.manifest(run_dir, options.to_dict())
+    rows = []
+    for pair in pairs:
+        widths: dict[str, float] = {}
+        for file in (pair.baseline, pair.optimized[0]):
+            result = _aa(pair, file, options, run_dir)
+            if result["verdict"] not in ("ok", "slower") or not result.get("speedup"):
+                rows.append({"target": pair.target, "file": file.name, "verdict": result["verdict"],
+                             "reason": result.get("reason")})
+                break
+            ratio = result["speedup"]
+            widths[file.stem] = (ratio["high"] - ratio["low"]) / 2
+            rows.append({"target": pair.target, "file": file.name, "verdict": "ok", "aa_ratio": ratio})
+        else:
+            noise = {"baseline_rel": widths[pair.baseline.stem], "optimized_rel": widths[pair.optimized[0].stem],
+                     "speedup_rel": math.hypot(*widths.values()), "iterations": options.iterations,
+                     "date": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            path = pair.folder / f"expectations_{env['hardware_key']}.json"
+            expectations.store_noise(path, pair.name, noise, env)
+    return rows
