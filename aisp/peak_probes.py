@@ -103,7 +103,7 @@ def _operands(dtype_name: str, n: int, device: torch.device) -> Callable[[], tor
         return lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
     if dtype_name == "int8":
         a = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8)
-        b = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8)
+        b = torch.randint(-128, 128, (n, n), device=device, dtype=torch.int8).t()  # column-major: IMMA path
         return lambda: torch._int_mm(a, b)
     dtype = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
              "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]

@@ -135,5 +135,5 @@ def figure(points: list[PairPoints], peaks: dict[str, Any]) -> Figure:
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"Roofline of {peaks['provenance']['hardware_key']}: baseline (hollow) -> optimized (filled)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     return fig
