@@ -20,10 +20,11 @@ import torch
 from aisp import peak_probes as probes
 from aisp.artifacts import atomic_write_json, read_json
 from aisp.discovery import repo_root
-from aisp.environment import hardware_key, manifest
+from aisp.environment import fingerprint, fingerprint_changes, hardware_key, manifest
 from aisp.peak_probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
-__all__ = ["FULL", "QUICK", "PeakConfig", "load_peaks", "measure_peaks", "peak_dirs", "save_peaks"]
+__all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "load_peaks", "measure_peaks", "peak_dirs",
+           "save_peaks"]
 
 PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
                      "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
@@ -56,6 +57,11 @@ def save_peaks(peaks: dict[str, Any], directory: Path | None = None) -> Path:
     path = peak_file(directory or peak_dirs()[0], peaks["provenance"]["hardware_key"])
     atomic_write_json(path, {k: v for k, v in peaks.items() if k != "source"})
     return path
+
+
+def environment_changes(peaks: dict[str, Any]) -> list[str]:
+    """How this machine's GPU, driver, CUDA or torch differ from when ``peaks`` were measured."""
+    return fingerprint_changes(peaks["provenance"], fingerprint(manifest(repo_root())))
 
 
 def _probes(device: torch.device, cfg: PeakConfig) -> list[tuple[str, Callable[[], Any]]]:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from aisp import peak_probes
 from aisp.cli.main import app
-from aisp.peak import load_peaks, measure_peaks, peak_dirs, save_peaks
+from aisp.peak import environment_changes, load_peaks, measure_peaks, peak_dirs, save_peaks
 from aisp.peak_probes import PeakConfig
 
 CPU = torch.device("cpu")
@@ -101,8 +101,18 @@ def test_cli_shows_the_cache_and_refresh_remeasures(peak_home: tuple[Path, Path]
     save_peaks(_doc("h999", 123.0))
     shown = CliRunner().invoke(app, ["peak"])
     assert shown.exit_code == 0 and "123.0" in shown.output and "Cached" in shown.output
+    assert "different environment" not in shown.output
     monkeypatch.setattr("aisp.cli.peak.measure_peaks", lambda cfg, progress: _doc("h999", 7.0))
     refreshed = CliRunner().invoke(app, ["peak", "--refresh", "--json"])
     assert refreshed.exit_code == 0, refreshed.output
     assert json.loads(refreshed.stdout)["measurements"]["matmul_fp32"]["value"] == 7.0
     assert load_peaks("h999")["measurements"]["matmul_fp32"]["value"] == 7.0
+
+
+def test_environment_changes_name_what_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = {"gpu_name": "NVIDIA H200", "gpu_count": 1, "driver": "580.1", "cuda": "13.0", "torch": "2.11"}
+    monkeypatch.setattr("aisp.peak.manifest", lambda root: now)
+    same = {"provenance": dict(now)}
+    assert environment_changes(same) == []
+    older = {"provenance": {**now, "torch": "2.10"}}
+    assert environment_changes(older) == ["torch: 2.10 -> 2.11"]

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aisp.environment import hardware_key
-from aisp.peak import FULL, QUICK, load_peaks, measure_peaks, save_peaks
+from aisp.peak import FULL, QUICK, environment_changes, load_peaks, measure_peaks, save_peaks
 
 
 def peak(
@@ -26,6 +26,8 @@ def peak(
     cached = None if (quick or refresh) else load_peaks(key)
     if cached is not None:
         console.print(f"Cached peaks for [bold]{key}[/] from {cached['source']} (--refresh re-measures).")
+        for change in environment_changes(cached):
+            console.print(f"[yellow]Measured under a different environment: {change}[/]")
         peaks = cached
     else:
         with console.status("measuring") as status:
