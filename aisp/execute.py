@@ -15,6 +15,7 @@ import torch
 from aisp.benchmark import Benchmark, Workload, unmet_requirements
 from aisp.loader import load_benchmark
 from aisp.options import RunOptions
+from aisp.telemetry import Telemetry, nvml_reader
 from aisp.timing import L2Flusher, gc_disabled, synchronize, time_call
 from aisp.verify import (
     Evidence,
@@ -47,6 +48,9 @@ class Variant:
     memory: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     known_after_setup: set[str] = field(default_factory=set)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+    throttled: dict[int, list[str]] = field(default_factory=dict)
+    """Timed sample index → throttle reasons NVML reported during it."""
 
     @property
     def name(self) -> str:
@@ -157,6 +161,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                     timed = time_call(var.bench.run, device)
                 var.samples_ms.append(timed.ms)
                 var.host_samples_ms.append(timed.host_ms)
+                var.windows.append((timed.start_s, timed.end_s))
                 if final:
                     last[id(var)] = (timed.output, before)
     return last
@@ -242,14 +247,33 @@ def workload_dict(workload: Workload) -> dict[str, Any]:
     return data
 
 
+def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch.device,
+                         telemetry_out: dict[str, Any] | None) -> dict[int, Any]:
+    """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples."""
+    read = nvml_reader(device) if device.type == "cuda" else None
+    if read is None:
+        if telemetry_out is not None and device.type == "cuda":
+            telemetry_out["unavailable"] = "NVML could not be read; throttling was not checked"
+        return time_interleaved(live, options, device)
+    with Telemetry(read) as tel:
+        last = time_interleaved(live, options, device)
+    for var in live:
+        var.throttled = {i: r for i, (a, b) in enumerate(var.windows) if (r := tel.throttled(a, b))}
+    if telemetry_out is not None:
+        telemetry_out.update(tel.summary())
+    return last
+
+
 def run_variants(paths: list[Path], options: RunOptions,
                  on_timed: Callable[[list[Variant], torch.device], None] | None = None,
-                 on_workload: Callable[[Workload], None] | None = None) -> tuple[
+                 on_workload: Callable[[Workload], None] | None = None,
+                 telemetry_out: dict[str, Any] | None = None) -> tuple[
                      list[Variant], Workload | None, str | None]:
     """Verify and time a baseline (``paths[0]``) against its optimized files.
 
     Returns the variants, the workload, and a skip reason when the pair cannot run here.
-    ``on_timed`` is called after timing with the live variants (profiling hooks in there).
+    ``on_timed`` is called after timing with the live variants (profiling hooks in there);
+    ``telemetry_out`` receives the NVML summary of the timed window.
     """
     device = pick_device(options.device)
     if options.reproducible:
@@ -267,7 +291,7 @@ def run_variants(paths: list[Path], options: RunOptions,
         return variants, workload, None
     live = [variants[0]] + [v for v in variants[1:] if v.verdict == "pending"]
     if len(live) > 1:
-        last = time_interleaved(live, options, device)
+        last = timed_with_telemetry(live, options, device, telemetry_out)
         verify_last(live, last, workload)
         del last
         for var in live:

@@ -135,7 +135,24 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget) -> 
     raw = doc["variants"]
     if options.cold_start and not options.verify_only:
         raw = _cold_samples(spec, raw, work, budget)
-    return assemble(info, doc["workload"], raw)
+    return _annotate(assemble(info, doc["workload"], raw), doc, work)
+
+
+def _annotate(result: dict[str, Any], doc: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Add telemetry, throttle notes and profile summaries to an assembled result."""
+    notes = []
+    telemetry = doc.get("telemetry") or {}
+    for var in [result["baseline"], *result["variants"]]:
+        count = len(var.get("throttled_samples") or {})
+        if count:
+            reasons = sorted({r for rs in var["throttled_samples"].values() for r in rs})
+            notes.append(f"{var['name']}: {count} of {len(var.get('samples_ms') or [])} samples taken while "
+                         f"throttled ({', '.join(reasons)})")
+    if telemetry.get("unavailable"):
+        notes.append(telemetry["unavailable"])
+    profile = work / "profiles" / "profile_summary.json"
+    extra = {"profile": json.loads(profile.read_text())} if profile.exists() else {}
+    return {**result, "telemetry": telemetry, "notes": notes, **extra}
 
 
 def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget) -> list[dict]:

@@ -19,6 +19,9 @@ class Timed:
     output: Any
     host_ms: float
     device_ms: float | None
+    start_s: float = 0.0
+    """perf_counter() at the start of the window (for matching telemetry)."""
+    end_s: float = 0.0
 
     @property
     def ms(self) -> float:
@@ -43,11 +46,11 @@ def time_call(fn: Callable[[], Any], device: torch.device) -> Timed:
         end.record()
         torch.cuda.synchronize(device)
         t1 = time.perf_counter()
-        return Timed(out, (t1 - t0) * 1e3, start.elapsed_time(end))
+        return Timed(out, (t1 - t0) * 1e3, start.elapsed_time(end), t0, t1)
     t0 = time.perf_counter()
     out = fn()
     t1 = time.perf_counter()
-    return Timed(out, (t1 - t0) * 1e3, None)
+    return Timed(out, (t1 - t0) * 1e3, None, t0, t1)
 
 
 @contextmanager

@@ -31,6 +31,7 @@ def raw_record(var: Variant) -> dict[str, Any]:
         "verification": var.evidence.to_dict(),
         "memory": var.memory,
         "metrics": var.metrics,
+        "throttled_samples": {str(i): r for i, r in var.throttled.items()},
     }
 
 
@@ -59,9 +60,11 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("single"):
         var = time_single(paths[0], options, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
         return {"status": "done", "variants": [raw_record(var)]}
+    telemetry: dict[str, Any] = {}
     variants, workload, skip = run_variants(paths, options, _profile_hook(spec, options),
-                                            on_workload=lambda w: _report_timeout(spec, w.timeout_s))
-    doc: dict[str, Any] = {"workload": workload_dict(workload) if workload else None}
+                                            on_workload=lambda w: _report_timeout(spec, w.timeout_s),
+                                            telemetry_out=telemetry)
+    doc: dict[str, Any] = {"workload": workload_dict(workload) if workload else None, "telemetry": telemetry}
     if skip:
         return {**doc, "status": "skipped", "reason": skip}
     return {**doc, "status": "done", "variants": [raw_record(v) for v in variants]}

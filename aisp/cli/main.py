@@ -11,13 +11,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-from aisp.cli.profile import app as profile_app  # noqa: E402
-
-app.add_typer(profile_app, name="profile")
-
 from aisp.cli.peak import peak  # noqa: E402
 
 app.command(name="peak")(peak)
+
+from aisp.cli.bench import app as bench_app  # noqa: E402
+
+app.add_typer(bench_app, name="bench")
+
+from aisp.cli.profile import app as profile_app  # noqa: E402
+
+app.add_typer(profile_app, name="profile")
 
 from aisp.cli.report import app as report_app  # noqa: E402
 
@@ -26,3 +30,7 @@ app.add_typer(report_app, name="report")
 from aisp.cli.cleanup import cleanup  # noqa: E402
 
 app.command(name="cleanup")(cleanup)
+from aisp.cli.system import app as system_app  # noqa: E402
+
+app.add_typer(system_app, name="system")
+import aisp.cli.bench_compare  # noqa: E402,F401
