@@ -17,7 +17,9 @@ from aisp import environment
 from aisp.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
 from aisp.discovery import Pair
 from aisp.options import RunOptions
+from aisp.peak import load_peaks
 from aisp.results import assemble, failed
+from aisp.roofline import annotate
 
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 DEFAULT_TIMEOUT_S = 300.0
@@ -174,6 +176,27 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
     return merged
 
 
+BEYOND_CEILING_PCT = 105.0
+"""A variant above this % of its roofline bound is flagged: its FLOP/byte accounting is wrong, or
+it did not do the work (e.g. returned a copy of an answer computed in setup())."""
+
+
+def add_roofline(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[str, Any]:
+    """Annotate each timed variant with intensity, achieved rate and % of the roofline bound."""
+    if not peaks or not result.get("baseline"):
+        return result
+    notes = list(result.get("notes", []))
+    for var in [result["baseline"], *result["variants"]]:
+        roof = annotate(var, result["workload"], peaks)
+        if roof is None:
+            continue
+        var["roofline"] = roof
+        if roof["pct_of_bound"] > BEYOND_CEILING_PCT:
+            notes.append(f"{var['name']} runs at {roof['pct_of_bound']:.0f}% of the measured roofline bound: "
+                         "check its FLOP/byte accounting, or whether it really does the work")
+    return {**result, "notes": notes}
+
+
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,
               judge: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
               ) -> tuple[list[dict[str, Any]], Path]:
@@ -186,6 +209,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
     manifest = environment.manifest(PACKAGE_PARENT, options.to_dict())
     atomic_write_json(run_dir / "manifest.json", manifest)
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
+    peaks = load_peaks(manifest["hardware_key"])
     results: list[dict[str, Any]] = []
     reporter.start(pairs)
     for pair in pairs:
@@ -194,6 +218,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
             result = failed(pair_info(pair), "timeout", "suite timeout reached before this pair started")
         else:
             result = run_pair(pair, options, run_dir, Budget(options.timeout_multiplier, deadline))
+        result = add_roofline(result, peaks)
         if judge is not None:
             result = judge(result, manifest)
         write_pair(run_dir, result)
