@@ -1,0 +1,139 @@
+"""Compare two run folders pair by pair: is run B faster, slower or the same as run A?
+
+Each variant (the baseline and each optimized file, matched by name) is compared on its raw
+samples: the ratio of medians B/A with a bootstrap 95% interval, and a two-sided Mann-Whitney U
+p-value. A change is called only when both agree and it is larger than the threshold:
+
+- ``faster`` / ``slower``: the interval excludes 1, |change| > threshold and p < 0.01;
+- ``same``: the interval lies inside [1 - threshold, 1 + threshold];
+- ``ambiguous``: anything else (too few samples or too much noise to tell).
+
+A pair takes its worst variant's status. A different environment fingerprint (GPU, driver, CUDA,
+torch) or a missing manifest is reported as "environment changed" and flags every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from scipy.stats import mannwhitneyu
+
+from aisp.artifacts import read_json
+from aisp.environment import fingerprint, fingerprint_changes
+from aisp.stats import ratio_of_medians
+
+ALPHA = 0.01
+"""A change needs a Mann-Whitney p-value below this."""
+DEFAULT_THRESHOLD = 0.02
+"""Relative change in median time below which two runs count as the same."""
+STATUS_ORDER = ("same", "faster", "not-compared", "added", "removed", "ambiguous", "slower")
+"""Least to most worrying; a pair takes its worst variant's status."""
+
+
+def classify(ratio: dict[str, float], p_value: float, threshold: float) -> str:
+    """faster, slower, same or ambiguous from the time ratio B/A, its interval and the p-value."""
+    significant = p_value < ALPHA
+    if ratio["low"] > 1 and ratio["value"] - 1 > threshold and significant:
+        return "slower"
+    if ratio["high"] < 1 and 1 - ratio["value"] > threshold and significant:
+        return "faster"
+    if 1 - threshold <= ratio["low"] and ratio["high"] <= 1 + threshold:
+        return "same"
+    return "ambiguous"
+
+
+def compare_samples(a: Sequence[float], b: Sequence[float], threshold: float) -> dict[str, Any]:
+    """Run B's samples against run A's: time ratio B/A [95% CI], p-value, change and status."""
+    ratio = ratio_of_medians(b, a).to_dict()
+    p_value = float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
+    return {"ratio": ratio, "p_value": p_value, "change": ratio["value"] - 1,
+            "status": classify(ratio, p_value, threshold)}
+
+
+def _median(variant: dict[str, Any] | None) -> float | None:
+    summary = (variant or {}).get("summary")
+    return summary["median"] if summary else None
+
+
+def compare_variant(name: str, a: dict[str, Any] | None, b: dict[str, Any] | None,
+                    threshold: float) -> dict[str, Any]:
+    """One variant of one pair in both runs (``None`` where a run lacks it)."""
+    row: dict[str, Any] = {"variant": name, "a_ms": _median(a), "b_ms": _median(b)}
+    if a is None or b is None:
+        return {**row, "status": "added" if a is None else "removed"}
+    missing = [f"{run} has no samples (verdict {v.get('verdict')})"
+               for run, v in (("A", a), ("B", b)) if not v.get("samples_ms")]
+    if missing:
+        return {**row, "status": "not-compared", "reason": "; ".join(missing)}
+    return {**row, **compare_samples(a["samples_ms"], b["samples_ms"], threshold)}
+
+
+def _variants(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    if result is None:
+        return {}
+    found = [result.get("baseline"), *result.get("variants", [])]
+    return {v["name"]: v for v in found if v}
+
+
+def worst_status(statuses: Sequence[str]) -> str:
+    """The most worrying status of a list (``not-compared`` for an empty one)."""
+    return max(statuses, key=STATUS_ORDER.index) if statuses else "not-compared"
+
+
+def compare_pair(target: str, a: dict[str, Any] | None, b: dict[str, Any] | None,
+                 threshold: float) -> dict[str, Any]:
+    """Every variant of a pair; ``added``/``removed`` when the pair is in one run only."""
+    va, vb = _variants(a), _variants(b)
+    names = list(va) + [n for n in vb if n not in va]
+    rows = [compare_variant(n, va.get(n), vb.get(n), threshold) for n in names]
+    if a is None or b is None:
+        status = "added" if a is None else "removed"
+    else:
+        status = worst_status([r["status"] for r in rows])
+    return {"target": target, "status": status, "variants": rows,
+            "speedup_a": (a or {}).get("speedup"), "speedup_b": (b or {}).get("speedup")}
+
+
+def _results(summary: dict[str, Any], run_dir: Path) -> dict[str, dict[str, Any]]:
+    results = summary.get("results")
+    if not isinstance(results, list) or not all(isinstance(r, dict) and "target" in r for r in results):
+        raise ValueError(f"{run_dir / 'summary.json'}: malformed run summary (no 'results' list of pairs)")
+    return {r["target"]: r for r in results}
+
+
+def load(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """(results by target, manifest or None) of a run folder; clear errors when it is unreadable."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder")
+    manifest = run_dir / "manifest.json"
+    return _results(read_json(run_dir / "summary.json"), run_dir), (read_json(manifest) if manifest.exists() else None)
+
+
+def environment_changes(run_a: Path, env_a: dict[str, Any] | None,
+                        run_b: Path, env_b: dict[str, Any] | None) -> list[str]:
+    """Differences between the runs' fingerprints; a missing manifest is a change too."""
+    missing = [f"{run} has no manifest.json" for run, env in ((run_a, env_a), (run_b, env_b)) if env is None]
+    if missing:
+        return missing
+    return fingerprint_changes(fingerprint(env_a or {}), fingerprint(env_b or {}))
+
+
+def compare_runs(run_a: Path, run_b: Path, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+    """Every pair of run B against run A, with the environment changes between them."""
+    if not 0 < threshold < 1:
+        raise ValueError(f"threshold must be between 0 and 1, not {threshold}")
+    results_a, env_a = load(run_a)
+    results_b, env_b = load(run_b)
+    changes = environment_changes(run_a, env_a, run_b, env_b)
+    targets = sorted(set(results_a) | set(results_b))
+    pairs = [{**compare_pair(t, results_a.get(t), results_b.get(t), threshold),
+              "environment_changed": bool(changes)} for t in targets]
+    return {"run_a": str(run_a), "run_b": str(run_b), "threshold": threshold,
+            "environment_changes": changes, "pairs": pairs}
+
+
+def any_slower(comparison: dict[str, Any]) -> bool:
+    """Whether some pair of run B is significantly slower than in run A."""
+    return any(p["status"] == "slower" for p in comparison["pairs"])

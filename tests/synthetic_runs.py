@@ -1,0 +1,53 @@
+"""Synthetic run folders (summary.json + manifest.json) in the format ``aisp bench run`` writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aisp.artifacts import atomic_write_json
+from aisp.stats import ratio_of_medians, summarize
+
+ENV = {"hardware_key": "cpu", "gpu_name": None, "gpu_count": 0, "driver": None, "cuda": None,
+       "torch": "2.13.0+cpu"}
+
+
+def samples(median_ms: float, rel_noise: float, n: int = 30, seed: int = 0) -> list[float]:
+    """``n`` normally distributed timings around ``median_ms`` with relative spread ``rel_noise``."""
+    rng = np.random.default_rng(seed)
+    return list(median_ms * (1 + rel_noise * rng.standard_normal(n)))
+
+
+def variant(name: str, samples_ms: list[float] | None, verdict: str = "ok", **extra: Any) -> dict[str, Any]:
+    """A VARIANT record; ``samples_ms=None`` gives one without timing (skipped, failed)."""
+    return {"name": name, "file": f"/x/{name}.py", "verdict": verdict, "reason": None,
+            "samples_ms": samples_ms or [], "summary": summarize(samples_ms).to_dict() if samples_ms else None,
+            "memory": {}, "metrics": {}, "throughput": {}, **extra}
+
+
+def pair(target: str, baseline: dict[str, Any] | None, variants: list[dict[str, Any]],
+         verdict: str = "ok", headline: str = "time", reason: str | None = None) -> dict[str, Any]:
+    """A PAIR result; the best variant and speedup come from the samples as the harness does it."""
+    group, name = target.split(":")
+    timed = [v for v in variants if baseline and baseline["samples_ms"] and v["samples_ms"]]
+    for v in timed:
+        v["speedup"] = ratio_of_medians(baseline["samples_ms"], v["samples_ms"]).to_dict()
+    best = max(timed, key=lambda v: v["speedup"]["value"]) if timed else None
+    return {"target": target, "group": group, "name": name, "files": [], "verdict": verdict,
+            "reason": reason, "workload": {"headline": headline}, "baseline": baseline,
+            "variants": variants, "best": best["name"] if best else None,
+            "speedup": best["speedup"] if best else None}
+
+
+def write_run(root: Path, run_id: str, results: list[dict[str, Any]], env: dict[str, Any] | None = ENV,
+              verify_only: bool = False) -> Path:
+    """``root/<run_id>/summary.json`` (+ ``manifest.json`` unless ``env`` is None)."""
+    run_dir = root / run_id
+    atomic_write_json(run_dir / "summary.json", {
+        "run_id": run_id, "hardware_key": (env or ENV)["hardware_key"],
+        "options": {"verify_only": verify_only}, "results": results})
+    if env is not None:
+        atomic_write_json(run_dir / "manifest.json", dict(env))
+    return run_dir

@@ -1,0 +1,127 @@
+"""``aisp bench compare``: faster/slower/same/ambiguous from samples, environment changes, errors."""
+
+from __future__ import annotations
+
+import pytest
+from synthetic_runs import ENV, pair, samples, variant, write_run
+from typer.testing import CliRunner
+
+from aisp.cli.main import app
+from aisp.compare_runs import classify, compare_runs, compare_samples
+
+runner = CliRunner(env={"COLUMNS": "250"})
+BASE_MS = 10.0
+
+
+def one_pair(run_ms: float, noise: float, seed: int, target: str = "ch01:x") -> dict:
+    """A pair whose baseline runs at 2x the optimized time; both scale with ``run_ms``."""
+    return pair(target, variant("baseline_x", samples(2 * run_ms, noise, seed=seed)),
+                [variant("optimized_x", samples(run_ms, noise, seed=seed + 100))])
+
+
+@pytest.mark.parametrize(("b_ms", "noise_b", "expected"), [
+    (8.0, 0.01, "faster"),
+    (12.0, 0.01, "slower"),
+    (10.0, 0.002, "same"),
+    (10.5, 0.5, "ambiguous"),
+])
+def test_each_status_from_samples(b_ms, noise_b, expected):
+    a = samples(BASE_MS, 0.01, seed=1)
+    b = samples(b_ms, noise_b, seed=2)
+    outcome = compare_samples(a, b, threshold=0.02)
+    assert outcome["status"] == expected
+    assert outcome["ratio"]["value"] == pytest.approx(b_ms / BASE_MS, rel=0.15)
+    if expected in ("faster", "slower"):
+        assert outcome["p_value"] < 0.01
+
+
+def test_significant_change_below_threshold_is_not_called_faster():
+    a = samples(BASE_MS, 0.001, seed=1)
+    b = samples(BASE_MS * 0.99, 0.001, seed=2)
+    outcome = compare_samples(a, b, threshold=0.02)
+    assert outcome["ratio"]["high"] < 1 and outcome["p_value"] < 0.01
+    assert outcome["status"] == "same"
+    assert compare_samples(a, b, threshold=0.005)["status"] == "faster"
+
+
+def test_interval_excluding_one_without_significance_is_ambiguous():
+    ratio = {"value": 1.2, "low": 1.1, "high": 1.3}
+    assert classify(ratio, p_value=0.02, threshold=0.02) == "ambiguous"
+    assert classify(ratio, p_value=0.001, threshold=0.02) == "slower"
+    assert classify({"value": 1.0, "low": 0.97, "high": 1.01}, 0.5, 0.02) == "ambiguous"
+
+
+def test_pairs_matched_by_target_and_variant(tmp_path):
+    a = write_run(tmp_path, "20250101-000000", [one_pair(5.0, 0.01, 1), one_pair(5.0, 0.01, 3, "ch01:gone")])
+    b_pairs = [one_pair(7.0, 0.01, 2), one_pair(5.0, 0.01, 4, "ch02:new")]
+    b_pairs[0]["variants"].append(variant("optimized_x_extra", samples(4.0, 0.01, seed=9)))
+    b = write_run(tmp_path, "20250102-000000", b_pairs)
+    comparison = compare_runs(a, b)
+    by_target = {p["target"]: p for p in comparison["pairs"]}
+    assert by_target["ch01:gone"]["status"] == "removed"
+    assert by_target["ch02:new"]["status"] == "added"
+    x = by_target["ch01:x"]
+    assert x["status"] == "slower"
+    assert {r["variant"]: r["status"] for r in x["variants"]} == {
+        "baseline_x": "slower", "optimized_x": "slower", "optimized_x_extra": "added"}
+    assert comparison["environment_changes"] == []
+    assert not any(p["environment_changed"] for p in comparison["pairs"])
+
+
+def test_variant_without_samples_is_not_compared(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1)])
+    skipped = pair("ch01:x", variant("baseline_x", samples(10.0, 0.01, seed=2)),
+                   [variant("optimized_x", None, verdict="verify-failed")], verdict="verify-failed")
+    b = write_run(tmp_path, "b", [skipped])
+    rows = {r["variant"]: r for r in compare_runs(a, b)["pairs"][0]["variants"]}
+    assert rows["optimized_x"]["status"] == "not-compared"
+    assert "verify-failed" in rows["optimized_x"]["reason"]
+    assert rows["baseline_x"]["status"] == "same"
+
+
+def test_environment_change_flags_every_row(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1), one_pair(5.0, 0.01, 3, "ch01:y")])
+    b = write_run(tmp_path, "b", [one_pair(5.0, 0.01, 2), one_pair(5.0, 0.01, 4, "ch01:y")],
+                  env={**ENV, "torch": "2.14.0+cpu"})
+    comparison = compare_runs(a, b)
+    assert comparison["environment_changes"] == ["torch: 2.13.0+cpu -> 2.14.0+cpu"]
+    assert all(p["environment_changed"] for p in comparison["pairs"])
+    result = runner.invoke(app, ["bench", "compare", str(a), str(b)])
+    assert result.exit_code == 0
+    assert "environment changed: torch: 2.13.0+cpu -> 2.14.0+cpu" in result.output
+    assert result.output.count("environment changed") == 1 + 4  # the header line and each variant row
+
+
+def test_missing_manifest_is_an_environment_change(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1)], env=None)
+    b = write_run(tmp_path, "b", [one_pair(5.0, 0.01, 2)])
+    changes = compare_runs(a, b)["environment_changes"]
+    assert changes == [f"{a} has no manifest.json"]
+
+
+def test_cli_exit_codes(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1)])
+    same = write_run(tmp_path, "same", [one_pair(5.0, 0.001, 2)])
+    slower = write_run(tmp_path, "slower", [one_pair(6.0, 0.01, 2)])
+    faster = write_run(tmp_path, "faster", [one_pair(4.0, 0.01, 2)])
+    assert runner.invoke(app, ["bench", "compare", str(a), str(same)]).exit_code == 0
+    result = runner.invoke(app, ["bench", "compare", str(a), str(slower)])
+    assert result.exit_code == 3
+    assert "1 slower" in result.output
+    assert runner.invoke(app, ["bench", "compare", str(a), str(faster)]).exit_code == 0
+
+
+def test_cli_usage_errors(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1)])
+    missing = runner.invoke(app, ["bench", "compare", str(a), str(tmp_path / "nope")])
+    assert missing.exit_code == 2
+    assert "no such run folder" in missing.output
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "summary.json").write_text('{"results": [')
+    malformed = runner.invoke(app, ["bench", "compare", str(a), str(broken)])
+    assert malformed.exit_code == 2
+    assert "malformed JSON" in malformed.output
+    (broken / "summary.json").write_text('{"results": {"not": "a list"}}')
+    assert runner.invoke(app, ["bench", "compare", str(a), str(broken)]).exit_code == 2
+    assert runner.invoke(app, ["bench", "compare", str(a), str(a), "--threshold", "1.5"]).exit_code == 2
