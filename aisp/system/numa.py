@@ -131,6 +131,23 @@ def resolve_gpu(ordinal: int, nvml: Nvml | None, root: Path = Path("/"),
     return gpu_locality(nvml_index(ordinal, nvml, env, bus), nvml, root)
 
 
+def node_cpus(root: Path = Path("/")) -> dict[int, list[int]]:
+    """NUMA node id -> its CPUs on this machine ({} without NUMA sysfs)."""
+    return numa_nodes(root)
+
+
+def device_locality(device_type: str, index: int = 0) -> Locality:
+    """Locality of CUDA device ``index``; for a CPU run, the node holding most of this process's CPUs."""
+    if device_type == "cuda":
+        from aisp.system.nvml import open_nvml
+
+        return resolve_gpu(index, open_nvml()[0])
+    allowed = os.sched_getaffinity(0)
+    nodes = numa_nodes(Path("/")) or {0: sorted(allowed)}
+    node = max(nodes, key=lambda n: len(allowed & set(nodes[n])))
+    return Locality("cpu", node, tuple(c for c in nodes[node] if c in allowed), "sysfs (CPU run)")
+
+
 def _mempolicy_calls() -> tuple[ctypes.CDLL, int, int]:
     numbers = _SYSCALLS.get(platform.machine())
     if numbers is None:
@@ -246,11 +263,7 @@ def _last_cpu(stat: str) -> int:
 def _memory_by_node(root: Path, pid: str) -> dict[int, int]:
     total: Counter[int] = Counter()
     for line in (read(root, f"/proc/{pid}/numa_maps") or "").splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        page = int(fields.get("kernelpagesize_kB", "4")) * 1024
-        for key, value in fields.items():
-            if key[0] == "N" and key[1:].isdigit():
-                total[int(key[1:])] += int(value) * page
+        total.update(_memory_by_node_line(line))
     return dict(sorted(total.items()))
 
 
@@ -290,5 +303,34 @@ def local_binding(loc: Locality, allowed: Sequence[int] | None = None, strict: b
     return Binding(cpus, loc.node, strict)
 
 
+def pages_by_node(address: int, root: Path = Path("/")) -> dict[int, int]:
+    """Resident bytes per NUMA node of the mapping that holds ``address`` (this process)."""
+    start = None
+    for line in (read(root, "/proc/self/maps") or "").splitlines():
+        lo, _, hi = line.split()[0].partition("-")
+        if int(lo, 16) <= address < int(hi, 16):
+            start = lo.lstrip("0") or "0"
+            break
+    for line in (read(root, "/proc/self/numa_maps") or "").splitlines():
+        if start is not None and line.split()[0].lstrip("0") == start:
+            return _memory_by_node_line(line)
+    return {}
+
+
+def _memory_by_node_line(line: str) -> dict[int, int]:
+    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    page = int(fields.get("kernelpagesize_kB", "4")) * 1024
+    return {int(k[1:]): int(v) * page for k, v in fields.items() if k[0] == "N" and k[1:].isdigit()}
+
+
+def migrations() -> int | None:
+    """How many times the calling thread has moved between CPUs (None: kernel without sched stats)."""
+    for line in (read(Path("/"), "/proc/thread-self/sched") or "").splitlines():
+        if line.startswith("se.nr_migrations"):
+            return int(line.split(":")[1])
+    return None
+
+
 __all__ = ["Binding", "BindWorker", "Locality", "Placement", "bind_process", "bound", "describe",
-           "format_cpulist", "gpu_locality", "local_binding", "placement", "resolve_gpu"]
+           "device_locality", "format_cpulist", "gpu_locality", "local_binding", "migrations", "node_cpus", "pages_by_node", "placement",
+           "resolve_gpu"]
