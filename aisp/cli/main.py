@@ -34,3 +34,4 @@ from aisp.cli.system import app as system_app  # noqa: E402
 
 app.add_typer(system_app, name="system")
 import aisp.cli.bench_compare  # noqa: E402,F401
+import aisp.cli.report_pob  # noqa: E402,F401
