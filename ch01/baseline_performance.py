@@ -16,12 +16,11 @@ Run: python ch01/baseline_performance.py  |  aisp bench run -t ch01:performance
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from ch01_common import seconds
 from torch import nn
 
 import aisp
@@ -54,20 +53,6 @@ def _train_workload() -> TrainWorkload:
 WORKLOAD = _train_workload()
 CUDA_WORKLOAD = TrainWorkload(**{**vars(WORKLOAD), "requires": aisp.Requirements(cuda=True)})
 """The same workload for variants that need a GPU (pinned memory, CUDA graphs)."""
-
-
-def seconds(fn: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
-    """Median wall time of ``fn()`` between device-wide syncs."""
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 class TrainingLoop(aisp.Benchmark):

@@ -12,27 +12,12 @@ Run: python ch01/optimized_performance_graphs.py  |  aisp bench run -t ch01:perf
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from baseline_performance import CUDA_WORKLOAD, TrainingLoop
+from ch01_common import capture
 from optimized_performance_prealloc import PreallocLoop
 
 import aisp
-
-
-def capture(fn: Callable[[], None], device: torch.device, warmup: int = 3) -> torch.cuda.CUDAGraph:
-    """Warm ``fn`` up on a side stream (lazy inits must not happen under capture), then capture it."""
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
 
 
 class GraphLoop(PreallocLoop):
@@ -41,7 +26,7 @@ class GraphLoop(PreallocLoop):
     def setup(self) -> None:
         super().setup()
         grads = [p.grad for p in self.model.parameters()]
-        self.graph = capture(self.captured, self.device)
+        self.graph, _ = capture(self.captured, self.device)
         if any(p.grad is not g for p, g in zip(self.model.parameters(), grads, strict=True)):
             raise RuntimeError("capture replaced a gradient tensor: replays would not accumulate into it")
 

@@ -100,3 +100,19 @@ def test_seeds_give_different_inputs() -> None:
     a.setup()
     b.setup()
     assert not torch.equal(a.run(), b.run())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("baseline", "optimized"), pair_files())
+def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
+    outs = []
+    for module in (baseline, optimized):
+        bench = load(module).get_benchmark()
+        bench.device, bench.seed = torch.device("cuda"), 3
+        bench.setup()
+        outs.append([t.detach().clone() for t in as_tuple(bench.run())])
+        bench.teardown()
+    w = load(baseline).WORKLOAD
+    for ref, got in zip(*outs, strict=True):
+        torch.testing.assert_close(got, ref, atol=w.atol or 1e-5, rtol=w.rtol or 1e-4)

@@ -1,0 +1,64 @@
+"""ch01's CUDA C++ glue: finding cuBLAS, and (on a GPU) the built kernels checked against PyTorch."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+CH01 = Path(__file__).resolve().parents[1] / "ch01"
+sys.path.insert(0, str(CH01))
+import find_cublas  # noqa: E402
+
+gpu = pytest.mark.gpu
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def fake_tree(root: Path, lib_dir: str, lib_name: str) -> None:
+    (root / "include").mkdir(parents=True)
+    (root / "include" / "cublas_v2.h").write_text("")
+    (root / lib_dir).mkdir()
+    (root / lib_dir / lib_name).write_text("")
+
+
+def test_cublas_found_in_wheel_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_tree(tmp_path / "cu13", "lib", "libcublas.so.13")
+    monkeypatch.setattr(find_cublas, "_search_roots", lambda: [tmp_path])
+    flags = find_cublas.cublas_flags()
+    assert f"-I{tmp_path / 'cu13' / 'include'}" in flags
+    assert "-l:libcublas.so.13" in flags
+    assert f"-Xlinker=-rpath,{tmp_path / 'cu13' / 'lib'}" in flags
+
+
+def test_cublas_found_in_toolkit_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_tree(tmp_path, "lib64", "libcublas.so")
+    monkeypatch.setattr(find_cublas, "_search_roots", lambda: [tmp_path])
+    assert "-l:libcublas.so" in find_cublas.cublas_flags()
+
+
+def test_no_cublas_gives_no_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cublas_v2.h").write_text("")
+    monkeypatch.setattr(find_cublas, "_search_roots", lambda: [tmp_path])
+    assert find_cublas.cublas_flags() == []
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("module", ["baseline_gemm", "baseline_arithmetic_intensity", "baseline_coalescing"])
+def test_wrong_native_result_is_caught_in_setup(module: str) -> None:
+    """Each native pair's setup() compares the CUDA C++ result with PyTorch's: a corrupted
+    result must make it raise."""
+    base = __import__(module).get_benchmark()
+    cls = type(base)
+
+    class Corrupted(cls):  # type: ignore[misc, valid-type]
+        def run(self) -> torch.Tensor:
+            return super().run().mul_(1.01)
+
+    bench = Corrupted()
+    bench.device, bench.seed = torch.device("cuda"), 0
+    with pytest.raises(AssertionError):
+        bench.setup()
