@@ -8,7 +8,7 @@ p-value. A change is called only when both agree and it is larger than the thres
 - ``same``: the interval lies inside [1 - threshold, 1 + threshold];
 - ``ambiguous``: anything else (too few samples or too much noise to tell).
 
-A pair takes its worst variant's status. A different environment fingerprint (GPU, driver, CUDA,
+A pair takes its worst compared variant's status. A different environment fingerprint (GPU, driver, CUDA,
 torch) or a missing manifest is reported as "environment changed" and flags every row.
 """
 
@@ -28,8 +28,8 @@ ALPHA = 0.01
 """A change needs a Mann-Whitney p-value below this."""
 DEFAULT_THRESHOLD = 0.02
 """Relative change in median time below which two runs count as the same."""
-STATUS_ORDER = ("same", "faster", "not-compared", "added", "removed", "ambiguous", "slower")
-"""Least to most worrying; a pair takes its worst variant's status."""
+STATUS_ORDER = ("same", "faster", "ambiguous", "slower")
+"""Least to most worrying; a pair in both runs takes its worst compared variant's status."""
 
 
 def classify(ratio: dict[str, float], p_value: float, threshold: float) -> str:
@@ -78,8 +78,10 @@ def _variants(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def worst_status(statuses: Sequence[str]) -> str:
-    """The most worrying status of a list (``not-compared`` for an empty one)."""
-    return max(statuses, key=STATUS_ORDER.index) if statuses else "not-compared"
+    """The most worrying of the compared statuses; ``not-compared`` when no variant was compared
+    (a variant added, removed or without samples shows on its own row, not in the pair's status)."""
+    compared = [s for s in statuses if s in STATUS_ORDER]
+    return max(compared, key=STATUS_ORDER.index) if compared else "not-compared"
 
 
 def compare_pair(target: str, a: dict[str, Any] | None, b: dict[str, Any] | None,

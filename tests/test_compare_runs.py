@@ -77,6 +77,10 @@ def test_variant_without_samples_is_not_compared(tmp_path):
     assert rows["optimized_x"]["status"] == "not-compared"
     assert "verify-failed" in rows["optimized_x"]["reason"]
     assert rows["baseline_x"]["status"] == "same"
+    assert compare_runs(a, b)["pairs"][0]["status"] == "same"
+    only_failed = write_run(tmp_path, "c", [pair("ch01:x", variant("baseline_x", None, verdict="error"), [],
+                                                 verdict="error")])
+    assert compare_runs(a, only_failed)["pairs"][0]["status"] == "not-compared"
 
 
 def test_environment_change_flags_every_row(tmp_path):
