@@ -34,7 +34,7 @@ class RichReporter:
     """Progress bar and live table while pairs run; the summary table and run folder at the end."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console()
+        self.console = console or Console(width=None if Console().is_terminal else 150)
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=self.console)
         self.results: list[dict[str, Any]] = []
