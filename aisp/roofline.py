@@ -31,9 +31,17 @@ def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, flo
     return name, measured[f"matmul_{name}"]["value"]
 
 
-def peak_bandwidth(peaks: dict[str, Any]) -> float:
-    """Device memory bandwidth ceiling in GB/s (buffer copy, read and write counted)."""
-    return peaks["measurements"]["memory_copy"]["value"]
+LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned"}
+
+
+def peak_bandwidth(peaks: dict[str, Any], link: str = "hbm") -> float:
+    """Bandwidth ceiling in GB/s of the link a workload's bytes cross: device memory (buffer copy,
+    read and write counted) or the pinned host<->device copy path."""
+    measured = peaks["measurements"]
+    key = LINK_PEAKS.get(link, "memory_copy")
+    if key not in measured:
+        raise KeyError(f"the peaks hold no {key} ceiling for link '{link}'; re-run 'aisp peak --refresh'")
+    return measured[key]["value"]
 
 
 def bound_tflops(intensity: float, peak_tflops: float, peak_gbps: float) -> float:
@@ -54,7 +62,7 @@ def annotate(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str,
         return None
     seconds = summary["median"] * 1e-3
     precision, peak_tflops = peak_compute(peaks, workload.get("precision"))
-    peak_gbps = peak_bandwidth(peaks)
+    peak_gbps = peak_bandwidth(peaks, workload.get("link", "hbm"))
     achieved_tflops = flops / seconds / 1e12 if flops > 0 else None
     achieved_gbps = nbytes / seconds / 1e9 if nbytes > 0 else None
     intensity = flops / nbytes if flops > 0 and nbytes > 0 else None

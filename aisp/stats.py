@@ -56,18 +56,19 @@ class Ratio:
         return asdict(self)
 
 
-def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float], seed: int = 0) -> Ratio:
-    """median(numerator) / median(denominator) with a paired bootstrap 95% interval.
+def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float], seed: int = 0,
+                     paired: bool = True) -> Ratio:
+    """median(numerator) / median(denominator) with a bootstrap 95% interval.
 
-    Samples are paired by index (they were taken interleaved), so each resample draws the same
-    indices from both sides and drift common to a pair cancels. Unequal lengths are resampled
-    independently.
+    With ``paired`` (samples taken interleaved in one process) each resample draws the same indices
+    from both sides, so drift common to a pair cancels. Samples from separate runs, or of unequal
+    lengths, are resampled independently.
     """
     a = np.asarray(numerator, dtype=np.float64)
     b = np.asarray(denominator, dtype=np.float64)
     value = float(np.median(a) / np.median(b))
     rng = np.random.default_rng(seed)
-    if a.size == b.size:
+    if paired and a.size == b.size:
         idx = rng.integers(0, a.size, size=(BOOTSTRAP_RESAMPLES, a.size))
         boot = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
     else:

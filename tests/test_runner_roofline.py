@@ -30,3 +30,11 @@ def test_faster_than_the_ceiling_is_flagged():
 
 def test_no_peaks_no_annotation():
     assert "roofline" not in add_roofline(_result(0.04), None)["variants"][0]
+
+
+def test_transfer_workloads_are_judged_against_the_copy_link():
+    peaks = {"measurements": {**PEAKS["measurements"], "h2d_pinned": {"value": 50.0}}}
+    result = _result(0.04)
+    result["workload"] = {"bytes": 1e6, "link": "h2d"}
+    roof = add_roofline(result, peaks)["variants"][0]["roofline"]
+    assert roof["peak_gbps"] == 50.0 and abs(roof["pct_of_bound"] - 50.0) < 1e-6
