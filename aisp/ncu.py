@@ -1,8 +1,10 @@
 """Nsight Compute on a variant's top kernels: occupancy, DRAM and SM throughput, warp stalls.
 
 ncu runs the variant's file standalone with ``--clock-control none`` (the clocks the harness
-timed with), profiling one launch (the second) of each launch configuration of the named kernels.
-The report is saved (``.ncu-rep``, opens in the Nsight Compute GUI) and its raw page read as CSV.
+timed with), profiling one launch (the second) of each launch configuration of the kernels the
+torch trace ranks highest. The report is saved (``.ncu-rep``, opens in the Nsight Compute GUI)
+and its raw page read as CSV. Kernels are matched by function name and launch configuration:
+ncu and CUPTI demangle template arguments and lambdas differently.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ import csv
 import io
 import re
 import shutil
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from aisp.nsight import failure, run_logged, standalone_command
+from aisp.trace_events import load_events
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "LaunchStats")
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
@@ -34,13 +38,14 @@ REGEX_SPECIALS = re.compile(r"([.^$*+?()\[\]{}|\\])")
 
 
 def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float = 240,
-            kernel_names: Sequence[str] = ()) -> dict[str, Any]:
+            launches: Sequence[str] = ()) -> dict[str, Any]:
     """Profile the variant in ``pair_file`` under ncu and summarize ``kernels`` of its kernels.
 
-    ``kernel_names`` (demangled names, e.g. a torch trace's top kernels, in rank order) narrow
-    the profile to kernels of those function names and the report to those exact names, in that
-    order; without them every launch configuration is profiled once and the longest are reported.
-    Returns ``{"kernels": {name: {occupancy, dram_pct, memory_pct, sm_pct, duration_us,
+    ``launches`` (``function <<<grid, block>>>`` keys in rank order, e.g. :func:`top_launches`
+    of the variant's torch trace) narrow the profile to those function names and the report to
+    those launch configurations, in that order. Without them (or where none matches) every
+    launch configuration is profiled once and the longest are reported.
+    Returns ``{"kernels": {launch: {occupancy, dram_pct, memory_pct, sm_pct, duration_us,
     top_stalls, demangled}}, "matched": bool, ...}``, or ``{"skipped": reason}`` without ``ncu``.
     """
     ncu = shutil.which("ncu")
@@ -48,7 +53,7 @@ def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float =
         return {"skipped": "ncu not found on PATH"}
     base = Path(out_dir) / Path(pair_file).stem
     log, report = base.with_suffix(".ncu.log"), base.with_suffix(".ncu-rep")
-    cmd = profile_command(ncu, pair_file, report, kernel_names)
+    cmd = profile_command(ncu, pair_file, report, [launch.split(" <<<")[0] for launch in launches])
     rc = run_logged(cmd, log, timeout_s)
     if rc != 0 or not report.exists():
         return failure("ncu", rc, log, timeout_s) | {"command": cmd}
@@ -57,32 +62,48 @@ def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float =
                      "--print-kernel-base", "demangled"], raw, timeout_s)
     if rc != 0:
         return failure("ncu --import", rc, raw, timeout_s) | {"command": cmd}
-    top, matched = select_kernels(parse_raw_csv(raw.read_text()), kernel_names, kernels)
+    top, matched = select_kernels(parse_raw_csv(raw.read_text()), launches, kernels)
     return {"kernels": top, "matched": matched, "report": str(report), "csv": str(raw), "log": str(log),
             "command": cmd}
 
 
-def select_kernels(parsed: dict[str, dict[str, Any]], names: Sequence[str], count: int
+def top_launches(trace: Path, count: int) -> list[str]:
+    """The ``count`` kernel launch configurations with the most device time in a torch trace, as
+    ``function <<<grid, block>>>``: what ncu and the trace agree on, where their demanglers
+    spell template arguments and lambdas differently."""
+    totals: dict[str, float] = defaultdict(float)
+    for ev in load_events(trace):
+        if ev.cat == "kernel" and ev.launch is not None:
+            totals[launch_key(function_name(ev.name), str(ev.launch[0]), str(ev.launch[1]))] += ev.dur
+    return sorted(totals, key=totals.__getitem__, reverse=True)[:count]
+
+
+def launch_key(function: str, grid: str, block: str) -> str:
+    """``Kernel2 <<<(8, 2, 8), (128, 1, 1)>>>``."""
+    return f"{function} <<<{grid}, {block}>>>"
+
+
+def select_kernels(parsed: dict[str, dict[str, Any]], launches: Sequence[str], count: int
                    ) -> tuple[dict[str, dict[str, Any]], bool]:
-    """The profiled kernels whose demangled name is one of ``names`` (in their order, then longest
-    first), and True; where none is (or no names are given), the longest ones and False.
-    A function name shared by other kernels (setup's elementwise ops) makes ncu profile those too."""
-    rank = {name: i for i, name in enumerate(names)}
-    chosen = {k: m for k, m in parsed.items() if m["demangled"] in rank}
+    """The profiled kernels whose launch is one of ``launches`` (in their order), and True; where
+    none is, the longest ones and False. ncu also profiles kernels that only share a function
+    name with a wanted one (setup's elementwise ops): this is where they are dropped."""
+    rank = {launch: i for i, launch in enumerate(launches)}
+    chosen = {k: m for k, m in parsed.items() if m["launch"] in rank}
     matched = bool(chosen)
     pool = chosen if matched else parsed
-    ordered = sorted(pool.items(), key=lambda kv: (rank.get(kv[1]["demangled"], 0), -kv[1]["duration_us"]))
+    ordered = sorted(pool.items(), key=lambda kv: (rank.get(kv[1]["launch"], 0), -kv[1]["duration_us"]))
     return dict(ordered[:count]), matched
 
 
-def profile_command(ncu: str, pair_file: Path, report: Path, kernel_names: Sequence[str]) -> list[str]:
+def profile_command(ncu: str, pair_file: Path, report: Path, functions: Sequence[str]) -> list[str]:
     """The ncu command line: sections, one launch per configuration after the first, optional filter."""
     cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--force-overwrite",
            "--filter-mode", "per-launch-config", "--launch-skip", "1", "--launch-count", "1"]
     for section in SECTIONS:
         cmd += ["--section", section]
-    if kernel_names:
-        cmd += ["--kernel-name", "regex:" + kernel_regex(kernel_names)]
+    if functions:
+        cmd += ["--kernel-name", "regex:" + kernel_regex(functions)]
     return cmd + ["-o", str(report.with_suffix("")), *standalone_command(pair_file)]
 
 
@@ -112,8 +133,8 @@ def function_name(demangled: str) -> str:
 
 def parse_raw_csv(text: str) -> dict[str, dict[str, Any]]:
     """ncu's ``--csv --page raw`` output as {kernel: {occupancy, dram_pct, memory_pct, sm_pct,
-    duration_us, top_stalls, demangled}}, each kernel named ``function <<<grid, block>>>``
-    (``#2``… for repeats)."""
+    duration_us, top_stalls, demangled, launch}}, each kernel named by its launch,
+    ``function <<<grid, block>>>`` (``#2``… for repeats)."""
     rows = list(csv.reader(io.StringIO(text[text.find('"ID"'):]))) if '"ID"' in text else []
     if not rows:
         return {}
@@ -123,12 +144,12 @@ def parse_raw_csv(text: str) -> dict[str, dict[str, Any]]:
     for row in body:
         cells = dict(zip(header, row, strict=False))
         demangled = cells.get("Kernel Name", "?")
-        name = f"{function_name(demangled)} <<<{cells.get('Grid Size', '?')}, {cells.get('Block Size', '?')}>>>"
+        name = launch_key(function_name(demangled), cells.get("Grid Size", "?"), cells.get("Block Size", "?"))
         key, n = name, 1
         while key in result:
             n += 1
             key = f"{name}#{n}"
-        result[key] = _kernel_metrics(cells, dict(zip(header, units, strict=False))) | {"demangled": demangled}
+        result[key] = _kernel_metrics(cells, dict(zip(header, units, strict=False))) | {"demangled": demangled, "launch": name}
     return result
 
 

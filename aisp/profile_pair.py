@@ -11,7 +11,7 @@ from aisp.artifacts import atomic_write_json, new_run_dir
 from aisp.benchmark import Benchmark, unmet_requirements
 from aisp.discovery import Pair, TargetError, repo_root, resolve_targets
 from aisp.loader import load_benchmark
-from aisp.ncu import run_ncu
+from aisp.ncu import run_ncu, top_launches
 from aisp.nsight import run_nsys
 from aisp.profiling import capture_torch
 from aisp.timing import synchronize
@@ -86,7 +86,7 @@ def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) 
     if req.tool == "torch":
         return summaries
     return {name: run_ncu(files[name], out_dir, req.kernels, req.timeout_s,
-                          [k["name"] for k in summaries[name]["top_kernels"][:req.kernels]])
+                          top_launches(Path(summaries[name]["files"]["trace"]), req.kernels))
             for name in files}
 
 

@@ -34,6 +34,8 @@ class Event:
     dur: float
     pid: Any
     tid: Any
+    launch: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    """A kernel's (grid, block), where the trace records them."""
 
     @property
     def end(self) -> float:
@@ -45,8 +47,14 @@ def load_events(path: Path) -> list[Event]:
     data = json.loads(Path(path).read_text())
     raw = data.get("traceEvents", []) if isinstance(data, dict) else data
     return [Event(str(e.get("name", "")), str(e.get("cat", "")), float(e["ts"]), float(e.get("dur", 0.0)),
-                  e.get("pid"), e.get("tid"))
+                  e.get("pid"), e.get("tid"), _launch(e.get("args") or {}))
             for e in raw if e.get("ph") == "X" and "ts" in e]
+
+
+def _launch(args: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    if "grid" in args and "block" in args:
+        return tuple(args["grid"]), tuple(args["block"])
+    return None
 
 
 def load_memory_events(path: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from aisp.benchmark import Benchmark
 from aisp.cli.main import app
-from aisp.ncu import function_name, kernel_regex, parse_raw_csv, select_kernels
+from aisp.ncu import function_name, kernel_regex, parse_raw_csv, select_kernels, top_launches
 from aisp.nsight import run_logged, run_nsys
 from aisp.profiling import capture_torch, memory_timeline, run_ncu
 
@@ -119,29 +119,41 @@ def test_cli_profile_summarize_prints_the_numbers_and_findings():
 
 NCU_CSV = FIXTURES / "ncu" / "batch_size_baseline.raw.csv"
 KERNEL2 = "Kernel2 <<<(8, 2, 8), (128, 1, 1)>>>"
+RELU = "vectorized_elementwise_kernel <<<(32, 1, 1), (128, 1, 1)>>>"
 
 
 def test_parse_ncu_raw_csv_recorded_on_an_h200():
-    """ch01 baseline_batch_size under ncu 2025.3 on an H200 (--print-kernel-base function)."""
+    """ch01 baseline_batch_size under ncu 2025.3 on an H200 (demangled names, base units)."""
     kernels = parse_raw_csv(NCU_CSV.read_text())
     assert len(kernels) == 6
     k = kernels[KERNEL2]
-    assert (k["occupancy"], k["dram_pct"], k["memory_pct"], k["sm_pct"]) == (6.25, 7.33, 35.25, 29.28)
-    assert k["duration_us"] == pytest.approx(6.272)
-    assert k["top_stalls"][0] == ["no_instruction", 0.29]
-    relu = kernels["vectorized_elementwise_kernel <<<(32, 1, 1), (128, 1, 1)>>>"]
-    assert relu["top_stalls"][0] == ["long_scoreboard", 15.22]
+    assert (k["occupancy"], k["dram_pct"], k["memory_pct"], k["sm_pct"]) == (6.25, 7.38, 35.36, 29.37)
+    assert k["duration_us"] == pytest.approx(6.208)
+    assert k["top_stalls"][0] == ["imc_miss", 0.28]
+    assert k["demangled"].startswith("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>")
+    relu = kernels[RELU]
+    assert relu["top_stalls"][0] == ["long_scoreboard", 12.78]
     assert all(r != "selected" for m in kernels.values() for r, _ in m["top_stalls"])
 
 
-def test_select_kernels_keeps_the_trace_order_or_falls_back_to_the_longest():
+def test_select_kernels_keeps_the_traced_launches_in_order_and_drops_setup_kernels():
+    """The setup's elementwise multiply shares its function name with the run's ReLU; the launch
+    configuration tells them apart (ncu's and CUPTI's demangled names differ, so names cannot)."""
     kernels = parse_raw_csv(NCU_CSV.read_text())
-    top, matched = select_kernels(kernels, ["splitKreduce_kernel", "Kernel2"], 3)
-    assert matched
-    assert [m["demangled"] for m in top.values()] == ["splitKreduce_kernel"] * 2 + ["Kernel2"]
-    top, matched = select_kernels(kernels, ["no_such_kernel"], 2)
+    wanted = [KERNEL2, RELU, "splitKreduce_kernel <<<(16, 2, 1), (32, 16, 1)>>>"]
+    top, matched = select_kernels(kernels, wanted, 5)
+    assert matched and list(top) == wanted
+    assert "vectorized_elementwise_kernel <<<(512, 1, 1), (128, 1, 1)>>>" not in top
+    top, matched = select_kernels(kernels, ["no_such_kernel <<<(1, 1, 1), (1, 1, 1)>>>"], 2)
     assert not matched
-    assert [m["duration_us"] for m in top.values()] == pytest.approx([6.272, 6.272])
+    assert [m["duration_us"] for m in top.values()] == pytest.approx([6.336, 6.208])
+
+
+def test_top_launches_ranks_a_traces_kernels_by_launch_configuration():
+    trace = FIXTURES / "traces" / "gpu_launch_bound.trace.json"
+    assert top_launches(trace, 5) == ["gemm_small <<<(1, 1, 1), (128, 1, 1)>>>",
+                                      "relu_kernel <<<(1, 1, 1), (128, 1, 1)>>>"]
+    assert top_launches(trace, 1) == ["gemm_small <<<(1, 1, 1), (128, 1, 1)>>>"]
 
 
 def test_kernel_names_become_ncu_function_names():
@@ -173,14 +185,14 @@ def test_run_ncu_builds_the_command_and_parses_the_report(tmp_path, monkeypatch)
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     pair = Path("ch01/baseline_batch_size.py")
-    result = run_ncu(pair, tmp_path, kernels=5, kernel_names=["Kernel2"])
+    result = run_ncu(pair, tmp_path, kernels=5, launches=[KERNEL2])
     profile_call, import_call = calls.read_text().splitlines()
     for part in ("--clock-control none", "--target-processes all", "--filter-mode per-launch-config",
                  "--launch-skip 1 --launch-count 1", "--section WarpStateStats", "--section Occupancy",
                  "--kernel-name regex:^(Kernel2)$", f"{pair.resolve()} --iterations 2 --warmup 1"):
         assert part in profile_call
     assert "--csv --page raw" in import_call
-    assert result["matched"] and list(result["kernels"]) == [KERNEL2, "Kernel2 <<<(8, 1, 16), (128, 1, 1)>>>"]
+    assert result["matched"] and list(result["kernels"]) == [KERNEL2]
     assert Path(result["report"]).is_file()
 
 

@@ -67,8 +67,8 @@ def _print_result(result: dict[str, Any]) -> None:
         for name, data in done.items():
             console.print(_ncu_table(name, data["kernels"]))
             if not data["matched"]:
-                console.print(f"{name}: no profiled kernel has a top torch-trace kernel's exact name; "
-                              "these are the longest profiled kernels.")
+                console.print(f"{name}: no profiled kernel matches a top torch-trace kernel's launch "
+                              "configuration; these are the longest profiled kernels.")
     elif done:
         for name, data in done.items():
             console.print(f"{name}: {data['report']}")
