@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aisp import environment
-from aisp.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
+from aisp.artifacts import atomic_write_json, best_variant, new_run_dir, write_pair, write_summary
 from aisp.discovery import Pair
 from aisp.options import RunOptions
 from aisp.peak import load_peaks
@@ -137,7 +137,27 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget) -> 
     raw = doc["variants"]
     if options.cold_start and not options.verify_only:
         raw = _cold_samples(spec, raw, work, budget)
-    return _annotate(assemble(info, doc["workload"], raw), doc, work)
+    result = _annotate(assemble(info, doc["workload"], raw), doc, work)
+    if options.profile == "full":
+        result = _nsight(result, work / "profiles")
+    return result
+
+
+def _nsight(result: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """--profile full: Nsight Compute on the best optimized variant's top kernels (from its torch
+    trace), and Nsight Systems; each records its skip reason where the tool is absent. Runs after
+    timing, in its own processes, so it never touches the timed samples."""
+    best = best_variant(result)
+    if best is None:
+        return result
+    from aisp.ncu import run_ncu, top_launches
+    from aisp.nsight import run_nsys
+
+    trace = ((result.get("profile") or {}).get("variants", {}).get(best["name"], {}).get("files", {}).get("trace"))
+    launches = top_launches(Path(trace), 5) if trace and Path(trace).exists() else []
+    nsight = {"ncu": run_ncu(Path(best["file"]), out_dir, launches=launches),
+              "nsys": run_nsys(Path(best["file"]), out_dir), "variant": best["name"]}
+    return {**result, "profile": {**(result.get("profile") or {}), "nsight": nsight}}
 
 
 def _annotate(result: dict[str, Any], doc: dict[str, Any], work: Path) -> dict[str, Any]:

@@ -79,3 +79,16 @@ def test_kill_mid_write_leaves_no_truncated_json(tmp_path):
             data = json.loads(target.read_text())
             assert data["schema_version"] == 1 and len(data["payload"]) == 2000
     assert target.exists(), "the writer never finished one write; raise the delays"
+
+
+def test_profile_full_writes_traces_outside_timing_and_reports_nsight(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no ncu/nsys: their skips must be reported
+    result = _run(tmp_path, ["modes:sum"], profile="full")["sum"]
+    assert result["verdict"] == "ok"
+    assert len(result["baseline"]["samples_ms"]) == 4
+    traces = result["profile"]["variants"]
+    assert set(traces) == {"baseline_sum", "optimized_sum"}
+    for summary in traces.values():
+        assert json.loads(Path(summary["files"]["trace"]).read_text())["traceEvents"]
+    assert result["profile"]["nsight"]["ncu"] == {"skipped": "ncu not found on PATH"}
+    assert "skipped" in result["profile"]["nsight"]["nsys"]
