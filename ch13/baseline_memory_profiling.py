@@ -41,7 +41,8 @@ def _workload() -> AccumulationWorkload:
     flops = sum(w.model.train_flops(w.batch, n) for n in w.lengths)
     tokens = w.batch * sum(w.lengths)
     return AccumulationWorkload(model=w.model, flops=flops, items=tokens, item_unit="tokens",
-                                precision="fp32", rtol=1e-4, atol=1e-7, headline="memory")
+                                precision="fp32", rtol=1e-4, atol=1e-7, headline="memory",
+                                requires=aisp.Requirements(cuda=True))
 
 
 WORKLOAD = _workload()

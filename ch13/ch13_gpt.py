@@ -153,7 +153,7 @@ class TrainBench(aisp.Benchmark):
     """``steps`` SGD steps of a GPT from a fixed start; subclasses change how a step runs."""
 
     workload: TrainWorkload
-    scratch = ("model",)
+    scratch = ("model", "params")
     autocast: torch.dtype | None = None
     checkpoint_blocks = False
 

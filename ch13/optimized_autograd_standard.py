@@ -20,7 +20,7 @@ import aisp
 
 
 class GraphedStep(EagerStep):
-    scratch = ("model", "losses", "logits")
+    scratch = ("model", "params", "losses", "logits")
 
     def prepare(self) -> None:
         side = torch.cuda.Stream(self.device)

@@ -9,6 +9,8 @@ the fp8 tensor-core GEMM and applies both scales in its epilogue. Operand bytes 
 peak math doubles; fast accumulation (fewer promotions of partial sums to fp32) is the usual
 inference setting and costs a little accuracy, reported by metrics().
 Expect: 1.6-1.8x; about 1,300 TFLOP/s of the measured 1,440 fp8 ceiling at 16384^3.
+The fp8 weight is held as its uint8 bit pattern (a free view) because the harness's input
+check cannot compare float8 tensors (``nan_to_num`` has no float8 kernel).
 Run: python ch13/optimized_precisionfp8.py  |  aisp bench run -t ch13:precisionfp8
 """
 
@@ -32,13 +34,15 @@ def quantize_e4m3(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class FP8ScaledMM(BF16Linear):
     def setup(self) -> None:
         super().setup()
-        self.w8, self.w_scale = quantize_e4m3(self.w)
+        w8, self.w_scale = quantize_e4m3(self.w)
+        self.w8_bits = w8.view(torch.uint8)
         self.quantize = torch.compile(quantize_e4m3)
         self.run()
 
     def run(self) -> torch.Tensor:
         x8, x_scale = self.quantize(self.x)
-        return torch._scaled_mm(x8, self.w8.t(), scale_a=x_scale, scale_b=self.w_scale,
+        w8 = self.w8_bits.view(E4M3)
+        return torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=self.w_scale,
                                 out_dtype=torch.bfloat16, use_fast_accum=True)
 
 

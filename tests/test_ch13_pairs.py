@@ -1,0 +1,201 @@
+"""Chapter 13 pairs: every variant matches its baseline on small CPU workloads, leaves its
+inputs alone, survives scratch poisoning, and fails verification when given another seed's
+answer; every pair file documents itself and CUDA-only pairs say why they skip."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+import aisp
+from aisp.benchmark import unmet_requirements
+from aisp.execute import guarded_run as guarded
+from aisp.verify import VerificationError, compare, poison_scratch, tensor_attributes
+
+CH13 = Path(__file__).resolve().parents[1] / "ch13"
+
+
+def load(module: str) -> ModuleType:
+    """Import a ch13 module by name, evicting same-named modules of other chapters first."""
+    for path in CH13.glob("*.py"):
+        cached = sys.modules.get(path.stem)
+        if cached is not None and Path(cached.__file__ or "").parent != CH13:
+            del sys.modules[path.stem]
+    if str(CH13) in sys.path:
+        sys.path.remove(str(CH13))
+    sys.path.insert(0, str(CH13))
+    return importlib.import_module(module)
+
+
+def pair_files() -> list[tuple[str, str]]:
+    """(baseline, optimized) module names, matching the longest baseline name (as discovery does)."""
+    pairs = []
+    for opt in sorted(CH13.glob("optimized_*.py")):
+        name = opt.stem.removeprefix("optimized_")
+        while not (CH13 / f"baseline_{name}.py").exists():
+            name = name.rsplit("_", 1)[0]
+        pairs.append((f"baseline_{name}", opt.stem))
+    return pairs
+
+
+def tiny_gpt() -> object:
+    return load("ch13_gpt").GPTConfig(vocab=128, seq=32, dim=32, heads=2, layers=2)
+
+
+SMALL = {
+    "training_standard": lambda: dict(model=tiny_gpt(), batch=2),
+    "activation_checkpointing": lambda: dict(model=tiny_gpt(), batch=2),
+    "precisionmixed": lambda: dict(model=tiny_gpt(), batch=2),
+    "memory_profiling": lambda: dict(model=tiny_gpt(), batch=2, lengths=(32, 24, 16)),
+    "dataloader_default": lambda: dict(samples=48, batch=16, image=20, crop=16, classes=10, workers=1, prefetch=2),
+    "attention_standard": lambda: dict(batch=2, heads=2, seq=64, head_dim=32),
+    "long_context_attention": lambda: dict(batch=1, heads=2, seq=2048 + 256, head_dim=32),
+    "sliding_window_attention": lambda: dict(batch=1, heads=2, seq=256, head_dim=32, window=48),
+    "kv_cache_naive": lambda: dict(batch=2, heads=2, head_dim=16, prompt=12, steps=6),
+    "matmul_pytorch": lambda: dict(m=64, n=48, k=128),
+    "precisionfp8": lambda: dict(tokens=64, d_in=128, d_out=32),
+    "quantization": lambda: dict(tokens=64, d_in=128, d_out=32),
+    "arithmetic_intensity": lambda: dict(numel=4096),
+    "regional_compile": lambda: dict(model=tiny_gpt(), batch=2, buckets=(8, 16)),
+}
+"""Per pair, workload sizes that keep a CPU run to seconds (same code, smaller shapes)."""
+
+CPU_UNRUNNABLE = {
+    "optimized_autograd_standard": "captures a CUDA graph",
+    "optimized_bandwidth_naive": "a Triton kernel (needs a GPU)",
+    "optimized_precisionfp8_te": "Transformer Engine",
+    "baseline_precisionfp8_te": "pairs with Transformer Engine only",
+    "optimized_matmul_pytorch": "torch.mm(out_dtype=...) is CUDA-only",
+}
+"""Variants whose code cannot run on a CPU, with why."""
+
+
+def pair_name(baseline: str) -> str:
+    return baseline.removeprefix("baseline_")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    name = pair_name(pair_of(module))
+    if name in SMALL:
+        bench.workload = dataclasses.replace(bench.workload, **SMALL[name]())
+    return bench
+
+
+def pair_of(module: str) -> str:
+    return next(b for b, o in pair_files() if module in (b, o))
+
+
+CPU_PAIRS = [(b, o) for b, o in pair_files() if o not in CPU_UNRUNNABLE and b not in CPU_UNRUNNABLE]
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
+def test_cpu_pair_matches_keeps_inputs_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
+    workload = build(baseline, 0).workload
+    refs = {}
+    for seed in (0, 1):
+        base = build(baseline, seed)
+        base.setup()
+        refs[seed] = guarded(base)
+        base.teardown()
+        opt = build(optimized, seed)
+        opt.setup()
+        compare(refs[seed], guarded(opt), workload)
+        opt.teardown()
+    with pytest.raises(VerificationError):
+        compare(refs[0], refs[1], workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
+def test_cpu_variant_survives_scratch_poisoning(baseline: str, optimized: str) -> None:
+    bench = build(optimized, 0)
+    bench.setup()
+    ref = guarded(bench)
+    poison_scratch(bench, set(tensor_attributes(bench)))
+    compare(ref, guarded(bench), build(baseline, 0).workload)
+    bench.teardown()
+
+
+def test_a_training_step_that_skips_its_update_is_caught() -> None:
+    """The second step's loss and the logits show the first update: lr=0 must fail."""
+    ref = build("baseline_precisionmixed", 0)
+    ref.setup()
+    lazy = build("optimized_precisionmixed", 0)
+    lazy.workload = dataclasses.replace(lazy.workload, lr=0.0)
+    lazy.setup()
+    with pytest.raises(VerificationError):
+        compare(guarded(ref), guarded(lazy), ref.workload)
+
+
+GPU_ONLY = [(b, o) for b, o in pair_files() if load(b).WORKLOAD.requires.cuda]
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), GPU_ONLY)
+def test_gpu_pair_skips_with_reason_on_cpu(baseline: str, optimized: str) -> None:
+    reason = unmet_requirements(load(baseline).WORKLOAD.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+def test_only_the_input_pipeline_pair_runs_on_a_cpu() -> None:
+    assert [b for b, _ in pair_files() if not load(b).WORKLOAD.requires.cuda] == ["baseline_dataloader_default"]
+
+
+@pytest.mark.parametrize("name", ["activation_checkpointing", "memory_profiling"])
+def test_memory_goal_pairs_headline_memory(name: str) -> None:
+    assert load(f"baseline_{name}").WORKLOAD.headline == "memory"
+
+
+def test_te_pair_requires_transformer_engine() -> None:
+    assert "transformer_engine" in load("baseline_precisionfp8_te").WORKLOAD.requires.packages
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+@pytest.mark.parametrize("path", sorted(CH13.glob("baseline_*.py")) + sorted(CH13.glob("optimized_*.py")),
+                         ids=lambda p: p.stem)
+def test_pair_file_documents_itself(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    doc = ast.get_docstring(tree) or ""
+    for line in ("Baseline", "Optimized", "Expect:", "Run:"):
+        assert line in doc, f"{path.name} docstring lacks '{line}'"
+    if path.stem.startswith("baseline_"):
+        assert "Tolerance:" in doc, f"{path.name} does not justify its tolerance"
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "get_benchmark" in names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["activation_checkpointing", "memory_profiling"])
+def test_memory_goal_pairs_lower_peak_on_gpu(name: str) -> None:
+    peaks = []
+    for module in (f"baseline_{name}", f"optimized_{name}"):
+        bench = load(module).get_benchmark()
+        bench.device = torch.device("cuda")
+        bench.setup()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        bench.run()
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated() - base)
+        del bench
+        torch.cuda.empty_cache()
+    assert peaks[1] < peaks[0] / 1.5, f"peak run memory {peaks}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")
+def test_tiled_transpose_handles_ragged_shapes_on_gpu() -> None:
+    x = torch.randn(1000, 333, device="cuda")
+    assert torch.equal(load("optimized_bandwidth_naive").transpose(x), x.t().contiguous())
