@@ -28,9 +28,11 @@ import torch
 
 import aisp
 
-NEIGHBOUR = ("import ctypes, signal; ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+NEIGHBOUR = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+             "if os.getppid() != int(sys.argv[1]): sys.exit()\n"
              "while True: pass")
-"""A tenant that burns one CPU; PR_SET_PDEATHSIG kills it if this process dies first."""
+"""A tenant that burns one CPU; PR_SET_PDEATHSIG kills it when its parent (argv[1]) dies, and it
+exits at once if the parent died before the death signal was armed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,9 +69,9 @@ class SharedPoolStep(aisp.Benchmark):
         return allowed
 
     def _spawn(self, cpus: list[int]) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
+        proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(os.getpid())])
         os.sched_setaffinity(proc.pid, cpus)
-        os.kill(proc.pid, signal.SIGSTOP)
+        _stop(proc)
         return proc
 
     @contextmanager
@@ -80,7 +82,7 @@ class SharedPoolStep(aisp.Benchmark):
             yield
         finally:
             for proc in self.neighbours:
-                os.kill(proc.pid, signal.SIGSTOP)
+                _stop(proc)
 
     @contextmanager
     def placement(self) -> Iterator[None]:
@@ -108,6 +110,12 @@ class SharedPoolStep(aisp.Benchmark):
             proc.kill()
             proc.wait()
         self.neighbours = []
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a neighbour and wait until it has stopped (SIGSTOP is delivered asynchronously)."""
+    os.kill(proc.pid, signal.SIGSTOP)
+    os.waitpid(proc.pid, os.WUNTRACED)
 
 
 def get_benchmark() -> aisp.Benchmark:
