@@ -13,6 +13,8 @@
 # Kernel knobs (governor, THP, swappiness, NUMA balancing) are system_tuning.sh's job.
 # Environment: ETC_DIR (default /etc), SYSFS (default /sys) for tests.
 set -euo pipefail
+# shellcheck source=ch03/tuning_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tuning_lib.sh"
 
 apply=0
 usage() { sed -n '2,15p' "$0"; }
@@ -49,17 +51,9 @@ if [[ $apply -eq 0 ]]; then
     echo "check only: nothing changed. Apply with: sudo $0 --apply"
     exit 0
 fi
-if [[ $(id -u) -ne 0 ]]; then
-    echo "--apply needs root (sudo $0 --apply); nothing changed" >&2
-    exit 1
-fi
-mkdir -p "$(dirname "$memlock_file")"
-if [[ -f "$memlock_file" ]] && [[ "$(cat "$memlock_file")" == "$memlock_text" ]]; then
-    echo "$memlock_file already up to date"
-else
-    printf '%s\n' "$memlock_text" > "$memlock_file.tmp" && mv "$memlock_file.tmp" "$memlock_file"
-    echo "wrote $memlock_file (new login sessions; services: LimitMEMLOCK=infinity; docker: --ulimit memlock=-1:-1)"
-fi
+need_root "$0"
+write_whole "$memlock_file" "$memlock_text"
+echo "memlock applies to new login sessions; services: LimitMEMLOCK=infinity; docker: --ulimit memlock=-1:-1"
 if [[ $have_gpu -eq 1 ]]; then
     while IFS=', ' read -r index pm; do
         if [[ "$pm" != "Enabled" ]]; then

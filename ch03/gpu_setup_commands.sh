@@ -15,6 +15,8 @@
 #   (--ipc=host or --shm-size=16g for DataLoader workers; no --privileged needed)
 # Environment: ETC_DIR (default /etc) for tests.
 set -euo pipefail
+# shellcheck source=ch03/tuning_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tuning_lib.sh"
 
 apply=0
 usage() { sed -n '2,17p' "$0"; }
@@ -52,20 +54,13 @@ if [[ $apply -eq 0 ]]; then
     echo "check only: nothing changed. Apply with: sudo $0 --apply"
     exit 0
 fi
-if [[ $(id -u) -ne 0 ]]; then
-    echo "--apply needs root (sudo $0 --apply); nothing changed" >&2
-    exit 1
-fi
+need_root "$0"
 if has_unit && [[ "$(systemctl is-enabled nvidia-persistenced 2>/dev/null || true)" != enabled ]]; then
     systemctl enable --now nvidia-persistenced
 fi
 if exists nvidia_peermem; then
     loaded nvidia_peermem || modprobe nvidia_peermem
-    mkdir -p "$(dirname "$modules_file")"
-    want=$'# Written by ch03/gpu_setup_commands.sh; rewritten whole on every run.\nnvidia_peermem'
-    if [[ ! -f "$modules_file" ]] || [[ "$(cat "$modules_file")" != "$want" ]]; then
-        printf '%s\n' "$want" > "$modules_file.tmp" && mv "$modules_file.tmp" "$modules_file"
-    fi
+    write_whole "$modules_file" $'# Written by ch03/gpu_setup_commands.sh; rewritten whole on every run.\nnvidia_peermem'
 fi
 cat <<'MANUAL'
 manual steps (never run by this script):

@@ -12,6 +12,8 @@
 # Environment: AISP_ROOT (default /) is the /proc and /sys root, ETC_DIR (default /etc) where the
 # drop-in goes; the tests point both at temporary folders.
 set -euo pipefail
+# shellcheck source=ch03/tuning_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tuning_lib.sh"
 
 profile=training
 apply=0
@@ -49,18 +51,9 @@ if [[ $apply -eq 0 ]]; then
     exit 0
 fi
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "--apply needs root (sudo $0 --apply); nothing changed" >&2
-    exit 1
-fi
+need_root "$0"
 aisp_cmd system tune --profile "$profile" --root "$root" --apply
 if [[ $persist -eq 1 ]]; then
-    target="$etc/sysctl.d/90-aisp.conf"
-    mkdir -p "$(dirname "$target")"
-    if [[ -f "$target" ]] && [[ "$(cat "$target")" == "$(sysctl_dropin)" ]]; then
-        echo "$target already up to date"
-    else
-        sysctl_dropin > "$target.tmp" && mv "$target.tmp" "$target"
-        echo "wrote $target (applied at boot by systemd-sysctl); THP and governor persist via tuned or the kernel command line"
-    fi
+    write_whole "$etc/sysctl.d/90-aisp.conf" "$(sysctl_dropin)"
+    echo "sysctl values load at boot (systemd-sysctl); THP and governor persist via tuned or the kernel command line"
 fi

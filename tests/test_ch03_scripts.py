@@ -71,7 +71,8 @@ def tree(path: Path) -> dict[str, bytes]:
 def test_shellcheck_clean() -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
-    res = subprocess.run(["shellcheck", *[str(CH03 / s) for s in SCRIPTS]], capture_output=True, text=True)
+    files = [f"ch03/{s}" for s in [*SCRIPTS, "tuning_lib.sh"]]
+    res = subprocess.run(["shellcheck", "-x", *files], cwd=CH03.parent, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
 
 
