@@ -5,9 +5,10 @@ on row t % 8192 and column t / 8192 (coalescing.cu, ``scale_strided``). The 32 t
 warp touch 32 different rows, so each warp-wide load or store is 32 separate 32-byte sectors
 carrying 4 useful bytes each; DRAM and L2 move up to 8x the bytes the kernel needs.
 Optimized (optimized_coalescing.py): thread t on element t; a warp's 32 accesses are 128
-contiguous bytes (4 sectors, fully used). Same arithmetic, same result, same bytes requested.
-Expect: 3-10x on an H100/H200; the coalesced kernel should reach >= 80% of the HBM copy
-bandwidth that ``aisp peak`` measures (read + write counted).
+contiguous bytes (4 sectors, fully used). optimized_coalescing_float4.py: coalesced and 16
+bytes per thread. Same arithmetic, same result, same bytes requested.
+Expect: ~6x on an H100/H200 (coalesced, ~60% of the HBM copy bandwidth with one float per
+thread), ~8x with float4 (>= 80% of the copy bandwidth ``aisp peak`` measures).
 Run: python ch01/baseline_coalescing.py  |  aisp bench run -t ch01:coalescing
      |  cd ch01 && make && ./bin/coalescing_sm90
 """
@@ -45,7 +46,8 @@ class StridedScale(aisp.Benchmark):
 
     workload = WORKLOAD
     scratch = ("out",)
-    coalesced = 0
+    mode = 0
+    """0: strided, 1: coalesced, 2: coalesced float4 (coalescing.cu)."""
 
     def setup(self) -> None:
         w = self.workload
@@ -58,7 +60,7 @@ class StridedScale(aisp.Benchmark):
 
     def run(self) -> torch.Tensor:
         w = self.workload
-        status = self.lib.coalescing_run(self.coalesced, self.x.data_ptr(), self.out.data_ptr(), w.rows, w.cols,
+        status = self.lib.coalescing_run(self.mode, self.x.data_ptr(), self.out.data_ptr(), w.rows, w.cols,
                                          w.a, w.b, ch01_native.stream(self.device))
         ch01_native.check(status, type(self).__name__)
         return self.out

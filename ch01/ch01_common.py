@@ -39,3 +39,16 @@ def capture(fn: Callable[[], object], device: torch.device, warmup: int = 3) -> 
     with torch.cuda.graph(graph):
         out = fn()
     return graph, out
+
+
+def kernel_seconds(fn: Callable[[], object], device: torch.device) -> float:
+    """GPU time spent in kernels while ``fn()`` runs (copies and memsets excluded), from the profiler."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize(device)
+    spans = [e.time_range.elapsed_us() for e in prof.events()
+             if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))]
+    return sum(spans) / 1e6

@@ -5,7 +5,7 @@ and ``zero_grad()`` frees the gradients so the next backward allocates them agai
 Optimized: the input and target buffers are allocated once and filled with ``copy_``, and the
 gradients are zeroed in place (``zero_grad(set_to_none=False)``), so the loop stops calling
 the allocator for them. Copies, kernels and batch size are unchanged.
-Expect: ~1.05-1.2x (PyTorch's caching allocator already makes an allocation cheap; what is
+Expect: ~1.05x (PyTorch's caching allocator already makes an allocation cheap; what is
 left is host time per allocation and the gradients' re-creation).
 Run: python ch01/optimized_performance_prealloc.py  |  aisp bench run -t ch01:performance
 """

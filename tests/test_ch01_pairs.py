@@ -116,3 +116,33 @@ def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
     w = load(baseline).WORKLOAD
     for ref, got in zip(*outs, strict=True):
         torch.testing.assert_close(got, ref, atol=w.atol or 1e-5, rtol=w.rtol or 1e-4)
+
+
+def metrics_of(module: str, device: str) -> dict[str, float]:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device(device), 0
+    bench.setup()
+    bench.run()
+    return bench.metrics()
+
+
+def test_no_goodput_on_cpu() -> None:
+    assert metrics_of("optimized_performance_batch", "cpu") == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_goodput_counts_kernels_inside_cuda_graphs() -> None:
+    """Goodput is kernel time / loop time: a fraction, and higher once the host is out of the way.
+    If the profiler missed the kernels a graph replays, the graph variants would score near zero."""
+    base = metrics_of("baseline_performance", "cuda")
+    for module in ("optimized_performance_graphs", "optimized_performance_combined"):
+        opt = metrics_of(module, "cuda")
+        assert 0 < base["goodput"] < opt["goodput"] <= 1.05, (base, opt)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_double_buffering_hides_the_copies() -> None:
+    assert metrics_of("baseline_double_buffering", "cuda")["hidden_fraction"] < 0.2
+    assert metrics_of("optimized_double_buffering", "cuda")["hidden_fraction"] > 0.5
