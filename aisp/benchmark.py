@@ -25,11 +25,20 @@ class Requirements:
     min_compute_capability: tuple[int, int] | None = None
     """Lowest compute capability, e.g. (9, 0) for Hopper-only instructions."""
     gpus: int = 1
-    """GPUs the pair needs (more than one: launched through torchrun)."""
+    """GPUs the pair needs; more than one: one rank per GPU, launched through torchrun (NCCL)."""
+    ranks: int = 1
+    """Processes the pair runs as, launched through torchrun: one GPU each on CUDA (so a CUDA run
+    needs that many GPUs), gloo between CPU processes otherwise. Unlike ``gpus`` it does not ask
+    for CUDA, so a multi-rank pair can be verified on a CPU."""
     packages: tuple[str, ...] = ()
     """Importable Python modules the pair needs (e.g. "triton")."""
     executables: tuple[str, ...] = ()
     """Programs that must be on PATH (e.g. "nvcc")."""
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the pair runs as: ``max(gpus, ranks)``; more than one goes through torchrun."""
+        return max(self.gpus, self.ranks)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,8 +134,8 @@ def unmet_requirements(req: Requirements, device: torch.device) -> str | None:
             if cc < req.min_compute_capability:
                 want = "{}.{}".format(*req.min_compute_capability)
                 return f"needs compute capability {want}; this GPU has {cc[0]}.{cc[1]}"
-        if req.gpus > torch.cuda.device_count():
-            return f"needs {req.gpus} GPUs; {torch.cuda.device_count()} present"
+        if req.world_size > torch.cuda.device_count():
+            return f"needs {req.world_size} GPUs; {torch.cuda.device_count()} present"
     for pkg in req.packages:
         if importlib.util.find_spec(pkg) is None:
             return f"needs the Python package '{pkg}', which is not installed"

@@ -138,8 +138,12 @@ def _rotation(n: int, i: int) -> list[int]:
     return [(i + k) % n for k in range(n)]
 
 
-def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device) -> dict[str, Any]:
-    """Warm up, then time all live variants in rotating order; returns the last outputs by id(variant)."""
+def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device,
+                     align: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Warm up, then time all live variants in rotating order; returns the last outputs by id(variant).
+
+    ``align`` is called right before each timed call, outside the window (ranks meet at a barrier).
+    """
     live = [v for v in variants if v.bench is not None]
     flush = L2Flusher(device) if options.flush_l2 else None
     for i in range(options.warmup):
@@ -157,6 +161,8 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                     before = preexisting_storages(var.bench)
                 if flush:
                     flush()
+                if align:
+                    align()
                 with _nvtx(f"{var.name}/iter{i}", device):
                     timed = time_call(var.bench.run, device)
                 var.samples_ms.append(timed.ms)
@@ -248,15 +254,16 @@ def workload_dict(workload: Workload) -> dict[str, Any]:
 
 
 def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch.device,
-                         telemetry_out: dict[str, Any] | None) -> dict[int, Any]:
+                         telemetry_out: dict[str, Any] | None,
+                         align: Callable[[], None] | None = None) -> dict[int, Any]:
     """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples."""
     read = nvml_reader(device) if device.type == "cuda" else None
     if read is None:
         if telemetry_out is not None and device.type == "cuda":
             telemetry_out["unavailable"] = "NVML could not be read; throttling was not checked"
-        return time_interleaved(live, options, device)
+        return time_interleaved(live, options, device, align)
     with Telemetry(read) as tel:
-        last = time_interleaved(live, options, device)
+        last = time_interleaved(live, options, device, align)
     for var in live:
         var.throttled = {i: r for i, (a, b) in enumerate(var.windows) if (r := tel.throttled(a, b))}
     if telemetry_out is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from aisp import distributed
 from aisp.artifacts import atomic_write_json
 from aisp.execute import Variant, describe_error, run_variants, time_single, workload_dict
 from aisp.options import RunOptions
@@ -53,17 +54,26 @@ def _report_timeout(spec: dict[str, Any], seconds: float) -> None:
         Path(spec["timeout_path"]).write_text(str(seconds))
 
 
-def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run what the spec asks and return the raw result document."""
+def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, Any]:
+    """Run what the spec asks and return the raw result document.
+
+    Given ``spec_path``, a pair that needs several ranks replaces this process with torchrun,
+    which runs this worker once per rank (see aisp.distributed).
+    """
     options = RunOptions.from_dict(spec["options"])
     paths = [Path(p) for p in spec["paths"]]
-    if spec.get("single"):
+    if spec_path is not None:
+        distributed.relaunch_if_needed(paths[0], options, lambda w: _report_timeout(spec, w.timeout_s), spec_path)
+    telemetry: dict[str, Any] = {}
+    if distributed.current_rank() is not None:
+        variants, workload, skip = distributed.run_ranked(paths, options, bool(spec.get("single")), telemetry)
+    elif spec.get("single"):
         var = time_single(paths[0], options, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
         return {"status": "done", "variants": [raw_record(var)]}
-    telemetry: dict[str, Any] = {}
-    variants, workload, skip = run_variants(paths, options, _profile_hook(spec, options),
-                                            on_workload=lambda w: _report_timeout(spec, w.timeout_s),
-                                            telemetry_out=telemetry)
+    else:
+        variants, workload, skip = run_variants(paths, options, _profile_hook(spec, options),
+                                                on_workload=lambda w: _report_timeout(spec, w.timeout_s),
+                                                telemetry_out=telemetry)
     doc: dict[str, Any] = {"workload": workload_dict(workload) if workload else None, "telemetry": telemetry}
     if skip:
         return {**doc, "status": "skipped", "reason": skip}
@@ -73,15 +83,17 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
     result_path = Path(spec["result_path"])
+    failed = False
     try:
-        doc = run_spec(spec)
+        doc = run_spec(spec, argv[0])
     except Exception as exc:  # the pair failed; say why in its result rather than crash
         traceback.print_exc()
         verdict, reason = describe_error(exc, bool(spec["options"].get("reproducible")))
-        doc = {"status": verdict, "reason": reason}
-    atomic_write_json(result_path, doc)
+        doc, failed = {"status": verdict, "reason": distributed.label(reason)}, True
+    distributed.write_result(result_path, doc, failed)
     sys.stdout.flush()
-    return 0
+    # A rank that failed exits non-zero so that torchrun stops the other ranks now.
+    return 1 if failed and distributed.current_rank() is not None else 0
 
 
 if __name__ == "__main__":

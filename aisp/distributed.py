@@ -1,0 +1,308 @@
+"""Pairs that run as several ranks: the torchrun launch, the process group, cross-rank verdicts.
+
+A pair whose ``Requirements.world_size`` is above one is run by the same worker process: once it
+has loaded the workload (and told the runner its timeout), the worker replaces itself with
+``python -m torch.distributed.run --standalone --nproc-per-node N -m aisp.worker SPEC``. The
+process keeps its PID, so the runner still waits on it. Each rank then:
+
+- joins a process group (NCCL with ``cuda:LOCAL_RANK`` on a GPU, gloo on a CPU);
+- verifies its own optimized output against its own baseline output; after each verification
+  pass the ranks exchange verdicts, so a failure on any rank fails the variant on all of them
+  and every rank keeps calling the same collectives;
+- times with a barrier before each timed call (outside the window); a sample is the slowest
+  rank's time for that iteration, and each rank's median is kept;
+- leaves writing to rank 0, except that a rank that raises writes its error and exits non-zero,
+  so torchrun stops the other ranks at once.
+
+Timeouts: torchrun starts each rank in a session of its own, out of reach of the runner's
+process-group kill. The runner's SIGTERM reaches torchrun, which passes it on to the ranks; and
+each rank asks Linux to SIGKILL it when torchrun dies (``PR_SET_PDEATHSIG``), so a rank that
+ignores SIGTERM still goes when the runner SIGKILLs torchrun.
+
+NVLink multicast stays off in every rank (``NVLS_OFF``): on shared hosts a program that uses it
+can put the GPUs out of service.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from aisp.artifacts import atomic_write_json
+from aisp.benchmark import Workload, unmet_requirements
+from aisp.execute import (
+    Variant,
+    apply_reproducible,
+    build,
+    measure_memory,
+    pick_device,
+    timed_with_telemetry,
+    verify_last,
+    verify_seed,
+)
+from aisp.loader import load_benchmark
+from aisp.options import RunOptions
+from aisp.results import VERDICT_ORDER
+from aisp.stats import summarize
+from aisp.verify import Evidence, tensor_attributes
+
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+"""NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM; set in every rank."""
+AGENT_PID_ENV = "AISP_TORCHRUN_PID"
+"""Set by the launch: the PID torchrun runs as, so a rank knows it is one of ours."""
+PR_SET_PDEATHSIG = 1
+EVIDENCE_FIGURES = ("max_abs_err", "max_rel_err", "rel_l2_err", "rtol", "atol")
+
+
+@dataclass(frozen=True)
+class Rank:
+    """Where this process stands in the world torchrun started."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def current_rank() -> Rank | None:
+    """This process's rank when aisp launched it through torchrun, else None."""
+    if AGENT_PID_ENV not in os.environ or "LOCAL_RANK" not in os.environ:
+        return None
+    return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+
+
+def launch_argv(spec_path: str, ranks: int) -> list[str]:
+    """The torchrun command that runs the worker once per rank on this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+            "-m", "aisp.worker", spec_path]
+
+
+def launch_env() -> dict[str, str]:
+    """This environment with NVLink multicast off and the agent's PID (this process's) recorded."""
+    return {**os.environ, **NVLS_OFF, AGENT_PID_ENV: str(os.getpid())}
+
+
+def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[Workload], None],
+                       spec_path: str) -> None:
+    """Replace this worker with torchrun when the pair needs several ranks and can run here.
+
+    Returns when the pair runs in one process, when this already is a rank, or when a requirement
+    is unmet (the normal path then reports the skip).
+    """
+    if current_rank() is not None:
+        return
+    workload = load_benchmark(first).workload
+    ranks = workload.requires.world_size
+    if ranks <= 1 or unmet_requirements(workload.requires, pick_device(options.device)):
+        return
+    on_workload(workload)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    argv = launch_argv(spec_path, ranks)
+    os.execve(argv[0], argv, launch_env())
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this rank when torchrun dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(os.environ[AGENT_PID_ENV]):
+        os._exit(1)
+
+
+def init(rank: Rank, device: torch.device, timeout_s: float) -> torch.device:
+    """Join the process group: NCCL on ``cuda:LOCAL_RANK``, gloo on a CPU. Returns the device."""
+    timeout = timedelta(seconds=timeout_s)
+    if device.type != "cuda":
+        dist.init_process_group("gloo", timeout=timeout)
+        return device
+    device = torch.device("cuda", rank.local_rank)
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    return device
+
+
+def gather(obj: Any) -> list[Any]:
+    """Every rank's ``obj``, in rank order, on every rank."""
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier() -> None:
+    """Ranks meet here; used right before each timed call."""
+    dist.barrier()
+
+
+def label(reason: str) -> str:
+    """A reason prefixed with this process's rank when it is one."""
+    rank = current_rank()
+    return reason if rank is None else f"rank {rank.rank}: {reason}"
+
+
+def agree(variants: list[Variant]) -> None:
+    """Give every rank the same verdicts: a variant failed on any rank fails on all.
+
+    Evidence keeps the worst error seen on any rank. A variant failed elsewhere is torn down
+    here too, so every rank goes on with the same variants (and the same collectives).
+    """
+    everyone = gather([(v.verdict, v.reason, v.evidence.to_dict()) for v in variants])
+    for i, var in enumerate(variants):
+        records = [rec[i] for rec in everyone]
+        for _, _, evidence in records:
+            var.evidence.merge(Evidence(**{k: evidence[k] for k in EVIDENCE_FIGURES}))
+        if len({(verdict, reason) for verdict, reason, _ in records}) == 1:
+            continue  # agreed already: all pending, or failed alike in an earlier round
+        failures = [(r, verdict, reason) for r, (verdict, reason, _) in enumerate(records) if verdict != "pending"]
+        verdict = max((f[1] for f in failures), key=VERDICT_ORDER.index)
+        var.fail(verdict, "; ".join(f"rank {r}: {reason}" for r, _, reason in failures))
+        var.samples_ms.clear()
+        var.host_samples_ms.clear()
+        if var.bench is not None:
+            var.bench.teardown()
+            var.bench = None
+
+
+def slowest(variants: list[Variant], info: dict[str, Any]) -> None:
+    """Each sample becomes the slowest rank's; throttle flags are merged from every rank.
+
+    ``info["median_ms_per_rank"]`` gets each variant's median on each rank (the imbalance).
+    """
+    everyone = gather([(v.samples_ms, v.host_samples_ms, v.throttled) for v in variants])
+    medians = info.setdefault("median_ms_per_rank", {})
+    for i, var in enumerate(variants):
+        per_rank = [rec[i] for rec in everyone]
+        var.samples_ms = [max(s) for s in zip(*(r[0] for r in per_rank), strict=True)]
+        var.host_samples_ms = [max(s) for s in zip(*(r[1] for r in per_rank), strict=True)]
+        merged: dict[int, set[str]] = {}
+        for _, _, throttled in per_rank:
+            for idx, reasons in throttled.items():
+                merged.setdefault(idx, set()).update(reasons)
+        var.throttled = {idx: sorted(r) for idx, r in merged.items()}
+        medians[var.name] = [summarize(r[0]).median for r in per_rank]
+
+
+def merge_memory(variants: list[Variant]) -> None:
+    """A variant's memory figures become the largest of any rank's; the per-rank peaks are kept."""
+    everyone = gather([v.memory for v in variants])
+    for i, var in enumerate(variants):
+        per_rank = [rec[i] for rec in everyone]
+        merged: dict[str, Any] = {}
+        for key in per_rank[0]:
+            values = [m.get(key) for m in per_rank]
+            numeric = all(isinstance(x, (int, float)) for x in values)
+            merged[key] = max(values) if numeric else values[0]
+        merged["per_rank_peak_bytes"] = [m.get("peak_bytes") for m in per_rank]
+        var.memory = merged
+
+
+def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
+                 telemetry: dict[str, Any]) -> dict[int, Any]:
+    """Time the live variants on every rank, then keep the slowest rank's samples."""
+    last = timed_with_telemetry(live, options, device, telemetry, barrier)
+    slowest(live, telemetry["ranks"])
+    return last
+
+
+def _teardown(variants: list[Variant]) -> None:
+    for var in variants:
+        if var.bench is not None:
+            var.bench.teardown()
+            var.bench = None
+
+
+def _finish(live: list[Variant], device: torch.device) -> None:
+    """Memory and metrics of the variants still standing (the same on every rank), then teardown."""
+    standing = [v for v in live if v.verdict == "pending"]
+    for var in standing:
+        measure_memory(var, device)
+        var.metrics = dict(var.bench.metrics())
+    merge_memory(standing)
+    _teardown(live)
+
+
+def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOptions,
+                     device: torch.device, telemetry: dict[str, Any]) -> None:
+    for seed, keep in ((options.seed + 1, False), (options.seed, True)):
+        verify_seed(variants, workload, device, seed, keep, options.reproducible)
+        agree(variants)
+    live = [variants[0]] + [v for v in variants[1:] if v.verdict == "pending"]
+    for var in live[1:]:
+        var.evidence.checks.append(f"each of {dist.get_world_size()} ranks: matches that rank's baseline")
+    if options.verify_only or len(live) < 2:
+        _teardown(variants)
+        return
+    last = _time_ranked(live, options, device, telemetry)
+    verify_last(live, last, workload)
+    del last
+    agree(live)
+    _finish(live, device)
+
+
+def _time_alone(var: Variant, options: RunOptions, device: torch.device, telemetry: dict[str, Any]) -> None:
+    """Cold start: one variant set up and timed alone on every rank (no verification)."""
+    var.bench, var.memory["setup_bytes"] = build(var.path, device, options.seed)
+    var.known_after_setup = set(tensor_attributes(var.bench))
+    _time_ranked([var], options, device, telemetry)
+    _finish([var], device)
+
+
+def run_ranked(paths: list[Path], options: RunOptions, single: bool,
+               telemetry: dict[str, Any]) -> tuple[list[Variant], Workload, str | None]:
+    """This rank's part of a pair run: what ``run_variants`` (or, ``single``, ``time_single``) does
+    in one process, kept in step across ranks. ``telemetry["ranks"]`` describes the world."""
+    rank = current_rank()
+    assert rank is not None, "run_ranked runs in a rank that aisp launched through torchrun"
+    _die_with_parent()
+    device = pick_device(options.device)
+    if options.reproducible:
+        apply_reproducible(options.seed)
+    variants = [Variant(p) for p in paths]
+    workload = load_benchmark(paths[0]).workload
+    skip = unmet_requirements(workload.requires, device)
+    if skip:
+        return variants, workload, skip
+    device = init(rank, device, workload.timeout_s)
+    telemetry["ranks"] = {"world_size": rank.world_size, "backend": dist.get_backend(),
+                          "written_by_rank": rank.rank,
+                          "timing": "per iteration, the slowest rank's time; ranks meet at a barrier "
+                                    "before each timed call"}
+    if options.profile != "none":
+        telemetry["ranks"]["profile"] = "not captured: the harness does not profile multi-rank pairs"
+    if single:
+        _time_alone(variants[0], options, device, telemetry)
+    else:
+        _verify_and_time(variants, workload, options, device, telemetry)
+    dist.barrier()
+    dist.destroy_process_group()
+    return variants, workload, None
+
+
+def write_result(path: Path, doc: dict[str, Any], failed: bool) -> None:
+    """Write the worker's result document.
+
+    Outside torchrun: always. In a rank: rank 0 writes the pair's result and a rank that failed
+    writes its error, but only the first document written stays: the first failure is the cause,
+    a later one on another rank (a peer's closed connection) is its echo.
+    """
+    rank = current_rank()
+    if rank is None:
+        atomic_write_json(path, doc)
+    elif failed or rank.rank == 0:
+        staged = path.with_name(f".{path.name}.rank{rank.rank}")
+        atomic_write_json(staged, doc)
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink()

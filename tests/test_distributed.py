@@ -1,0 +1,127 @@
+"""Multi-rank pairs through the real harness path: runner -> worker -> torchrun -> two gloo ranks
+on the CPU (tests/fixtures/distributed/). Verification on every rank, slowest-rank timing,
+one writer, a hang killed with every rank, a skip when GPUs are too few."""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp import distributed
+from aisp.benchmark import Requirements, unmet_requirements
+from aisp.discovery import resolve_targets
+from aisp.options import RunOptions
+from aisp.runner import run_suite
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed"
+SLOW_MS = 40.0  # common_ranks.SLOW_MS
+
+
+def _run(names: list[str], artifacts: Path) -> tuple[dict[str, dict], Path]:
+    pairs = [p for p in resolve_targets([], FIXTURES, (FIXTURES,)) if p.name in names]
+    options = RunOptions(iterations=6, warmup=1, device="cpu", artifacts_dir=artifacts)
+    results, run_dir = run_suite(pairs, options)
+    return {r["name"]: r for r in results}, run_dir
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    """Two suites at once (the hang takes its whole timeout): the hang alone, the rest together."""
+    pid_dir = tmp_path_factory.mktemp("pids")
+    os.environ["AISP_TEST_PID_DIR"] = str(pid_dir)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            hang = pool.submit(_run, ["rank_hangs"], tmp_path_factory.mktemp("hang"))
+            rest = pool.submit(_run, ["slow_rank", "rank_mismatch", "rank_raises", "needs_gpus"],
+                               tmp_path_factory.mktemp("rest"))
+            (hang_results, _), (results, run_dir) = hang.result(), rest.result()
+    finally:
+        del os.environ["AISP_TEST_PID_DIR"]
+    return {**results, **hang_results}, run_dir, pid_dir
+
+
+def test_two_ranks_verify_and_time(suite):
+    result = suite[0]["slow_rank"]
+    assert result["verdict"] == "ok", result["reason"]
+    ranks = result["telemetry"]["ranks"]
+    assert ranks["world_size"] == 2 and ranks["backend"] == "gloo"
+    checks = result["variants"][0]["verification"]["checks"]
+    assert "each of 2 ranks: matches that rank's baseline" in checks
+
+
+def test_sample_is_the_slowest_rank(suite):
+    """Rank 1 sleeps after the collective; rank 0 returns at once. Each sample is rank 1's."""
+    result = suite[0]["slow_rank"]
+    medians = result["telemetry"]["ranks"]["median_ms_per_rank"]
+    for var in [result["baseline"], *result["variants"]]:
+        fast, slow = medians[var["name"]]
+        assert fast < SLOW_MS / 4 and slow >= SLOW_MS
+        assert min(var["samples_ms"]) >= SLOW_MS
+
+
+def test_wrong_on_one_rank_fails_the_pair(suite):
+    result = suite[0]["rank_mismatch"]
+    assert result["verdict"] == "verify-failed"
+    assert "rank 1: seed 1" in result["reason"] and "outside tolerance" in result["reason"]
+    assert "rank 0:" not in result["reason"]
+    assert not result["variants"][0]["samples_ms"]
+
+
+def test_exception_on_one_rank_is_the_reason(suite):
+    result = suite[0]["rank_raises"]
+    assert result["verdict"] == "error"
+    assert result["reason"] == "rank 1: RuntimeError: deliberate failure on rank 1"
+
+
+def test_hang_kills_every_rank(suite):
+    """Rank 1 ignores SIGTERM: it goes only because it dies with torchrun (PR_SET_PDEATHSIG)."""
+    results, _, pid_dir = suite
+    assert results["rank_hangs"]["verdict"] == "timeout"
+    pids = [int(p.read_text()) for p in sorted(pid_dir.glob("rank*.pid"))]
+    assert len(pids) == 2, "both ranks started"
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_result_written_once_by_rank_zero(suite):
+    results, run_dir, _ = suite
+    assert results["slow_rank"]["telemetry"]["ranks"]["written_by_rank"] == 0
+    logs = sorted(p.name for p in (run_dir / "distributed_slow_rank" / "logs").iterdir())
+    assert logs == ["pair.log", "pair.result.json", "pair.spec.json", "pair.timeout"]
+    doc = json.loads((run_dir / "distributed_slow_rank" / "results" / "benchmark_test_results.json").read_text())
+    assert doc["verdict"] == "ok"
+
+
+def test_too_few_gpus_is_a_skip(suite):
+    result = suite[0]["needs_gpus"]
+    assert result["verdict"] == "skipped"
+    assert "needs a CUDA GPU" in result["reason"]
+
+
+def test_gpu_count_reason(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    reason = unmet_requirements(Requirements(ranks=2), torch.device("cuda"))
+    assert reason == "needs 2 GPUs; 1 present"
+    assert unmet_requirements(Requirements(ranks=2), torch.device("cpu")) is None
+    assert "CUDA" in unmet_requirements(Requirements(gpus=2), torch.device("cpu"))
+
+
+def test_world_size():
+    assert Requirements().world_size == 1
+    assert Requirements(gpus=2).world_size == 2
+    assert Requirements(ranks=4).world_size == 4
+
+
+def test_launch_keeps_nvlink_multicast_off(monkeypatch):
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+    env = distributed.launch_env()
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
+    argv = distributed.launch_argv("/x/spec.json", 2)
+    assert argv[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert argv[-3:] == ["-m", "aisp.worker", "/x/spec.json"]
