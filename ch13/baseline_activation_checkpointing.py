@@ -8,8 +8,9 @@ keeps only the block's input (2 bytes x width per token) and recomputes the bloc
 during backward: one extra forward (~1/3 more FLOPs) buys a peak of one block's activations.
 Expect: peak memory about 2-3x lower (this pair's headline is memory: baseline peak / optimized
 peak); step time about 1.2-1.35x longer.
-Tolerance: bf16 autocast in both; recomputation repeats the same kernels, so only atomics in
-the attention backward reorder sums: bf16 defaults (rtol 5e-2, atol 1e-2) on logits ~0.5.
+Tolerance: bf16 autocast in both; recomputation repeats the same kernels, but the attention
+backward's atomics reorder gradient sums, and the second step's bf16 forward turns those tiny
+weight differences into ulp flips: atol 0.06, rtol 5e-2 on logits up to ~4 (measured max 0.024).
 Run: python ch13/baseline_activation_checkpointing.py  |  aisp bench run -t ch13:activation_checkpointing
 """
 
@@ -21,7 +22,7 @@ from ch13_gpt import GPTConfig, TrainBench, train_workload
 import aisp
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=4096, seq=1024, dim=1024, heads=16, layers=8), batch=16,
-                          precision="bf16", headline="memory", requires=aisp.Requirements(cuda=True))
+                          precision="bf16", atol=0.06, rtol=5e-2, headline="memory", requires=aisp.Requirements(cuda=True))
 
 
 class StoreAllActivations(TrainBench):

@@ -9,8 +9,10 @@ dispatches to the FlashAttention kernel: tiles of Q, K, V stay in shared memory 
 softmax, the S x S matrix never exists in HBM, and fully masked tiles are skipped (half the
 FLOPs for causal attention).
 Expect: 3-8x on an H100/H200, and O(S) instead of O(S^2) extra memory.
-Tolerance: bf16 inputs and outputs; the baseline's softmax runs in fp32 and flash keeps fp32
-running sums, so the two agree to bf16 rounding: bf16 defaults (rtol 5e-2, atol 1e-2).
+Tolerance: bf16 inputs and outputs; the baseline rounds P to bf16 before PV while flash rounds
+its rescaled partial sums, so outputs (|o| up to ~3, bf16 ulp 0.0156 there) differ by a few
+ulps; an output near zero can still carry an error of ~0.02 from rounding its large terms:
+atol 0.05, rtol 5e-2 (measured max 0.023; a wrong mask or scale errs by O(1)).
 Run: python ch13/baseline_attention_standard.py  |  aisp bench run -t ch13:attention_standard
 """
 
@@ -40,7 +42,7 @@ def causal_workload(**kw: object) -> AttentionWorkload:
     return AttentionWorkload(**kw, flops=flops, bytes=io, items=w.batch * w.seq, item_unit="tokens")
 
 
-WORKLOAD = causal_workload(precision="bf16", requires=aisp.Requirements(cuda=True))
+WORKLOAD = causal_workload(precision="bf16", atol=0.05, rtol=5e-2, requires=aisp.Requirements(cuda=True))
 
 
 def make_qkv(bench: aisp.Benchmark) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

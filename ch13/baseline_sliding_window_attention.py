@@ -8,7 +8,8 @@ Optimized (optimized_sliding_window_attention.py): FlexAttention with a ``BlockM
 from the same rule: the compiled Triton kernel visits only the key blocks inside the window
 (about W/S of the tiles) and applies the exact mask in the partial ones.
 Expect: 4-8x on an H100/H200 (useful FLOPs are ~1/8 of the dense ones).
-Tolerance: bf16 inputs and outputs; both keep fp32 softmax statistics: bf16 defaults.
+Tolerance: bf16 inputs and outputs; both keep fp32 softmax statistics but round different
+partial sums to bf16: atol 0.05, rtol 5e-2, as for attention_standard.
 Run: python ch13/baseline_sliding_window_attention.py  |  aisp bench run -t ch13:sliding_window_attention
 """
 
@@ -35,7 +36,7 @@ def _workload() -> WindowWorkload:
     flops = 4.0 * w.batch * w.heads * pairs * w.head_dim
     return WindowWorkload(batch=w.batch, heads=w.heads, seq=w.seq, head_dim=w.head_dim, window=w.window,
                           flops=flops, bytes=4 * w.batch * w.heads * w.seq * w.head_dim * 2,
-                          items=w.batch * w.seq, item_unit="tokens", precision="bf16",
+                          items=w.batch * w.seq, item_unit="tokens", precision="bf16", atol=0.05, rtol=5e-2,
                           requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

@@ -7,8 +7,10 @@ Optimized (optimized_training_standard.py): the same model and update under ``to
 Inductor fuses the elementwise chains into the matmul epilogues and a few Triton kernels, so
 fewer bytes move and far fewer kernels launch. Same FLOPs, same losses and logits.
 Expect: 1.3-2x more tokens/s (goodput) on an H100/H200; the matmuls stay the same cuBLAS calls.
-Tolerance: bf16 autocast in both; Inductor reorders and fuses bf16 math, so logits and losses
-agree to bf16's ~3 significant digits (rtol 5e-2, atol 1e-2 on logits of magnitude ~0.5).
+Tolerance: bf16 autocast in both; Inductor fuses and reorders bf16 math, and the second step
+starts from weights updated with slightly different gradients, so logits (|z| up to ~4, bf16
+ulp 0.0156 there) differ by a few ulps anywhere, near-zero logits included: atol 0.06,
+rtol 5e-2 (measured max 0.023). A skipped update or a wrong layer errs by O(0.1-1).
 Run: python ch13/baseline_training_standard.py  |  aisp bench run -t ch13:training_standard
 """
 
@@ -20,7 +22,7 @@ from ch13_gpt import GPTConfig, TrainBench, train_workload
 import aisp
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=768, heads=12, layers=6), batch=16,
-                          precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                          precision="bf16", atol=0.06, rtol=5e-2, requires=aisp.Requirements(cuda=True, packages=("triton",)),
                           timeout_s=900)
 
 

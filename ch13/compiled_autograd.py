@@ -1,7 +1,7 @@
 """Compiled autograd, a runnable tutorial: capturing the whole backward pass despite graph breaks.
 
-``torch.compile`` captures the forward with Dynamo. A graph break (here: logging an activation
-norm with ``.item()`` between blocks, as training code often does) splits the forward into
+``torch.compile`` captures the forward with Dynamo. A graph break (here: one after every block,
+standing for the logging, ``.item()`` or library calls training code often has) splits the forward into
 several graphs, and AOTAutograd then builds one backward graph per forward piece; the autograd
 engine runs those pieces, plus any tensor hooks, eagerly in between. With
 ``torch._dynamo.config.compiled_autograd = True`` (in effect when ``torch.compile`` wraps the
@@ -33,16 +33,17 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 
-class LoggedBlock(nn.Module):
-    """Wraps a block and records its output norm as a Python float: a graph break."""
+class BrokenBlock(nn.Module):
+    """Wraps a block and breaks the graph after it, as logging, ``.item()`` or an untraceable
+    library call would (a no-op in eager mode)."""
 
-    def __init__(self, block: nn.Module, log: list[float]) -> None:
+    def __init__(self, block: nn.Module) -> None:
         super().__init__()
-        self.block, self.log = block, log
+        self.block = block
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.block(x)
-        self.log.append(y.detach().norm().item())
+        torch._dynamo.graph_break()
         return y
 
 
@@ -54,13 +55,12 @@ class Outcome:
     backward_captures: int
 
 
-def build(cfg: GPTConfig, device: torch.device, seed: int) -> tuple[GPT, list[float]]:
+def build(cfg: GPTConfig, device: torch.device, seed: int) -> GPT:
     gen = torch.Generator(device=device).manual_seed(seed)
     model = init_weights_(GPT(cfg).to(device), gen)
-    log: list[float] = []
-    model.blocks = nn.ModuleList(LoggedBlock(b, log) for b in model.blocks)
+    model.blocks = nn.ModuleList(BrokenBlock(b) for b in model.blocks)
     model.head.weight.register_hook(lambda g: g * 0.5)
-    return model, log
+    return model
 
 
 def train_step(model: GPT, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ def tutorial(cfg: GPTConfig, batch: int, device: torch.device, backend: str, ste
     results = {}
     for mode in ("eager", "compile", "compile+compiled_autograd"):
         torch._dynamo.reset()
-        model, _ = build(cfg, device, seed=0)
+        model = build(cfg, device, seed=0)
         with torch._dynamo.config.patch(compiled_autograd=mode.endswith("autograd")):
             step = train_step if mode == "eager" else torch.compile(train_step, backend=backend)
             results[mode] = measure(step, model, data, steps)
