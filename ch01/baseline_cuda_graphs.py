@@ -5,8 +5,9 @@ about a microsecond of GPU work each, every one launched eagerly (Python, the di
 the driver: ~5-7 us of host time per launch). The GPU idles between kernels; launch-bound.
 Optimized (optimized_cuda_graphs.py): the same 200 kernels captured once into a CUDA graph in
 setup() and replayed with one launch; the GPU walks the graph back to back (~1 us per node).
-Expect: ~10x on an H200 (~14 us per kernel eager, Python indexing included, vs ~1.3 us per
-node replayed: launch overhead down ~90%, more than the seed's 50-70%).
+Expect: 6-11x on an H200 (8-14 us per kernel eager, Python indexing included, varying with
+the host between runs, vs ~1.2 us per node replayed: launch overhead down 85-90%, more than
+the seed's 50-70%).
 Run: python ch01/baseline_cuda_graphs.py  |  aisp bench run -t ch01:cuda_graphs
 """
 

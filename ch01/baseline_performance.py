@@ -9,9 +9,10 @@ spends in the loop's kernels (forward, backward, SGD) over the loop's wall time.
 Optimized: optimized_performance_{pinned,batch,prealloc,graphs,combined}.py remove one
 overhead each (pinned + non_blocking copies, 256-row batches, reused buffers, CUDA graphs);
 the combined one removes them all. Same samples, same initial weights, same updates.
-Expect: on an H200, batch ~6x, graphs ~7.5x, combined ~45x; pinned and prealloc ~1.05x (the
-micro-batches are 32 KiB: their copies and allocations are a small part of a loop whose time
-goes to the host driving eager autograd, ~1 ms per micro-batch). Baseline goodput < 10%.
+Expect: on an H200, batch 5.5-6x, graphs 7-7.5x, combined 30-50x (the eager baseline varies
+with the host); pinned and prealloc 1.0-1.06x, within noise: the micro-batches are 32 KiB, and
+their copies and allocations are a small part of a loop whose time goes to the host driving
+eager autograd (~0.8 ms per micro-batch). Baseline goodput ~7%, combined ~70%.
 Run: python ch01/baseline_performance.py  |  aisp bench run -t ch01:performance
 """
 

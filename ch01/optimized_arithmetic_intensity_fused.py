@@ -5,7 +5,7 @@ Baseline (baseline_arithmetic_intensity.py): 8 passes, one float per thread, 92 
 Optimized: one kernel reads x once, applies all 8 steps in registers and writes y once
 (float4): 8 bytes per element, 2 FLOP/byte, 11.5x the baseline's intensity; the polynomial's
 intermediate values never touch memory.
-Expect: ~9x on an H200 in the harness (92/8 = 11.5x in bytes, less the ~12 us of launch
+Expect: 7.5-9x on an H200 in the harness (92/8 = 11.5x in bytes, less the 12-19 us of launch
 latency a single timed call carries); ~14x and 86% of the HBM copy bandwidth in the
 standalone binary's back-to-back loop.
 Run: python ch01/optimized_arithmetic_intensity_fused.py  |  aisp bench run -t ch01:arithmetic_intensity

@@ -5,7 +5,7 @@ driver time while the GPU idles.
 Optimized: setup() captures the 200 kernels into a CUDA graph (static input and output
 addresses); run() is one ``graph.replay()``, and the GPU runs the nodes back to back. Same
 kernels, same bytes; only the host's per-kernel cost goes.
-Expect: ~10x on an H200; the replay should approach the graph launch floor that
+Expect: 6-11x on an H200; the replay should approach the graph launch floor that
 ``aisp peak`` measures (~1 us per kernel).
 Run: python ch01/optimized_cuda_graphs.py  |  aisp bench run -t ch01:cuda_graphs
 """

@@ -6,7 +6,7 @@ Optimized: every fix at once: the data set is pinned and copied with ``non_block
 preallocated buffers, each SGD step is one 256-row batch, and zero-grad, forward, backward and
 the SGD update of a step are one CUDA graph. Per step the host issues two async copies and
 one replay, so the GPU never waits on Python.
-Expect: ~45x on an H200, goodput ~85% (the seed says 5-10x; our baseline's host-bound eager
+Expect: 30-50x on an H200, goodput ~70% (the seed says 5-10x; our baseline's host-bound eager
 autograd makes the gap larger). What is left is GPU time in small, under-filled GEMMs.
 Run: python ch01/optimized_performance_combined.py  |  aisp bench run -t ch01:performance
 """

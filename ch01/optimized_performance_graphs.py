@@ -6,7 +6,7 @@ Optimized: the forward and backward of one micro-batch are captured once in setu
 input buffers (a graph needs fixed addresses, so the buffers and gradients are preallocated as
 in the prealloc variant) and replayed with one launch per micro-batch. Copies (pageable) and
 the SGD step stay as in the baseline.
-Expect: ~7.5x on an H200: eager forward+backward costs the host ~1 ms per micro-batch, a
+Expect: 7-7.5x on an H200: eager forward+backward costs the host ~1 ms per micro-batch, a
 replay ~70 us of GPU time; what is left is mostly the pageable copies (goodput ~50%).
 Run: python ch01/optimized_performance_graphs.py  |  aisp bench run -t ch01:performance
 """

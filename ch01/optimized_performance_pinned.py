@@ -5,8 +5,8 @@ blocking ``.to(device)``; the host waits for the copy (and everything queued bef
 Optimized: the data set is pinned (page-locked) once in setup(), and micro-batches are copied
 with ``non_blocking=True``: a DMA straight from the pinned pages, queued behind the previous
 kernels, so the host keeps launching instead of waiting. Everything else is unchanged.
-Expect: ~1.05x on an H200: the copies are 32 KiB, and the host stalls they cause are small
-next to the ~1 ms of host time eager autograd takes per micro-batch.
+Expect: 1.0-1.06x on an H200 (within noise): the copies are 32 KiB, and the stalls they
+cause are small next to the ~0.8 ms of host time eager autograd takes per micro-batch.
 Run: python ch01/optimized_performance_pinned.py  |  aisp bench run -t ch01:performance
 """
 

@@ -4,7 +4,7 @@ Baseline (baseline_pinned_memory.py): pageable source; the driver stages every c
 a pinned bounce buffer with a CPU memcpy before the DMA, and the host blocks.
 Optimized: the source is page-locked (``pin_memory()``) and copied with ``non_blocking=True``:
 the DMA engine reads it directly, no staging copy, and the host is free to queue other work.
-Expect: ~9x on our H200 host, near the pinned H2D ceiling (~55 GB/s on PCIe 5 x16).
+Expect: 5.5-9x on our H200 host, near the pinned H2D ceiling (~55 GB/s on PCIe 5 x16).
 Run: python ch01/optimized_pinned_memory.py  |  aisp bench run -t ch01:pinned_memory
 """
 
