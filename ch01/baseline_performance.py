@@ -18,6 +18,7 @@ Run: python ch01/baseline_performance.py  |  aisp bench run -t ch01:performance
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -52,7 +53,7 @@ def _train_workload() -> TrainWorkload:
 
 
 WORKLOAD = _train_workload()
-CUDA_WORKLOAD = TrainWorkload(**{**vars(WORKLOAD), "requires": aisp.Requirements(cuda=True)})
+CUDA_WORKLOAD = dataclasses.replace(WORKLOAD, requires=aisp.Requirements(cuda=True))
 """The same workload for variants that need a GPU (pinned memory, CUDA graphs)."""
 
 
@@ -79,7 +80,7 @@ class TrainingLoop(aisp.Benchmark):
         self.opt = torch.optim.SGD(self.model.parameters(), lr=w.lr)
 
     def fetch(self, lo: int) -> Batch:
-        """Micro-batch ``lo`` on the device: a fresh blocking copy from pageable memory."""
+        """Micro-batch ``lo`` on the device, freshly allocated: a blocking copy unless ``pin``."""
         rows = slice(lo, lo + self.micro)
         return (self.x_host[rows].to(self.device, non_blocking=self.pin),
                 self.y_host[rows].to(self.device, non_blocking=self.pin))
