@@ -116,6 +116,10 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     for var in variants[1:]:
         if var.verdict != "pending":
             continue
+        skip = unmet_requirements(load_benchmark(var.path).workload.requires, device)
+        if skip:
+            var.fail("skipped", skip)
+            continue
         try:
             var.bench, resident = build(var.path, device, seed)
             var.memory["setup_bytes"] = resident

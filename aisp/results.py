@@ -11,6 +11,9 @@ VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error
 EXIT_CODES = {"ok": 0, "skipped": 0, "slower": 1, "usage": 2, "regressed": 3, "verify-failed": 4,
               "error": 5, "timeout": 5}
 """The CLI's exit code per verdict (the worst verdict of the run wins)."""
+SLOWER_THRESHOLD = 0.97
+"""An optimized variant is ``slower`` when its speedup's 95% interval lies below 1 and the speedup
+is under this: a statistical difference and a practical one."""
 
 
 def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
@@ -56,7 +59,7 @@ def _variant_verdict(var: dict[str, Any]) -> str:
     ratio = var.get("speedup")
     if ratio is None:
         return "ok"
-    return "slower" if ratio["high"] < 1.0 else "ok"
+    return "slower" if ratio["high"] < 1.0 and ratio["value"] < SLOWER_THRESHOLD else "ok"
 
 
 def worst(verdicts: list[str]) -> str:
@@ -76,7 +79,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
     ranked = [v for v in variants if v["verdict"] in ("ok", "slower") and v.get("speedup")]
     best = max(ranked, key=lambda v: v["speedup"]["value"]) if ranked else None
-    verdict = worst([base["verdict"]] + [v["verdict"] for v in variants])
+    ran = [v["verdict"] for v in variants if v["verdict"] != "skipped"]
+    verdict = worst([base["verdict"], *ran]) if ran else "skipped"
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
     return {
         **pair,

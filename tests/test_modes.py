@@ -29,16 +29,16 @@ def test_reproducible_fails_nondeterministic_op_with_message(tmp_path):
     results = _run(tmp_path, ["modes:scatter", "modes:sum"], reproducible=True)
     assert results["scatter"]["verdict"] == "error"
     assert "--reproducible" in results["scatter"]["reason"] and "put_" in results["scatter"]["reason"]
-    assert results["sum"]["verdict"] == "ok"
+    assert results["sum"]["verdict"] in ("ok", "slower")  # timing on a busy CPU may go either way
 
 
 def test_without_reproducible_the_same_pair_runs(tmp_path):
-    assert _run(tmp_path, ["modes:scatter"])["scatter"]["verdict"] == "ok"
+    assert _run(tmp_path, ["modes:scatter"])["scatter"]["verdict"] in ("ok", "slower")
 
 
 def test_cold_start_times_each_variant_in_its_own_process(tmp_path):
     result = _run(tmp_path, ["modes:sum"], cold_start=True)["sum"]
-    assert result["verdict"] == "ok"
+    assert result["verdict"] in ("ok", "slower")
     assert len(result["baseline"]["samples_ms"]) == 4 and len(result["variants"][0]["samples_ms"]) == 4
     logs = sorted(p.name for p in (next(tmp_path.iterdir()) / "modes_sum" / "logs").glob("*.log"))
     assert logs == ["cold0.log", "cold1.log", "pair.log"]
@@ -84,7 +84,7 @@ def test_kill_mid_write_leaves_no_truncated_json(tmp_path):
 def test_profile_full_writes_traces_outside_timing_and_reports_nsight(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no ncu/nsys: their skips must be reported
     result = _run(tmp_path, ["modes:sum"], profile="full")["sum"]
-    assert result["verdict"] == "ok"
+    assert result["verdict"] in ("ok", "slower")
     assert len(result["baseline"]["samples_ms"]) == 4
     traces = result["profile"]["variants"]
     assert set(traces) == {"baseline_sum", "optimized_sum"}
@@ -92,3 +92,12 @@ def test_profile_full_writes_traces_outside_timing_and_reports_nsight(tmp_path, 
         assert json.loads(Path(summary["files"]["trace"]).read_text())["traceEvents"]
     assert result["profile"]["nsight"]["ncu"] == {"skipped": "ncu not found on PATH"}
     assert "skipped" in result["profile"]["nsight"]["nsys"]
+
+
+def test_variant_with_unmet_requirements_is_skipped_alone(tmp_path):
+    result = _run(tmp_path, ["modes:sum"])["sum"]
+    by_name = {v["name"]: v for v in result["variants"]}
+    assert by_name["optimized_sum_gpuonly"]["verdict"] == "skipped"
+    assert "CUDA" in by_name["optimized_sum_gpuonly"]["reason"]
+    assert by_name["optimized_sum"]["verdict"] in ("ok", "slower")
+    assert result["verdict"] == by_name["optimized_sum"]["verdict"] and result["best"] == "optimized_sum"

@@ -42,3 +42,11 @@ def test_paired_drift_cancels():
     drift = np.linspace(10, 30, 40)
     r = ratio_of_medians(2 * drift, drift)
     assert r.low == pytest.approx(2.0) and r.high == pytest.approx(2.0)
+
+
+def test_slower_needs_significance_and_size():
+    from aisp.results import _variant_verdict
+
+    assert _variant_verdict({"speedup": {"value": 0.9, "low": 0.85, "high": 0.95}}) == "slower"
+    assert _variant_verdict({"speedup": {"value": 0.99, "low": 0.985, "high": 0.995}}) == "ok"
+    assert _variant_verdict({"speedup": {"value": 0.9, "low": 0.7, "high": 1.1}}) == "ok"
