@@ -26,7 +26,7 @@ import aisp
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderWorkload(aisp.Workload):
-    samples: int = 1024
+    samples: int = 512
     """Samples per epoch (one run() is one epoch)."""
     batch: int = 64
     """Samples per batch."""

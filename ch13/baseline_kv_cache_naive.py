@@ -1,6 +1,6 @@
 """Baseline KV cache: a decode loop that grows the cache with ``torch.cat`` every token.
 
-Baseline: a batch of 16 requests (16 heads x 128 dims) with a 1,024-token prompt decodes 512
+Baseline: a batch of 16 requests (16 heads x 128 dims) with a 1,024-token prompt decodes 256
 tokens. Each step appends the new key and value with ``torch.cat``, which allocates a new
 cache and copies the whole old one: step t moves 2 x (P + t) x 16 x 16 x 128 x 2 bytes twice
 (read + write), O(T^2) copy traffic over the loop, and for a moment both the old and the new
@@ -32,7 +32,7 @@ class DecodeWorkload(aisp.Workload):
     head_dim: int = 128
     prompt: int = 1024
     """Tokens already in the cache when decoding starts."""
-    steps: int = 512
+    steps: int = 256
     """Tokens decoded per run()."""
 
 

@@ -1,17 +1,20 @@
 """Baseline regional compile: ``torch.compile`` of a whole 8-block transformer, per shape bucket.
 
-Baseline: inference over four sequence-length buckets (128, 256, 512, 1024 tokens). The whole
+Baseline: inference over three sequence-length buckets (256, 512, 1024 tokens). The whole
 model is compiled with ``dynamic=False``, so each bucket traces, lowers and compiles all eight
-blocks unrolled: compile time grows with depth x buckets (here 4 graphs of 8 blocks each).
+blocks unrolled: compile time grows with depth x buckets (here 3 graphs of 8 blocks each).
 Optimized (optimized_regional_compile.py): compile the repeated block instead
 (``block.compile()``): Dynamo reuses one block graph for all eight identical blocks (their
 weights are graph inputs), so each bucket compiles one block: about depth-times less work.
-Steady state: both run the same fused Triton kernels per block; the whole-model graph can
-also fuse across block boundaries (the residual add into the next LayerNorm), so regional
-may be a few percent slower per call. The headline here is compile time: metrics() reports
-``compile_s``, measured in the first setup() of the process with Inductor's FX graph cache off
-(Triton's kernel cache as found).
-Expect: compile_s 4-8x lower with regional compilation; timed (steady-state) speedup ~1.0x.
+Steady state: both run the same fused Triton kernels per block, but the whole-model graph also
+fuses across block boundaries (the residual add into the next LayerNorm) and enters compiled
+code once per call, where regional compile enters it eight times (guard checks and a graph
+launch each). The headline here is compile time, which the harness's time/memory headline
+cannot express: metrics() reports ``compile_s``, measured in the first setup() of the process
+with Inductor's FX graph cache off (Triton's kernel cache as found), and the timed result is
+the price paid per call, so this pair's verdict is "slower" by design.
+Expect: compile_s ~7x lower with regional compilation (23.4 s vs 3.3 s measured on the H200 with
+four buckets); steady-state calls ~0.8x (11.0 vs 13.5 ms measured).
 Tolerance: bf16 weights and activations; the whole-model graph keeps the residual add and the
 next LayerNorm in fp32 registers where regional compile stores each block's output in bf16,
 and the difference compounds over 8 residual blocks (values up to ~8, ulp 0.03): atol 0.15,
@@ -36,7 +39,7 @@ class RegionalWorkload(aisp.Workload):
     model: GPTConfig = field(default_factory=GPTConfig)
     """Block shape and depth (vocab unused: the stack takes hidden states)."""
     batch: int = 8
-    buckets: tuple[int, ...] = (128, 256, 512, 1024)
+    buckets: tuple[int, ...] = (256, 512, 1024)
     """Sequence lengths served, one static-shape graph each."""
 
 
