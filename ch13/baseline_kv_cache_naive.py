@@ -9,7 +9,8 @@ Optimized (optimized_kv_cache_naive.py): allocate the cache once at its final le
 each step's key/value into its slot: O(T) writes; attention reads a view of the filled prefix.
 Pool variant (optimized_kv_cache_naive_pool.py): the cache buffers live across requests
 (allocated once in setup), so serving a request allocates nothing.
-Expect: 2-3x on an H100/H200 (attention itself must still read the cache every step).
+Expect: 2-3x on an H100/H200 by the byte count alone; measured on our H200: 130.7 -> 14.9 ms
+(8.8x; pool 14.6 ms, 9.0x): each cat also allocates and launches, and the copies dominate.
 Tolerance: bf16 attention over identical cache contents; both call the same SDPA kernel, so
 outputs agree to bf16 rounding: bf16 defaults (rtol 5e-2, atol 1e-2).
 Run: python ch13/baseline_kv_cache_naive.py  |  aisp bench run -t ch13:kv_cache_naive

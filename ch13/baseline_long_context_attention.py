@@ -7,7 +7,8 @@ and multiplies by V. Memory is now O(chunk x S) (gigabytes) and every score stil
 several round trips through HBM: score GEMM out, mask, fp32 cast, softmax, bf16 cast, PV in.
 Optimized (optimized_long_context_attention.py): FlashAttention via SDPA keeps scores on chip;
 extra memory is the log-sum-exp vector, O(S).
-Expect: 3-6x faster and gigabytes less peak memory on an H100/H200.
+Expect: 3-6x faster and gigabytes less peak memory on an H100/H200. Measured on our H200:
+119.7 -> 12.7 ms (9.45x), 10.5 GiB -> 0.5 GiB peak; flash at 347 TFLOP/s useful.
 Tolerance: bf16 inputs and outputs, fp32 softmax statistics in both; as in attention_standard,
 differently rounded bf16 terms leave errors of a few ulps of the largest terms even on outputs
 near zero: atol 0.05, rtol 5e-2 (measured max 0.016).

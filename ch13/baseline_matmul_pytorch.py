@@ -8,7 +8,9 @@ the tensor cores (~800 TFLOP/s measured), accumulating and writing fp32
 (``torch.mm(..., out_dtype=torch.float32)``). TF32 variant (optimized_matmul_pytorch_tf32.py):
 fp32 operands, TF32 tensor-core math (~360 TFLOP/s measured).
 Expect: tf32 ~6x, bf16 ~14x on an H100/H200; both bound by tensor-core FLOPs (8192^3 has an
-arithmetic intensity of ~1,400 FLOP/byte in bf16, far right of the ridge point).
+arithmetic intensity of ~1,400 FLOP/byte in bf16, far right of the ridge point). Measured on
+our H200: fp32 21.85 ms (50 TFLOP/s), tf32 2.76 ms (399 TFLOP/s, 7.9x), bf16 1.51 ms
+(730 TFLOP/s, 93% of the 783 TFLOP/s the harness measured as peak; 14.5x).
 Tolerance: the lowest precision is bf16 operands (8 bits of mantissa, fp32 accumulation) over
 K = 8192 products of unit-variance values: outputs ~N(0, 1) err by ~3e-3 rms, ~2e-2 at worst:
 rtol 2e-2, atol 3e-2.

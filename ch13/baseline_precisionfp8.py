@@ -7,7 +7,9 @@ scale, at model load); each call measures the activation's amax, scales and cast
 (one fused Triton pass, ~0.8 GB of traffic) and runs ``torch._scaled_mm``: Hopper's fp8 tensor
 cores run at twice the bf16 rate and operands are half the bytes.
 Expect: 1.6-1.8x on an H100/H200 (fp8 ceiling measured at 1,440 TFLOP/s; the quantization pass
-costs a few percent).
+costs a few percent). Measured on our H200: 12.76 -> 6.95 ms (1.84x); bf16 at 689 TFLOP/s,
+fp8 at 1,266 TFLOP/s including the activation quantization (88% of the 1,433 measured peak;
+the _scaled_mm alone took 5.92 ms).
 Tolerance: e4m3 keeps 3 mantissa bits (relative rounding up to 2^-4). With x ~ N(0, 1) and
 w ~ N(0, 1/K) the outputs are ~N(0, 1) and fp8 rounding of both operands adds ~0.04 rms error,
 up to ~0.25 at the worst of 268M outputs: atol 0.5, rtol 0 (a wrong scale or layout errs by O(1)).
@@ -40,7 +42,8 @@ def linear_workload(**kw: object) -> LinearWorkload:
 
 
 WORKLOAD = linear_workload(precision="fp8", atol=0.5, rtol=0.0,
-                           requires=aisp.Requirements(cuda=True, min_compute_capability=(8, 9), packages=("triton",)))
+                           requires=aisp.Requirements(cuda=True, min_compute_capability=(8, 9),
+                                                      packages=("triton",)))
 
 
 def error_metrics(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> dict[str, float]:

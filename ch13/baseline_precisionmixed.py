@@ -6,7 +6,8 @@ activation costs 4 bytes.
 Optimized (optimized_precisionmixed.py): the same step under ``torch.autocast(dtype=bfloat16)``:
 matmuls run on bf16 tensor cores (~800 TFLOP/s) and saved activations take 2 bytes; weights
 and the SGD update stay fp32 (master weights), so no loss scaling is needed with bf16.
-Expect: 5-10x on an H100/H200 (matmul-bound step).
+Expect: 5-10x on an H100/H200 (matmul-bound step). Measured on our H200: 131.5 -> 19.2 ms
+(6.83x); 45 -> 311 TFLOP/s.
 Tolerance: the optimized computes in bf16 (8 significant bits); two steps of the same SGD from
 the same start give logits within a few bf16 ulps of fp32's (|z| up to ~4, ulp 0.0156):
 atol 0.06, rtol 5e-2 (measured max 0.030).

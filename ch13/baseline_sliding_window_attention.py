@@ -7,7 +7,8 @@ bias: all S^2 scores are computed and 7/8 of them are masked away (S = 8,192, wi
 Optimized (optimized_sliding_window_attention.py): FlexAttention with a ``BlockMask`` built
 from the same rule: the compiled Triton kernel visits only the key blocks inside the window
 (about W/S of the tiles) and applies the exact mask in the partial ones.
-Expect: 4-8x on an H100/H200 (useful FLOPs are ~1/8 of the dense ones).
+Expect: 4-8x on an H100/H200 (useful FLOPs are ~1/8 of the dense ones). Measured on our H200:
+6.76 -> 0.93 ms (7.30x), 278 TFLOP/s useful.
 Tolerance: bf16 inputs and outputs; both keep fp32 softmax statistics but round different
 partial sums to bf16: atol 0.05, rtol 5e-2, as for attention_standard.
 Run: python ch13/baseline_sliding_window_attention.py  |  aisp bench run -t ch13:sliding_window_attention

@@ -90,7 +90,8 @@ def max_error(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
 
 
-def tutorial(cfg: GPTConfig, batch: int, device: torch.device, backend: str, steps: int) -> dict[str, Outcome]:
+def tutorial(cfg: GPTConfig, batch: int, device: torch.device, backend: str,
+             steps: int) -> dict[str, Outcome]:
     data = token_batches(cfg, (batch, cfg.seq), torch.Generator(device=device).manual_seed(1), device)
     results = {}
     for mode in ("eager", "compile", "compile+compiled_autograd"):

@@ -24,8 +24,9 @@ What each option does (PyTorch's CUDA memory-management notes):
 ``verify`` checks what the process can observe: the backend, ``max_split_size`` from
 ``memory_stats()``, and whether a freshly allocated 64 MiB block sits in an expandable segment
 (memory snapshot; cached free segments are released first, but a partly used segment from
-before a run-time change can still serve the probe, so verify right after apply). The garbage-collection threshold and round-up divisions leave no readable trace;
-they are listed as unverified rather than claimed.
+before a run-time change can still serve the probe, so verify right after apply). The
+garbage-collection threshold and round-up divisions leave no readable trace; they are listed
+as unverified rather than claimed.
 
 Run: python ch13/custom_allocator.py --expandable-segments --max-split-size-mb 256
 """

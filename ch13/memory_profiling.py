@@ -103,7 +103,8 @@ def table(records: list[dict[str, Any]]) -> str:
     for r in records:
         rows.append(f"{r['variant']:<10} {r['setting']:<11} {r['peak_allocated'] / 2**20:>10.0f} "
                     f"{r['peak_reserved'] / 2**20:>13.0f} {r['fragmentation']:>6.1%} "
-                    f"{r['inactive_split_peak'] / 2**20:>10.0f} {r['cuda_mallocs']:>8.0f} {r['alloc_retries']:>8.0f}")
+                    f"{r['inactive_split_peak'] / 2**20:>10.0f} {r['cuda_mallocs']:>8.0f} "
+                    f"{r['alloc_retries']:>8.0f}")
     return "\n".join(rows)
 
 

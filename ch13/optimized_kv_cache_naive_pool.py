@@ -7,8 +7,8 @@ request batch), so serving allocates nothing: no allocator calls per request, fi
 (which CUDA graphs need), and a memory footprint fixed up front instead of one that depends on
 the caching allocator's state. Every slot a request reads is written by that request first
 (the prompt copy, then one slot per step), so stale data from the previous request is never read.
-Expect: the same 2-3x as the preallocated variant; the pool's own gain in time is small because
-PyTorch's caching allocator already recycles freed blocks.
+Expect: the same as the preallocated variant; the pool's own gain in time is small because
+PyTorch's caching allocator already recycles freed blocks (measured: 14.6 vs 14.9 ms, 9.0x).
 Run: python ch13/optimized_kv_cache_naive_pool.py  |  aisp bench run -t ch13:kv_cache_naive
 """
 

@@ -8,7 +8,9 @@ then ``torch._scaled_mm(x8, w8.T, scale_x, scale_w, out_dtype=bf16, use_fast_acc
 the fp8 tensor-core GEMM and applies both scales in its epilogue. Operand bytes halve and
 peak math doubles; fast accumulation (fewer promotions of partial sums to fp32) is the usual
 inference setting and costs a little accuracy, reported by metrics().
-Expect: 1.6-1.8x; about 1,300 TFLOP/s of the measured 1,440 fp8 ceiling at 16384^3.
+Expect: 1.6-1.8x; about 1,300 TFLOP/s of the measured 1,440 fp8 ceiling at 16384^3. Measured on
+our H200: 1.84x, 1,266 TFLOP/s (88% of peak); errors vs fp32: rel L2 3.8e-2, max abs 0.23
+(bf16 baseline: 1.7e-3, 0.016).
 The fp8 weight is held as its uint8 bit pattern (a free view) because the harness's input
 check cannot compare float8 tensors (``nan_to_num`` has no float8 kernel).
 Run: python ch13/optimized_precisionfp8.py  |  aisp bench run -t ch13:precisionfp8

@@ -6,8 +6,9 @@ Optimized: ``block.compile(dynamic=False)`` on each of the eight blocks. They sh
 and code, and Dynamo treats their parameters as graph inputs, so the first block's graph is
 reused by the other seven: per bucket one block is traced and compiled. The Python loop over
 blocks stays eager (eight calls into compiled code per forward).
-Expect: compile time (metrics: compile_s) ~7x lower; steady-state calls ~0.8x of the
-whole-model graph's speed (eight compiled-region entries per forward instead of one).
+Expect: compile time (metrics: compile_s) several times lower; steady-state calls a bit slower
+(eight compiled-region entries per forward instead of one). Measured on our H200: 11.8x faster
+compile, 0.96x per call.
 Run: python ch13/optimized_regional_compile.py  |  aisp bench run -t ch13:regional_compile
 """
 

@@ -226,8 +226,8 @@ def train(c: V3Config, steps: int, batch: int, lr: float, device: torch.device) 
     elapsed = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     window = max(1, min(20, steps // 5))
-    return Result(losses, imbalance(loads[:window]), imbalance(loads[-window:]), steps * batch * c.seq / elapsed,
-                  peak)
+    tokens_s = steps * batch * c.seq / elapsed
+    return Result(losses, imbalance(loads[:window]), imbalance(loads[-window:]), tokens_s, peak)
 
 
 def main(argv: list[str] | None = None) -> int:
