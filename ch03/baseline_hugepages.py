@@ -55,7 +55,8 @@ class FreshBuffer(aisp.Benchmark):
     advice = mmap.MADV_NOHUGEPAGE
 
     def setup(self) -> None:
-        self.value = int(torch.randint(1, 255, (1,), generator=self.generator()).item())
+        gen = torch.Generator().manual_seed(self.seed)  # the buffer is host memory on every device
+        self.value = int(torch.randint(1, 255, (1,), generator=gen).item())
         self.faults = 0
         self.huge = 0
 
