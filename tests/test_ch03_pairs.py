@@ -104,6 +104,13 @@ def test_hugepages_counts_faults() -> None:
     assert m["huge_page_mib"] > 0 and m["minor_faults_per_run"] < (512 << 20) // 4096 / 10
 
 
+def test_hugepages_setup_needs_no_device_generator() -> None:
+    base = bench("baseline_hugepages")
+    base.device = torch.device("cuda")  # its buffer is host memory: setup must not build a CUDA generator
+    base.setup()
+    assert 1 <= base.value < 255
+
+
 def test_numa_binding_is_undone_after_run() -> None:
     opt = bench("optimized_numa_unaware")
     opt.setup()
