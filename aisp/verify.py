@@ -191,6 +191,11 @@ def _fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
             int(torch.isnan(as_float).sum()))
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bytes of a tensor: "unchanged" means bit-identical, for every dtype (fp8 too)."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 class InputGuard:
     """Snapshots a benchmark's inputs, then names those that ``run()`` changed."""
 
@@ -208,10 +213,7 @@ class InputGuard:
             if t is None:
                 continue
             if isinstance(before, torch.Tensor):
-                same = before.shape == t.shape and torch.equal(before.nan_to_num() if before.is_floating_point()
-                                                               else before,
-                                                               t.detach().nan_to_num() if t.is_floating_point()
-                                                               else t.detach())
+                same = before.shape == t.shape and torch.equal(_bits(before), _bits(t))
             else:
                 same = before == _fingerprint(t)
             if not same:

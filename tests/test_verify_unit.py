@@ -57,3 +57,15 @@ def test_evidence_reports_errors():
 def test_none_output_is_rejected():
     with pytest.raises(VerificationError, match="None"):
         detach_copy(None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.int8, torch.bool])
+def test_input_guard_catches_a_change_in_any_dtype(dtype):
+    from aisp.verify import InputGuard
+
+    bench = aisp.Benchmark()
+    bench.x = torch.ones(4, 4).to(dtype)
+    guard = InputGuard(bench)
+    assert guard.changed(bench) == []
+    bench.x[0, 0] = torch.zeros((), dtype=dtype)
+    assert guard.changed(bench) == ["x"]
