@@ -28,15 +28,11 @@ from aisp.system import numa
 class BoundPipeline(UnboundPipeline):
     def setup(self) -> None:
         self.locality = numa.device_locality(self.device.type, self.device.index or 0)
-        local = numa.local_binding(self.locality).cpus
-        self.own_core = len(local) > self.workers
-        split = len(local) - self.workers if self.own_core else len(local)
-        self.main = numa.Binding(local[:split], self.locality.node)
-        self.worker_cpus = numa.Binding(local[split:] if self.own_core else local, self.locality.node)
+        self.main, self.init_worker = numa.split_for_workers(numa.local_binding(self.locality), self.workers)
         super().setup()
 
     def worker_init(self) -> numa.BindWorker:
-        return numa.BindWorker(self.worker_cpus, one_core_each=self.own_core)
+        return self.init_worker
 
     @contextmanager
     def placement(self) -> Iterator[None]:

@@ -3,9 +3,9 @@ on the NUMA node of its GPU.
 
 Each rank (LOCAL_RANK under torchrun; rank 0 alone otherwise) finds its GPU's node and local CPUs,
 binds itself before it builds the DataLoader or the model (so every thread it creates inherits the
-binding), gives each worker its own local core through ``worker_init_fn`` (no CUDA call there),
-pins batches (``pin_memory=True``) and copies them with ``non_blocking=True``. It prints samples/s
-and where its threads and memory ended up. ``--no-bind`` runs the same loop unbound, to compare.
+binding), gives each worker its own local core through ``worker_init_fn`` (no CUDA call there) and
+keeps those cores out of the main process's set, pins batches (``pin_memory=True``) and copies them
+with ``non_blocking=True``. It prints samples/s and where its threads and memory ended up. ``--no-bind`` runs the same loop unbound, to compare.
 Without CUDA it runs on the CPU (gloo for several ranks), binding to the node of its CPUs.
 
 Run: python ch03/train.py --steps 50
@@ -42,10 +42,11 @@ def placement(rank: int, device: torch.device, workers: int, bind: bool) -> tupl
     loc = numa.device_locality(device.type, device.index or 0)
     if not bind:
         return loc, None
-    binding = numa.local_binding(loc)
-    numa.bind_process(binding)
-    print(f"rank {rank}: bound to CPUs {numa.format_cpulist(binding.cpus)}, node {binding.node} [{loc.source}]")
-    return loc, numa.BindWorker(binding, one_core_each=len(binding.cpus) > workers)
+    main, init_worker = numa.split_for_workers(numa.local_binding(loc), workers)
+    numa.bind_process(main)
+    print(f"rank {rank}: main process on CPUs {numa.format_cpulist(main.cpus)}, workers on "
+          f"{numa.format_cpulist(init_worker.binding.cpus)}, node {main.node} [{loc.source}]")
+    return loc, init_worker
 
 
 def model_for(side: int, device: torch.device, world: int) -> torch.nn.Module:

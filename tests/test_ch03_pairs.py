@@ -130,7 +130,7 @@ def test_neighbour_dies_with_its_parent() -> None:
                                "p = subprocess.Popen([sys.executable, '-c', NEIGHBOUR, str(os.getpid())]); "
                                "print(p.pid, flush=True); "
                                "time.sleep(60)"], cwd=CH03, stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=f"{CH03}:{os.environ.get('PYTHONPATH', '')}"))
+                              env=dict(os.environ, PYTHONPATH=f"{CH03}:{CH03.parent}"))
     child = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)
     parent.wait()

@@ -118,6 +118,13 @@ class _Affinity(torch.utils.data.Dataset):
         return torch.tensor(sorted(os.sched_getaffinity(0)))
 
 
+def test_split_keeps_worker_cores_out_of_the_main_set() -> None:
+    main, init = numa.split_for_workers(numa.Binding(tuple(range(8)), 1), workers=3)
+    assert main.cpus == (0, 1, 2, 3, 4) and init.binding.cpus == (5, 6, 7) and init.one_core_each
+    shared, init = numa.split_for_workers(numa.Binding((0, 1), 0), workers=2)
+    assert shared.cpus == (0, 1) and init.binding.cpus == (0, 1) and not init.one_core_each
+
+
 def test_placement_from_fake_proc() -> None:
     p = numa.placement(FIXTURE)
     assert p.cpus_allowed == "0-7" and p.threads_by_node == {0: 1, 1: 1}

@@ -245,6 +245,20 @@ class BindWorker:
         bind_process(Binding(cpus, self.binding.node, self.binding.strict))
 
 
+def split_for_workers(binding: Binding, workers: int) -> tuple[Binding, BindWorker]:
+    """The main process's binding and the DataLoader ``worker_init_fn`` for ``workers`` workers.
+
+    With more CPUs than workers, each worker gets one core of its own from the end of the list and
+    the main process (and its thread pool) keeps the rest, so they never compete; otherwise all
+    share every CPU of the binding.
+    """
+    cpus = binding.cpus
+    if len(cpus) <= workers:
+        return binding, BindWorker(binding)
+    main = Binding(cpus[: len(cpus) - workers], binding.node, binding.strict)
+    return main, BindWorker(Binding(cpus[len(cpus) - workers:], binding.node, binding.strict), one_core_each=True)
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where a process's threads last ran and where its resident memory lies."""
@@ -333,4 +347,4 @@ def migrations() -> int | None:
 
 __all__ = ["Binding", "BindWorker", "Locality", "Placement", "bind_process", "bound", "describe",
            "device_locality", "format_cpulist", "gpu_locality", "local_binding", "migrations", "node_cpus", "pages_by_node", "placement",
-           "resolve_gpu"]
+           "resolve_gpu", "split_for_workers"]
