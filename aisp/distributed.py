@@ -54,6 +54,7 @@ from aisp.loader import load_benchmark
 from aisp.options import RunOptions
 from aisp.results import VERDICT_ORDER
 from aisp.stats import summarize
+from aisp.timing import time_call
 from aisp.verify import Evidence, tensor_attributes
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -73,11 +74,16 @@ class Rank:
     local_rank: int
 
 
+def rank_from_env() -> Rank:
+    """The rank torchrun gave this process (RANK, WORLD_SIZE, LOCAL_RANK)."""
+    return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+
+
 def current_rank() -> Rank | None:
     """This process's rank when aisp launched it through torchrun, else None."""
     if AGENT_PID_ENV not in os.environ or "LOCAL_RANK" not in os.environ:
         return None
-    return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+    return rank_from_env()
 
 
 def launch_argv(spec_path: str, ranks: int) -> list[str]:
@@ -131,6 +137,21 @@ def init(rank: Rank, device: torch.device, timeout_s: float) -> torch.device:
     return device
 
 
+def script_init(device_choice: str = "auto", timeout_s: float = 600.0) -> torch.device:
+    """For a script that torchrun starts itself (not the harness): NVLink multicast off in this
+    process, then the process group joined as :func:`init` does. Returns this rank's device."""
+    os.environ.update(NVLS_OFF)
+    return init(rank_from_env(), pick_device(device_choice), timeout_s)
+
+
+def world_and_rank() -> tuple[int, int]:
+    """(world size, rank) of the default process group; (1, 0) without one: a world of one rank,
+    so code written for several ranks also runs in a plain process."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
 def gather(obj: Any) -> list[Any]:
     """Every rank's ``obj``, in rank order, on every rank."""
     out: list[Any] = [None] * dist.get_world_size()
@@ -141,6 +162,18 @@ def gather(obj: Any) -> list[Any]:
 def barrier() -> None:
     """Ranks meet here; used right before each timed call."""
     dist.barrier()
+
+
+def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -> list[float]:
+    """For scripts: time ``fn()`` ``iterations`` times on every rank, the ranks meeting at a
+    barrier before each call; returns each call's slowest-rank time in ms (all_reduce MAX)."""
+    samples = []
+    for _ in range(iterations):
+        barrier()
+        samples.append(time_call(fn, device).ms)
+    worst = torch.tensor(samples, dtype=torch.float64, device=device)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return worst.tolist()
 
 
 def label(reason: str) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import sys
 from collections.abc import Callable
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps({"losses_agree": agree, "runs": runs}, indent=2) + "\n")
     verdict = torch.tensor([int(agree)], device=device)
     dist.broadcast(verdict, src=0)
+    # The wrapped models sit in reference cycles (module hooks); free them, and the communication
+    # work they hold, while the process group is alive rather than at interpreter exit.
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
     return 0 if verdict.item() else 1
