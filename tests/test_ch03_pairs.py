@@ -22,6 +22,20 @@ CH03 = Path(__file__).resolve().parents[1] / "ch03"
 CPU_PAIRS = ["numa_unaware", "docker", "kubernetes", "hugepages"]
 
 
+@pytest.fixture(autouse=True)
+def ch03_modules():
+    """Other chapters reuse these module names (ch01 has baseline_gemm): import ch03's, then restore."""
+    names = {p.stem for p in CH03.glob("*.py")}
+    saved = {n: sys.modules.pop(n) for n in list(sys.modules) if n in names}
+    path = list(sys.path)
+    sys.path.insert(0, str(CH03))
+    yield
+    for name in names:
+        sys.modules.pop(name, None)
+    sys.modules.update(saved)
+    sys.path[:] = path
+
+
 def bench(name: str, seed: int = 0):
     b = load_benchmark(CH03 / f"{name}.py")
     b.device, b.seed = torch.device("cpu"), seed
