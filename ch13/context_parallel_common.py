@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 import aisp
 from aisp.distributed import world_and_rank
@@ -87,13 +88,22 @@ def _gathered(t: torch.Tensor) -> list[torch.Tensor]:
 
 
 def block_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(output, LSE) of softmax(q k^T / sqrt(d)) v over one K/V block: the FlashAttention kernel
-    on CUDA, PyTorch's flash CPU kernel on a CPU. LSE is fp32, [batch, heads, seq]."""
-    if q.is_cuda:
+    """(output, LSE) of softmax(q k^T / sqrt(d)) v over one K/V block, LSE fp32 [batch, heads, seq].
+
+    On CUDA it runs the kernel ``F.scaled_dot_product_attention`` would pick for these inputs
+    (cuDNN's on Hopper, else FlashAttention), so the ring and the all-gather baseline time the
+    same attention kernel; on a CPU, PyTorch's flash CPU kernel.
+    """
+    if not q.is_cuda:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)
+    elif torch._fused_sdp_choice(q, k, v) == SDPBackend.CUDNN_ATTENTION.value:
+        out, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True)[:2]
+    elif torch._fused_sdp_choice(q, k, v) == SDPBackend.FLASH_ATTENTION.value:
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False)[:2]
     else:
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)
-    return out, lse[..., : q.shape[2]]
+        raise RuntimeError("ring attention needs the cuDNN or FlashAttention kernel (they return the LSE); "
+                           "SDPA would use neither for these inputs")
+    return out, lse.reshape(q.shape[:3])
 
 
 def merge(out: torch.Tensor | None, lse: torch.Tensor | None, block_out: torch.Tensor,

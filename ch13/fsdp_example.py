@@ -7,7 +7,9 @@ all-gathers a block's parameters just before the block's forward (and again for 
 and reduce-scatters its gradients, prefetching the next block's gather while this one computes.
 Expect on 2 GPUs: the training state per rank halves and the peak memory drops by about that
 much; the step time stays within a few tens of percent of DDP's (1.5x the bytes on the wire,
-mostly hidden behind compute).
+mostly hidden behind compute). Measured on 2 x H200 (preset small): state 11,298 -> 5,649 MiB
+per rank, peak 26,067/23,242 -> 16,893/16,893 MiB (rank 0/1), step 96.3 -> 93.7 ms, per-step
+losses within 6.5e-6 relative.
 
 Check: both runs start from the same weights and see the same batches, so their per-step losses
 must agree (to bf16 autocast noise on a GPU); a model sharded or synchronized wrongly fails and
