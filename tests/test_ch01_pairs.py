@@ -3,8 +3,6 @@ documents itself; CUDA-only pairs report why they skip."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +11,7 @@ import torch
 
 import aisp
 from aisp.benchmark import unmet_requirements
+from aisp.loader import import_module_at
 
 CH01 = Path(__file__).resolve().parents[1] / "ch01"
 
@@ -29,9 +28,7 @@ def pair_files() -> list[tuple[str, str]]:
 
 
 def load(module: str) -> ModuleType:
-    if str(CH01) not in sys.path:
-        sys.path.insert(0, str(CH01))
-    return importlib.import_module(module)
+    return import_module_at(CH01 / f"{module}.py")
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:

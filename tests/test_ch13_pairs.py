@@ -8,7 +8,6 @@ import ast
 import dataclasses
 import importlib
 import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,6 +17,7 @@ import torch
 import aisp
 from aisp.benchmark import unmet_requirements
 from aisp.execute import guarded_run as guarded
+from aisp.loader import import_module_at
 from aisp.verify import VerificationError, compare, poison_scratch, tensor_attributes
 
 CH13 = Path(__file__).resolve().parents[1] / "ch13"
@@ -25,14 +25,7 @@ CH13 = Path(__file__).resolve().parents[1] / "ch13"
 
 def load(module: str) -> ModuleType:
     """Import a ch13 module by name, evicting same-named modules of other chapters first."""
-    for path in CH13.glob("*.py"):
-        cached = sys.modules.get(path.stem)
-        if cached is not None and Path(cached.__file__ or "").parent != CH13:
-            del sys.modules[path.stem]
-    if str(CH13) in sys.path:
-        sys.path.remove(str(CH13))
-    sys.path.insert(0, str(CH13))
-    return importlib.import_module(module)
+    return import_module_at(CH13 / f"{module}.py")
 
 
 def pair_files() -> list[tuple[str, str]]:

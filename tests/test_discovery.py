@@ -37,3 +37,13 @@ def test_variants_pair_with_longest_baseline(tmp_path):
         (tmp_path / f"{name}.py").write_text("")
     pairs = {p.name: [o.stem for o in p.optimized] for p in pairs_in(tmp_path, "mine")}
     assert pairs == {"perf": ["optimized_perf", "optimized_perf_pinned"], "perf_x": ["optimized_perf_x_fast"]}
+
+
+def test_same_named_pair_files_of_two_chapters_load_in_one_process():
+    from aisp.loader import load_benchmark
+
+    ch01 = load_benchmark(REPO / "ch01" / "optimized_gemm.py")
+    ch03 = load_benchmark(REPO / "ch03" / "optimized_gemm.py")
+    again = load_benchmark(REPO / "ch01" / "optimized_gemm.py")
+    assert type(ch01).__module__ == type(ch03).__module__ == "optimized_gemm"
+    assert type(ch01) is not type(ch03) and type(again).__name__ == type(ch01).__name__
