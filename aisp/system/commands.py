@@ -119,7 +119,11 @@ def manifest_main(paths: list[Path], console: Console | None = None) -> int:
     console = console or Console()
     bad = False
     for path in paths:
-        problems = validate_manifest(path.read_text(), str(path))
+        try:
+            problems = validate_manifest(path.read_text(), str(path))
+        except RuntimeError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            return 2
         bad |= rejected(problems)
         verdict = "[red]rejected[/]" if rejected(problems) else "[green]accepted[/]"
         console.print(f"{path}: {verdict}")

@@ -121,7 +121,10 @@ def _schema(doc: dict, where: str) -> Iterator[Problem]:
 
 def validate_manifest(text: str, name: str = "<manifest>") -> list[Problem]:
     """Every problem in a (multi-document) manifest; an empty list or only warnings/info means accepted."""
-    import yaml
+    try:
+        import yaml
+    except ImportError as exc:
+        raise RuntimeError("validating manifests needs PyYAML: pip install 'aisp[k8s]'") from exc
 
     problems: list[Problem] = []
     for n, doc in enumerate(d for d in yaml.safe_load_all(text) if d):
