@@ -18,15 +18,8 @@ set -euo pipefail
 # shellcheck source=ch03/tuning_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/tuning_lib.sh"
 
-apply=0
 usage() { sed -n '2,17p' "$0"; }
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --apply) apply=1; shift ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
-    esac
-done
+parse_apply_only "$@"
 etc="${ETC_DIR:-/etc}"
 modules_file="$etc/modules-load.d/90-aisp-gpu.conf"
 

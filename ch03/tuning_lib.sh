@@ -20,3 +20,17 @@ write_whole() {
     printf '%s\n' "$text" > "$target.tmp" && mv "$target.tmp" "$target"
     echo "wrote $target"
 }
+
+# For scripts whose only option is --apply: sets apply=1 for it, runs the caller's usage() for
+# -h/--help, and exits 2 on anything else.
+# shellcheck disable=SC2034  # apply is read by the sourcing script
+parse_apply_only() {
+    apply=0
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --apply) apply=1; shift ;;
+            -h|--help) usage; exit 0 ;;
+            *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+        esac
+    done
+}
