@@ -12,6 +12,8 @@ CH01 = Path(__file__).resolve().parents[1] / "ch01"
 sys.path.insert(0, str(CH01))
 import find_cublas  # noqa: E402
 
+from aisp.loader import import_module_at  # noqa: E402
+
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -51,7 +53,7 @@ def test_no_cublas_gives_no_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_wrong_native_result_is_caught_in_setup(module: str) -> None:
     """Each native pair's setup() compares the CUDA C++ result with PyTorch's: a corrupted
     result must make it raise."""
-    base = __import__(module).get_benchmark()
+    base = import_module_at(CH01 / f"{module}.py").get_benchmark()
     cls = type(base)
 
     class Corrupted(cls):  # type: ignore[misc, valid-type]
