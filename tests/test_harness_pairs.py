@@ -26,6 +26,7 @@ EXPECTED = {
     "caches_after_warmup": ("verify-failed", "last timed iteration"),
     "raises": ("error", "deliberate failure"),
     "aborts": ("error", "SIGABRT"),
+    "out_of_memory": ("error", "out of memory"),
     "hangs": ("timeout", "timed out"),
     "needs_gpu": ("skipped", "CUDA"),
     "good": ("ok", None),
