@@ -43,9 +43,9 @@ from aisp.benchmark import Workload, unmet_requirements
 from aisp.execute import (
     Variant,
     apply_reproducible,
-    build,
     measure_memory,
     pick_device,
+    set_up,
     timed_with_telemetry,
     verify_last,
     verify_seed,
@@ -55,7 +55,7 @@ from aisp.options import RunOptions
 from aisp.results import VERDICT_ORDER
 from aisp.stats import summarize
 from aisp.timing import time_call
-from aisp.verify import Evidence, tensor_attributes
+from aisp.verify import Evidence
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM; set in every rank."""
@@ -283,8 +283,7 @@ def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOp
 
 def _time_alone(var: Variant, options: RunOptions, device: torch.device, telemetry: dict[str, Any]) -> None:
     """Cold start: one variant set up and timed alone on every rank (no verification)."""
-    var.bench, var.memory["setup_bytes"] = build(var.path, device, options.seed)
-    var.known_after_setup = set(tensor_attributes(var.bench))
+    set_up(var, device, options.seed)
     _time_ranked([var], options, device, telemetry)
     _finish([var], device)
 

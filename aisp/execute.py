@@ -75,14 +75,18 @@ def _memory_now(device: torch.device) -> int:
     return psutil.Process().memory_info().rss
 
 
-def build(path: Path, device: torch.device, seed: int) -> tuple[Benchmark, int]:
-    """Load, place and set up one variant; returns it and the bytes its setup kept."""
-    bench = load_benchmark(path)
+def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
+    """Load, place and set up one variant; records the bytes its setup kept and the tensors it
+    holds right after setup (what the last-iteration poisoning treats as known)."""
+    bench = load_benchmark(var.path)
     bench.device, bench.seed = device, seed
     before = _memory_now(device)
     bench.setup()
     synchronize(device)
-    return bench, _memory_now(device) - before
+    var.bench = bench
+    var.memory["setup_bytes"] = _memory_now(device) - before
+    var.known_after_setup = set(tensor_attributes(bench))
+    return bench
 
 
 def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
@@ -107,10 +111,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     With ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down.
     """
     base = variants[0]
-    base.bench, resident = build(base.path, device, seed)
-    base.memory["setup_bytes"] = resident
-    base.known_after_setup = set(tensor_attributes(base.bench))
-    ref = guarded_run(base.bench)
+    ref = guarded_run(set_up(base, device, seed))
     if not keep:
         base.bench.teardown()
     for var in variants[1:]:
@@ -121,10 +122,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
             var.fail("skipped", skip)
             continue
         try:
-            var.bench, resident = build(var.path, device, seed)
-            var.memory["setup_bytes"] = resident
-            var.known_after_setup = set(tensor_attributes(var.bench))
-            var.evidence.merge(compare(ref, guarded_run(var.bench), workload))
+            var.evidence.merge(compare(ref, guarded_run(set_up(var, device, seed)), workload))
             var.evidence.checks.append(f"seed {seed}: matches baseline")
         except VerificationError as exc:
             var.fail("verify-failed", f"seed {seed}: {exc}")
@@ -325,10 +323,9 @@ def time_single(path: Path, options: RunOptions,
     if options.reproducible:
         apply_reproducible(options.seed)
     var = Variant(path)
-    var.bench, var.memory["setup_bytes"] = build(path, device, options.seed)
+    set_up(var, device, options.seed)
     if on_workload is not None:
         on_workload(var.bench.workload)
-    var.known_after_setup = set(tensor_attributes(var.bench))
     time_interleaved([var], options, device)
     measure_memory(var, device)
     var.metrics = dict(var.bench.metrics())
