@@ -11,7 +11,7 @@ from aisp import environment, expectations
 from aisp.artifacts import new_run_dir, write_pair
 from aisp.discovery import Pair
 from aisp.options import RunOptions
-from aisp.runner import Budget, run_pair
+from aisp.runner import PACKAGE_PARENT, Budget, run_pair
 
 
 def _aa(pair: Pair, file, options: RunOptions, run_dir) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def calibrate(pairs: list[Pair], options: RunOptions) -> list[dict[str, Any]]:
     The floor of a pair's speedup combines the two A/A relative half-widths in quadrature.
     """
     run_dir = new_run_dir(options.artifacts_dir)
-    env = environment.manifest(run_dir, options.to_dict())
+    env = environment.manifest(PACKAGE_PARENT, options.to_dict())
     rows = []
     for pair in pairs:
         widths: dict[str, float] = {}
