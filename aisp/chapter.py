@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aisp import suite
-from aisp.discovery import normalize_chapter
-from aisp.options import RunOptions
+from aisp.harness.discovery import normalize_chapter
+from aisp.harness.options import RunOptions
 
 
 def _targets(chapter: str, examples: list[str] | None) -> list[str]:

@@ -1,18 +1,54 @@
-"""One call from the CLI (and the chapter wrappers) to a finished, reported run."""
+"""One call from the CLI (and the chapter wrappers) to a finished, reported run.
+
+This is where the harness meets the tools: the roofline, the profiler and the expectations join
+a run as hooks (:class:`aisp.harness.runner.Hooks`), so the harness imports none of them.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
-from aisp import expectations
-from aisp.artifacts import read_json
-from aisp.console import RichReporter
-from aisp.discovery import repo_root, resolve_targets
-from aisp.options import RunOptions
-from aisp.results import exit_code
-from aisp.runner import Reporter, run_suite
+from aisp.harness.artifacts import read_json
+from aisp.harness.discovery import repo_root, resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.results import exit_code
+from aisp.harness.runner import Hooks, PairContext, Reporter, run_suite
+from aisp.judge import expectations
+from aisp.peak.measure import load_peaks
+from aisp.profile.pair import attach_profile
+from aisp.report.console import RichReporter
+from aisp.report.roofline import add_roofline
+
+
+def _roofline_step() -> Any:
+    cache: dict[str, dict[str, Any] | None] = {}
+
+    def step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
+        key = ctx.manifest["hardware_key"]
+        if key not in cache:
+            cache[key] = load_peaks(key)
+        return add_roofline(result, cache[key])
+    return step
+
+
+def _judge_step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
+    return expectations.judge(result, ctx.manifest)
+
+
+def hooks_for(options: RunOptions) -> Hooks:
+    """The tools a run with these options brings in: profiling, roofline, expectations."""
+    post = []
+    if options.profile != "none":
+        post.append(partial(attach_profile, nsight=options.profile == "full"))
+    post.append(_roofline_step())
+    if not options.verify_only:
+        post.append(_judge_step)
+    on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
+    return Hooks(on_timed=on_timed, post=tuple(post))
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
@@ -22,8 +58,7 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     Raises TargetError for an unknown target.
     """
     pairs = resolve_targets(targets, repo_root(), roots)
-    judge = None if options.verify_only else expectations.judge
-    results, run_dir = run_suite(pairs, options, reporter or RichReporter(), judge=judge)
+    results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks_for(options))
     if options.update_expectations:
         written = expectations.update(results, read_json(run_dir / "manifest.json"))
         for path in written:

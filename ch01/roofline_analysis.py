@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from aisp import peak_probes
-from aisp.environment import hardware_key
-from aisp.peak import load_peaks
-from aisp.roofline import bound_tflops, peak_bandwidth, peak_compute
+from aisp.harness.environment import hardware_key
+from aisp.peak import probes as peak_probes
+from aisp.peak.measure import load_peaks
+from aisp.report.roofline import bound_tflops, peak_bandwidth, peak_compute
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def describe(kernel: Kernel, tflops: float, peaks: dict[str, Any]) -> list[str]:
 
 def plot(points: list[tuple[Kernel, float]], peaks: dict[str, Any], path: Path) -> None:
     """Log-log roofline: one roof per precision, one point per kernel."""
-    from aisp.plotting import new_figure
+    from aisp.report.plotting import new_figure
 
     fig, ax = new_figure(width=7, height=4.5)
     bw = peak_bandwidth(peaks)

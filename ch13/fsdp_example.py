@@ -37,8 +37,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from aisp.distributed import script_init, time_slowest
-from aisp.stats import summarize
+from aisp.harness.distributed import script_init, time_slowest
+from aisp.harness.stats import summarize
 
 PRESETS = {
     "small": (GPTConfig(vocab=32768, seq=1024, dim=2048, heads=16, layers=12), 8),

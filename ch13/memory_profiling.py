@@ -32,7 +32,7 @@ import torch
 from baseline_memory_profiling import WORKLOAD
 from custom_allocator import AllocatorConfig, apply, verify
 
-from aisp.verify import VerificationError, compare, detach_copy
+from aisp.harness.verify import VerificationError, compare, detach_copy
 
 SETTINGS = {"default": AllocatorConfig(), "expandable": AllocatorConfig(expandable_segments=True)}
 VARIANTS = {"baseline": "baseline_memory_profiling", "optimized": "optimized_memory_profiling"}

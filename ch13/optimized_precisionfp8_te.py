@@ -23,7 +23,7 @@ from baseline_precisionfp8 import error_metrics
 from baseline_precisionfp8_te import WORKLOAD, BF16LinearReference
 
 import aisp
-from aisp.benchmark import unmet_requirements
+from aisp.harness.benchmark import unmet_requirements
 
 CALIBRATION_PASSES = 4
 MAX_REL_L2 = 0.08

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from aisp.artifacts import atomic_write_json
-from aisp.stats import ratio_of_medians, summarize
+from aisp.harness.artifacts import atomic_write_json
+from aisp.harness.stats import ratio_of_medians, summarize
 
 ENV = {"hardware_key": "cpu", "gpu_name": None, "gpu_count": 0, "driver": None, "cuda": None,
        "torch": "2.13.0+cpu"}

@@ -12,7 +12,7 @@ CH01 = Path(__file__).resolve().parents[1] / "ch01"
 sys.path.insert(0, str(CH01))
 import find_cublas  # noqa: E402
 
-from aisp.loader import import_module_at  # noqa: E402
+from aisp.harness.loader import import_module_at  # noqa: E402
 
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import aisp
-from aisp.benchmark import unmet_requirements
-from aisp.loader import import_module_at
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.loader import import_module_at
 
 CH01 = Path(__file__).resolve().parents[1] / "ch01"
 

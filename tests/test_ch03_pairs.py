@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aisp.benchmark import unmet_requirements
-from aisp.execute import run_variants
-from aisp.loader import load_benchmark
-from aisp.options import RunOptions
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import run_variants
+from aisp.harness.loader import load_benchmark
+from aisp.harness.options import RunOptions
 
 CH03 = Path(__file__).resolve().parents[1] / "ch03"
 CPU_PAIRS = ["numa_unaware", "docker", "kubernetes", "hugepages"]

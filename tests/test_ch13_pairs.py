@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import aisp
-from aisp.benchmark import unmet_requirements
-from aisp.execute import guarded_run as guarded
-from aisp.loader import import_module_at
-from aisp.verify import VerificationError, compare, poison_scratch, tensor_attributes
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import guarded_run as guarded
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import VerificationError, compare, poison_scratch, tensor_attributes
 
 CH13 = Path(__file__).resolve().parents[1] / "ch13"
 

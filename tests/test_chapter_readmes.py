@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
-from aisp.discovery import chapters, pairs_in
+from aisp.harness.discovery import chapters, pairs_in
 
 
 @pytest.mark.parametrize("chapter", sorted(chapters(REPO)))

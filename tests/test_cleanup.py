@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from aisp import cleanup as cleanup_mod
-from aisp.cleanup import removable
 from aisp.cli.main import app
+from aisp.system import cleanup as cleanup_mod
+from aisp.system.cleanup import removable
 
 KEEP = ["ch01/baseline_x.py", "ch01/x.cu", "peaks/peak_h200.json", ".venv/lib/__pycache__/m.pyc",
         ".git/objects/__pycache__/o.pyc", "aisp/core.py"]

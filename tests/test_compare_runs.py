@@ -7,7 +7,7 @@ from synthetic_runs import ENV, pair, samples, variant, write_run
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
-from aisp.compare_runs import classify, compare_runs, compare_samples
+from aisp.judge.compare_runs import classify, compare_runs, compare_samples
 
 runner = CliRunner(env={"COLUMNS": "250"})
 BASE_MS = 10.0

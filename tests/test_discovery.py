@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURE_PAIRS, REPO
 
-from aisp.discovery import TargetError, normalize_chapter, pairs_in, resolve_targets
+from aisp.harness.discovery import TargetError, normalize_chapter, pairs_in, resolve_targets
 
 
 def test_chapter_aliases():
@@ -40,7 +40,7 @@ def test_variants_pair_with_longest_baseline(tmp_path):
 
 
 def test_same_named_pair_files_of_two_chapters_load_in_one_process():
-    from aisp.loader import load_benchmark
+    from aisp.harness.loader import load_benchmark
 
     ch01 = load_benchmark(REPO / "ch01" / "optimized_gemm.py")
     ch03 = load_benchmark(REPO / "ch03" / "optimized_gemm.py")

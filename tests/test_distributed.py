@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from aisp import distributed
-from aisp.benchmark import Requirements, unmet_requirements
-from aisp.discovery import resolve_targets
-from aisp.options import RunOptions
-from aisp.runner import run_suite
+from aisp.harness import distributed
+from aisp.harness.benchmark import Requirements, unmet_requirements
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed"
 SLOW_MS = 40.0  # common_ranks.SLOW_MS
@@ -124,4 +124,4 @@ def test_launch_keeps_nvlink_multicast_off(monkeypatch):
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
     argv = distributed.launch_argv("/x/spec.json", 2)
     assert argv[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    assert argv[-3:] == ["-m", "aisp.worker", "/x/spec.json"]
+    assert argv[-3:] == ["-m", "aisp.harness.worker", "/x/spec.json"]

@@ -17,10 +17,10 @@ import pytest
 import torch
 from conftest import REPO
 
-from aisp.benchmark import unmet_requirements
-from aisp.discovery import resolve_targets
-from aisp.options import RunOptions
-from aisp.runner import run_suite
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
 
 CH13 = REPO / "ch13"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed_ch13"

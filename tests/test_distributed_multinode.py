@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 from torch.distributed.run import get_args_parser
 
-from aisp.distributed import NVLS_OFF
+from aisp.harness.distributed import NVLS_OFF
 
 MULTINODE = REPO / "ch13" / "multinode"
 SBATCH = MULTINODE / "slurm_torchrun.sbatch"

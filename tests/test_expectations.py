@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from aisp import expectations
-from aisp.results import assemble, exit_code
+from aisp.harness.results import assemble, exit_code
+from aisp.judge import expectations
 
 ENV = {"hardware_key": "h100", "gpu_name": "NVIDIA H100", "gpu_count": 1, "driver": "580", "cuda": "13.0",
        "torch": "2.11", "git_commit": "abc"}
@@ -93,7 +93,7 @@ def test_below_bar_lists_weak_entries(tmp_path):
 UPDATER = """
 import sys
 from pathlib import Path
-from aisp import expectations
+from aisp.judge import expectations
 path = Path(sys.argv[1])
 i = 0
 while True:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURE_PAIRS, REPO
 
-from aisp.discovery import resolve_targets
-from aisp.options import RunOptions
-from aisp.runner import run_suite
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
 
 pytestmark = pytest.mark.gpu
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from conftest import FIXTURE_PAIRS
 
-from aisp.discovery import resolve_targets
-from aisp.options import RunOptions
-from aisp.results import exit_code
-from aisp.runner import run_suite
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.results import exit_code
+from aisp.harness.runner import run_suite
 
 EXPECTED = {
     "constant": ("verify-failed", "seed 1"),

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from aisp.metrics_compare import compare_and_display_all_metrics, direction
+from aisp.report.metrics_compare import compare_and_display_all_metrics, direction
 
 
 def variant(median: float, peak: int | None, tflops: float, metrics: dict) -> dict:

@@ -12,16 +12,17 @@ from pathlib import Path
 
 from conftest import REPO
 
-from aisp.discovery import resolve_targets
-from aisp.options import RunOptions
-from aisp.runner import run_suite
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
+from aisp.suite import hooks_for
 
 MODES = Path(__file__).resolve().parent / "fixtures" / "modes"
 
 
 def _run(tmp_path, targets, **kw):
     options = RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path, **kw)
-    results, _ = run_suite(resolve_targets(targets, REPO, (MODES,)), options)
+    results, _ = run_suite(resolve_targets(targets, REPO, (MODES,)), options, hooks=hooks_for(options))
     return {r["name"]: r for r in results}
 
 
@@ -59,7 +60,7 @@ def test_standalone_run_prints_timing():
 WRITER = """
 import sys
 from pathlib import Path
-from aisp.artifacts import atomic_write_json
+from aisp.harness.artifacts import atomic_write_json
 path = Path(sys.argv[1])
 i = 0
 while True:

@@ -9,10 +9,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from aisp import peak_probes
 from aisp.cli.main import app
-from aisp.peak import environment_changes, load_peaks, measure_peaks, peak_dirs, save_peaks
-from aisp.peak_probes import PeakConfig
+from aisp.peak import probes as peak_probes
+from aisp.peak.measure import environment_changes, load_peaks, measure_peaks, peak_dirs, save_peaks
+from aisp.peak.probes import PeakConfig
 
 CPU = torch.device("cpu")
 TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False)
@@ -111,7 +111,7 @@ def test_cli_shows_the_cache_and_refresh_remeasures(peak_home: tuple[Path, Path]
 
 def test_environment_changes_name_what_differs(monkeypatch: pytest.MonkeyPatch) -> None:
     now = {"gpu_name": "NVIDIA H200", "gpu_count": 1, "driver": "580.1", "cuda": "13.0", "torch": "2.11"}
-    monkeypatch.setattr("aisp.peak.manifest", lambda root: now)
+    monkeypatch.setattr("aisp.peak.measure.manifest", lambda root: now)
     same = {"provenance": dict(now)}
     assert environment_changes(same) == []
     older = {"provenance": {**now, "torch": "2.10"}}

@@ -12,11 +12,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from aisp.benchmark import Benchmark
 from aisp.cli.main import app
-from aisp.ncu import function_name, kernel_regex, parse_raw_csv, select_kernels, top_launches
-from aisp.nsight import run_logged, run_nsys
-from aisp.profiling import capture_torch, memory_timeline, run_ncu
+from aisp.harness.benchmark import Benchmark
+from aisp.profile.capture import capture_torch, memory_timeline, run_ncu
+from aisp.profile.ncu import function_name, kernel_regex, parse_raw_csv, select_kernels, top_launches
+from aisp.profile.nsight import run_logged, run_nsys
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,7 +9,7 @@ from synthetic_runs import ENV, pair, samples, variant, write_run
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
-from aisp.proof import proof_rows, write_report
+from aisp.judge.proof import proof_rows, write_report
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

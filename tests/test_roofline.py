@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aisp.roofline import PairPoints, annotate, bound_tflops, figure, pair_points, peak_compute, plot
+from aisp.report.roofline import PairPoints, annotate, bound_tflops, figure, pair_points, peak_compute, plot
 
 PEAKS = {
     "provenance": {"hardware_key": "testhw"},

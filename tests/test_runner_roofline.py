@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aisp.runner import add_roofline
+from aisp.report.roofline import add_roofline
 
 PEAKS = {"measurements": {"matmul_fp32": {"value": 50.0}, "memory_copy": {"value": 4000.0}}}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aisp.stats import ratio_of_medians, summarize
+from aisp.harness.stats import ratio_of_medians, summarize
 
 
 def test_summarize_known_values():
@@ -45,7 +45,7 @@ def test_paired_drift_cancels():
 
 
 def test_slower_needs_significance_and_size():
-    from aisp.results import _variant_verdict
+    from aisp.harness.results import _variant_verdict
 
     assert _variant_verdict({"speedup": {"value": 0.9, "low": 0.85, "high": 0.95}}) == "slower"
     assert _variant_verdict({"speedup": {"value": 0.99, "low": 0.985, "high": 0.995}}) == "ok"

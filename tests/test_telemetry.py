@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from aisp.telemetry import Reading, Telemetry, reason_names
+from aisp.harness.telemetry import Reading, Telemetry, reason_names
 
 
 def _fake(throttle_after: float):

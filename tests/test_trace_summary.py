@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from aisp.benchmark import Benchmark
-from aisp.profiling import capture_torch
-from aisp.trace_events import Event, gaps_between, merge, self_times, top_level
-from aisp.trace_findings import Thresholds
-from aisp.trace_summary import summarize_trace
+from aisp.harness.benchmark import Benchmark
+from aisp.profile.capture import capture_torch
+from aisp.profile.trace_events import Event, gaps_between, merge, self_times, top_level
+from aisp.profile.trace_findings import Thresholds
+from aisp.profile.trace_summary import summarize_trace
 
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 LAUNCH_BOUND = TRACES / "gpu_launch_bound.trace.json"

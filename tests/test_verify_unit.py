@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import aisp
-from aisp.verify import TOLERANCES, VerificationError, compare, detach_copy, tolerance
+from aisp.harness.verify import TOLERANCES, VerificationError, compare, detach_copy, tolerance
 
 
 def _cmp(ref, out, **kw):
@@ -61,7 +61,7 @@ def test_none_output_is_rejected():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.int8, torch.bool])
 def test_input_guard_catches_a_change_in_any_dtype(dtype):
-    from aisp.verify import InputGuard
+    from aisp.harness.verify import InputGuard
 
     bench = aisp.Benchmark()
     bench.x = torch.ones(4, 4).to(dtype)

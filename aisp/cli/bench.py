@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from aisp import suite
-from aisp.discovery import TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
-from aisp.options import RunOptions
+from aisp.harness.discovery import TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
+from aisp.harness.options import RunOptions
 
 app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.", no_args_is_help=True)
 
@@ -107,7 +107,7 @@ def noise(targets: Targets = None, root: Roots = None,
           artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
           ) -> None:
     """A/A calibration: time each variant against itself and store the noise floor per pair."""
-    from aisp.noise import calibrate
+    from aisp.judge.noise import calibrate
 
     options = _options(iterations=iterations, device=device, artifacts_dir=artifacts_dir)
     try:
@@ -128,7 +128,7 @@ def list_expectations(
     min_speedup: Annotated[float, typer.Option(help="List entries below this speedup.")] = 1.05,
 ) -> None:
     """List stored expectations whose speedup is below the bar."""
-    from aisp.expectations import below_bar
+    from aisp.judge.expectations import below_bar
 
     rows = below_bar(repo_root(), hardware, min_speedup)
     table = Table("target", "speedup", "headline", "best", title=f"{hardware}: below {min_speedup:.2f}x")

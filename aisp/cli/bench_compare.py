@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from aisp.cli.bench import app
-from aisp.compare_runs import DEFAULT_THRESHOLD, any_slower, compare_runs
+from aisp.judge.compare_runs import DEFAULT_THRESHOLD, any_slower, compare_runs
 
 EXIT_SLOWER = 3
 COMPARE_EXIT_HELP = ("Exit codes: 0 no pair is slower; 2 a run folder is missing, a JSON file is malformed "

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from aisp.cleanup import removable, remove, size_bytes
-from aisp.discovery import repo_root
+from aisp.harness.discovery import repo_root
+from aisp.system.cleanup import removable, remove, size_bytes
 
 
 def cleanup(

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aisp.environment import hardware_key
-from aisp.peak import FULL, QUICK, environment_changes, load_peaks, measure_peaks, save_peaks
+from aisp.harness.environment import hardware_key
+from aisp.peak.measure import FULL, QUICK, environment_changes, load_peaks, measure_peaks, save_peaks
 
 
 def peak(

@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aisp.discovery import TargetError
-from aisp.profile_pair import ProfileRequest, profile_target
-from aisp.trace_summary import TraceSummary, summarize_trace
+from aisp.harness.discovery import TargetError
+from aisp.profile.pair import ProfileRequest, profile_target
+from aisp.profile.trace_summary import TraceSummary, summarize_trace
 
 app = typer.Typer(help="Profile a pair (torch.profiler traces, Nsight Compute, Nsight Systems) and "
                        "summarize traces.", no_args_is_help=True)

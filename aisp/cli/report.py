@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from aisp.html_report import load_run, write_html
-from aisp.peak import load_peaks
-from aisp.roofline import pair_points, plot
+from aisp.peak.measure import load_peaks
+from aisp.report.html_report import load_run, write_html
+from aisp.report.roofline import pair_points, plot
 
 app = typer.Typer(help="Reports of a run folder: roofline plot, HTML report.", no_args_is_help=True)
 

@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from aisp.cli.report import app
-from aisp.options import RunOptions
-from aisp.proof import COLUMNS, DEFAULT_MIN_SPEEDUP, proof_rows, tally, write_report
+from aisp.harness.options import RunOptions
+from aisp.judge.proof import COLUMNS, DEFAULT_MIN_SPEEDUP, proof_rows, tally, write_report
 
 STATUS_STYLE = {"ok": "green", "needs-work": "yellow", "regressed": "red", "verify-failed": "bold red",
                 "error": "bold red", "skipped": "dim"}

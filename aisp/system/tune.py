@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from aisp.artifacts import atomic_write_json
+from aisp.harness.artifacts import atomic_write_json
 from aisp.system.model import Finding, Grade, Profile
 from aisp.system.procfs import active_choice, read, under
 

@@ -1,4 +1,4 @@
-"""The per-pair subprocess: ``python -m aisp.worker SPEC.json``.
+"""The per-pair subprocess: ``python -m aisp.harness.worker SPEC.json``.
 
 It runs one pair (or, for --cold-start, one variant) and writes raw records to the spec's
 ``result_path`` atomically. The runner turns them into statistics. If this process dies (a
@@ -7,6 +7,7 @@ segfault, an abort, the OOM killer, a timeout) no result appears and the runner 
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import traceback
@@ -15,10 +16,9 @@ from typing import Any
 
 import torch
 
-from aisp import distributed
-from aisp.artifacts import atomic_write_json
-from aisp.execute import Variant, describe_error, run_variants, time_single, workload_dict
-from aisp.options import RunOptions
+from aisp.harness import distributed
+from aisp.harness.execute import Variant, describe_error, run_variants, time_single, workload_dict
+from aisp.harness.options import RunOptions
 
 
 def raw_record(var: Variant) -> dict[str, Any]:
@@ -36,15 +36,17 @@ def raw_record(var: Variant) -> dict[str, Any]:
     }
 
 
-def _profile_hook(spec: dict[str, Any], options: RunOptions):
-    if options.profile == "none":
+def _on_timed_hook(spec: dict[str, Any]):
+    """The spec's ``on_timed`` (``module:function``, e.g. the profiler's capture), called after
+    timing with the live variants' benchmarks and the pair's profile folder."""
+    if not spec.get("on_timed"):
         return None
+    module, _, name = spec["on_timed"].partition(":")
+    fn = getattr(importlib.import_module(module), name)
     out_dir = Path(spec["profile_dir"])
 
     def hook(variants: list[Variant], device: torch.device) -> None:
-        from aisp.profiling import capture_torch
-        summaries = capture_torch({v.name: v.bench for v in variants}, out_dir)
-        atomic_write_json(out_dir / "profile_summary.json", {"variants": summaries})
+        fn({v.name: v.bench for v in variants}, out_dir)
     return hook
 
 
@@ -58,7 +60,7 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
     """Run what the spec asks and return the raw result document.
 
     Given ``spec_path``, a pair that needs several ranks replaces this process with torchrun,
-    which runs this worker once per rank (see aisp.distributed).
+    which runs this worker once per rank (see aisp.harness.distributed).
     """
     options = RunOptions.from_dict(spec["options"])
     paths = [Path(p) for p in spec["paths"]]
@@ -71,7 +73,7 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
         var = time_single(paths[0], options, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
         return {"status": "done", "variants": [raw_record(var)]}
     else:
-        variants, workload, skip = run_variants(paths, options, _profile_hook(spec, options),
+        variants, workload, skip = run_variants(paths, options, _on_timed_hook(spec),
                                                 on_workload=lambda w: _report_timeout(spec, w.timeout_s),
                                                 telemetry_out=telemetry)
     doc: dict[str, Any] = {"workload": workload_dict(workload) if workload else None, "telemetry": telemetry}

@@ -2,7 +2,7 @@
 
 A pair whose ``Requirements.world_size`` is above one is run by the same worker process: once it
 has loaded the workload (and told the runner its timeout), the worker replaces itself with
-``python -m torch.distributed.run --standalone --nproc-per-node N -m aisp.worker SPEC``. The
+``python -m torch.distributed.run --standalone --nproc-per-node N -m aisp.harness.worker SPEC``. The
 process keeps its PID, so the runner still waits on it. Each rank then:
 
 - joins a process group (NCCL with ``cuda:LOCAL_RANK`` on a GPU, gloo on a CPU);
@@ -38,9 +38,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from aisp.artifacts import atomic_write_json
-from aisp.benchmark import Workload, unmet_requirements
-from aisp.execute import (
+from aisp.harness.artifacts import atomic_write_json
+from aisp.harness.benchmark import Workload, unmet_requirements
+from aisp.harness.execute import (
     Variant,
     apply_reproducible,
     measure_memory,
@@ -50,12 +50,12 @@ from aisp.execute import (
     verify_last,
     verify_seed,
 )
-from aisp.loader import load_benchmark
-from aisp.options import RunOptions
-from aisp.results import VERDICT_ORDER
-from aisp.stats import summarize
-from aisp.timing import time_call
-from aisp.verify import Evidence
+from aisp.harness.loader import load_benchmark
+from aisp.harness.options import RunOptions
+from aisp.harness.results import VERDICT_ORDER
+from aisp.harness.stats import summarize
+from aisp.harness.timing import time_call
+from aisp.harness.verify import Evidence
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM; set in every rank."""
@@ -89,7 +89,7 @@ def current_rank() -> Rank | None:
 def launch_argv(spec_path: str, ranks: int) -> list[str]:
     """The torchrun command that runs the worker once per rank on this machine."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-            "-m", "aisp.worker", spec_path]
+            "-m", "aisp.harness.worker", spec_path]
 
 
 def launch_env() -> dict[str, str]:

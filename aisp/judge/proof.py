@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aisp.artifacts import atomic_write_text, best_variant, csv_text, markdown_table, read_json
+from aisp.harness.artifacts import atomic_write_text, best_variant, csv_text, markdown_table, read_json
 
 DEFAULT_MIN_SPEEDUP = 1.05
 COLUMNS = ("target", "hardware", "status", "speedup", "low", "high", "headline", "baseline_ms",

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aisp.artifacts import atomic_write_json, best_variant, read_json
-from aisp.environment import fingerprint, fingerprint_changes
+from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
+from aisp.harness.environment import fingerprint, fingerprint_changes
 
 MEASURED = ("ok", "slower", "regressed")
 """Verdicts whose measurements may be stored as expectations."""

@@ -2,7 +2,7 @@
 
 Arithmetic intensity is FLOPs per byte of the workload. The attainable rate at that intensity is
 ``min(peak compute, intensity × peak bandwidth)``: below the ridge point the memory system is the
-bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak` (``matmul_<precision>``
+bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak.measure` (``matmul_<precision>``
 in TFLOP/s and ``memory_copy`` in GB/s).
 """
 
@@ -90,6 +90,27 @@ class PairPoints:
     optimized_tflops: float
 
 
+BEYOND_CEILING_PCT = 105.0
+"""A variant above this % of its roofline bound is flagged: its FLOP/byte accounting is wrong, or
+it did not do the work (e.g. returned a copy of an answer computed in setup())."""
+
+
+def add_roofline(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[str, Any]:
+    """Annotate each timed variant with intensity, achieved rate and % of the roofline bound."""
+    if not peaks or not result.get("baseline"):
+        return result
+    notes = list(result.get("notes", []))
+    for var in [result["baseline"], *result["variants"]]:
+        roof = annotate(var, result["workload"], peaks)
+        if roof is None:
+            continue
+        var["roofline"] = roof
+        if roof["pct_of_bound"] > BEYOND_CEILING_PCT:
+            notes.append(f"{var['name']} runs at {roof['pct_of_bound']:.0f}% of the measured roofline bound: "
+                         "check its FLOP/byte accounting, or whether it really does the work")
+    return {**result, "notes": notes}
+
+
 def pair_points(results: list[dict[str, Any]], peaks: dict[str, Any]) -> list[PairPoints]:
     """Roofline points of the pairs of a run summary whose workload declares FLOPs and bytes and
     whose baseline and best variant were both timed."""
@@ -116,7 +137,7 @@ def plot(points: list[PairPoints], peaks: dict[str, Any], path: Path) -> Path:
 def figure(points: list[PairPoints], peaks: dict[str, Any]) -> Figure:
     """A log-log roofline: one roof per precision used, an arrow baseline -> optimized per pair.
     Needs matplotlib (the ``plot`` extra), imported here so the roofline math does not."""
-    from aisp.plotting import new_figure
+    from aisp.report.plotting import new_figure
 
     fig, ax = new_figure(width=8, height=5.5)
     bw = peak_bandwidth(peaks)

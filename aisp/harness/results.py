@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aisp.stats import ratio_of_medians, summarize
+from aisp.harness.stats import ratio_of_medians, summarize
 
 VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error", "timeout")
 """Least to most severe; a pair takes its worst variant's verdict."""

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from aisp.discovery import chapters
+from aisp.harness.discovery import chapters
 
 COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 

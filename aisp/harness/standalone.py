@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from aisp.benchmark import Benchmark, unmet_requirements
-from aisp.stats import summarize
-from aisp.timing import gc_disabled, synchronize, time_call
+from aisp.harness.benchmark import Benchmark, unmet_requirements
+from aisp.harness.stats import summarize
+from aisp.harness.timing import gc_disabled, synchronize, time_call
 
 
 def run_standalone(get_benchmark: Callable[[], Benchmark], argv: Sequence[str] | None = None) -> int:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aisp.nsight import failure, run_logged, standalone_command
-from aisp.trace_events import load_events
+from aisp.profile.nsight import failure, run_logged, standalone_command
+from aisp.profile.trace_events import load_events
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "LaunchStats")
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"

@@ -43,7 +43,7 @@ def repo_root() -> Path:
     cwd = Path.cwd()
     if any(CHAPTER_RE.match(p.name) for p in cwd.iterdir() if p.is_dir()):
         return cwd
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def normalize_chapter(text: str) -> str:

@@ -13,17 +13,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from aisp import environment
-from aisp.artifacts import atomic_write_json, best_variant, new_run_dir, write_pair, write_summary
-from aisp.discovery import Pair
-from aisp.options import RunOptions
-from aisp.peak import load_peaks
-from aisp.results import assemble, failed
-from aisp.roofline import annotate
+from aisp.harness import environment
+from aisp.harness.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
+from aisp.harness.benchmark import Workload
+from aisp.harness.discovery import Pair
+from aisp.harness.options import RunOptions
+from aisp.harness.results import assemble, failed
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent
-DEFAULT_TIMEOUT_S = 300.0
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+DEFAULT_TIMEOUT_S = Workload.timeout_s
 KILL_GRACE_S = 5.0
+
+PostStep = Callable[[dict[str, Any], "PairContext"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PairContext:
+    """What a post step may read about the pair it amends."""
+
+    manifest: dict[str, Any]
+    """The run's environment manifest (hardware key, versions)."""
+    work_dir: Path
+    """The pair's artifact folder (logs/, profiles/)."""
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """How tools outside the harness join a run without the harness importing them."""
+
+    on_timed: str | None = None
+    """``module:function`` the worker calls after timing as ``fn({name: bench}, out_dir)``
+    (the profiler's capture); imported by name in the worker process."""
+    post: tuple[PostStep, ...] = ()
+    """Steps applied in order to each finished result (roofline, profiles, expectations)."""
 
 
 class Reporter(Protocol):
@@ -88,7 +110,7 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tup
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     started = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "aisp.worker", str(spec_path)], cwd=PACKAGE_PARENT,
+        proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         while (code := proc.poll()) is None:
             declared = float(timeout_path.read_text()) if timeout_path.exists() else None
@@ -124,11 +146,13 @@ def pair_info(pair: Pair) -> dict[str, Any]:
             "files": [str(p) for p in (pair.baseline, *pair.optimized)]}
 
 
-def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget) -> dict[str, Any]:
+def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
+             on_timed: str | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) and assemble its result."""
     info = pair_info(pair)
     work = run_dir / pair.slug
-    spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles")}
+    spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
+            "on_timed": on_timed}
     doc, status, reason = spawn(spec, work / "logs", budget, "pair")
     if doc is None:
         return failed(info, status, reason)
@@ -137,31 +161,12 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget) -> 
     raw = doc["variants"]
     if options.cold_start and not options.verify_only:
         raw = _cold_samples(spec, raw, work, budget)
-    result = _annotate(assemble(info, doc["workload"], raw), doc, work)
-    if options.profile == "full":
-        result = _nsight(result, work / "profiles")
-    return result
+    return _annotate(assemble(info, doc["workload"], raw), doc)
 
 
-def _nsight(result: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """--profile full: Nsight Compute on the best optimized variant's top kernels (from its torch
-    trace), and Nsight Systems; each records its skip reason where the tool is absent. Runs after
-    timing, in its own processes, so it never touches the timed samples."""
-    best = best_variant(result)
-    if best is None:
-        return result
-    from aisp.ncu import run_ncu, top_launches
-    from aisp.nsight import run_nsys
 
-    trace = ((result.get("profile") or {}).get("variants", {}).get(best["name"], {}).get("files", {}).get("trace"))
-    launches = top_launches(Path(trace), 5) if trace and Path(trace).exists() else []
-    nsight = {"ncu": run_ncu(Path(best["file"]), out_dir, launches=launches),
-              "nsys": run_nsys(Path(best["file"]), out_dir), "variant": best["name"]}
-    return {**result, "profile": {**(result.get("profile") or {}), "nsight": nsight}}
-
-
-def _annotate(result: dict[str, Any], doc: dict[str, Any], work: Path) -> dict[str, Any]:
-    """Add telemetry, throttle notes and profile summaries to an assembled result."""
+def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """Add telemetry and throttle notes to an assembled result."""
     notes = []
     telemetry = doc.get("telemetry") or {}
     for var in [result["baseline"], *result["variants"]]:
@@ -172,9 +177,7 @@ def _annotate(result: dict[str, Any], doc: dict[str, Any], work: Path) -> dict[s
                          f"throttled ({', '.join(reasons)})")
     if telemetry.get("unavailable"):
         notes.append(telemetry["unavailable"])
-    profile = work / "profiles" / "profile_summary.json"
-    extra = {"profile": json.loads(profile.read_text())} if profile.exists() else {}
-    return {**result, "telemetry": telemetry, "notes": notes, **extra}
+    return {**result, "telemetry": telemetry, "notes": notes}
 
 
 def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget) -> list[dict]:
@@ -196,40 +199,18 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
     return merged
 
 
-BEYOND_CEILING_PCT = 105.0
-"""A variant above this % of its roofline bound is flagged: its FLOP/byte accounting is wrong, or
-it did not do the work (e.g. returned a copy of an answer computed in setup())."""
-
-
-def add_roofline(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[str, Any]:
-    """Annotate each timed variant with intensity, achieved rate and % of the roofline bound."""
-    if not peaks or not result.get("baseline"):
-        return result
-    notes = list(result.get("notes", []))
-    for var in [result["baseline"], *result["variants"]]:
-        roof = annotate(var, result["workload"], peaks)
-        if roof is None:
-            continue
-        var["roofline"] = roof
-        if roof["pct_of_bound"] > BEYOND_CEILING_PCT:
-            notes.append(f"{var['name']} runs at {roof['pct_of_bound']:.0f}% of the measured roofline bound: "
-                         "check its FLOP/byte accounting, or whether it really does the work")
-    return {**result, "notes": notes}
-
 
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,
-              judge: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
-              ) -> tuple[list[dict[str, Any]], Path]:
+              hooks: Hooks = Hooks()) -> tuple[list[dict[str, Any]], Path]:
     """Run every pair, write artifacts, and return the results and the run folder.
 
-    ``judge(result, manifest)`` may amend each result (expectations add ``regressed``).
+    Each of ``hooks.post`` may amend each result (expectations add ``regressed``).
     """
     reporter = reporter or SilentReporter()
     run_dir = new_run_dir(options.artifacts_dir)
     manifest = environment.manifest(PACKAGE_PARENT, options.to_dict())
     atomic_write_json(run_dir / "manifest.json", manifest)
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
-    peaks = load_peaks(manifest["hardware_key"])
     results: list[dict[str, Any]] = []
     reporter.start(pairs)
     for pair in pairs:
@@ -237,10 +218,9 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         if deadline is not None and deadline <= time.monotonic():
             result = failed(pair_info(pair), "timeout", "suite timeout reached before this pair started")
         else:
-            result = run_pair(pair, options, run_dir, Budget(options.timeout_multiplier, deadline))
-        result = add_roofline(result, peaks)
-        if judge is not None:
-            result = judge(result, manifest)
+            result = run_pair(pair, options, run_dir, Budget(options.timeout_multiplier, deadline), hooks.on_timed)
+        for step in hooks.post:
+            result = step(result, PairContext(manifest, run_dir / pair.slug))
         write_pair(run_dir, result)
         results.append(result)
         reporter.pair_done(result)

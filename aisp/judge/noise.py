@@ -7,11 +7,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from aisp import environment, expectations
-from aisp.artifacts import new_run_dir, write_pair
-from aisp.discovery import Pair
-from aisp.options import RunOptions
-from aisp.runner import PACKAGE_PARENT, Budget, run_pair
+from aisp.harness import environment
+from aisp.harness.artifacts import new_run_dir, write_pair
+from aisp.harness.discovery import Pair
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import PACKAGE_PARENT, Budget, run_pair
+from aisp.judge import expectations
 
 
 def _aa(pair: Pair, file, options: RunOptions, run_dir) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Profiling set-up variants with torch.profiler: Chrome traces, op tables, memory timelines, summaries.
 
 The harness calls :func:`capture_torch` after timing, so profiling never touches a timed sample.
-Nsight tools run a variant's file standalone: :func:`run_ncu` (aisp.ncu) and :func:`run_nsys`
-(aisp.nsight).
+Nsight tools run a variant's file standalone: :func:`run_ncu` (aisp.profile.ncu) and :func:`run_nsys`
+(aisp.profile.nsight).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from aisp.artifacts import atomic_write_json, atomic_write_text
-from aisp.benchmark import Benchmark
-from aisp.ncu import run_ncu
-from aisp.nsight import run_nsys
-from aisp.timing import synchronize
-from aisp.trace_events import load_memory_events
-from aisp.trace_summary import TraceSummary, summarize_trace
+from aisp.harness.artifacts import atomic_write_json, atomic_write_text
+from aisp.harness.benchmark import Benchmark
+from aisp.harness.timing import synchronize
+from aisp.profile.ncu import run_ncu
+from aisp.profile.nsight import run_nsys
+from aisp.profile.trace_events import load_memory_events
+from aisp.profile.trace_summary import TraceSummary, summarize_trace
 
-__all__ = ["TraceSummary", "capture_torch", "run_ncu", "run_nsys", "summarize_trace"]
+__all__ = ["TraceSummary", "capture_torch", "capture_for_run", "run_ncu", "run_nsys", "summarize_trace"]
 
 OPS_ROWS = 25
 MEMORY_HISTORY_ENTRIES = 100_000
@@ -40,6 +40,15 @@ def capture_torch(variants: dict[str, Benchmark], out_dir: Path, iterations: int
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     return {name: _capture_one(name, bench, out_dir, iterations) for name, bench in variants.items()}
+
+
+SUMMARY_FILE = "profile_summary.json"
+
+
+def capture_for_run(variants: dict[str, Benchmark], out_dir: Path) -> None:
+    """The harness's ``on_timed`` hook: capture each variant and write ``profile_summary.json``,
+    which :func:`aisp.profile.pair.attach_profile` adds to the pair's result."""
+    atomic_write_json(Path(out_dir) / SUMMARY_FILE, {"variants": capture_torch(variants, out_dir)})
 
 
 def _capture_one(name: str, bench: Benchmark, out_dir: Path, iterations: int) -> dict[str, Any]:

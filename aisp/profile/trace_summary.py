@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from aisp.trace_events import (
+from aisp.profile.trace_events import (
     DEVICE_WORK,
     DRIVER_LAUNCH,
     GRAPH_LAUNCH,
@@ -28,7 +28,7 @@ from aisp.trace_events import (
     self_times,
     top_level,
 )
-from aisp.trace_findings import DEFAULT_THRESHOLDS, Thresholds, TraceNumbers, findings
+from aisp.profile.trace_findings import DEFAULT_THRESHOLDS, Thresholds, TraceNumbers, findings
 
 TOP_N = 10
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from aisp import peak_probes as probes
-from aisp.artifacts import atomic_write_json, read_json
-from aisp.discovery import repo_root
-from aisp.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak_probes import FULL, QUICK, PeakConfig, ProbeSkipped
+from aisp.harness.artifacts import atomic_write_json, read_json
+from aisp.harness.discovery import repo_root
+from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
+from aisp.peak import probes
+from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
 __all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "load_peaks", "measure_peaks", "peak_dirs",
            "save_peaks"]

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from aisp.artifacts import atomic_write_json, new_run_dir
-from aisp.benchmark import Benchmark, unmet_requirements
-from aisp.discovery import Pair, TargetError, repo_root, resolve_targets
-from aisp.loader import load_benchmark
-from aisp.ncu import run_ncu, top_launches
-from aisp.nsight import run_nsys
-from aisp.profiling import capture_torch
-from aisp.timing import synchronize
+from aisp.harness.artifacts import atomic_write_json, best_variant, new_run_dir, read_json
+from aisp.harness.benchmark import Benchmark, unmet_requirements
+from aisp.harness.discovery import Pair, TargetError, repo_root, resolve_targets
+from aisp.harness.loader import load_benchmark
+from aisp.harness.runner import PairContext
+from aisp.harness.timing import synchronize
+from aisp.profile.capture import SUMMARY_FILE, capture_torch
+from aisp.profile.ncu import run_ncu, top_launches
+from aisp.profile.nsight import run_nsys
 
 Tool = Literal["torch", "ncu", "nsys"]
 
@@ -97,3 +98,23 @@ def _set_up(benches: dict[str, Benchmark], warmup: int) -> None:
         for _ in range(warmup):
             bench.run()
         synchronize(bench.device)
+
+
+def attach_profile(result: dict[str, Any], ctx: PairContext, nsight: bool = False) -> dict[str, Any]:
+    """A run's post step: add the torch capture's summary (written by ``capture_for_run`` in the
+    worker) to the result; with ``nsight`` (``--profile full``) also run Nsight Compute on the best
+    optimized variant's top kernels (from its torch trace) and Nsight Systems, each recording its
+    skip reason where the tool is absent. Runs after timing, in its own processes, so it never
+    touches the timed samples."""
+    out_dir = ctx.work_dir / "profiles"
+    summary = out_dir / SUMMARY_FILE
+    if summary.exists():
+        result = {**result, "profile": read_json(summary)}
+    best = best_variant(result)
+    if not nsight or best is None:
+        return result
+    trace = ((result.get("profile") or {}).get("variants", {}).get(best["name"], {}).get("files", {}).get("trace"))
+    launches = top_launches(Path(trace), 5) if trace and Path(trace).exists() else []
+    found = {"ncu": run_ncu(Path(best["file"]), out_dir, launches=launches),
+             "nsys": run_nsys(Path(best["file"]), out_dir), "variant": best["name"]}
+    return {**result, "profile": {**(result.get("profile") or {}), "nsight": found}}

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from aisp.timing import gc_disabled, synchronize, time_call
+from aisp.harness.timing import gc_disabled, synchronize, time_call
 
 GIB = 1 << 30
 

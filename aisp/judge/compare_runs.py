@@ -20,9 +20,9 @@ from typing import Any
 
 from scipy.stats import mannwhitneyu
 
-from aisp.artifacts import read_json
-from aisp.environment import fingerprint, fingerprint_changes
-from aisp.stats import ratio_of_medians
+from aisp.harness.artifacts import read_json
+from aisp.harness.environment import fingerprint, fingerprint_changes
+from aisp.harness.stats import ratio_of_medians
 
 ALPHA = 0.01
 """A change needs a Mann-Whitney p-value below this."""

@@ -10,8 +10,8 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aisp.artifacts import summary_rows
-from aisp.discovery import Pair
+from aisp.harness.artifacts import summary_rows
+from aisp.harness.discovery import Pair
 
 VERDICT_STYLE = {"ok": "green", "skipped": "dim", "slower": "yellow", "regressed": "red",
                  "verify-failed": "bold red", "error": "bold red", "timeout": "bold red"}

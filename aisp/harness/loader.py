@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from aisp.benchmark import Benchmark
+from aisp.harness.benchmark import Benchmark
 
 
 def import_module_at(path: Path) -> ModuleType:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aisp.benchmark import Benchmark, Workload
+from aisp.harness.benchmark import Benchmark, Workload
 
 # (rtol, atol) per precision: the error two correct implementations of one function can show
 # when they compute in that precision with different reduction orders or kernels.

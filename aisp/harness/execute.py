@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from aisp.benchmark import Benchmark, Workload, unmet_requirements
-from aisp.loader import load_benchmark
-from aisp.options import RunOptions
-from aisp.telemetry import Telemetry, nvml_reader
-from aisp.timing import L2Flusher, gc_disabled, synchronize, time_call
-from aisp.verify import (
+from aisp.harness.benchmark import Benchmark, Workload, unmet_requirements
+from aisp.harness.loader import load_benchmark
+from aisp.harness.options import RunOptions
+from aisp.harness.telemetry import Telemetry, nvml_reader
+from aisp.harness.timing import L2Flusher, gc_disabled, synchronize, time_call
+from aisp.harness.verify import (
     Evidence,
     InputGuard,
     VerificationError,
