@@ -1,8 +1,8 @@
 """aisp: verified baseline/optimized benchmark pairs, artifacts and system tools for NVIDIA GPUs."""
 
 from aisp.harness.benchmark import Benchmark, Requirements, Workload, default_device
-from aisp.harness.standalone import main, run_standalone
 from aisp.report.metrics_compare import compare_and_display_all_metrics
+from aisp.standalone import main, run_standalone
 
 __all__ = ["Benchmark", "Requirements", "Workload", "compare_and_display_all_metrics", "default_device", "main",
            "run_standalone"]

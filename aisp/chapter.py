@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aisp import suite
 from aisp.harness.discovery import normalize_chapter
-from aisp.harness.options import RunOptions
+from aisp.harness.options import PROFILE_LEVELS, ProfileLevel, RunOptions
 
 
 def _targets(chapter: str, examples: list[str] | None) -> list[str]:
@@ -21,7 +21,7 @@ def compare_main(compare_file: str, argv: list[str] | None = None) -> int:
     chapter = normalize_chapter(Path(compare_file).resolve().parent.name)
     parser = argparse.ArgumentParser(description=f"Compare every baseline/optimized pair of {chapter}.")
     parser.add_argument("--examples", nargs="*", help="Pair names (default: all of the chapter).")
-    parser.add_argument("--profile", choices=["none", "minimal", "full"], default="none")
+    parser.add_argument("--profile", choices=PROFILE_LEVELS, default=RunOptions.profile)
     parser.add_argument("--iterations", type=int, default=RunOptions.iterations)
     parser.add_argument("--warmup", type=int, default=RunOptions.warmup)
     args = parser.parse_args(argv)
@@ -29,12 +29,13 @@ def compare_main(compare_file: str, argv: list[str] | None = None) -> int:
     return suite.run(_targets(chapter, args.examples), (), options)
 
 
-def chapter_profile(compare_file: str) -> Callable[[], int]:
-    """``from chNN.compare import profile; profile()``: the chapter's pairs with a torch trace."""
+def chapter_profile(compare_file: str) -> Callable[..., int]:
+    """``from chNN.compare import profile; profile()``: the chapter's pairs with a torch trace
+    (``level="full"`` adds Nsight)."""
     chapter = normalize_chapter(Path(compare_file).resolve().parent.name)
 
-    def profile(examples: list[str] | None = None) -> int:
-        return suite.run(_targets(chapter, examples), (), RunOptions(profile="minimal"))
+    def profile(examples: list[str] | None = None, level: ProfileLevel = "minimal") -> int:
+        return suite.run(_targets(chapter, examples), (), RunOptions(profile=level))
     return profile
 
 

@@ -17,9 +17,10 @@ Run: python ch13/baseline_activation_checkpointing.py  |  aisp bench run -t ch13
 from __future__ import annotations
 
 import torch
-from ch13_gpt import GPTConfig, TrainBench, train_workload
+from ch13_gpt import TrainBench, train_workload
 
 import aisp
+from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=4096, seq=1024, dim=1024, heads=16, layers=8), batch=16,
                           precision="bf16", atol=0.06, rtol=5e-2, headline="memory",

@@ -15,9 +15,10 @@ Run: python ch13/baseline_autograd_standard.py  |  aisp bench run -t ch13:autogr
 
 from __future__ import annotations
 
-from ch13_gpt import GPTConfig, TrainBench, train_workload
+from ch13_gpt import TrainBench, train_workload
 
 import aisp
+from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=1024, seq=128, dim=256, heads=4, layers=2), batch=4,
                           precision="fp32", requires=aisp.Requirements(cuda=True))

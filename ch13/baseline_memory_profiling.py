@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from ch13_gpt import GPT, GPTConfig, init_weights_, token_batches
 
 import aisp
+from aisp.kits.gpt import GPT, GPTConfig, init_weights_, token_batches
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,9 +16,10 @@ Run: python ch13/baseline_precisionmixed.py  |  aisp bench run -t ch13:precision
 
 from __future__ import annotations
 
-from ch13_gpt import GPTConfig, TrainBench, train_workload
+from ch13_gpt import TrainBench, train_workload
 
 import aisp
+from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=1024, heads=16, layers=4), batch=16,
                           precision="bf16", rtol=5e-2, atol=0.06, requires=aisp.Requirements(cuda=True))

@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from ch13_gpt import Block, GPTConfig, init_weights_
 from torch import nn
 
 import aisp
+from aisp.kits.gpt import Block, GPTConfig, init_weights_
 
 
 @dataclass(frozen=True, kw_only=True)

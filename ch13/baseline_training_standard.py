@@ -18,9 +18,10 @@ Run: python ch13/baseline_training_standard.py  |  aisp bench run -t ch13:traini
 from __future__ import annotations
 
 import torch
-from ch13_gpt import GPTConfig, TrainBench, train_workload
+from ch13_gpt import TrainBench, train_workload
 
 import aisp
+from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=768, heads=12, layers=6), batch=16,
                           precision="bf16", atol=0.06, rtol=5e-2,

@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from ch13_gpt import GPT, GPTConfig, init_weights_, token_batches
 from torch import nn
 from torch._dynamo.utils import counters
+
+from aisp.kits.gpt import GPT, GPTConfig, init_weights_, token_batches
 
 
 class BrokenBlock(nn.Module):

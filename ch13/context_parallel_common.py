@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 import aisp
-from aisp.harness.distributed import world_and_rank
+from aisp.kits.multirank import world_and_rank
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -27,9 +27,9 @@ from context_parallel_common import cp_workload
 from optimized_context_parallel_multigpu import RingAttention
 
 import aisp
-from aisp.harness.distributed import script_init, time_slowest
 from aisp.harness.stats import summarize
 from aisp.harness.verify import VerificationError, compare, detach_copy
+from aisp.kits.multirank import script_init, time_slowest
 
 
 def _bench(cls: type[aisp.Benchmark], workload: aisp.Workload, device: torch.device) -> aisp.Benchmark:

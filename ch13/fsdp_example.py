@@ -31,14 +31,14 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from ch13_gpt import GPT, GPTConfig, init_weights_, token_batches
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from aisp.harness.distributed import script_init, time_slowest
 from aisp.harness.stats import summarize
+from aisp.kits.gpt import GPT, GPTConfig, init_weights_, token_batches
+from aisp.kits.multirank import script_init, time_slowest
 
 PRESETS = {
     "small": (GPTConfig(vocab=32768, seq=1024, dim=2048, heads=16, layers=12), 8),

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from ch13_gpt import GPT, GPTConfig, init_weights_, token_batches
 from torch.profiler import ProfilerActivity, profile, schedule
+
+from aisp.kits.gpt import GPT, GPTConfig, init_weights_, token_batches
 
 
 @dataclass(frozen=True)

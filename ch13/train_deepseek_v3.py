@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from ch13_gpt import GPTConfig, init_weights_, token_batches
 from torch import nn
+
+from aisp.kits.gpt import GPTConfig, init_weights_, token_batches
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,29 @@ def test_verify_runs_without_timing(tmp_path):
     assert result.exit_code == 4, result.output
     run_dir = next(tmp_path.iterdir())
     assert "verify-failed" in (run_dir / "summary.csv").read_text()
+
+
+def test_defaults_come_from_run_options(monkeypatch):
+    """No flag given: the CLI, a chapter's compare.py and the standalone runner all use
+    RunOptions' own defaults (defined in one place)."""
+    import argparse
+
+    from aisp import chapter, standalone
+    from aisp.harness.options import RunOptions
+
+    seen = []
+    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None: seen.append(options) or 0)
+    assert runner.invoke(app, ["bench", "run", "-t", "ch01"]).exit_code == 0
+    assert chapter.compare_main(str(Path("ch01") / "compare.py"), []) == 0
+    assert seen == [RunOptions(), RunOptions()]
+    parsed = {}
+    real_parse = argparse.ArgumentParser.parse_known_args
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args",
+                        lambda self, argv=None: parsed.setdefault("args", real_parse(self, argv)))
+    monkeypatch.setattr(standalone, "unmet_requirements", lambda *a: "stop here")
+    from ch01.baseline_batch_size import get_benchmark
+    standalone.run_standalone(get_benchmark, [])
+    args = vars(parsed["args"][0])
+    defaults = RunOptions()
+    assert args == {"iterations": defaults.iterations, "warmup": defaults.warmup, "device": defaults.device,
+                    "seed": defaults.seed}

@@ -63,19 +63,15 @@ def run(
     artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,
     timeout_multiplier: Annotated[float, typer.Option(help="Scale each pair's timeout.")] = RunOptions.timeout_multiplier,
-    suite_timeout: Annotated[float | None, typer.Option(help="Seconds for the whole suite.")] = None,
-    reproducible: Annotated[bool, typer.Option(help="Deterministic algorithms, fixed seeds.")] = False,
-    cold_start: Annotated[bool, typer.Option(help="Each variant timed in a fresh process.")] = False,
-    flush_l2: Annotated[bool, typer.Option(help="Flush the GPU L2 before each timed iteration.")] = False,
-    profile: Annotated[str, typer.Option(help="none, minimal (torch.profiler) or full (+ Nsight).")] = "none",
-    update_expectations: Annotated[bool, typer.Option(help="Rewrite expectations with this run.")] = False,
+    suite_timeout: Annotated[float | None, typer.Option(help="Seconds for the whole suite.")] = RunOptions.suite_timeout,
+    reproducible: Annotated[bool, typer.Option(help="Deterministic algorithms, fixed seeds.")] = RunOptions.reproducible,
+    cold_start: Annotated[bool, typer.Option(help="Each variant timed in a fresh process.")] = RunOptions.cold_start,
+    flush_l2: Annotated[bool, typer.Option(help="Flush the GPU L2 before each timed iteration.")] = RunOptions.flush_l2,
+    profile: Annotated[str, typer.Option(help="none, minimal (torch.profiler) or full (+ Nsight).")] = RunOptions.profile,
+    update_expectations: Annotated[bool, typer.Option(help="Rewrite expectations with this run.")] = RunOptions.update_expectations,
     seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
 ) -> None:
     """Verify, then time each pair; write artifacts; exit with the worst verdict's code."""
-    if profile not in ("none", "minimal", "full"):
-        _fail_usage(f"--profile must be none, minimal or full, not '{profile}'")
-    if device not in ("auto", "cpu", "cuda"):
-        _fail_usage(f"--device must be auto, cpu or cuda, not '{device}'")
     options = _options(iterations=iterations, warmup=warmup, artifacts_dir=artifacts_dir, device=device,
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, flush_l2=flush_l2,

@@ -54,7 +54,6 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.results import VERDICT_ORDER
 from aisp.harness.stats import summarize
-from aisp.harness.timing import time_call
 from aisp.harness.verify import Evidence
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -137,21 +136,6 @@ def init(rank: Rank, device: torch.device, timeout_s: float) -> torch.device:
     return device
 
 
-def script_init(device_choice: str = "auto", timeout_s: float = 600.0) -> torch.device:
-    """For a script that torchrun starts itself (not the harness): NVLink multicast off in this
-    process, then the process group joined as :func:`init` does. Returns this rank's device."""
-    os.environ.update(NVLS_OFF)
-    return init(rank_from_env(), pick_device(device_choice), timeout_s)
-
-
-def world_and_rank() -> tuple[int, int]:
-    """(world size, rank) of the default process group; (1, 0) without one: a world of one rank,
-    so code written for several ranks also runs in a plain process."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
-
-
 def gather(obj: Any) -> list[Any]:
     """Every rank's ``obj``, in rank order, on every rank."""
     out: list[Any] = [None] * dist.get_world_size()
@@ -162,18 +146,6 @@ def gather(obj: Any) -> list[Any]:
 def barrier() -> None:
     """Ranks meet here; used right before each timed call."""
     dist.barrier()
-
-
-def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -> list[float]:
-    """For scripts: time ``fn()`` ``iterations`` times on every rank, the ranks meeting at a
-    barrier before each call; returns each call's slowest-rank time in ms (all_reduce MAX)."""
-    samples = []
-    for _ in range(iterations):
-        barrier()
-        samples.append(time_call(fn, device).ms)
-    worst = torch.tensor(samples, dtype=torch.float64, device=device)
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return worst.tolist()
 
 
 def label(reason: str) -> str:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 ProfileLevel = Literal["none", "minimal", "full"]
+Device = Literal["auto", "cpu", "cuda"]
+PROFILE_LEVELS: tuple[str, ...] = get_args(ProfileLevel)
+DEVICES: tuple[str, ...] = get_args(Device)
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,7 @@ class RunOptions:
     """Untimed iterations per variant before timing."""
     seed: int = 0
     """Seed of the main pass; verification repeats on seed + 1."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where to run: CUDA when present (auto), or forced."""
     timeout_multiplier: float = 1.0
     """Scales each workload's timeout_s."""
@@ -47,6 +50,10 @@ class RunOptions:
             raise ValueError("--warmup must be 0 or more")
         if self.timeout_multiplier <= 0:
             raise ValueError("--timeout-multiplier must be positive")
+        if self.device not in DEVICES:
+            raise ValueError(f"--device must be one of {', '.join(DEVICES)}, not '{self.device}'")
+        if self.profile not in PROFILE_LEVELS:
+            raise ValueError(f"--profile must be one of {', '.join(PROFILE_LEVELS)}, not '{self.profile}'")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from aisp.harness.benchmark import Benchmark, unmet_requirements
+from aisp.harness.options import DEVICES, RunOptions
 from aisp.harness.stats import summarize
 from aisp.harness.timing import gc_disabled, synchronize, time_call
 
@@ -16,10 +17,10 @@ from aisp.harness.timing import gc_disabled, synchronize, time_call
 def run_standalone(get_benchmark: Callable[[], Benchmark], argv: Sequence[str] | None = None) -> int:
     """Set up, warm up and time one variant; print average, median and std. Returns an exit code."""
     parser = argparse.ArgumentParser(description="Time one benchmark variant on its own.")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--iterations", type=int, default=RunOptions.iterations)
+    parser.add_argument("--warmup", type=int, default=RunOptions.warmup)
+    parser.add_argument("--device", choices=DEVICES, default=RunOptions.device)
+    parser.add_argument("--seed", type=int, default=RunOptions.seed)
     args, _ = parser.parse_known_args(argv)
 
     bench = get_benchmark()

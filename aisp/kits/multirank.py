@@ -1,0 +1,46 @@
+"""Multi-rank helpers for chapter scripts that torchrun starts themselves (not through the harness).
+
+The harness runs multi-rank *pairs* itself (:mod:`aisp.harness.distributed`); a chapter's tool
+script (an FSDP example, a context-parallel sweep) uses these to join the process group the same
+way, time a step on the slowest rank, and write code that also runs as a single process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from aisp.harness.distributed import NVLS_OFF, init, rank_from_env
+from aisp.harness.execute import pick_device
+from aisp.harness.timing import time_call
+
+
+def script_init(device_choice: str = "auto", timeout_s: float = 600.0) -> torch.device:
+    """For a script that torchrun starts itself (not the harness): NVLink multicast off in this
+    process, then the process group joined as :func:`init` does. Returns this rank's device."""
+    os.environ.update(NVLS_OFF)
+    return init(rank_from_env(), pick_device(device_choice), timeout_s)
+
+
+def world_and_rank() -> tuple[int, int]:
+    """(world size, rank) of the default process group; (1, 0) without one: a world of one rank,
+    so code written for several ranks also runs in a plain process."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -> list[float]:
+    """For scripts: time ``fn()`` ``iterations`` times on every rank, the ranks meeting at a
+    barrier before each call; returns each call's slowest-rank time in ms (all_reduce MAX)."""
+    samples = []
+    for _ in range(iterations):
+        dist.barrier()
+        samples.append(time_call(fn, device).ms)
+    worst = torch.tensor(samples, dtype=torch.float64, device=device)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return worst.tolist()

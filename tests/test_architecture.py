@@ -1,0 +1,91 @@
+"""The package's shape: import rules (import-linter contracts in pyproject.toml), no chapter
+imported from the package, and the harness core's size budget. Each rule is also shown to fire on
+a planted violation in a copy of the package."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+HARNESS_BUDGET_LINES = 2500
+CHAPTER_MODULE = re.compile(r"^ch\d\d")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter on the ``aisp`` package found in ``root`` (its pyproject's contracts)."""
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", code, "--no-cache", "--config", str(root / "pyproject.toml")],
+                          cwd=root, env=env, capture_output=True, text=True, check=False)
+
+
+def chapter_imports(package: Path) -> list[str]:
+    """``file:line module`` for every import of a chapter module (``ch01``, ``ch13_gpt``) in ``package``."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            found += [f"{path.relative_to(package.parent)}:{node.lineno} {n}" for n in names
+                      if CHAPTER_MODULE.match(n)]
+    return found
+
+
+def harness_lines(harness: Path) -> int:
+    """Physical lines of every module of the harness core."""
+    return sum(len(p.read_text().splitlines()) for p in harness.glob("*.py"))
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path) -> Path:
+    shutil.copytree(REPO / "aisp", tmp_path / "aisp", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_import_contracts_hold():
+    proc = lint_imports(REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("planted, contract", [
+    ({"aisp/harness/planted.py": "from aisp.report import console\n"}, "The harness imports no tool"),
+    ({"aisp/harness/planted.py": "def lazy():\n    import aisp.judge.expectations\n"}, "The harness imports no tool"),
+    ({"aisp/report/planted.py": "import aisp.cli.main\n"}, "Tools and kits import no entry point"),
+    ({"aisp/judge/planted.py": "import aisp.kits.gpt\n", "aisp/kits/planted.py": "import aisp.judge.proof\n"},
+     "No import cycles"),
+    ({"aisp/harness/planted_a.py": "import aisp.harness.planted_b\n",
+      "aisp/harness/planted_b.py": "import aisp.harness.planted_a\n"}, "No import cycles"),
+])
+def test_a_planted_violation_breaks_its_contract(package_copy, planted, contract):
+    for rel, text in planted.items():
+        (package_copy / rel).write_text(text)
+    proc = lint_imports(package_copy)
+    assert proc.returncode != 0
+    broken = [line for line in proc.stdout.splitlines() if line.endswith("BROKEN")]
+    assert any(line.startswith(contract) for line in broken), proc.stdout
+
+
+def test_the_package_imports_no_chapter(package_copy):
+    assert chapter_imports(REPO / "aisp") == []
+    (package_copy / "aisp/kits/planted.py").write_text("def f():\n    from ch13_gpt import GPTConfig\n")
+    (package_copy / "aisp/report/planted.py").write_text("import ch01.compare\n")
+    assert chapter_imports(package_copy / "aisp") == ["aisp/kits/planted.py:2 ch13_gpt",
+                                                      "aisp/report/planted.py:1 ch01.compare"]
+
+
+def test_harness_core_within_its_size_budget(package_copy):
+    lines = harness_lines(REPO / "aisp" / "harness")
+    print(f"harness core: {lines} lines (budget {HARNESS_BUDGET_LINES})")
+    assert lines <= HARNESS_BUDGET_LINES
+    (package_copy / "aisp/harness/planted.py").write_text("x = 1\n" * (HARNESS_BUDGET_LINES - lines + 1))
+    assert harness_lines(package_copy / "aisp" / "harness") > HARNESS_BUDGET_LINES
