@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from pathlib import Path
 
-import ch01_native
 import torch
 
 import aisp
+from aisp.kits import native
+
+HERE = Path(__file__).resolve().parent
 
 COEFFICIENTS = (1 / 9, -1 / 8, 1 / 7, -1 / 6, 1 / 5, -1 / 4, 1 / 3, -1 / 2, 1.0)
 """p(x) = sum c[j] x^(8-j): the same polynomial as the standalone binary."""
@@ -38,10 +41,11 @@ def _poly_workload() -> PolyWorkload:
     s = PolyWorkload()
     # One fused multiply-add (2 FLOPs) per degree; fewest bytes: read x once, write y once.
     return PolyWorkload(flops=2.0 * s.degree * s.n, bytes=8.0 * s.n, items=s.n, item_unit="elements",
-                        precision="fp32", requires=ch01_native.REQUIRES)
+                        precision="fp32", requires=native.REQUIRES)
 
 
 WORKLOAD = _poly_workload()
+LIBRARY = native.Library((HERE / "arithmetic_intensity.cu",), flags=("-DCH01_LIBRARY",))
 
 
 class Polynomial(aisp.Benchmark):
@@ -52,7 +56,7 @@ class Polynomial(aisp.Benchmark):
     variant = 0
 
     def setup(self) -> None:
-        self.lib = ch01_native.library("arithmetic_intensity", self.device)
+        self.lib = LIBRARY.load(self.device)
         p = ctypes.c_void_p
         self.lib.ai_run.argtypes = [ctypes.c_int, p, p, ctypes.c_int, ctypes.POINTER(ctypes.c_float), p]
         self.coef = (ctypes.c_float * len(COEFFICIENTS))(*COEFFICIENTS)
@@ -65,8 +69,8 @@ class Polynomial(aisp.Benchmark):
 
     def run(self) -> torch.Tensor:
         status = self.lib.ai_run(self.variant, self.x.data_ptr(), self.y.data_ptr(), self.workload.n,
-                                 self.coef, ch01_native.stream(self.device))
-        ch01_native.check(status, f"arithmetic_intensity variant {self.variant}")
+                                 self.coef, native.stream(self.device))
+        native.check(status, f"arithmetic_intensity variant {self.variant}")
         return self.y
 
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from pathlib import Path
 
-import ch01_native
 import torch
 
 import aisp
+from aisp.kits import native
+
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,10 +38,11 @@ class MatrixWorkload(aisp.Workload):
 def _matrix_workload() -> MatrixWorkload:
     s = MatrixWorkload()
     return MatrixWorkload(flops=2.0 * s.rows * s.cols, bytes=8.0 * s.rows * s.cols, items=s.rows * s.cols,
-                          item_unit="elements", precision="exact", requires=ch01_native.REQUIRES)
+                          item_unit="elements", precision="exact", requires=native.REQUIRES)
 
 
 WORKLOAD = _matrix_workload()
+LIBRARY = native.Library((HERE / "coalescing.cu",), flags=("-DCH01_LIBRARY",))
 
 
 class StridedScale(aisp.Benchmark):
@@ -51,7 +55,7 @@ class StridedScale(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = ch01_native.library("coalescing", self.device)
+        self.lib = LIBRARY.load(self.device)
         p, i = ctypes.c_void_p, ctypes.c_int
         self.lib.coalescing_run.argtypes = [i, p, p, i, i, ctypes.c_float, ctypes.c_float, p]
         self.x = torch.randn(w.rows, w.cols, device=self.device, generator=self.generator())
@@ -61,8 +65,8 @@ class StridedScale(aisp.Benchmark):
     def run(self) -> torch.Tensor:
         w = self.workload
         status = self.lib.coalescing_run(self.mode, self.x.data_ptr(), self.out.data_ptr(), w.rows, w.cols,
-                                         w.a, w.b, ch01_native.stream(self.device))
-        ch01_native.check(status, type(self).__name__)
+                                         w.a, w.b, native.stream(self.device))
+        native.check(status, type(self).__name__)
         return self.out
 
 

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from pathlib import Path
 
-import ch01_native
+import find_cublas
 import torch
 
 import aisp
+from aisp.kits import native
+
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,10 +41,13 @@ def _gemm_workload() -> GemmWorkload:
     return GemmWorkload(flops=2.0 * s.batch * s.m * s.n * s.k,
                         bytes=4.0 * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n),
                         items=s.batch, item_unit="GEMMs", precision="fp32", atol=1e-4,
-                        requires=ch01_native.REQUIRES)
+                        requires=native.REQUIRES)
 
 
 WORKLOAD = _gemm_workload()
+LIBRARY = native.Library((HERE / "gemm_batched.cu",),
+                         flags=("-DCH01_LIBRARY", *(find_cublas.cublas_flags() or ["-lcublas"])))
+"""gemm_batched.cu as a shared library, linked with cuBLAS (the toolkit's or the nvidia-cublas wheel's)."""
 INT, PTR = ctypes.c_int, ctypes.c_void_p
 
 
@@ -52,10 +59,10 @@ class LoopedGemm(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = ch01_native.library("gemm_batched", self.device)
+        self.lib = LIBRARY.load(self.device)
         for fn in ("gemm_loop", "gemm_strided", "gemm_batched"):
             getattr(self.lib, fn).argtypes = [PTR, PTR, PTR, INT, INT, INT, INT, PTR]
-        ch01_native.check(self.lib.gemm_init(), "cublasCreate")
+        native.check(self.lib.gemm_init(), "cublasCreate")
         self.a = torch.randn(w.batch, w.m, w.k, device=self.device, generator=gen)
         self.b = torch.randn(w.batch, w.k, w.n, device=self.device, generator=gen)
         self.c = torch.empty(w.batch, w.m, w.n, device=self.device)
@@ -73,10 +80,10 @@ class LoopedGemm(aisp.Benchmark):
     def call(self) -> int:
         w = self.workload
         return self.lib.gemm_loop(self.a.data_ptr(), self.b.data_ptr(), self.c.data_ptr(),
-                                  w.batch, w.m, w.n, w.k, ch01_native.stream(self.device))
+                                  w.batch, w.m, w.n, w.k, native.stream(self.device))
 
     def run(self) -> torch.Tensor:
-        ch01_native.check(self.call(), type(self).__name__)
+        native.check(self.call(), type(self).__name__)
         return self.c
 
 

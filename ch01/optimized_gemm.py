@@ -10,11 +10,11 @@ Run: python ch01/optimized_gemm.py  |  aisp bench run -t ch01:gemm
 
 from __future__ import annotations
 
-import ch01_native
 import torch
 from baseline_gemm import LoopedGemm
 
 import aisp
+from aisp.kits import native
 
 
 def pointers(t: torch.Tensor) -> torch.Tensor:
@@ -31,7 +31,7 @@ class BatchedGemm(LoopedGemm):
     def call(self) -> int:
         w = self.workload
         return self.lib.gemm_batched(self.a_ptrs.data_ptr(), self.b_ptrs.data_ptr(), self.c_ptrs.data_ptr(),
-                                     w.batch, w.m, w.n, w.k, ch01_native.stream(self.device))
+                                     w.batch, w.m, w.n, w.k, native.stream(self.device))
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -10,17 +10,17 @@ Run: python ch01/optimized_gemm_strided.py  |  aisp bench run -t ch01:gemm
 
 from __future__ import annotations
 
-import ch01_native
 from baseline_gemm import LoopedGemm
 
 import aisp
+from aisp.kits import native
 
 
 class StridedGemm(LoopedGemm):
     def call(self) -> int:
         w = self.workload
         return self.lib.gemm_strided(self.a.data_ptr(), self.b.data_ptr(), self.c.data_ptr(),
-                                     w.batch, w.m, w.n, w.k, ch01_native.stream(self.device))
+                                     w.batch, w.m, w.n, w.k, native.stream(self.device))
 
 
 def get_benchmark() -> aisp.Benchmark:

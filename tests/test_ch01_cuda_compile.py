@@ -1,46 +1,48 @@
-"""Every ch01 .cu compiles with nvcc for sm_80 and sm_90 (skipped without nvcc; no GPU needed),
-and the Makefile builds for the GPU it is given, never a fixed one."""
+"""ch01's CUDA C++ libraries, as its pairs declare them, build through aisp.kits.native for sm_80
+and sm_90 (skipped without nvcc; no GPU needed), and the Makefile builds the standalone binaries for
+the GPU it is given, never a fixed one. (Every .cu's sm_90 compile check is in test_kits_native.)"""
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-CH01 = Path(__file__).resolve().parents[1] / "ch01"
-sys.path.insert(0, str(CH01))
-from find_cublas import cublas_flags  # noqa: E402
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
 
+CH01 = Path(__file__).resolve().parents[1] / "ch01"
 SOURCES = sorted(CH01.glob("*.cu"))
+NATIVE_PAIRS = {"baseline_gemm": "gemm_init", "baseline_arithmetic_intensity": "ai_run",
+                "baseline_coalescing": "coalescing_run"}
+"""Each baseline that declares a native.Library, and one C entry point of it."""
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
-def nvcc(src: Path, out: Path, *flags: str) -> None:
-    extra = cublas_flags() if "cublas" in src.read_text() else []
-    if "cublas" in src.read_text() and not extra:
-        pytest.skip("cuBLAS headers not found (CUDA toolkit or the nvidia-cublas wheel)")
-    proc = subprocess.run(["nvcc", "-O3", "-std=c++17", *flags, "-o", str(out), str(src), *extra],
-                          capture_output=True, text=True, cwd=CH01, check=False)
-    assert proc.returncode == 0, proc.stderr
+def library_of(module: str) -> native.Library:
+    lib = import_module_at(CH01 / f"{module}.py").LIBRARY
+    if "-lcublas" in lib.flags:
+        pytest.skip("cuBLAS not found (CUDA toolkit or the nvidia-cublas wheel)")
+    return lib
 
 
-def test_there_are_cuda_sources() -> None:
-    assert {p.stem for p in SOURCES} >= {"gemm_batched", "arithmetic_intensity", "coalescing"}
-
-
-@needs_nvcc
-@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.name)
-def test_executable_builds_for_sm90(src: Path, tmp_path: Path) -> None:
-    nvcc(src, tmp_path / src.stem, "-arch=sm_90")
+def test_every_cuda_source_is_a_pair_library() -> None:
+    built = {import_module_at(CH01 / f"{m}.py").LIBRARY.sources for m in NATIVE_PAIRS}
+    assert built == {(src,) for src in SOURCES}
 
 
 @needs_nvcc
-@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.name)
-def test_library_builds_for_sm80(src: Path, tmp_path: Path) -> None:
-    nvcc(src, tmp_path / f"lib{src.stem}.so", "-arch=sm_80", "-DCH01_LIBRARY", "-shared", "-Xcompiler", "-fPIC")
+@pytest.mark.parametrize("arch", ["80", "90"])
+@pytest.mark.parametrize("module", sorted(NATIVE_PAIRS))
+def test_library_builds_and_exports_its_entry_point(module: str, arch: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    path = library_of(module).build(arch)
+    assert path.parent == tmp_path and f"-sm{arch}-" in path.name
+    assert hasattr(ctypes.CDLL(str(path)), NATIVE_PAIRS[module])
 
 
 def make_dry_run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,7 +56,6 @@ def test_makefile_targets_the_given_arch(arch: str) -> None:
     assert proc.returncode == 0, proc.stderr
     for src in SOURCES:
         assert f"bin/{src.stem}_sm{arch}" in proc.stdout
-        assert f"bin/lib{src.stem}_sm{arch}.so" in proc.stdout
     assert f"code=[sm_{arch},compute_{arch}]" in proc.stdout
 
 

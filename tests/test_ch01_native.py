@@ -1,4 +1,5 @@
-"""ch01's CUDA C++ glue: finding cuBLAS, and (on a GPU) the built kernels checked against PyTorch."""
+"""ch01's CUDA C++ glue: finding cuBLAS, the pairs' libraries declared through aisp.kits.native
+(no make), and (on a GPU) the built kernels checked against PyTorch."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ sys.path.insert(0, str(CH01))
 import find_cublas  # noqa: E402
 
 from aisp.harness.loader import import_module_at  # noqa: E402
+from aisp.kits import native  # noqa: E402
 
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+NATIVE_PAIRS = ["baseline_gemm", "baseline_arithmetic_intensity", "baseline_coalescing"]
 
 
 def fake_tree(root: Path, lib_dir: str, lib_name: str) -> None:
@@ -47,9 +50,22 @@ def test_no_cublas_gives_no_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert find_cublas.cublas_flags() == []
 
 
+@pytest.mark.parametrize("module", NATIVE_PAIRS)
+def test_native_pairs_build_through_the_kit_not_make(module: str) -> None:
+    mod = import_module_at(CH01 / f"{module}.py")
+    assert mod.WORKLOAD.requires == native.REQUIRES
+    assert "make" not in mod.WORKLOAD.requires.executables
+    assert "-DCH01_LIBRARY" in mod.LIBRARY.flags and not mod.LIBRARY.needs_sm90a()
+
+
+def test_gemm_library_links_cublas() -> None:
+    flags = import_module_at(CH01 / "baseline_gemm.py").LIBRARY.flags
+    assert any(f.startswith(("-l:libcublas", "-lcublas")) for f in flags)
+
+
 @gpu
 @needs_cuda
-@pytest.mark.parametrize("module", ["baseline_gemm", "baseline_arithmetic_intensity", "baseline_coalescing"])
+@pytest.mark.parametrize("module", NATIVE_PAIRS)
 def test_wrong_native_result_is_caught_in_setup(module: str) -> None:
     """Each native pair's setup() compares the CUDA C++ result with PyTorch's: a corrupted
     result must make it raise."""
