@@ -13,7 +13,9 @@ import time
 import numpy as np
 import pytest
 from conftest import FIXTURE_PAIRS, REPO
+from typer.testing import CliRunner
 
+from aisp.cli.main import app
 from aisp.harness.discovery import pairs_in
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble, exit_code
@@ -274,6 +276,31 @@ def test_aa_calibration_is_stored_beside_the_pair_and_kept_by_updates(tmp_path):
     expectations.update([_result(mine, "good", 10, 5)], cpu)
     entry = _doc(mine, "cpu")["entries"]["good"]
     assert entry["noise"] == noise and entry["environment"]["gpu_count"] == 0
+
+
+def test_malformed_file_in_a_run_is_exit_2_with_every_result_written(tmp_path):
+    mine = _own_pairs(tmp_path)
+    broken = mine / "expectations_cpu.json"
+    broken.write_text("{not json")
+    result = CliRunner().invoke(app, ["bench", "run", "--root", str(mine), "-t", "mine:good", "--device", "cpu",
+                                      "--iterations", "3", "--warmup", "1", "--update-expectations",
+                                      "--artifacts-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if "expectations file unreadable" in line]
+    assert len(lines) == 1 and str(broken) in lines[0]
+    assert "Traceback" not in result.output and broken.read_text() == "{not json"
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    assert [(r["target"], r["verdict"], r["expectation"]["status"]) for r in summary["results"]] == [
+        ("mine:good", "ok", "unreadable")]
+
+
+def test_bench_expectations_names_a_malformed_file(tmp_path, monkeypatch):
+    chapter = tmp_path / "ch99"
+    chapter.mkdir()
+    (chapter / "expectations_h100.json").write_text("[1, 2")
+    monkeypatch.setattr("aisp.cli.bench.repo_root", lambda: tmp_path)
+    result = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["bench", "expectations", "--hardware", "h100"])
+    assert result.exit_code == 2 and "expectations_h100.json: malformed JSON" in result.output
 
 
 UPDATER = """
