@@ -290,8 +290,8 @@ def test_malformed_file_in_a_run_is_exit_2_with_every_result_written(tmp_path):
     assert len(lines) == 1 and str(broken) in lines[0]
     assert "Traceback" not in result.output and broken.read_text() == "{not json"
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
-    assert [(r["target"], r["verdict"], r["expectation"]["status"]) for r in summary["results"]] == [
-        ("mine:good", "ok", "unreadable")]
+    assert [(r["target"], r["expectation"]["status"]) for r in summary["results"]] == [("mine:good", "unreadable")]
+    assert summary["results"][0]["verdict"] in ("ok", "slower")  # timed: an A/A pair on a busy CPU may read slower
 
 
 def test_bench_expectations_names_a_malformed_file(tmp_path, monkeypatch):
