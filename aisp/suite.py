@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from aisp.harness.artifacts import read_json
 from aisp.harness.discovery import repo_root, resolve_targets
 from aisp.harness.options import RunOptions
-from aisp.harness.results import exit_code
+from aisp.harness.results import EXIT_CODES, exit_code
 from aisp.harness.runner import Hooks, PairContext, Reporter, run_suite
 from aisp.judge import expectations
 from aisp.peak.measure import load_peaks
@@ -55,7 +56,9 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
         reporter: Reporter | None = None) -> int:
     """Resolve targets, run them, write artifacts; returns the run's exit code.
 
-    Raises TargetError for an unknown target.
+    Raises TargetError for an unknown target. An expectations file that cannot be read is bad
+    usage (exit 2 unless a worse verdict wins): every result is still written, the file is named
+    on one line and left as it is.
     """
     pairs = resolve_targets(targets, repo_root(), roots)
     results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks_for(options))
@@ -63,4 +66,8 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
         written = expectations.update(results, read_json(run_dir / "manifest.json"))
         for path in written:
             Console().print(f"Expectations updated: {path}")
-    return exit_code(results)
+    unreadable = expectations.unreadable_files(results)
+    for line in unreadable:
+        Console(stderr=True).print(f"[red]error:[/red] expectations file unreadable, not compared nor updated: "
+                                   f"{escape(line)}", soft_wrap=True)
+    return max(exit_code(results), EXIT_CODES["usage"] if unreadable else 0)

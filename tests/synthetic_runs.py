@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +53,34 @@ def write_run(root: Path, run_id: str, results: list[dict[str, Any]], env: dict[
     if env is not None:
         atomic_write_json(run_dir / "manifest.json", dict(env))
     return run_dir
+
+
+@dataclass(frozen=True)
+class NoisyPair:
+    """Unchanged code timed in separate runs: each run moves both variants' medians by a common
+    factor (clocks, temperature) and each by its own (placement, library heuristics), then draws
+    samples around them."""
+
+    baseline_ms: float
+    speedup: float
+    run_to_run: float
+    """Std of the log change between two runs of each median time and of their ratio."""
+    within_run: float
+    """Coefficient of variation of the samples inside one run."""
+
+    def run(self, rng: np.random.Generator, slowdown: float = 1.0, n: int = 20) -> tuple[list[float], list[float]]:
+        """(baseline, optimized) samples of one run; ``slowdown`` multiplies the optimized time."""
+        common, own_base, own_opt = rng.normal(0.0, self.run_to_run / 2, 3)
+        base = self.baseline_ms * math.exp(common + own_base)
+        opt = self.baseline_ms / self.speedup * math.exp(common + own_opt) * slowdown
+        return (list(base * (1 + self.within_run * rng.standard_normal(n))),
+                list(opt * (1 + self.within_run * rng.standard_normal(n))))
+
+
+def noisy_pairs(count: int, rng: np.random.Generator, run_to_run: tuple[float, float],
+                within_run: tuple[float, float] = (0.01, 0.03)) -> list[NoisyPair]:
+    """Baselines of 20 us to 50 ms, speedups of 1.1x to 10x (log-uniform), noise uniform in the ranges."""
+    def log_uniform(low: float, high: float) -> float:
+        return float(np.exp(rng.uniform(np.log(low), np.log(high))))
+    return [NoisyPair(log_uniform(0.02, 50), log_uniform(1.1, 10), float(rng.uniform(*run_to_run)),
+                      float(rng.uniform(*within_run))) for _ in range(count)]

@@ -7,7 +7,9 @@ from synthetic_runs import ENV, pair, samples, variant, write_run
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
-from aisp.judge.compare_runs import classify, compare_runs, compare_samples
+from aisp.harness.artifacts import atomic_write_json
+from aisp.judge.compare_runs import classify, compare_runs, compare_samples, run_to_run_threshold
+from aisp.judge.expectations import pair_fingerprint
 
 runner = CliRunner(env={"COLUMNS": "250"})
 BASE_MS = 10.0
@@ -101,6 +103,34 @@ def test_missing_manifest_is_an_environment_change(tmp_path):
     b = write_run(tmp_path, "b", [one_pair(5.0, 0.01, 2)])
     changes = compare_runs(a, b)["environment_changes"]
     assert changes == [f"{a} has no manifest.json"]
+
+
+def test_default_threshold_is_the_run_to_run_floor(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.002, 1)])
+    b = write_run(tmp_path, "b", [one_pair(5.4, 0.002, 2)])
+    comparison = compare_runs(a, b)
+    assert comparison["pairs"][0]["status"] == "same"
+    assert {r["threshold"] for r in comparison["pairs"][0]["variants"]} == {run_to_run_threshold([])}
+    assert compare_runs(a, b, threshold=0.02)["pairs"][0]["status"] == "slower"
+
+
+def test_stored_history_sets_each_variants_threshold(tmp_path):
+    chapter = tmp_path / "ch01"
+    chapter.mkdir()
+    a_pair, b_pair = one_pair(5.0, 0.002, 1), one_pair(5.75, 0.002, 2)
+    for result in (a_pair, b_pair):
+        result["files"] = [str(chapter / "baseline_x.py")]
+    a = write_run(tmp_path, "a", [a_pair])
+    b = write_run(tmp_path, "b", [b_pair])
+    assert compare_runs(a, b)["pairs"][0]["status"] == "same"
+    quiet = [{"baseline_ms": 10.0 * (1 + 0.002 * i), "optimized_ms": 5.0, "best": "optimized_x", "speedup": 2.0}
+             for i in range(10)]
+    atomic_write_json(chapter / "expectations_cpu.json", {"entries": {"x": {
+        "environment": pair_fingerprint(a_pair, ENV), "speedup": {"value": 2.0}, "history": quiet}}})
+    rows = {r["variant"]: r for r in compare_runs(a, b)["pairs"][0]["variants"]}
+    assert rows["optimized_x"]["status"] == rows["baseline_x"]["status"] == "slower"
+    assert rows["optimized_x"]["threshold"] < 0.12 < run_to_run_threshold([])
+    assert compare_runs(a, b, threshold=0.16)["pairs"][0]["status"] == "same"
 
 
 def test_cli_exit_codes(tmp_path):

@@ -98,6 +98,15 @@ def test_hardware_keys_are_reported_apart(tmp_path):
     assert [(r["hardware"], r["status"]) for r in rows] == [("cpu", "needs-work"), ("h100", "ok")]
 
 
+def test_a_one_gpu_pair_on_a_two_gpu_host_is_reported_under_its_own_key(tmp_path):
+    one_gpu = {**timed("ch13:a", 2.0), "expectation": {"status": "ok", "hardware_key": "h200"}}
+    write_run(tmp_path, "20250101-000000", [timed("ch13:a", 1.0)], env={**ENV, "hardware_key": "h200"})
+    write_run(tmp_path, "20250102-000000", [one_gpu, timed("ch13:b", 2.0)], env={**ENV, "hardware_key": "2x_h200"})
+    rows = proof_rows(tmp_path)[0]
+    assert [(r["target"], r["hardware"], r["status"]) for r in rows] == [
+        ("ch13:a", "h200", "ok"), ("ch13:b", "2x_h200", "ok")]
+
+
 def test_unreadable_summary_is_reported_and_skipped(tmp_path):
     write_run(tmp_path, "20250101-000000", [timed("ch01:a", 2.0)])
     (tmp_path / "20250102-000000").mkdir()

@@ -19,7 +19,7 @@ Targets = Annotated[list[str] | None, typer.Option("--targets", "-t", help="ch01
 Roots = Annotated[list[Path] | None, typer.Option("--root", help="A folder of your own pairs (repeatable).")]
 
 EXIT_CODES_HELP = ("Exit codes: 0 all ok or skipped; 1 an optimized variant is significantly slower; "
-                   "2 bad usage (unknown target, bad option); 3 regressed against expectations; "
+                   "2 bad usage (unknown target, bad option, unreadable expectations file); 3 regressed against expectations; "
                    "4 verification failed; 5 error or timeout. The worst verdict wins.")
 
 
@@ -103,6 +103,7 @@ def noise(targets: Targets = None, root: Roots = None,
           artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
           ) -> None:
     """A/A calibration: time each variant against itself and store the noise floor per pair."""
+    from aisp.judge.expectations import Unreadable
     from aisp.judge.noise import calibrate
 
     options = _options(iterations=iterations, device=device, artifacts_dir=artifacts_dir)
@@ -110,8 +111,12 @@ def noise(targets: Targets = None, root: Roots = None,
         pairs = resolve_targets(targets or [], repo_root(), tuple(root or ()))
     except TargetError as exc:
         _fail_usage(str(exc))
+    try:
+        rows = calibrate(pairs, options)
+    except Unreadable as exc:
+        _fail_usage(str(exc))
     table = Table("target", "file", "A/A ratio [95% CI]", "verdict")
-    for row in calibrate(pairs, options):
+    for row in rows:
         ratio = row.get("aa_ratio")
         shown = f"{ratio['value']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}]" if ratio else row.get("reason", "")
         table.add_row(row["target"], row["file"], shown, row["verdict"])
@@ -124,9 +129,12 @@ def list_expectations(
     min_speedup: Annotated[float, typer.Option(help="List entries below this speedup.")] = 1.05,
 ) -> None:
     """List stored expectations whose speedup is below the bar."""
-    from aisp.judge.expectations import below_bar
+    from aisp.judge.expectations import Unreadable, below_bar
 
-    rows = below_bar(repo_root(), hardware, min_speedup)
+    try:
+        rows = below_bar(repo_root(), hardware, min_speedup)
+    except Unreadable as exc:
+        _fail_usage(str(exc))
     table = Table("target", "speedup", "headline", "best", title=f"{hardware}: below {min_speedup:.2f}x")
     for row in rows:
         table.add_row(row["target"], f"{row['speedup']:.2f}x", row["headline"], row["best"] or "-")

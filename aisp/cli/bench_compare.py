@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from aisp.cli.bench import app
-from aisp.judge.compare_runs import DEFAULT_THRESHOLD, any_slower, compare_runs
+from aisp.judge.compare_runs import any_slower, compare_runs, run_to_run_threshold
 
 EXIT_SLOWER = 3
 COMPARE_EXIT_HELP = ("Exit codes: 0 no pair is slower; 2 a run folder is missing, a JSON file is malformed "
@@ -38,10 +38,11 @@ def _styled(status: str) -> str:
 
 
 def comparison_table(comparison: dict[str, Any]) -> Table:
-    """pair (status) | variant | A ms | B ms | time B/A [95% CI] | p | status | note."""
-    table = Table(title=f"{comparison['run_b']} vs {comparison['run_a']} "
-                        f"(threshold {comparison['threshold']:.0%})")
-    for column in ("pair", "variant", "A ms", "B ms", "time B/A [95% CI]", "p", "status", "note"):
+    """pair (status) | variant | A ms | B ms | time B/A [95% CI] | threshold | p | status | note."""
+    fixed = comparison["threshold"]
+    table = Table(title=f"{comparison['run_b']} vs {comparison['run_a']} (threshold "
+                        + (f"{fixed:.0%})" if fixed else "per variant: its run-to-run noise)"))
+    for column in ("pair", "variant", "A ms", "B ms", "time B/A [95% CI]", "threshold", "p", "status", "note"):
         table.add_column(column, overflow="fold")
     for pair in comparison["pairs"]:
         env = "environment changed" if pair["environment_changed"] else ""
@@ -49,8 +50,8 @@ def comparison_table(comparison: dict[str, Any]) -> Table:
             label = f"{pair['target']} ({_styled(pair['status'])})" if i == 0 else ""
             p_value = f"{row['p_value']:.2g}" if "p_value" in row else "-"
             note = escape("; ".join(filter(None, [env, row.get("reason")])))
-            table.add_row(label, row["variant"], _ms(row["a_ms"]), _ms(row["b_ms"]), _ratio(row), p_value,
-                          _styled(row["status"]), note)
+            table.add_row(label, row["variant"], _ms(row["a_ms"]), _ms(row["b_ms"]), _ratio(row),
+                          f"{row['threshold']:.1%}", p_value, _styled(row["status"]), note)
     return table
 
 
@@ -65,9 +66,11 @@ def _counts(comparison: dict[str, Any]) -> str:
 def compare(
     run_a: Annotated[Path, typer.Argument(help="The reference run folder (artifacts/<timestamp>).")],
     run_b: Annotated[Path, typer.Argument(help="The run folder compared with it.")],
-    threshold: Annotated[float, typer.Option(help="Relative change in median time that counts.")] = DEFAULT_THRESHOLD,
+    threshold: Annotated[float | None, typer.Option(
+        help="Relative change in median time that counts. Default: each variant's run-to-run noise from "
+             f"the stored expectations' history, else {run_to_run_threshold([]):.0%}.")] = None,
 ) -> None:
-    """Per pair and variant: faster, slower, same or ambiguous (bootstrap interval + Mann-Whitney U)."""
+    """Per pair and variant: faster, slower, same or ambiguous (interval, Mann-Whitney U, run-to-run threshold)."""
     console = Console()
     try:
         comparison = compare_runs(run_a, run_b, threshold)

@@ -1,10 +1,16 @@
 """Expectations per hardware key: ``<pair folder>/expectations_<key>.json``.
 
-A run compares each pair with its stored entry. A pair is ``regressed`` only when both hold:
-the new speedup's 95% interval lies wholly below the stored interval (a statistical difference),
-and the drop is larger than the pair's noise floor (the A/A half-width from ``aisp bench noise``,
-else twice the stored interval's half-width; never under 3%). A different environment fingerprint (GPU, driver,
-CUDA, torch) is reported as "environment changed", never as a regression.
+The key is that of the GPUs a pair uses: its world size (``Requirements.gpus``/``ranks``) of this
+host's GPU model, so a one-GPU pair on a 2 x H200 host is judged against ``expectations_h200.json``
+and a two-rank pair against ``expectations_2x_h200.json``; ``cpu`` without a GPU.
+
+Each entry holds the latest measured figures, its own environment fingerprint (GPU model and the
+pair's GPU count, driver, CUDA, torch), provenance, the A/A ``noise`` of ``aisp bench noise``, and
+a ``history`` of up to ten runs: ``--update-expectations`` appends a run while the figures stay
+within their run-to-run limits in the same environment, and starts a new history otherwise (an
+accepted change of level). A run is judged against the history (:mod:`aisp.judge.regression`);
+an entry measured in another environment gives "environment changed", never a regression. Files
+written before entries carried their own environment are migrated on read.
 """
 
 from __future__ import annotations
@@ -14,13 +20,32 @@ from pathlib import Path
 from typing import Any
 
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
-from aisp.harness.environment import fingerprint, fingerprint_changes
+from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
+from aisp.judge.regression import comparable, history_run, judge_entry, level_kept
+from aisp.judge.run_noise import HISTORY_LENGTH
 
-MEASURED = ("ok", "slower", "regressed")
-"""Verdicts whose measurements may be stored as expectations."""
-MIN_NOISE_FLOOR = 0.03
-"""A relative drop under 3% is never a regression, however tight the intervals: run-to-run
-variation on a GPU exceeds the within-run spread that one run's interval shows."""
+
+class Unreadable(ValueError):
+    """An expectations file that is not valid JSON or not in the expected shape; names the file."""
+
+
+def world_size(result: dict[str, Any]) -> int:
+    """Ranks (one GPU each on CUDA) the pair runs as, from its workload's requirements."""
+    requires = (result.get("workload") or {}).get("requires") or {}
+    return max(requires.get("gpus", 1), requires.get("ranks", 1))
+
+
+def key_for(result: dict[str, Any], env: dict[str, Any]) -> str:
+    """The hardware key of the GPUs this pair uses on this host (``cpu`` without a GPU)."""
+    if not env.get("gpu_name"):
+        return env["hardware_key"]
+    return hardware_key(env["gpu_name"], world_size(result))
+
+
+def pair_fingerprint(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """The run's fingerprint with the GPU count the pair uses, not the host's."""
+    found = fingerprint(env)
+    return {**found, "gpu_count": world_size(result)} if found.get("gpu_count") else found
 
 
 def path_for(result: dict[str, Any], key: str) -> Path:
@@ -28,109 +53,140 @@ def path_for(result: dict[str, Any], key: str) -> Path:
     return Path(result["files"][0]).parent / f"expectations_{key}.json"
 
 
+def _migrated(entry: dict[str, Any], file_env: dict[str, Any] | None) -> dict[str, Any]:
+    """An entry of an older file: the file's environment and a history of its one stored run."""
+    entry = dict(entry)
+    if file_env and "environment" not in entry:
+        entry["environment"] = file_env
+    if "history" not in entry and entry.get("speedup"):
+        entry["history"] = [history_run(entry)]
+    return entry
+
+
 def load(path: Path) -> dict[str, Any]:
-    """A file's contents, or an empty document when it does not exist yet."""
+    """A file's contents with every entry in the current format; an empty document when the file
+    does not exist. Raises :class:`Unreadable` naming the file when it cannot be read."""
     if not path.exists():
         return {"entries": {}}
-    return read_json(path)
+    try:
+        doc = read_json(path)
+    except ValueError as exc:
+        raise Unreadable(str(exc)) from exc
+    entries = doc.get("entries")
+    if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+        raise Unreadable(f"{path}: no 'entries' object of pair entries")
+    file_env = doc.get("environment")
+    return {"hardware_key": doc.get("hardware_key"),
+            "entries": {name: _migrated(e, file_env) for name, e in entries.items()}}
 
 
-def _half_width(ratio: dict[str, float]) -> float:
-    return (ratio["high"] - ratio["low"]) / 2 / ratio["value"] if ratio["value"] else 0.0
-
-
-def noise_floor(entry: dict[str, Any]) -> float:
-    """Relative noise of a pair's speedup: A/A calibration where present, else twice the stored
-    interval's relative half-width (one run's interval understates run-to-run spread)."""
-    calibrated = entry.get("noise", {}).get("speedup_rel")
-    floor = calibrated if calibrated is not None else 2 * _half_width(entry["speedup"])
-    return max(floor, MIN_NOISE_FLOOR)
-
-
-def judge_entry(result: dict[str, Any], entry: dict[str, Any] | None,
-                stored_env: dict[str, Any] | None, env: dict[str, Any]) -> dict[str, Any]:
-    """How the result compares with its stored entry: new, environment-changed, ok or regressed."""
-    if result["verdict"] not in MEASURED or not result.get("speedup"):
-        return {"status": "not-compared", "detail": f"verdict {result['verdict']}"}
-    if entry is None or not entry.get("speedup"):
-        return {"status": "new", "detail": "no stored expectation for this pair"}
-    changes = fingerprint_changes(stored_env or {}, fingerprint(env))
-    if changes:
-        return {"status": "environment-changed", "detail": "; ".join(changes)}
-    new, old = result["speedup"], entry["speedup"]
-    floor = noise_floor(entry)
-    drop = (old["value"] - new["value"]) / old["value"]
-    separated = new["high"] < old["low"]
-    status = "regressed" if separated and drop > floor else "ok"
-    detail = (f"speedup {new['value']:.2f}x [{new['low']:.2f}, {new['high']:.2f}] vs stored "
-              f"{old['value']:.2f}x [{old['low']:.2f}, {old['high']:.2f}]; drop {drop:+.1%}, noise floor {floor:.1%}")
-    return {"status": status, "detail": detail, "drop": drop, "noise_floor": floor,
-            "stored_speedup": old}
+def _save(path: Path, key: str, entries: dict[str, Any]) -> None:
+    atomic_write_json(path, {"hardware_key": key, "entries": dict(sorted(entries.items()))})
 
 
 def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """Amend a result with its comparison; a regression turns its verdict into ``regressed``."""
-    doc = load(path_for(result, env["hardware_key"]))
-    outcome = judge_entry(result, doc["entries"].get(result["name"]), doc.get("environment"), env)
-    amended = {**result, "expectation": outcome}
+    """Amend a result with its comparison; a regression turns its verdict into ``regressed``.
+
+    A file that cannot be read gives the status ``unreadable`` (see :func:`unreadable_files`)."""
+    key = key_for(result, env)
+    path = path_for(result, key)
+    try:
+        entry = load(path)["entries"].get(result["name"])
+    except Unreadable as exc:
+        outcome = {"status": "unreadable", "detail": str(exc)}
+    else:
+        outcome = judge_entry(result, entry, pair_fingerprint(result, env))
+    amended = {**result, "expectation": {**outcome, "file": str(path), "hardware_key": key}}
     if outcome["status"] == "regressed":
         amended["verdict"] = "regressed"
         amended["reason"] = "; ".join(filter(None, [result.get("reason"), f"regressed: {outcome['detail']}"]))
     return amended
 
 
+def unreadable_files(results: list[dict[str, Any]]) -> list[str]:
+    """One line per expectations file the run could not read: ``<file>: <why>``."""
+    lines = {(r.get("expectation") or {}).get("detail") for r in results
+             if (r.get("expectation") or {}).get("status") == "unreadable"}
+    return sorted(line for line in lines if line)
+
+
+def stored_times(result: dict[str, Any], env: dict[str, Any]) -> dict[str, list[float]]:
+    """Each variant's stored medians (one per run of the history) for this pair, by variant name;
+    empty where there is no entry or it was measured in another environment."""
+    entry = load(path_for(result, key_for(result, env)))["entries"].get(result["name"])
+    if not entry or fingerprint_changes(entry.get("environment") or {}, pair_fingerprint(result, env)):
+        return {}
+    history = entry.get("history", [])
+    times = {result["baseline"]["name"]: [h["baseline_ms"] for h in history if h.get("baseline_ms")]} \
+        if result.get("baseline") else {}
+    for run in history:
+        if run.get("best") and run.get("optimized_ms"):
+            times.setdefault(run["best"], []).append(run["optimized_ms"])
+    return times
+
+
 def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """What a measured result stores: times, speedup with interval, best variant, memory, provenance."""
-    base, best = result["baseline"], best_variant(result)
+    """What a measured result stores: times, speedup with interval, best variant, memory,
+    throughput, environment and provenance (the history is added by :func:`update`)."""
+    base, best = result["baseline"], best_variant(result) or {}
     return {
         "baseline_ms": base["summary"]["median"],
-        "optimized_ms": best["summary"]["median"] if best and best.get("summary") else None,
+        "optimized_ms": best["summary"]["median"] if best.get("summary") else None,
         "baseline_cv": base["summary"]["cv"],
-        "optimized_cv": best["summary"]["cv"] if best and best.get("summary") else None,
+        "optimized_cv": best["summary"]["cv"] if best.get("summary") else None,
         "speedup": result["speedup"],
         "headline": result["workload"].get("headline", "time"),
         "best": result["best"],
-        "memory": {"baseline_peak_bytes": base.get("memory", {}).get("peak_bytes"),
-                   "optimized_peak_bytes": (best or {}).get("memory", {}).get("peak_bytes")},
-        "throughput": (best or {}).get("throughput", {}),
+        "memory": {"baseline_peak_bytes": (base.get("memory") or {}).get("peak_bytes"),
+                   "optimized_peak_bytes": (best.get("memory") or {}).get("peak_bytes")},
+        "throughput": best.get("throughput", {}),
+        "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
-                       "dirty": env.get("git_dirty"), "gpu_name": env.get("gpu_name"),
-                       "driver": env.get("driver"), "cuda": env.get("cuda"), "torch": env.get("torch")},
+                       "dirty": env.get("git_dirty")},
     }
 
 
+def stored_entry(result: dict[str, Any], old: dict[str, Any] | None, env: dict[str, Any]) -> dict[str, Any]:
+    """The entry after storing ``result``: its history grows while the level holds, else restarts."""
+    new = entry_from(result, env)
+    history = old["history"] if old and level_kept(result, old, new["environment"]) else []
+    noise = {"noise": old["noise"]} if old and old.get("noise") else {}
+    return {**new, "history": [*history, history_run(new)][-HISTORY_LENGTH:], **noise}
+
+
 def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
-    """Store this run's measured pairs; entries not re-measured are kept. Returns files written."""
+    """Store this run's measured pairs; entries not re-measured are kept. Returns files written.
+
+    A file that cannot be read is left as it is (``judge`` has named it in its pairs' results)."""
     by_file: dict[Path, list[dict[str, Any]]] = {}
     for result in results:
-        if result["verdict"] in MEASURED and result.get("speedup") and result.get("baseline"):
-            by_file.setdefault(path_for(result, env["hardware_key"]), []).append(result)
+        if comparable(result) and result.get("baseline"):
+            by_file.setdefault(path_for(result, key_for(result, env)), []).append(result)
+    written = []
     for path, measured in by_file.items():
-        doc = load(path)
-        entries = dict(doc.get("entries", {}))
+        try:
+            entries = dict(load(path)["entries"])
+        except Unreadable:
+            continue
         for result in measured:
-            noise = entries.get(result["name"], {}).get("noise")
-            entries[result["name"]] = {**entry_from(result, env), **({"noise": noise} if noise else {})}
-        atomic_write_json(path, {"hardware_key": env["hardware_key"], "environment": fingerprint(env),
-                                 "entries": dict(sorted(entries.items()))})
-    return sorted(by_file)
+            entries[result["name"]] = stored_entry(result, entries.get(result["name"]), env)
+        _save(path, key_for(measured[0], env), entries)
+        written.append(path)
+    return sorted(written)
 
 
-def store_noise(path: Path, name: str, noise: dict[str, Any], env: dict[str, Any]) -> None:
-    """Record a pair's A/A noise floor, keeping everything else in the file."""
-    doc = load(path)
-    entries = dict(doc.get("entries", {}))
+def store_noise(path: Path, name: str, noise: dict[str, Any], key: str) -> None:
+    """Record a pair's A/A noise (within one run), keeping everything else in the file."""
+    entries = dict(load(path)["entries"])
     entries[name] = {**entries.get(name, {}), "noise": noise}
-    atomic_write_json(path, {"hardware_key": env["hardware_key"],
-                             "environment": doc.get("environment") or fingerprint(env),
-                             "entries": dict(sorted(entries.items()))})
+    _save(path, key, entries)
 
 
 def below_bar(root: Path, key: str, min_speedup: float) -> list[dict[str, Any]]:
     """Entries of every ``expectations_<key>.json`` under ``root`` whose speedup is under the bar."""
     rows = []
     for path in sorted(root.glob(f"*/expectations_{key}.json")):
-        for name, entry in load(path).get("entries", {}).items():
+        for name, entry in load(path)["entries"].items():
             speedup = (entry.get("speedup") or {}).get("value")
             if speedup is not None and speedup < min_speedup:
                 rows.append({"target": f"{path.parent.name}:{name}", "speedup": speedup,

@@ -1,4 +1,9 @@
-"""A/A noise calibration: each variant timed against itself; the spread is the noise floor."""
+"""A/A noise calibration: each variant timed against itself, within one run.
+
+The half-widths are stored per pair as ``noise`` and act as one more floor under the regression
+limits; they are not the run-to-run noise (separate runs move more than one run's spread), which
+comes from the expectations' history (:mod:`aisp.judge.run_noise`).
+"""
 
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ def calibrate(pairs: list[Pair], options: RunOptions) -> list[dict[str, Any]]:
         widths: dict[str, float] = {}
         for file in (pair.baseline, pair.optimized[0]):
             result = _aa(pair, file, options, run_dir)
+            key = expectations.key_for(result, env)
             if result["verdict"] not in ("ok", "slower") or not result.get("speedup"):
                 rows.append({"target": pair.target, "file": file.name, "verdict": result["verdict"],
                              "reason": result.get("reason")})
@@ -45,6 +51,5 @@ def calibrate(pairs: list[Pair], options: RunOptions) -> list[dict[str, Any]]:
             noise = {"baseline_rel": widths[pair.baseline.stem], "optimized_rel": widths[pair.optimized[0].stem],
                      "speedup_rel": math.hypot(*widths.values()), "iterations": options.iterations,
                      "date": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            path = pair.folder / f"expectations_{env['hardware_key']}.json"
-            expectations.store_noise(path, pair.name, noise, env)
+            expectations.store_noise(pair.folder / f"expectations_{key}.json", pair.name, noise, key)
     return rows

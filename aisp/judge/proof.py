@@ -1,7 +1,8 @@
 """Proof of benefit: every pair's most recent result under an artifacts folder, with a status.
 
-Each run folder (``<artifacts>/<timestamp>/summary.json``) is read; per pair and hardware key the
-newest run wins (newest by the run's timestamp id, else by the summary file's time). A verify-only
+Each run folder (``<artifacts>/<timestamp>/summary.json``) is read; per pair and hardware key (of
+the GPUs the pair used, as its expectations were judged: a one-GPU pair on a 2 x H200 host is
+``h200``) the newest run wins (newest by the run's timestamp id, else by the summary file's time). A verify-only
 run proves correctness, not benefit: its passing results never replace a timed one.
 
 Status per pair: ``ok`` (speedup, or memory ratio for a memory-headline pair, at or above the bar),
@@ -72,13 +73,17 @@ def load_runs(artifacts_dir: Path) -> tuple[list[Run], list[str]]:
     return sorted(runs, key=lambda r: r.order), problems
 
 
+def hardware(result: dict[str, Any], run: Run) -> str:
+    """The key of the GPUs the pair used (as its expectations were judged), else the run's."""
+    return str((result.get("expectation") or {}).get("hardware_key") or run.summary.get("hardware_key") or "?")
+
+
 def latest_results(runs: list[Run]) -> dict[tuple[str, str], tuple[dict[str, Any], Run]]:
     """(target, hardware key) -> (newest result, its run); ``runs`` must be oldest first."""
     latest: dict[tuple[str, str], tuple[dict[str, Any], Run]] = {}
     for run in runs:
-        key_hw = str(run.summary.get("hardware_key") or "?")
         for result in run.summary["results"]:
-            key = (result["target"], key_hw)
+            key = (result["target"], hardware(result, run))
             untimed_pass = run.verify_only and result.get("verdict") == "ok"
             if not (untimed_pass and key in latest):
                 latest[key] = (result, run)
@@ -116,7 +121,7 @@ def row(result: dict[str, Any], run: Run, min_speedup: float) -> dict[str, str]:
     pair_status, reason = status(result, min_speedup)
     speedup = result.get("speedup") or {}
     return {
-        "target": result["target"], "hardware": str(run.summary.get("hardware_key") or "?"),
+        "target": result["target"], "hardware": hardware(result, run),
         "status": pair_status, "speedup": _num(speedup.get("value"), ".3f"),
         "low": _num(speedup.get("low"), ".3f"), "high": _num(speedup.get("high"), ".3f"),
         "headline": (result.get("workload") or {}).get("headline", "time"),

@@ -1,0 +1,155 @@
+"""Is a new result worse than its stored expectation by more than run-to-run noise explains?
+
+Each pair is judged on several figures, each against the geometric mean of its stored history
+(separate runs of ``--update-expectations``): the speedup (or memory ratio), the baseline's median
+time, the optimized variant's median time and, for a memory headline, both peaks. A figure has
+regressed only when all hold:
+
+- it is worse than the reference by more than its limit: run-to-run noise (:mod:`run_noise`),
+  never under 3% nor under the pair's A/A half-width from ``aisp bench noise``; a memory figure's
+  limit is a tolerance of 5% plus 1 MiB per peak instead;
+- the new run's own 95% interval lies wholly on the worse side of the reference.
+
+A pair is ``regressed`` when any figure is; the detail names which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from aisp.harness.environment import fingerprint_changes
+from aisp.judge.run_noise import MEMORY_TOLERANCE, geomean, log_limit, median_interval, memory_slack, noise_of
+
+MEASURED = ("ok", "slower", "regressed")
+"""Verdicts whose measurements may be stored and judged."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One judged number of a pair: its new value, the new run's best case and its history."""
+
+    label: str
+    value: float
+    best_case: float
+    """The end of the new run's 95% interval most favourable to it (the value itself for memory)."""
+    history: tuple[float, ...]
+    higher_is_better: bool
+    limit: float
+    """Log change the noise or tolerance explains."""
+    unit: str
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value / 2**20:.1f} MiB" if unit == "B" else f"{value:.4g}{unit}"
+
+
+def assess(fig: Figure) -> dict[str, Any]:
+    """The figure against its reference: signed relative change, the limit in the worse
+    direction, whether it regressed, and whether it left its limits either way (``shifted``)."""
+    reference = geomean(fig.history)
+    sign = -1 if fig.higher_is_better else 1
+    worse = sign * math.log(fig.value / reference)
+    wholly_worse = sign * (fig.best_case - reference) > 0
+    change, limit = fig.value / reference - 1, math.expm1(sign * fig.limit)
+    return {"figure": fig.label, "value": fig.value, "reference": reference, "runs": len(fig.history),
+            "change": change, "limit": limit,
+            "regressed": worse > fig.limit and wholly_worse, "shifted": abs(worse) > fig.limit,
+            "text": f"{fig.label} {_fmt(fig.value, fig.unit)} vs {_fmt(reference, fig.unit)} over "
+                    f"{len(fig.history)} run(s): {change:+.1%} (limit {limit:+.1%})"}
+
+
+def _noise_limit(history: list[float], aa_rel: float | None) -> float:
+    return max(log_limit(noise_of(history), len(history)), math.log1p(aa_rel or 0.0))
+
+
+def _peak_limit(reference: float) -> float:
+    return math.log((reference + memory_slack(reference)) / reference)
+
+
+def _ratio_limit(history: list[dict[str, Any]]) -> float:
+    base = [h["baseline_peak_bytes"] for h in history if h.get("baseline_peak_bytes")]
+    opt = [h["optimized_peak_bytes"] for h in history if h.get("optimized_peak_bytes")]
+    if not base or not opt:
+        return 2 * math.log1p(MEMORY_TOLERANCE[0])
+    b, o = geomean(base), geomean(opt)
+    low = b - memory_slack(b)
+    return math.log(b / low) + _peak_limit(o) if low > 0 else math.inf
+
+
+def _speedup_figure(result: dict[str, Any], entry: dict[str, Any]) -> Figure:
+    new, history = result["speedup"], entry["history"]
+    values = [h["speedup"] for h in history]
+    if result["workload"].get("headline") == "memory":
+        return Figure("memory ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
+    aa = (entry.get("noise") or {}).get("speedup_rel")
+    return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa), "x")
+
+
+def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[dict[str, Any]],
+                     entry: dict[str, Any], memory: bool) -> list[Figure]:
+    """Median time (and, for a memory headline, peak) of the baseline or the stored best variant."""
+    if not variant or variant.get("verdict") not in MEASURED or not variant.get("samples_ms"):
+        return []
+    times = [h[f"{role}_ms"] for h in history if h.get(f"{role}_ms")]
+    low, _ = median_interval(variant["samples_ms"])
+    aa = (entry.get("noise") or {}).get(f"{role}_rel")
+    figures = [Figure(f"{variant['name']} time", variant["summary"]["median"], low, tuple(times), False,
+                      _noise_limit(times, aa), " ms")] if times else []
+    peaks = [h[f"{role}_peak_bytes"] for h in history if h.get(f"{role}_peak_bytes")]
+    peak = (variant.get("memory") or {}).get("peak_bytes")
+    if memory and peaks and peak:
+        figures.append(Figure(f"{variant['name']} peak memory", peak, peak, tuple(peaks), False,
+                              _peak_limit(geomean(peaks)), "B"))
+    return figures
+
+
+def figures(result: dict[str, Any], entry: dict[str, Any]) -> list[Figure]:
+    """Every figure of the result that the entry's history can judge."""
+    memory = result["workload"].get("headline") == "memory"
+    best = entry.get("best")
+    optimized = next((v for v in result.get("variants", []) if v["name"] == best), None)
+    same_best = [h for h in entry["history"] if h.get("best") == best]
+    return [_speedup_figure(result, entry),
+            *_variant_figures(result.get("baseline"), "baseline", entry["history"], entry, memory),
+            *_variant_figures(optimized, "optimized", same_best, entry, memory)]
+
+
+def comparable(result: dict[str, Any]) -> bool:
+    return result["verdict"] in MEASURED and bool(result.get("speedup"))
+
+
+def judge_entry(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> dict[str, Any]:
+    """How the result compares with its stored entry: new, environment-changed, ok or regressed."""
+    if not comparable(result):
+        return {"status": "not-compared", "detail": f"verdict {result['verdict']}"}
+    if entry is None or not entry.get("history"):
+        return {"status": "new", "detail": "no stored expectation for this pair"}
+    changes = fingerprint_changes(entry.get("environment") or {}, pair_env)
+    if changes:
+        return {"status": "environment-changed", "detail": "; ".join(changes)}
+    judged = [assess(f) for f in figures(result, entry)]
+    worse = [j["text"] for j in judged if j["regressed"]]
+    detail = "; ".join(worse or [j["text"] for j in judged])
+    return {"status": "regressed" if worse else "ok", "detail": detail, "figures": judged}
+
+
+def history_run(entry: dict[str, Any]) -> dict[str, Any]:
+    """What one run adds to an entry's history: its figures, date and commit."""
+    memory, provenance = entry.get("memory") or {}, entry.get("provenance") or {}
+    return {"date": provenance.get("date"), "commit": provenance.get("commit"),
+            "speedup": entry["speedup"]["value"], "best": entry.get("best"),
+            "baseline_ms": entry.get("baseline_ms"), "optimized_ms": entry.get("optimized_ms"),
+            "baseline_peak_bytes": memory.get("baseline_peak_bytes"),
+            "optimized_peak_bytes": memory.get("optimized_peak_bytes")}
+
+
+def level_kept(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> bool:
+    """Whether the result measures the same code at the same level as the entry's history (same
+    environment, every figure within its limit); if not, storing it starts a new history."""
+    if not entry or not entry.get("history"):
+        return False
+    if fingerprint_changes(entry.get("environment") or {}, pair_env):
+        return False
+    return not any(assess(f)["shifted"] for f in figures(result, entry))
