@@ -163,6 +163,8 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
              on_timed: str | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) and assemble its result."""
     info = pair_info(pair)
+    if pair.problem:
+        return failed(info, "error", pair.problem)
     work = run_dir / pair.slug
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
             "on_timed": on_timed}
