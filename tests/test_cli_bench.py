@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_PAIRS
+from conftest import FIXTURE_PAIRS, REPO
 from typer.testing import CliRunner
 
 from aisp import suite
 from aisp.cli.main import app
+from aisp.report.plotting import INSTALL_HINT
 
 runner = CliRunner()
 
@@ -137,3 +141,27 @@ def test_unpaired_files_are_reported_not_dropped(tmp_path):
     summary = (next((tmp_path / "runs").iterdir()) / "summary.csv").read_text()
     assert "baseline_lonely.py has no optimized_lonely" in summary
     assert "optimized_orphan_fast.py has no baseline_orphan_fast.py" in summary
+
+
+WITHOUT_EXTRAS = """import sys
+for extra in ("matplotlib", "yaml", "kubernetes_validate", "jsonschema"):
+    sys.modules[extra] = None  # as if not installed: importing it raises ImportError
+from aisp.cli.main import main
+sys.argv[0] = "aisp"
+main()
+"""
+
+
+def aisp_without_extras(*args: str) -> subprocess.CompletedProcess:
+    """``aisp ARGS`` in a fresh interpreter where no optional extra can be imported."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS, *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+
+
+def test_cli_works_on_the_core_dependencies_alone(tmp_path):
+    assert aisp_without_extras("--help").returncode == 0
+    listed = aisp_without_extras("bench", "list-targets", "--chapter", "ch01")
+    assert listed.returncode == 0 and "ch01:batch_size" in listed.stdout, listed.stderr
+    plot = aisp_without_extras("report", "roofline", str(tmp_path))
+    assert plot.returncode == 2 and "Traceback" not in plot.stderr, plot.stderr
+    assert plot.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]
