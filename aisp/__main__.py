@@ -1,5 +1,5 @@
 """``python -m aisp``."""
 
-from aisp.cli.main import app
+from aisp.cli.main import main
 
-app()
+main()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from conftest import FIXTURE_PAIRS
+import pytest
+from conftest import FIXTURE_PAIRS, REPO
 from typer.testing import CliRunner
 
 from aisp import suite
 from aisp.cli.main import app
+from aisp.report.plotting import INSTALL_HINT
 
 runner = CliRunner()
 
@@ -81,3 +86,82 @@ def test_defaults_come_from_run_options(monkeypatch):
     defaults = RunOptions()
     assert args == {"iterations": defaults.iterations, "warmup": defaults.warmup, "device": defaults.device,
                     "seed": defaults.seed}
+
+
+def assert_usage_error(result, *words: str) -> None:
+    """Exit 2, one line on stderr naming the problem, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+
+
+def test_artifacts_dir_naming_a_file_is_usage_error(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    for path in (a_file, a_file / "runs"):
+        result = runner.invoke(app, ["bench", "run", "--root", str(FIXTURE_PAIRS), "-t", "pairs:good",
+                                     "--artifacts-dir", str(path)])
+        assert_usage_error(result, "--artifacts-dir", "notes.txt")
+
+
+def test_device_cuda_without_a_gpu_is_usage_error(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(suite, "run", lambda *a, **k: pytest.fail("a pair ran"))
+    for command in ("run", "verify", "noise"):
+        assert_usage_error(runner.invoke(app, ["bench", command, "-t", "ch01", "--device", "cuda"]), "--device cuda")
+
+
+@pytest.mark.parametrize("value", ["-5", "0"])
+def test_suite_timeout_must_be_positive(value):
+    assert_usage_error(runner.invoke(app, ["bench", "run", "-t", "ch01", "--suite-timeout", value]), "--suite-timeout")
+
+
+def test_long_usage_messages_stay_on_one_line():
+    assert_usage_error(runner.invoke(app, ["bench", "run", "-t", "ch01:batch_sise"]), "ch01:batch_size")
+
+
+def test_a_run_with_no_pair_is_usage_error(tmp_path):
+    (tmp_path / "notes.py").write_text("")
+    assert_usage_error(runner.invoke(app, ["bench", "run", "--root", str(tmp_path)]), "No pair", str(tmp_path))
+
+
+def test_unpaired_files_are_reported_not_dropped(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("baseline_lonely.py", "optimized_orphan_fast.py"):
+        (mine / name).write_text("raise SystemExit('never loaded')\n")
+    listed = runner.invoke(app, ["bench", "list-targets", "--root", str(mine)])
+    assert "mine:lonely" in listed.output and "mine:orphan_fast" in listed.output
+    result = runner.invoke(app, ["bench", "run", "--root", str(mine), "--artifacts-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 5, result.output
+    summary = (next((tmp_path / "runs").iterdir()) / "summary.csv").read_text()
+    assert "baseline_lonely.py has no optimized_lonely" in summary
+    assert "optimized_orphan_fast.py has no baseline_orphan_fast.py" in summary
+
+
+WITHOUT_EXTRAS = """import sys
+for extra in ("matplotlib", "yaml", "kubernetes_validate", "jsonschema"):
+    sys.modules[extra] = None  # as if not installed: importing it raises ImportError
+from aisp.cli.main import main
+sys.argv[0] = "aisp"
+main()
+"""
+
+
+def aisp_without_extras(*args: str) -> subprocess.CompletedProcess:
+    """``aisp ARGS`` in a fresh interpreter where no optional extra can be imported."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS, *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+
+
+def test_cli_works_on_the_core_dependencies_alone(tmp_path):
+    assert aisp_without_extras("--help").returncode == 0
+    listed = aisp_without_extras("bench", "list-targets", "--chapter", "ch01")
+    assert listed.returncode == 0 and "ch01:batch_size" in listed.stdout, listed.stderr
+    plot = aisp_without_extras("report", "roofline", str(tmp_path))
+    assert plot.returncode == 2 and "Traceback" not in plot.stderr, plot.stderr
+    assert plot.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]

@@ -33,10 +33,16 @@ def test_root_folder_pairs():
 
 def test_variants_pair_with_longest_baseline(tmp_path):
     for name in ("baseline_perf", "optimized_perf", "optimized_perf_pinned", "baseline_perf_x",
-                 "optimized_perf_x_fast", "optimized_orphan"):
+                 "optimized_perf_x_fast", "optimized_orphan", "baseline_lonely"):
         (tmp_path / f"{name}.py").write_text("")
-    pairs = {p.name: [o.stem for o in p.optimized] for p in pairs_in(tmp_path, "mine")}
-    assert pairs == {"perf": ["optimized_perf", "optimized_perf_pinned"], "perf_x": ["optimized_perf_x_fast"]}
+    found = pairs_in(tmp_path, "mine")
+    pairs = {p.name: [o.stem for o in p.optimized] for p in found}
+    assert pairs == {"perf": ["optimized_perf", "optimized_perf_pinned"], "perf_x": ["optimized_perf_x_fast"],
+                     "lonely": [], "orphan": ["optimized_orphan"]}
+    problems = {p.name: p.problem for p in found}
+    assert problems["perf"] is problems["perf_x"] is None
+    assert problems["lonely"] == "baseline_lonely.py has no optimized_lonely[_<variant>].py beside it"
+    assert problems["orphan"] == "optimized_orphan.py has no baseline_orphan.py beside it"
 
 
 def test_same_named_pair_files_of_two_chapters_load_in_one_process():

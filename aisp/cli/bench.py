@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -19,12 +19,15 @@ Targets = Annotated[list[str] | None, typer.Option("--targets", "-t", help="ch01
 Roots = Annotated[list[Path] | None, typer.Option("--root", help="A folder of your own pairs (repeatable).")]
 
 EXIT_CODES_HELP = ("Exit codes: 0 all ok or skipped; 1 an optimized variant is significantly slower; "
-                   "2 bad usage (unknown target, bad option, unreadable expectations file); 3 regressed against expectations; "
-                   "4 verification failed; 5 error or timeout. The worst verdict wins.")
+                   "2 bad usage (unknown target, bad option, no pair to run, unreadable expectations file); "
+                   "3 regressed against expectations; 4 verification failed; 5 error or timeout (a baseline "
+                   "without its optimized file, or the reverse, is an error); 130/143 interrupted by "
+                   "SIGINT/SIGTERM. The worst verdict wins.")
 
 
-def _fail_usage(message: str) -> None:
-    Console(stderr=True).print(f"[red]error:[/red] {message}")
+def _fail_usage(message: str) -> NoReturn:
+    """Bad usage: one line on stderr, exit 2."""
+    typer.secho(f"error: {message}", err=True, fg="red")
     raise typer.Exit(2)
 
 
@@ -42,16 +45,22 @@ def list_targets(chapter: Annotated[str | None, typer.Option(help="Only this cha
             _fail_usage(f"no pairs in '{chapter}'")
     table = Table("target", "optimized variants")
     for pair in pairs:
-        table.add_row(pair.target, ", ".join(p.stem for p in pair.optimized))
+        table.add_row(pair.target, pair.problem or ", ".join(p.stem for p in pair.optimized))
     Console().print(table)
 
 
 def _options(**kwargs) -> RunOptions:
+    """The run's options, or exit 2 before any pair runs: a bad value, or --device cuda without a GPU."""
     try:
-        return RunOptions(**kwargs)
+        options = RunOptions(**kwargs)
     except ValueError as exc:
         _fail_usage(str(exc))
-        raise
+    if options.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            _fail_usage("--device cuda: torch sees no CUDA GPU here (use --device auto or cpu)")
+    return options
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -93,7 +102,6 @@ def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions
         return suite.run(targets or [], tuple(root or ()), options)
     except TargetError as exc:
         _fail_usage(str(exc))
-        return 2
 
 
 @app.command()
@@ -112,10 +120,12 @@ def noise(targets: Targets = None, root: Roots = None,
     except TargetError as exc:
         _fail_usage(str(exc))
     try:
-        rows = calibrate(pairs, options)
+        rows = calibrate([p for p in pairs if not p.problem], options)
     except Unreadable as exc:
         _fail_usage(str(exc))
     table = Table("target", "file", "A/A ratio [95% CI]", "verdict")
+    for pair in (p for p in pairs if p.problem):
+        table.add_row(pair.target, "-", pair.problem, "error")
     for row in rows:
         ratio = row.get("aa_ratio")
         shown = f"{ratio['value']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}]" if ratio else row.get("reason", "")

@@ -1,8 +1,19 @@
-"""``aisp``: the top-level Typer app; each group is registered here from its own module."""
+"""``aisp``: the top-level Typer app; each group is registered here from its own module.
+
+:func:`main` is the console script: Ctrl-C and SIGTERM end a run cleanly (exit 128 + the signal's
+number, one line on stderr), and however the command ends, no process it started outlives it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
+
+import psutil
 import typer
+
+from aisp.harness.runner import KILL_GRACE_S, descendants
 
 app = typer.Typer(
     name="aisp",
@@ -35,3 +46,45 @@ from aisp.cli.system import app as system_app  # noqa: E402
 app.add_typer(system_app, name="system")
 import aisp.cli.bench_compare  # noqa: E402,F401
 import aisp.cli.report_pob  # noqa: E402,F401
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised where the run is, so its ``finally`` blocks stop the workers; a
+    BaseException that no ``except Exception`` (nor click's Ctrl-C handler) swallows."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+    raise Interrupted(signum)
+
+
+def end_leftovers() -> None:
+    """SIGTERM, then SIGKILL after a grace period, every descendant still alive (adopted orphans too)."""
+    procs = descendants()
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    for proc in psutil.wait_procs(procs, timeout=KILL_GRACE_S)[1]:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=KILL_GRACE_S)
+
+
+def main() -> None:
+    """Run the app; on SIGINT or SIGTERM exit 128 + signal with one line, no process left behind."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
+    try:
+        app()
+    except Interrupted as exc:
+        end_leftovers()
+        typer.echo(f"aisp: interrupted by {signal.Signals(exc.signum).name}; every process it started is stopped",
+                   err=True)
+        sys.exit(128 + exc.signum)
+    finally:
+        end_leftovers()

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from aisp.peak.measure import load_peaks
+from aisp.report import plotting
 from aisp.report.html_report import load_run, write_html
 from aisp.report.roofline import pair_points, plot
 
@@ -21,12 +22,19 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _require_plotting() -> None:
+    """Exit 2 with the install hint where matplotlib (the ``plot`` extra) is missing."""
+    if not plotting.available():
+        raise _fail(f"error: {plotting.INSTALL_HINT}", 2)
+
+
 @app.command()
 def roofline(
     run_dir: RunDir,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG path (default RUN_DIR/roofline.png).")] = None,
 ) -> None:
     """Plot each pair's baseline -> optimized move on this hardware key's measured roofline."""
+    _require_plotting()
     summary, _ = load_run(run_dir)
     peaks = load_peaks(summary["hardware_key"])
     if peaks is None:
@@ -44,4 +52,5 @@ def html_report(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML path (default RUN_DIR/report.html).")] = None,
 ) -> None:
     """One self-contained HTML file: summary table, speedup chart with intervals, roofline."""
+    _require_plotting()
     typer.echo(f"Wrote {write_html(run_dir, output)}")

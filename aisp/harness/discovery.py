@@ -34,6 +34,13 @@ class Pair:
     def slug(self) -> str:
         return f"{self.group}_{self.name}"
 
+    @property
+    def problem(self) -> str | None:
+        """Why these files are no pair: a baseline without an optimized file, or the reverse."""
+        if not self.optimized:
+            return f"{self.baseline.name} has no optimized_{self.name}[_<variant>].py beside it"
+        return None if self.baseline.exists() else f"{self.optimized[0].name} has no {self.baseline.name} beside it"
+
 
 def repo_root() -> Path:
     """Where the chapters live: $AISP_ROOT, else the working directory if it holds chapters,
@@ -57,18 +64,17 @@ def pairs_in(folder: Path, group: str | None = None) -> list[Pair]:
 
     An optimized file belongs to the baseline with the longest matching name, so
     ``optimized_performance_pinned.py`` pairs with ``baseline_performance.py`` unless a
-    ``baseline_performance_pinned.py`` exists.
+    ``baseline_performance_pinned.py`` exists. A file without its other half is kept, with a
+    :attr:`Pair.problem`, so that a run reports it.
     """
     group = group or normalize_chapter(folder.name)
-    baselines = {p.stem[len("baseline_"):]: p for p in sorted(folder.glob("baseline_*.py"))}
+    baselines = [p.stem[len("baseline_"):] for p in sorted(folder.glob("baseline_*.py"))]
     owned: dict[str, list[Path]] = {name: [] for name in baselines}
     for opt in sorted(folder.glob("optimized_*.py")):
         stem = opt.stem[len("optimized_"):]
         owners = [n for n in baselines if stem == n or stem.startswith(n + "_")]
-        if owners:
-            owned[max(owners, key=len)].append(opt)
-    return [Pair(group, name, folder, baselines[name], tuple(opts))
-            for name, opts in owned.items() if opts]
+        owned.setdefault(max(owners, key=len) if owners else stem, []).append(opt)
+    return [Pair(group, name, folder, folder / f"baseline_{name}.py", tuple(opts)) for name, opts in owned.items()]
 
 
 def chapters(root: Path) -> dict[str, Path]:
@@ -94,10 +100,11 @@ def resolve_targets(targets: list[str], root: Path, extra_roots: tuple[Path, ...
     """
     pairs = all_pairs(root, extra_roots)
     if not targets:
-        if extra_roots:
-            names = {r.resolve().name for r in extra_roots}
-            return [p for p in pairs if p.group in names]
-        return pairs
+        names = {r.resolve().name for r in extra_roots}
+        chosen = [p for p in pairs if p.group in names] if extra_roots else pairs
+        if not chosen:
+            raise TargetError(f"No pair (baseline_<name>.py, optimized_<name>.py) under {', '.join(map(str, extra_roots or [root]))}")
+        return chosen
     chosen: list[Pair] = []
     for raw in targets:
         group, _, name = raw.partition(":")

@@ -54,6 +54,10 @@ class RunOptions:
             raise ValueError(f"--device must be one of {', '.join(DEVICES)}, not '{self.device}'")
         if self.profile not in PROFILE_LEVELS:
             raise ValueError(f"--profile must be one of {', '.join(PROFILE_LEVELS)}, not '{self.profile}'")
+        if self.suite_timeout is not None and self.suite_timeout <= 0:
+            raise ValueError(f"--suite-timeout must be positive, not {self.suite_timeout:g}")
+        if not (existing := next(p for p in (self.artifacts_dir, *self.artifacts_dir.parents) if p.exists())).is_dir():
+            raise ValueError(f"--artifacts-dir {self.artifacts_dir}: {existing} is a file, not a folder")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -12,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import psutil
 
 from aisp.harness import environment
 from aisp.harness.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
@@ -23,6 +28,8 @@ from aisp.harness.results import assemble, failed
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = Workload.timeout_s
 KILL_GRACE_S = 5.0
+WORKER_TOKEN = "AISP_WORKER_TOKEN"
+"""Set in each worker's environment (a fresh value per worker): every process it starts inherits it."""
 
 PostStep = Callable[[dict[str, Any], "PairContext"], dict[str, Any]]
 
@@ -55,27 +62,16 @@ class Reporter(Protocol):
     def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None: ...
 
 
-class SilentReporter:
-    """A reporter that shows nothing (tests, library use)."""
-
-    def start(self, pairs: list[Pair]) -> None: ...
-    def pair_started(self, pair: Pair) -> None: ...
-    def pair_done(self, result: dict[str, Any]) -> None: ...
-    def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None: ...
+class SilentReporter(Reporter):
+    """A reporter that shows nothing (tests, library use): the protocol's empty methods."""
 
 
 def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
+    return next((sig.name for sig in signal.Signals if sig == -code), f"signal {-code}")
 
 
 def _log_tail(log: Path, lines: int = 15) -> str:
-    if not log.exists():
-        return ""
-    tail = log.read_text(errors="replace").splitlines()[-lines:]
-    return "\n".join(tail)
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
 
 
 @dataclass(frozen=True)
@@ -95,30 +91,29 @@ class Budget:
 
 
 def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tuple[dict | None, str, str]:
-    """Run one worker; returns (result document or None, status, reason).
-
-    status is "done" when the worker wrote its result, else "timeout" or "error".
-    """
+    """Run one worker; returns (result document or None, status, reason): status is "done" when the worker
+    wrote its result, else "timeout" or "error". However it ends (Ctrl-C too), no process it started is left."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path = (work_dir / f"{tag}.spec.json", work_dir / f"{tag}.result.json",
-                                        work_dir / f"{tag}.log")
-    timeout_path = work_dir / f"{tag}.timeout"
+    spec_path, result_path, log_path, timeout_path = (work_dir / f"{tag}.{ext}"
+                                                      for ext in ("spec.json", "result.json", "log", "timeout"))
     spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path)}
     spec_path.write_text(json.dumps(spec, indent=2))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8))}
     if spec["options"].get("reproducible"):
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    become_subreaper()
     started = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
         while (code := proc.poll()) is None:
             declared = float(timeout_path.read_text()) if timeout_path.exists() else None
-            limit = budget.limit(declared)
-            if time.monotonic() - started > limit:
-                _kill_group(proc)
-                return None, "timeout", f"timed out after {limit:.0f} s; killed with its process group"
+            if time.monotonic() - started > (limit := budget.limit(declared)):
+                return None, "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
             time.sleep(0.05)
+    finally:
+        _end_tree(proc, token)
     if result_path.exists():
         return json.loads(result_path.read_text()), "done", ""
     how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
@@ -128,17 +123,35 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tup
     return None, "error", f"worker {how} without a result" + (f"; log tail:\n{tail}" if tail else "")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def become_subreaper() -> None:
+    """On Linux, adopt orphaned descendants (a pair's daemon whose worker exited) so they can be ended."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def descendants(token: str | None = None) -> list[psutil.Process]:
+    """This process's living descendants; with a token, only those whose environment carries it."""
+    def carries(proc: psutil.Process) -> bool:
+        with contextlib.suppress(psutil.Error):
+            return proc.environ().get(WORKER_TOKEN) == token
+        return False
+    return [p for p in psutil.Process().children(recursive=True) if token is None or carries(p)]
+
+
+def _end_tree(proc: subprocess.Popen, token: str) -> None:
+    """SIGTERM, then SIGKILL after a grace period, the worker's process group and every process carrying
+    its token (in sessions of their own too, or adopted here as orphans)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        procs = descendants(token)
+        for each in procs:
+            with contextlib.suppress(psutil.Error):
+                each.send_signal(sig)
+        if not psutil.wait_procs(procs, timeout=KILL_GRACE_S)[1]:
+            break
+    proc.poll()
 
 
 def pair_info(pair: Pair) -> dict[str, Any]:
@@ -150,6 +163,8 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
              on_timed: str | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) and assemble its result."""
     info = pair_info(pair)
+    if pair.problem:
+        return failed(info, "error", pair.problem)
     work = run_dir / pair.slug
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
             "on_timed": on_timed}
@@ -162,7 +177,6 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
     if options.cold_start and not options.verify_only:
         raw = _cold_samples(spec, raw, work, budget)
     return _annotate(assemble(info, doc["workload"], raw), doc)
-
 
 
 def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +211,6 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
         merged.append({**record, "samples_ms": timed["samples_ms"], "host_samples_ms": timed["host_samples_ms"],
                        "memory": timed["memory"], "metrics": timed["metrics"]})
     return merged
-
 
 
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,

@@ -1,0 +1,80 @@
+"""No process a run starts outlives it: a pair's detached child after a timeout or a normal finish,
+and the worker and its children when `aisp bench run` gets Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import REPO
+
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
+
+PROCESSES = Path(__file__).resolve().parent / "fixtures" / "processes"
+
+
+def recorded(pid_file: Path) -> list[int]:
+    """The pids the fixture pairs wrote: each worker's and each detached sleeper's."""
+    return [int(line) for line in pid_file.read_text().split()] if pid_file.exists() else []
+
+
+def running(pids: list[int]) -> list[str]:
+    """``pid status`` of each pid that still runs (a zombie has ended and holds nothing)."""
+    alive = []
+    for pid in pids:
+        try:
+            status = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            continue
+        if status != psutil.STATUS_ZOMBIE:
+            alive.append(f"{pid} {status}")
+    return alive
+
+
+@pytest.fixture
+def pid_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Where the fixture pairs record their pids; whatever a failing test left running is killed."""
+    path = tmp_path / "pids.txt"
+    monkeypatch.setenv("AISP_TEST_PIDS", str(path))
+    yield path
+    for pid in recorded(path):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("name, verdict", [("leaves_child", "ok"), ("hangs_with_child", "timeout")])
+def test_no_child_of_a_pair_outlives_it(name: str, verdict: str, pid_file: Path, tmp_path: Path):
+    pairs = resolve_targets([f"processes:{name}"], REPO, (PROCESSES,))
+    results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts"))
+    assert results[0]["verdict"] == verdict, results[0]["reason"]
+    pids = recorded(pid_file)
+    assert len(pids) >= 2, "the fixture recorded its worker and a sleeper"
+    assert running(pids) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_cli_stops_every_process(sig: signal.Signals, pid_file: Path, tmp_path: Path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "aisp", "bench", "run", "--root", str(PROCESSES), "-t", "processes:hangs_with_child",
+           "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts")]
+    cli = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while len(recorded(pid_file)) < 2 and time.monotonic() < deadline and cli.poll() is None:
+        time.sleep(0.1)
+    assert len(recorded(pid_file)) >= 2, "the worker started its sleeper"
+    cli.send_signal(sig)
+    _, err = cli.communicate(timeout=15)
+    assert cli.returncode == 128 + sig
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"aisp: interrupted by {sig.name}") and "Traceback" not in err, err
+    assert running(recorded(pid_file)) == []
