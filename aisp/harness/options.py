@@ -32,6 +32,8 @@ class RunOptions:
     """Fixed seeds and deterministic algorithms; a nondeterministic op fails its pair."""
     cold_start: bool = False
     """Each variant timed in a fresh process (no interleaving; GC and allocator reset)."""
+    cold_runs: int = 3
+    """With cold_start: fresh processes per variant; the interval includes their spread."""
     flush_l2: bool = False
     """Evict the GPU's L2 before each timed iteration (outside the timed window)."""
     profile: ProfileLevel = "none"
@@ -48,6 +50,8 @@ class RunOptions:
             raise ValueError("--iterations must be at least 2 (a spread needs two samples)")
         if self.warmup < 0:
             raise ValueError("--warmup must be 0 or more")
+        if self.cold_runs < 1:
+            raise ValueError("--cold-runs must be at least 1")
         if self.timeout_multiplier <= 0:
             raise ValueError("--timeout-multiplier must be positive")
         if self.device not in DEVICES:
