@@ -143,9 +143,10 @@ def gather(obj: Any) -> list[Any]:
     return out
 
 
-def barrier() -> None:
-    """Ranks meet here; used right before each timed call."""
-    dist.barrier()
+def meet(value: Any = None) -> Any:
+    """Ranks meet here and all take rank 0's ``value`` (before each timed call, and for the timing
+    loop's choices every rank must make alike)."""
+    return gather(value)[0]
 
 
 def label(reason: str) -> str:
@@ -213,7 +214,7 @@ def merge_memory(variants: list[Variant]) -> None:
 def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
                  telemetry: dict[str, Any]) -> dict[int, Any]:
     """Time the live variants on every rank, then keep the slowest rank's samples."""
-    last = timed_with_telemetry(live, options, device, telemetry, barrier)
+    last = timed_with_telemetry(live, options, device, telemetry, meet)
     slowest(live, telemetry["ranks"])
     return last
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
+from aisp.harness.timing import unseen_work
 
 VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error", "timeout")
 """Least to most severe; a pair takes its worst variant's verdict."""
@@ -24,8 +25,12 @@ def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
 
 
 def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
-    """A raw variant record plus its summary and throughput (when it has samples)."""
+    """A raw variant record plus its summary and throughput (when it has samples); an ``error`` when
+    its host clock saw work its CUDA events did not."""
     result = dict(raw)
+    unseen = unseen_work(raw.get("host_samples_ms") or [], raw.get("samples_ms") or [])
+    if unseen and raw.get("verdict") in (None, "pending", "ok"):
+        result["verdict"], result["reason"] = "error", unseen
     if raw.get("samples_ms"):
         summary = summarize(raw["samples_ms"])
         result["summary"] = summary.to_dict()
@@ -70,7 +75,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     variants = []
     for record in raw[1:]:
         var = variant_result(record, workload)
-        var["speedup"] = _speedup(base, var, headline) if var.get("verdict") in (None, "pending", "ok") else None
+        timed = var.get("verdict") in (None, "pending", "ok") and base.get("verdict") in (None, "pending", "ok")
+        var["speedup"] = _speedup(base, var, headline) if timed else None
         var["verdict"] = _variant_verdict(var)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
