@@ -49,6 +49,7 @@ from aisp.harness.execute import (
     timed_with_telemetry,
     verify_last,
     verify_seed,
+    watch_settings,
 )
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
@@ -272,6 +273,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool,
     if options.reproducible:
         apply_reproducible(options.seed)
     variants = [Variant(p) for p in paths]
+    settings = watch_settings(variants)
     workload = load_benchmark(paths[0]).workload
     skip = unmet_requirements(workload.requires, device)
     if skip:
@@ -287,6 +289,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool,
         _time_alone(variants[0], options, device, telemetry)
     else:
         _verify_and_time(variants, workload, options, device, telemetry)
+    settings.enter(None)
     dist.barrier()
     dist.destroy_process_group()
     return variants, workload, None

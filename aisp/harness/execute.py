@@ -18,6 +18,7 @@ import torch
 from aisp.harness.benchmark import Benchmark, Workload, unmet_requirements
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
+from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_reader
 from aisp.harness.timing import gc_disabled, l2_flusher, synchronize, time_call
 from aisp.harness.verify import (
@@ -56,6 +57,8 @@ class Variant:
     windows: list[tuple[float, float]] = field(default_factory=list)
     throttled: dict[int, list[str]] = field(default_factory=dict)
     """Timed sample index → throttle reasons NVML reported during it."""
+    settings: ProcessSettings | None = None
+    """The watch on process-wide settings this variant shares with the others."""
 
     @property
     def name(self) -> str:
@@ -63,6 +66,19 @@ class Variant:
 
     def fail(self, verdict: str, reason: str) -> None:
         self.verdict, self.reason = verdict, reason
+
+    def enter(self) -> None:
+        """About to run this variant's code: restore the process-wide settings others changed."""
+        if self.settings is not None:
+            self.settings.enter(self.evidence.notes)
+
+
+def watch_settings(variants: list[Variant]) -> ProcessSettings:
+    """One watch on process-wide settings for the variants of a pair (before any of its code runs)."""
+    settings = ProcessSettings(variants[0].path.parent, variants[0].evidence.notes)
+    for var in variants:
+        var.settings = settings
+    return settings
 
 
 def pick_device(choice: str) -> torch.device:
@@ -83,6 +99,7 @@ def _memory_now(device: torch.device) -> int:
 def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     """Load, place and set up one variant; records the bytes its setup kept and the tensors it
     holds right after setup (what the last-iteration poisoning treats as known)."""
+    var.enter()
     bench = load_benchmark(var.path)
     bench.device, bench.seed = device, seed
     before = _memory_now(device)
@@ -122,6 +139,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     for var in variants[1:]:
         if var.verdict != "pending":
             continue
+        var.enter()
         skip = unmet_requirements(load_benchmark(var.path).workload.requires, device)
         if skip:
             var.fail("skipped", skip)
@@ -156,6 +174,7 @@ def warm_up(live: list[Variant], options: RunOptions, device: torch.device, offs
     started, i = time.perf_counter(), 0
     while align(i < options.warmup or time.perf_counter() - started < options.warmup_s):
         for var in _rotation(live, offset + i):
+            var.enter()
             var.bench.run()
         synchronize(device)
         i += 1
@@ -164,6 +183,7 @@ def warm_up(live: list[Variant], options: RunOptions, device: torch.device, offs
 def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -> int:
     """One untimed call (the first call after gc.collect() and a sync is slow); with sustained
     timing, how many back-to-back calls make one sample last about SUSTAINED_BATCH_S."""
+    var.enter()
     probe = time_call(var.bench.run, device)
     return 1 if options.timing == "per-call" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
 
@@ -188,6 +208,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                     before = preexisting_storages(var.bench)
                 flush()
                 align()
+                var.enter()
                 with torch.cuda.nvtx.range(f"{var.name}/iter{i}") if device.type == "cuda" else nullcontext():
                     timed = time_call(var.bench.run, device, calls[id(var)])
                 var.samples_ms.append(timed.ms)
@@ -220,6 +241,7 @@ def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workloa
 
 def measure_memory(var: Variant, device: torch.device) -> None:
     """Peak memory of one untimed call, on top of what the variant's setup keeps."""
+    var.enter()
     bench = var.bench
     synchronize(device)
     if device.type == "cuda":
@@ -295,6 +317,7 @@ def run_variants(paths: list[Path], options: RunOptions,
     if options.reproducible:
         apply_reproducible(options.seed)
     variants = [Variant(p) for p in paths]
+    settings = watch_settings(variants)
     workload = load_benchmark(paths[0]).workload
     if on_workload is not None:
         on_workload(workload)
@@ -316,6 +339,7 @@ def run_variants(paths: list[Path], options: RunOptions,
                 var.metrics = dict(var.bench.metrics())
         if on_timed is not None:
             on_timed([v for v in live if v.verdict == "pending"], device)
+    settings.enter(None)
     for var in variants:
         if var.bench is not None:
             var.bench.teardown()

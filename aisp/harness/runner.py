@@ -166,10 +166,11 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
 
 
 def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
-    """Add telemetry and throttle notes to an assembled result."""
+    """Add telemetry, throttle and evidence notes to an assembled result."""
     notes = []
     telemetry = doc.get("telemetry") or {}
     for var in [result["baseline"], *result["variants"]]:
+        notes += [f"{var['name']}: {note}" for note in (var.get("verification") or {}).get("notes", [])]
         count = len(var.get("throttled_samples") or {})
         if count:
             reasons = sorted({r for rs in var["throttled_samples"].values() for r in rs})
