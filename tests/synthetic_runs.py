@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from aisp.harness.artifacts import atomic_write_json
-from aisp.harness.stats import ratio_of_medians, summarize
+from aisp.harness.stats import paired_ratio, summarize
 
 ENV = {"hardware_key": "cpu", "gpu_name": None, "gpu_count": 0, "driver": None, "cuda": None,
        "torch": "2.13.0+cpu"}
@@ -35,7 +35,7 @@ def pair(target: str, baseline: dict[str, Any] | None, variants: list[dict[str, 
     group, name = target.split(":")
     timed = [v for v in variants if baseline and baseline["samples_ms"] and v["samples_ms"]]
     for v in timed:
-        v["speedup"] = ratio_of_medians(baseline["samples_ms"], v["samples_ms"]).to_dict()
+        v["speedup"] = paired_ratio(baseline["samples_ms"], v["samples_ms"]).to_dict()
     best = max(timed, key=lambda v: v["speedup"]["value"]) if timed else None
     return {"target": target, "group": group, "name": name, "files": [], "verdict": verdict,
             "reason": reason, "workload": {"headline": headline}, "baseline": baseline,

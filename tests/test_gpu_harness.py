@@ -1,8 +1,12 @@
-"""The harness on a CUDA GPU: events, memory, telemetry, L2 flush and the verification gate."""
+"""The harness on a CUDA GPU: events, memory, telemetry, L2 flush, the verification gate, work the
+events do not see, and sustained timing against triton's do_bench."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import torch
 from conftest import FIXTURE_PAIRS, REPO
 
 from aisp.harness.discovery import resolve_targets
@@ -13,7 +17,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(tmp_path, targets, roots=(), **kw):
-    options = RunOptions(iterations=10, warmup=2, device="cuda", artifacts_dir=tmp_path, **kw)
+    options = RunOptions(**{"iterations": 10, "warmup": 2, **kw}, device="cuda", artifacts_dir=tmp_path)
     results, _ = run_suite(resolve_targets(targets, REPO, roots), options)
     return {r["name"]: r for r in results}
 
@@ -36,3 +40,42 @@ def test_gpu_verification_gate_and_flush(tmp_path):
     assert results["needs_gpu"]["verdict"] == "ok"
     assert results["skips_after_warmup"]["verdict"] == "verify-failed"
     assert results["setup_cached"]["verdict"] == "verify-failed"
+
+
+TIMING = Path(__file__).resolve().parent / "fixtures" / "timing"
+
+
+@pytest.mark.parametrize("timing", ["per-call", "sustained"])
+def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
+    """An unjoined side stream or a thread's stream: the events miss the matmul, the host clock sees
+    it; the variant is an error, never a speedup. Joined to the current stream, it is timed right."""
+    results = _run(tmp_path, ["timing:side_stream", "timing:thread_stream", "timing:joined_stream"], (TIMING,),
+                   timing=timing)
+    for name in ("side_stream", "thread_stream"):
+        variant = results[name]["variants"][0]
+        print(name, timing, variant["reason"])
+        assert results[name]["verdict"] == "error" and results[name]["speedup"] is None
+        assert "work outside the timed stream" in variant["reason"]
+    joined = results["joined_stream"]
+    assert joined["verdict"] == "ok", joined["reason"]
+    assert 0.95 < joined["speedup"]["value"] < 1.05
+
+
+def test_sustained_timing_agrees_with_do_bench(tmp_path):
+    """An 8192^3 bf16 matmul: sustained timing agrees with triton.testing.do_bench within 3%; A/A of it
+    over 50 iterations (the joined-stream pair does the same matmul) has a half-width of at most 2%."""
+    do_bench = pytest.importorskip("triton.testing").do_bench
+    figures = {}
+    for timing in ("per-call", "sustained"):
+        result = _run(tmp_path / timing, ["timing:joined_stream"], (TIMING,), timing=timing,
+                      iterations=50)["joined_stream"]
+        speedup = result["speedup"]
+        figures[timing] = result["baseline"]["summary"]["median"]
+        print(f"{timing}: {figures[timing]:.4f} ms, A/A {speedup['value']:.4f} [{speedup['low']:.4f}, "
+              f"{speedup['high']:.4f}]")
+        assert (speedup["high"] - speedup["low"]) / 2 / speedup["value"] <= 0.02
+    a = torch.randn(8192, 8192, device="cuda").bfloat16()
+    b = torch.randn(8192, 8192, device="cuda").bfloat16()
+    figures["do_bench"] = do_bench(lambda: a @ b)
+    print(", ".join(f"{k} {v:.4f} ms" for k, v in figures.items()))
+    assert figures["sustained"] == pytest.approx(figures["do_bench"], rel=0.03)

@@ -37,12 +37,14 @@ def test_without_reproducible_the_same_pair_runs(tmp_path):
     assert _run(tmp_path, ["modes:scatter"])["scatter"]["verdict"] in ("ok", "slower")
 
 
-def test_cold_start_times_each_variant_in_its_own_process(tmp_path):
-    result = _run(tmp_path, ["modes:sum"], cold_start=True)["sum"]
+def test_cold_start_times_each_variant_in_its_own_processes(tmp_path):
+    """--cold-runs fresh processes per variant; each one's samples are kept as a group."""
+    result = _run(tmp_path, ["modes:sum"], cold_start=True, cold_runs=2)["sum"]
     assert result["verdict"] in ("ok", "slower")
-    assert len(result["baseline"]["samples_ms"]) == 4 and len(result["variants"][0]["samples_ms"]) == 4
+    for var in (result["baseline"], result["variants"][0]):
+        assert len(var["samples_ms"]) == 8 and [len(g) for g in var["sample_groups"]] == [4, 4]
     logs = sorted(p.name for p in (next(tmp_path.iterdir()) / "modes_sum" / "logs").glob("*.log"))
-    assert logs == ["cold0.log", "cold1.log", "pair.log"]
+    assert logs == ["cold0_0.log", "cold0_1.log", "cold1_0.log", "cold1_1.log", "pair.log"]
 
 
 def test_suite_timeout_marks_unstarted_pairs(tmp_path):

@@ -1,10 +1,15 @@
-"""Throttle flags come from NVML readings inside a sample's window (fake NVML here)."""
+"""Throttle flags come from NVML readings inside a sample's window (fake NVML, or NVML readings
+recorded on an H100)."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from aisp.harness.telemetry import Reading, Telemetry, reason_names
+
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "timing" / "nvml_h100_gemm.json"
 
 
 def _fake(throttle_after: float):
@@ -34,9 +39,22 @@ def test_samples_in_throttled_window_are_flagged():
     assert summary["throttle_reasons_seen"] == ["hw_thermal_slowdown"]
 
 
-def test_power_cap_is_informational_not_throttle():
-    assert reason_names(0x4) == []
+def test_power_cap_is_a_throttle_reason_idle_is_not():
+    assert reason_names(0x4) == ["sw_power_cap"]
+    assert reason_names(0x1) == []
     assert reason_names(0x8 | 0x80) == ["hw_slowdown", "hw_power_brake_slowdown"]
+
+
+def test_power_capped_gemm_recorded_on_an_h100_is_flagged():
+    """Back-to-back 8192^3 bf16 matmuls: NVML reported only the SW power cap while the SM clock fell
+    from 1980 MHz to 1350-1530 MHz. A sample timed then is flagged; one timed after is not."""
+    tel = Telemetry(lambda: Reading(0, 0, 0, 0, 0, 0))
+    tel.readings = [Reading(**r) for r in json.loads(RECORDED.read_text())["readings"]]
+    assert tel.throttled(1.0, 1.0016) == ["sw_power_cap"]
+    assert tel.throttled(10.0, 10.0016) == []
+    summary = tel.summary()
+    assert summary["throttle_reasons_seen"] == ["sw_power_cap"] and summary["info_reasons_seen"] == []
+    assert summary["sm_clock_mhz_max"] <= 1530
 
 
 def test_a_failing_read_loses_one_reading_not_the_run():

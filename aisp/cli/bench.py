@@ -68,22 +68,27 @@ def run(
     targets: Targets = None,
     root: Roots = None,
     iterations: Annotated[int, typer.Option(help="Timed iterations per variant.")] = RunOptions.iterations,
-    warmup: Annotated[int, typer.Option(help="Warmup iterations per variant.")] = RunOptions.warmup,
+    warmup: Annotated[int, typer.Option(help="Warmup iterations per variant (at least).")] = RunOptions.warmup,
+    warmup_s: Annotated[float, typer.Option(help="Warm up for at least this many seconds too.")] = RunOptions.warmup_s,
+    timing: Annotated[str, typer.Option(help="per-call (sync around each call) or sustained (back to back).")
+                      ] = RunOptions.timing,
     artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,
     timeout_multiplier: Annotated[float, typer.Option(help="Scale each pair's timeout.")] = RunOptions.timeout_multiplier,
     suite_timeout: Annotated[float | None, typer.Option(help="Seconds for the whole suite.")] = RunOptions.suite_timeout,
     reproducible: Annotated[bool, typer.Option(help="Deterministic algorithms, fixed seeds.")] = RunOptions.reproducible,
     cold_start: Annotated[bool, typer.Option(help="Each variant timed in a fresh process.")] = RunOptions.cold_start,
+    cold_runs: Annotated[int, typer.Option(help="With --cold-start: fresh processes per variant.")] = RunOptions.cold_runs,
     flush_l2: Annotated[bool, typer.Option(help="Flush the GPU L2 before each timed iteration.")] = RunOptions.flush_l2,
     profile: Annotated[str, typer.Option(help="none, minimal (torch.profiler) or full (+ Nsight).")] = RunOptions.profile,
     update_expectations: Annotated[bool, typer.Option(help="Rewrite expectations with this run.")] = RunOptions.update_expectations,
     seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
 ) -> None:
     """Verify, then time each pair; write artifacts; exit with the worst verdict's code."""
-    options = _options(iterations=iterations, warmup=warmup, artifacts_dir=artifacts_dir, device=device,
+    options = _options(iterations=iterations, warmup=warmup, warmup_s=warmup_s, timing=timing,
+                       artifacts_dir=artifacts_dir, device=device,
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
-                       reproducible=reproducible, cold_start=cold_start, flush_l2=flush_l2,
+                       reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed)
     raise typer.Exit(_run(targets, root, options))
 

@@ -49,6 +49,7 @@ from aisp.harness.execute import (
     timed_with_telemetry,
     verify_last,
     verify_seed,
+    watch_settings,
 )
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
@@ -143,9 +144,10 @@ def gather(obj: Any) -> list[Any]:
     return out
 
 
-def barrier() -> None:
-    """Ranks meet here; used right before each timed call."""
-    dist.barrier()
+def meet(value: Any = None) -> Any:
+    """Ranks meet here and all take rank 0's ``value`` (before each timed call, and for the timing
+    loop's choices every rank must make alike)."""
+    return gather(value)[0]
 
 
 def label(reason: str) -> str:
@@ -213,7 +215,7 @@ def merge_memory(variants: list[Variant]) -> None:
 def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
                  telemetry: dict[str, Any]) -> dict[int, Any]:
     """Time the live variants on every rank, then keep the slowest rank's samples."""
-    last = timed_with_telemetry(live, options, device, telemetry, barrier)
+    last = timed_with_telemetry(live, options, device, telemetry, meet)
     slowest(live, telemetry["ranks"])
     return last
 
@@ -271,6 +273,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool,
     if options.reproducible:
         apply_reproducible(options.seed)
     variants = [Variant(p) for p in paths]
+    settings = watch_settings(variants)
     workload = load_benchmark(paths[0]).workload
     skip = unmet_requirements(workload.requires, device)
     if skip:
@@ -286,6 +289,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool,
         _time_alone(variants[0], options, device, telemetry)
     else:
         _verify_and_time(variants, workload, options, device, telemetry)
+    settings.enter(None)
     dist.barrier()
     dist.destroy_process_group()
     return variants, workload, None

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import resource
+import secrets
+import time
 import traceback
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,8 +18,9 @@ import torch
 from aisp.harness.benchmark import Benchmark, Workload, unmet_requirements
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
+from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_reader
-from aisp.harness.timing import L2Flusher, gc_disabled, synchronize, time_call
+from aisp.harness.timing import gc_disabled, l2_flusher, synchronize, time_call
 from aisp.harness.verify import (
     Evidence,
     InputGuard,
@@ -29,6 +33,8 @@ from aisp.harness.verify import (
     tensor_attributes,
 )
 
+SUSTAINED_BATCH_S = 0.02
+"""--timing sustained: one sample is as many back-to-back calls as take about this long."""
 POISON_HINT = ("before the last timed iteration, `scratch` buffers and tensors created after setup() "
                "were overwritten with NaN; a run() that skips its work returns them. Create reused "
                "constants in setup()")
@@ -51,6 +57,8 @@ class Variant:
     windows: list[tuple[float, float]] = field(default_factory=list)
     throttled: dict[int, list[str]] = field(default_factory=dict)
     """Timed sample index → throttle reasons NVML reported during it."""
+    settings: ProcessSettings | None = None
+    """The watch on process-wide settings this variant shares with the others."""
 
     @property
     def name(self) -> str:
@@ -58,6 +66,19 @@ class Variant:
 
     def fail(self, verdict: str, reason: str) -> None:
         self.verdict, self.reason = verdict, reason
+
+    def enter(self) -> None:
+        """About to run this variant's code: restore the process-wide settings others changed."""
+        if self.settings is not None:
+            self.settings.enter(self.evidence.notes)
+
+
+def watch_settings(variants: list[Variant]) -> ProcessSettings:
+    """One watch on process-wide settings for the variants of a pair (before any of its code runs)."""
+    settings = ProcessSettings(variants[0].path.parent, variants[0].evidence.notes)
+    for var in variants:
+        var.settings = settings
+    return settings
 
 
 def pick_device(choice: str) -> torch.device:
@@ -78,6 +99,7 @@ def _memory_now(device: torch.device) -> int:
 def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     """Load, place and set up one variant; records the bytes its setup kept and the tensors it
     holds right after setup (what the last-iteration poisoning treats as known)."""
+    var.enter()
     bench = load_benchmark(var.path)
     bench.device, bench.seed = device, seed
     before = _memory_now(device)
@@ -117,6 +139,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     for var in variants[1:]:
         if var.verdict != "pending":
             continue
+        var.enter()
         skip = unmet_requirements(load_benchmark(var.path).workload.requires, device)
         if skip:
             var.fail("skipped", skip)
@@ -136,58 +159,64 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     del ref
 
 
-def _rotation(n: int, i: int) -> list[int]:
-    return [(i + k) % n for k in range(n)]
+def _rotation(live: list[Variant], i: int) -> list[Variant]:
+    return [live[(i + k) % len(live)] for k in range(len(live))]
+
+
+def _alone(value: Any = None) -> Any:
+    return value
+
+
+def warm_up(live: list[Variant], options: RunOptions, device: torch.device, offset: int,
+            align: Callable[[Any], Any] = _alone) -> None:
+    """Rotations until both ``options.warmup`` of them and ``options.warmup_s`` seconds have passed
+    (rank 0's clock decides for every rank)."""
+    started, i = time.perf_counter(), 0
+    while align(i < options.warmup or time.perf_counter() - started < options.warmup_s):
+        for var in _rotation(live, offset + i):
+            var.enter()
+            var.bench.run()
+        synchronize(device)
+        i += 1
+
+
+def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -> int:
+    """One untimed call (the first call after gc.collect() and a sync is slow); with sustained
+    timing, how many back-to-back calls make one sample last about SUSTAINED_BATCH_S."""
+    var.enter()
+    probe = time_call(var.bench.run, device)
+    return 1 if options.timing == "per-call" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
 
 
 def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device,
-                     align: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Warm up, then time all live variants in rotating order; returns the last outputs by id(variant).
-
-    ``align`` is called right before each timed call, outside the window (ranks meet at a barrier).
-    """
+                     align: Callable[[Any], Any] = _alone) -> dict[str, Any]:
+    """Warm up, then time all live variants in rotating order from a random start; returns the last
+    outputs by id(variant). ``align(value)``: the ranks of a multi-rank pair meet and take rank 0's
+    value (before each timed call, and for the choices all ranks must make alike)."""
     live = [v for v in variants if v.bench is not None]
-    flush = L2Flusher(device) if options.flush_l2 else None
-    for i in range(options.warmup):
-        for j in _rotation(len(live), i):
-            live[j].bench.run()
-    synchronize(device)
+    flush = l2_flusher(device) if options.flush_l2 else _alone
+    offset = align(secrets.randbelow(len(live)))
+    warm_up(live, options, device, offset, align)
     last: dict[str, Any] = {}
     with gc_disabled():
+        calls = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
         for i in range(options.iterations):
             final = i == options.iterations - 1
-            for j in _rotation(len(live), i):
-                var = live[j]
+            for var in _rotation(live, offset + i):
                 if final:
                     poison_scratch(var.bench, var.known_after_setup)
                     before = preexisting_storages(var.bench)
-                if flush:
-                    flush()
-                if align:
-                    align()
-                with _nvtx(f"{var.name}/iter{i}", device):
-                    timed = time_call(var.bench.run, device)
+                flush()
+                align()
+                var.enter()
+                with torch.cuda.nvtx.range(f"{var.name}/iter{i}") if device.type == "cuda" else nullcontext():
+                    timed = time_call(var.bench.run, device, calls[id(var)])
                 var.samples_ms.append(timed.ms)
                 var.host_samples_ms.append(timed.host_ms)
                 var.windows.append((timed.start_s, timed.end_s))
                 if final:
                     last[id(var)] = (timed.output, before)
     return last
-
-
-class _nvtx:
-    """An NVTX range on CUDA, so Nsight timelines show variant and iteration; nothing on CPU."""
-
-    def __init__(self, label: str, device: torch.device) -> None:
-        self.label, self.on = label, device.type == "cuda"
-
-    def __enter__(self) -> None:
-        if self.on:
-            torch.cuda.nvtx.range_push(self.label)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.on:
-            torch.cuda.nvtx.range_pop()
 
 
 def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workload) -> None:
@@ -212,6 +241,7 @@ def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workloa
 
 def measure_memory(var: Variant, device: torch.device) -> None:
     """Peak memory of one untimed call, on top of what the variant's setup keeps."""
+    var.enter()
     bench = var.bench
     synchronize(device)
     if device.type == "cuda":
@@ -256,8 +286,7 @@ def workload_dict(workload: Workload) -> dict[str, Any]:
 
 
 def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch.device,
-                         telemetry_out: dict[str, Any] | None,
-                         align: Callable[[], None] | None = None) -> dict[int, Any]:
+                         telemetry_out: dict[str, Any] | None, align: Callable[[Any], Any] = _alone) -> dict[int, Any]:
     """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples."""
     read = nvml_reader(device) if device.type == "cuda" else None
     if read is None:
@@ -288,6 +317,7 @@ def run_variants(paths: list[Path], options: RunOptions,
     if options.reproducible:
         apply_reproducible(options.seed)
     variants = [Variant(p) for p in paths]
+    settings = watch_settings(variants)
     workload = load_benchmark(paths[0]).workload
     if on_workload is not None:
         on_workload(workload)
@@ -309,6 +339,7 @@ def run_variants(paths: list[Path], options: RunOptions,
                 var.metrics = dict(var.bench.metrics())
         if on_timed is not None:
             on_timed([v for v in live if v.verdict == "pending"], device)
+    settings.enter(None)
     for var in variants:
         if var.bench is not None:
             var.bench.teardown()

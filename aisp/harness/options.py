@@ -8,8 +8,10 @@ from typing import Any, Literal, get_args
 
 ProfileLevel = Literal["none", "minimal", "full"]
 Device = Literal["auto", "cpu", "cuda"]
+Timing = Literal["per-call", "sustained"]
 PROFILE_LEVELS: tuple[str, ...] = get_args(ProfileLevel)
 DEVICES: tuple[str, ...] = get_args(Device)
+TIMINGS: tuple[str, ...] = get_args(Timing)
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,12 @@ class RunOptions:
     iterations: int = 20
     """Timed iterations per variant."""
     warmup: int = 5
-    """Untimed iterations per variant before timing."""
+    """Untimed iterations per variant before timing (at least; see warmup_s)."""
+    warmup_s: float = 0.5
+    """And warm up for this many seconds: an H100 running a large GEMM from idle stays at boost ~50 ms
+    until its power cap pulls the clock down; per-call times settle within 0.5% after 0.5 s."""
+    timing: Timing = "per-call"
+    """per-call: a device-wide sync around each call; sustained: calls back to back, one sync a sample."""
     seed: int = 0
     """Seed of the main pass; verification repeats on seed + 1."""
     device: Device = "auto"
@@ -32,6 +39,8 @@ class RunOptions:
     """Fixed seeds and deterministic algorithms; a nondeterministic op fails its pair."""
     cold_start: bool = False
     """Each variant timed in a fresh process (no interleaving; GC and allocator reset)."""
+    cold_runs: int = 3
+    """With cold_start: fresh processes per variant; the interval includes their spread."""
     flush_l2: bool = False
     """Evict the GPU's L2 before each timed iteration (outside the timed window)."""
     profile: ProfileLevel = "none"
@@ -46,8 +55,12 @@ class RunOptions:
     def __post_init__(self) -> None:
         if self.iterations < 2:
             raise ValueError("--iterations must be at least 2 (a spread needs two samples)")
-        if self.warmup < 0:
-            raise ValueError("--warmup must be 0 or more")
+        if self.warmup < 0 or self.warmup_s < 0:
+            raise ValueError("--warmup and --warmup-s must be 0 or more")
+        if self.cold_runs < 1:
+            raise ValueError("--cold-runs must be at least 1")
+        if self.timing not in TIMINGS:
+            raise ValueError(f"--timing must be one of {', '.join(TIMINGS)}, not '{self.timing}'")
         if self.timeout_multiplier <= 0:
             raise ValueError("--timeout-multiplier must be positive")
         if self.device not in DEVICES:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aisp.harness.stats import ratio_of_medians, summarize
+from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
+from aisp.harness.timing import unseen_work
 
 VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error", "timeout")
 """Least to most severe; a pair takes its worst variant's verdict."""
@@ -18,20 +19,18 @@ is under this: a statistical difference and a practical one."""
 
 def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
     """TFLOP/s, GB/s and items/s at the median time, for what the workload declares."""
-    seconds = median_ms / 1e3
-    out: dict[str, float] = {}
-    if workload.get("flops"):
-        out["tflops"] = workload["flops"] / seconds / 1e12
-    if workload.get("bytes"):
-        out["gbps"] = workload["bytes"] / seconds / 1e9
-    if workload.get("items"):
-        out["items_per_s"] = workload["items"] / seconds
-    return out
+    rates = {"tflops": ("flops", 1e12), "gbps": ("bytes", 1e9), "items_per_s": ("items", 1.0)}
+    return {key: workload[field] / (median_ms / 1e3) / scale for key, (field, scale) in rates.items()
+            if workload.get(field)}
 
 
 def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
-    """A raw variant record plus its summary and throughput (when it has samples)."""
+    """A raw variant record plus its summary and throughput (when it has samples); an ``error`` when
+    its host clock saw work its CUDA events did not."""
     result = dict(raw)
+    unseen = unseen_work(raw.get("host_samples_ms") or [], raw.get("samples_ms") or [])
+    if unseen and raw.get("verdict") in (None, "pending", "ok"):
+        result["verdict"], result["reason"] = "error", unseen
     if raw.get("samples_ms"):
         summary = summarize(raw["samples_ms"])
         result["summary"] = summary.to_dict()
@@ -48,9 +47,12 @@ def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str) -> dict[s
         if not b or not o:
             return None
         return {"value": b / o, "low": b / o, "high": b / o}
-    if not base.get("samples_ms") or not var.get("samples_ms"):
+    b, o = base.get("samples_ms"), var.get("samples_ms")
+    if not b or not o:
         return None
-    return ratio_of_medians(base["samples_ms"], var["samples_ms"]).to_dict()
+    if base.get("sample_groups") and var.get("sample_groups"):
+        return grouped_ratio(base["sample_groups"], var["sample_groups"]).to_dict()
+    return (paired_ratio(b, o) if len(b) == len(o) else grouped_ratio([b], [o])).to_dict()
 
 
 def _variant_verdict(var: dict[str, Any]) -> str:
@@ -73,7 +75,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     variants = []
     for record in raw[1:]:
         var = variant_result(record, workload)
-        var["speedup"] = _speedup(base, var, headline) if var.get("verdict") in (None, "pending", "ok") else None
+        timed = var.get("verdict") in (None, "pending", "ok") and base.get("verdict") in (None, "pending", "ok")
+        var["speedup"] = _speedup(base, var, headline) if timed else None
         var["verdict"] = _variant_verdict(var)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]

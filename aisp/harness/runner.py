@@ -175,15 +175,16 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
         return failed(info, doc["status"], doc.get("reason") or "", doc.get("workload"))
     raw = doc["variants"]
     if options.cold_start and not options.verify_only:
-        raw = _cold_samples(spec, raw, work, budget)
+        raw = _cold_samples(spec, raw, work, budget, options.cold_runs)
     return _annotate(assemble(info, doc["workload"], raw), doc)
 
 
 def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
-    """Add telemetry and throttle notes to an assembled result."""
+    """Add telemetry, throttle and evidence notes to an assembled result."""
     notes = []
     telemetry = doc.get("telemetry") or {}
     for var in [result["baseline"], *result["variants"]]:
+        notes += [f"{var['name']}: {note}" for note in (var.get("verification") or {}).get("notes", [])]
         count = len(var.get("throttled_samples") or {})
         if count:
             reasons = sorted({r for rs in var["throttled_samples"].values() for r in rs})
@@ -194,22 +195,26 @@ def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     return {**result, "telemetry": telemetry, "notes": notes}
 
 
-def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget) -> list[dict]:
-    """Re-time each verified variant alone in a fresh process; keeps the verification records."""
+def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget,
+                  runs: int) -> list[dict]:
+    """Re-time each verified variant alone in ``runs`` fresh processes; keeps the verification
+    records, and each process's samples as one group (the interval includes their spread)."""
     merged = []
     for i, record in enumerate(raw):
-        if record["verdict"] not in ("pending", "ok"):
-            merged.append(record)
-            continue
-        single = {**spec, "paths": [record["file"]], "single": True}
-        doc, status, reason = spawn(single, work / "logs", budget, f"cold{i}")
-        if doc is None or doc.get("status") != "done":
-            merged.append({**record, "verdict": status if doc is None else doc["status"],
-                           "reason": reason or (doc or {}).get("reason"), "samples_ms": []})
-            continue
-        timed = doc["variants"][0]
-        merged.append({**record, "samples_ms": timed["samples_ms"], "host_samples_ms": timed["host_samples_ms"],
-                       "memory": timed["memory"], "metrics": timed["metrics"]})
+        groups: list[dict[str, Any]] = []
+        while record["verdict"] in ("pending", "ok") and len(groups) < runs:
+            single = {**spec, "paths": [record["file"]], "single": True}
+            doc, status, reason = spawn(single, work / "logs", budget, f"cold{i}_{len(groups)}")
+            if doc is None or doc.get("status") != "done":
+                record = {**record, "verdict": status if doc is None else doc["status"],
+                          "reason": reason or (doc or {}).get("reason"), "samples_ms": []}
+            else:
+                groups.append(doc["variants"][0])
+        if len(groups) == runs:
+            record = {**record, "memory": groups[-1]["memory"], "metrics": groups[-1]["metrics"],
+                      "sample_groups": [g["samples_ms"] for g in groups],
+                      **{key: [x for g in groups for x in g[key]] for key in ("samples_ms", "host_samples_ms")}}
+        merged.append(record)
     return merged
 
 

@@ -7,19 +7,24 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import reduce
+from operator import or_
 from typing import Any
 
 import torch
 
-# NVML clocks-event reason bits (nvmlClocksEventReason*): the ones that mean the GPU slowed itself
-# because of a hardware condition, as opposed to idling or an application's own clock setting.
+# NVML clocks-event reason bits (nvmlClocksEventReason*): the ones that mean the GPU ran below the
+# clocks it was asked for: its power cap (the usual one under a large GEMM: an H100 went from 1980 to
+# 1350-1530 MHz), a hardware or thermal slowdown, a power brake; not idling or an application's own
+# clock setting.
 THROTTLE_REASONS = {
+    0x0000000000000004: "sw_power_cap",
     0x0000000000000008: "hw_slowdown",
     0x0000000000000020: "sw_thermal_slowdown",
     0x0000000000000040: "hw_thermal_slowdown",
     0x0000000000000080: "hw_power_brake_slowdown",
 }
-INFO_REASONS = {0x0000000000000004: "sw_power_cap", 0x0000000000000001: "gpu_idle"}
+IDLE = {0x0000000000000001: "gpu_idle"}
 SAMPLE_PERIOD_S = 0.02
 
 
@@ -93,18 +98,13 @@ class Telemetry:
 
     def throttled(self, start: float, end: float) -> list[str]:
         """Throttle reasons seen in the window, widened by one sample period each side."""
-        bits = 0
-        for r in self.readings:
-            if start - SAMPLE_PERIOD_S <= r.t <= end + SAMPLE_PERIOD_S:
-                bits |= r.reasons
-        return reason_names(bits)
+        return reason_names(reduce(or_, [r.reasons for r in self.readings
+                                         if start - SAMPLE_PERIOD_S <= r.t <= end + SAMPLE_PERIOD_S], 0))
 
     def summary(self) -> dict[str, Any]:
         if not self.readings:
             return {}
-        seen = 0
-        for r in self.readings:
-            seen |= r.reasons
+        seen = reduce(or_, [r.reasons for r in self.readings], 0)
         first = asdict(self.readings[0])
         keys = [k for k in first if k not in ("t", "reasons")]
         return {
@@ -112,5 +112,5 @@ class Telemetry:
             **{f"{k}_min": min(getattr(r, k) for r in self.readings) for k in keys},
             **{f"{k}_max": max(getattr(r, k) for r in self.readings) for k in keys},
             "throttle_reasons_seen": reason_names(seen),
-            "info_reasons_seen": reason_names(seen, INFO_REASONS),
+            "info_reasons_seen": reason_names(seen, IDLE),
         }

@@ -27,7 +27,7 @@ from scipy.stats import mannwhitneyu
 
 from aisp.harness.artifacts import read_json
 from aisp.harness.environment import fingerprint, fingerprint_changes
-from aisp.harness.stats import ratio_of_medians
+from aisp.harness.stats import grouped_ratio
 from aisp.judge.expectations import stored_times
 from aisp.judge.run_noise import log_limit, noise_of
 
@@ -51,7 +51,7 @@ def classify(ratio: dict[str, float], p_value: float, threshold: float) -> str:
 
 def compare_samples(a: Sequence[float], b: Sequence[float], threshold: float) -> dict[str, Any]:
     """Run B's samples against run A's: time ratio B/A [95% CI], p-value, change and status."""
-    ratio = ratio_of_medians(b, a, paired=False).to_dict()
+    ratio = grouped_ratio([b], [a]).to_dict()
     p_value = float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
     return {"ratio": ratio, "p_value": p_value, "change": ratio["value"] - 1,
             "status": classify(ratio, p_value, threshold)}

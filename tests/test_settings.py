@@ -1,0 +1,90 @@
+"""Process-wide settings one variant changes are restored before the other's calls, and reported."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp.harness.discovery import resolve_targets
+from aisp.harness.execute import Variant
+from aisp.harness.loader import import_module_at
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
+from aisp.harness.settings import ProcessSettings
+
+TIMING = Path(__file__).resolve().parent / "fixtures" / "timing"
+
+
+@pytest.fixture
+def actors(tmp_path):
+    """Two variants watched by one ProcessSettings; torch's settings put back whatever happens."""
+    first, second = Variant(tmp_path / "baseline_x.py"), Variant(tmp_path / "optimized_x.py")
+    dtype, precision = torch.get_default_dtype(), torch.get_float32_matmul_precision()
+    yield ProcessSettings(tmp_path, first.evidence.notes), first, second
+    torch.set_default_dtype(dtype)
+    torch.set_float32_matmul_precision(precision)
+
+
+def test_torch_setting_is_restored_and_its_changer_named(actors):
+    watch, first, second = actors
+    torch.set_default_dtype(torch.float64)
+    torch.set_float32_matmul_precision("medium")
+    watch.enter(second.evidence.notes)
+    assert torch.get_default_dtype() == torch.float32
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert first.evidence.notes == ["changed process-wide float32_matmul_precision, cuda.matmul.allow_tf32, "
+                                    "default_dtype; restored before each timed call"]
+    watch.enter(first.evidence.notes)
+    assert not second.evidence.notes
+
+
+def test_new_tf32_api_is_undone_too(actors):
+    """Once the fp32_precision API is used, torch refuses the legacy reads: that counts as changed."""
+    watch, first, second = actors
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    watch.enter(second.evidence.notes)
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert "float32_matmul_precision" in first.evidence.notes[0]
+
+
+def test_rebound_global_of_a_pair_module_is_restored(actors, tmp_path):
+    watch, first, second = actors
+    (tmp_path / "shared_knob.py").write_text("FAST = False\n")
+    module = import_module_at(tmp_path / "shared_knob.py")
+    try:
+        watch.enter(second.evidence.notes)
+        module.FAST = True
+        watch.enter(first.evidence.notes)
+        assert module.FAST is False
+        assert second.evidence.notes == ["changed process-wide shared_knob.FAST; restored before each timed call"]
+    finally:
+        sys.modules.pop("shared_knob", None)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    options = RunOptions(iterations=4, warmup=1, warmup_s=0.0, device="cpu",
+                         artifacts_dir=tmp_path_factory.mktemp("art"))
+    results, _ = run_suite(resolve_targets(["timing:threads", "timing:global"], TIMING, (TIMING,)), options)
+    return {r["name"]: r for r in results}
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs torch to run more than one thread")
+def test_thread_count_set_in_run_is_undone_before_the_baselines_calls(suite):
+    result = suite["threads"]
+    assert result["verdict"] in ("ok", "slower"), result["reason"]
+    threads = torch.get_num_threads()
+    assert result["baseline"]["metrics"]["threads_min"] == threads
+    assert result["variants"][0]["metrics"]["threads_min"] == threads
+    assert "optimized_threads: changed process-wide num_threads; restored before each timed call" in result["notes"]
+
+
+def test_global_rebound_in_setup_is_undone_before_the_baselines_calls(suite):
+    result = suite["global"]
+    assert result["verdict"] in ("ok", "slower"), result["reason"]
+    assert result["baseline"]["metrics"]["repeat_min"] == 8
+    assert any(n.startswith("optimized_global: changed process-wide common_timing.REPEAT") for n in result["notes"])
