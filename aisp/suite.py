@@ -23,6 +23,7 @@ from aisp.peak.measure import load_peaks
 from aisp.profile.pair import attach_profile
 from aisp.report.console import RichReporter
 from aisp.report.roofline import add_roofline
+from aisp.report.tables import write_tables
 
 
 def _roofline_step() -> Any:
@@ -49,7 +50,7 @@ def hooks_for(options: RunOptions) -> Hooks:
     if not options.verify_only:
         post.append(_judge_step)
     on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
-    return Hooks(on_timed=on_timed, post=tuple(post))
+    return Hooks(on_timed=on_timed, post=tuple(post), finish=write_tables)
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,

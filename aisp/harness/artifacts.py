@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -77,88 +75,19 @@ def new_run_dir(artifacts_dir: Path) -> Path:
     raise RuntimeError(f"could not create a run folder under {artifacts_dir}")
 
 
-def _fmt_ms(variant: dict[str, Any] | None) -> str:
-    if not variant or not variant.get("summary"):
-        return "-"
-    return f"{variant['summary']['median']:.4g}"
-
-
-def _fmt_speedup(ratio: dict[str, Any] | None) -> str:
-    if not ratio:
-        return "-"
-    return f"{ratio['value']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
-
-
 def best_variant(result: dict[str, Any]) -> dict[str, Any] | None:
     """The optimized variant named as the pair's headline, if any."""
     return next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
 
 
-def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """One row per pair: target, baseline ms, best optimized ms, speedup [95% CI], verdict."""
-    rows = []
-    for r in results:
-        headline = r.get("workload", {}).get("headline", "time")
-        rows.append({
-            "target": r["target"],
-            "baseline_ms": _fmt_ms(r.get("baseline")),
-            "optimized_ms": _fmt_ms(best_variant(r)),
-            "best": r.get("best") or "-",
-            "speedup": _fmt_speedup(r.get("speedup")) + (" (memory)" if headline == "memory" and r.get("speedup") else ""),
-            "verdict": r["verdict"],
-            "reason": r.get("reason") or "",
-        })
-    return rows
-
-
-def markdown_table(rows: list[dict[str, str]]) -> str:
-    if not rows:
-        return "(no pairs)\n"
-    header = list(rows[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row[h].replace("|", "\\|").replace("\n", " ") for h in header) + " |"
-              for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def csv_text(rows: list[dict[str, str]]) -> str:
-    buffer = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return buffer.getvalue()
-
-
 def write_pair(run_dir: Path, result: dict[str, Any]) -> Path:
-    """``<chapter>_<name>/results/benchmark_test_results.{json,md}``; returns the results folder."""
+    """``<chapter>_<name>/results/benchmark_test_results.json``; returns the results folder (the
+    report layer adds the Markdown beside it)."""
     folder = run_dir / f"{result['group']}_{result['name']}" / "results"
     atomic_write_json(folder / "benchmark_test_results.json", result)
-    atomic_write_text(folder / "benchmark_test_results.md", pair_markdown(result))
     return folder
 
 
-def pair_markdown(result: dict[str, Any]) -> str:
-    lines = [f"# {result['target']}: {result['verdict']}", ""]
-    if result.get("reason"):
-        lines += [f"Reason: {result['reason']}", ""]
-    variants = [v for v in [result.get("baseline"), *result.get("variants", [])] if v]
-    rows = []
-    for v in variants:
-        s = v.get("summary") or {}
-        rows.append({"variant": v["name"], "median_ms": f"{s['median']:.4g}" if s else "-",
-                     "p10-p90_ms": f"{s['p10']:.4g}-{s['p90']:.4g}" if s else "-",
-                     "cv": f"{s['cv']:.3f}" if s else "-",
-                     "speedup": _fmt_speedup(v.get("speedup")),
-                     "verdict": v.get("verdict", "-")})
-    if rows:
-        lines.append(markdown_table(rows))
-    return "\n".join(lines)
-
-
 def write_summary(run_dir: Path, results: list[dict[str, Any]], extra: dict[str, Any]) -> None:
-    """``summary.json`` (all results), ``summary.md`` and ``summary.csv`` (one row per pair)."""
+    """``summary.json``: every result of the run (the report layer renders it as Markdown and CSV)."""
     atomic_write_json(run_dir / "summary.json", {**extra, "results": results})
-    rows = summary_rows(results)
-    atomic_write_text(run_dir / "summary.md", f"# Run {run_dir.name}\n\n" + markdown_table(rows))
-    atomic_write_text(run_dir / "summary.csv", csv_text(rows))

@@ -53,6 +53,8 @@ class Hooks:
     (the profiler's capture); imported by name in the worker process."""
     post: tuple[PostStep, ...] = ()
     """Steps applied in order to each finished result (roofline, profiles, expectations)."""
+    finish: Callable[[Path, list[dict[str, Any]]], None] | None = None
+    """Called with the run folder and every result once the JSON is written (Markdown/CSV tables)."""
 
 
 class Reporter(Protocol):
@@ -244,5 +246,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         reporter.pair_done(result)
     write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
                                      "options": options.to_dict()})
+    if hooks.finish is not None:
+        hooks.finish(run_dir, results)
     reporter.finish(results, run_dir)
     return results, run_dir

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aisp.harness.artifacts import atomic_write_text, best_variant, csv_text, markdown_table, read_json
+from aisp.harness.artifacts import atomic_write_text, best_variant, read_json
+from aisp.report.tables import csv_text, markdown_table
 
 DEFAULT_MIN_SPEEDUP = 1.05
 COLUMNS = ("target", "hardware", "status", "speedup", "low", "high", "headline", "baseline_ms",

@@ -10,8 +10,8 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aisp.harness.artifacts import summary_rows
 from aisp.harness.discovery import Pair
+from aisp.report.tables import summary_rows
 
 VERDICT_STYLE = {"ok": "green", "skipped": "dim", "slower": "yellow", "regressed": "red",
                  "verify-failed": "bold red", "error": "bold red", "timeout": "bold red"}

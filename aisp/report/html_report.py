@@ -6,10 +6,11 @@ import html
 from pathlib import Path
 from typing import Any
 
-from aisp.harness.artifacts import atomic_write_text, best_variant, read_json, summary_rows
+from aisp.harness.artifacts import atomic_write_text, best_variant, read_json
 from aisp.peak.measure import load_peaks
 from aisp.report.plotting import new_figure, png_base64
 from aisp.report.roofline import annotate, figure, pair_points
+from aisp.report.tables import summary_rows
 
 VERDICT_COLORS = {"ok": "tab:green", "slower": "tab:orange", "regressed": "tab:red"}
 STYLE = ("body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
