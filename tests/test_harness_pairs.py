@@ -12,6 +12,7 @@ from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import exit_code
 from aisp.harness.runner import run_suite
+from aisp.report.tables import write_tables
 
 EXPECTED = {
     "constant": ("verify-failed", "seed 1"),
@@ -66,8 +67,17 @@ def test_every_pair_has_artifacts(suite):
         assert data["schema_version"] == 1 and data["name"] == name
     summary = json.loads((run_dir / "summary.json").read_text())
     assert len(summary["results"]) == len(EXPECTED)
-    assert (run_dir / "summary.csv").read_text().count("\n") == len(EXPECTED) + 1
     assert json.loads((run_dir / "manifest.json").read_text())["hardware_key"]
+
+
+def test_the_report_layer_writes_the_tables(suite):
+    results, run_dir = suite
+    write_tables(run_dir, list(results.values()))
+    assert (run_dir / "summary.csv").read_text().count("\n") == len(EXPECTED) + 1
+    assert (run_dir / "summary.md").read_text().count("| pairs:") == len(EXPECTED)
+    for name in results:
+        assert (run_dir / f"pairs_{name}" / "results" / "benchmark_test_results.md").read_text().startswith(
+            f"# pairs:{name}: ")
 
 
 def test_crash_log_kept(suite):
