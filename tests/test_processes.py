@@ -52,11 +52,12 @@ def pid_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("name, verdict", [("leaves_child", "ok"), ("hangs_with_child", "timeout")])
-def test_no_child_of_a_pair_outlives_it(name: str, verdict: str, pid_file: Path, tmp_path: Path):
+@pytest.mark.parametrize("name, verdicts", [("leaves_child", ("ok", "slower")), ("hangs_with_child", ("timeout",))])
+def test_no_child_of_a_pair_outlives_it(name: str, verdicts: tuple[str, ...], pid_file: Path, tmp_path: Path):
+    """leaves_child finishes (ok; slower when a busy CPU slows one side of its A/A timing)."""
     pairs = resolve_targets([f"processes:{name}"], REPO, (PROCESSES,))
     results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts"))
-    assert results[0]["verdict"] == verdict, results[0]["reason"]
+    assert results[0]["verdict"] in verdicts, results[0]["reason"]
     pids = recorded(pid_file)
     assert len(pids) >= 2, "the fixture recorded its worker and a sleeper"
     assert running(pids) == []
