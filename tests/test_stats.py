@@ -77,6 +77,12 @@ def test_true_speedup_is_recovered():
     assert r.value == pytest.approx(np.median(base / opt))
 
 
+def test_few_iterations_still_have_a_spread():
+    """With 4 iterations a single block would hold them all: every resample the same median."""
+    r = paired_ratio([1.0, 1.1, 0.9, 1.05], [1.0, 1.0, 1.0, 1.0])
+    assert r.low < 0.95 and r.high > 1.05
+
+
 def test_identical_ratio_every_iteration_has_no_width():
     drift = np.linspace(10, 30, 40)
     r = paired_ratio(2 * drift, drift)

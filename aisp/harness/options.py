@@ -59,14 +59,12 @@ class RunOptions:
             raise ValueError("--warmup and --warmup-s must be 0 or more")
         if self.cold_runs < 1:
             raise ValueError("--cold-runs must be at least 1")
-        if self.timing not in TIMINGS:
-            raise ValueError(f"--timing must be one of {', '.join(TIMINGS)}, not '{self.timing}'")
         if self.timeout_multiplier <= 0:
             raise ValueError("--timeout-multiplier must be positive")
-        if self.device not in DEVICES:
-            raise ValueError(f"--device must be one of {', '.join(DEVICES)}, not '{self.device}'")
-        if self.profile not in PROFILE_LEVELS:
-            raise ValueError(f"--profile must be one of {', '.join(PROFILE_LEVELS)}, not '{self.profile}'")
+        for flag, value, allowed in (("--timing", self.timing, TIMINGS), ("--device", self.device, DEVICES),
+                                     ("--profile", self.profile, PROFILE_LEVELS)):
+            if value not in allowed:
+                raise ValueError(f"{flag} must be one of {', '.join(allowed)}, not '{value}'")
         if self.suite_timeout is not None and self.suite_timeout <= 0:
             raise ValueError(f"--suite-timeout must be positive, not {self.suite_timeout:g}")
         if not (existing := next(p for p in (self.artifacts_dir, *self.artifacts_dir.parents) if p.exists())).is_dir():

@@ -68,7 +68,7 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], seed:
 
     logs = np.log(np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64))
     n = logs.size
-    block = min(n, int(np.ceil(BLOCK_SCALE * n ** (1 / 3))))
+    block = max(1, min(int(np.ceil(BLOCK_SCALE * n ** (1 / 3))), n // 2))  # two blocks at least, or no spread
     starts = np.random.default_rng(seed).integers(0, n, size=(BOOTSTRAP_RESAMPLES, -(-n // block)))
     idx = ((starts[:, :, None] + np.arange(block)).reshape(BOOTSTRAP_RESAMPLES, -1)[:, :n]) % n
     center = float(np.median(logs))
