@@ -64,9 +64,11 @@ class Workload:
     """The lowest precision either variant computes in; picks the default tolerance.
     None: inferred from the output dtype."""
     atol: float | None = None
-    """Absolute tolerance; None uses the precision's default."""
+    """Absolute tolerance in the output's units; None: the precision's default times the baseline's RMS."""
     rtol: float | None = None
     """Relative tolerance; None uses the precision's default."""
+    max_rel_l2: float | None = None
+    """Bound on ||optimized - baseline|| / ||baseline|| per output tensor; None: the precision's default."""
     headline: Literal["time", "memory"] = "time"
     """What the pair optimizes: its speedup is time or peak memory (baseline / optimized)."""
     requires: Requirements = field(default_factory=Requirements)
