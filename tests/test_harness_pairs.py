@@ -4,10 +4,12 @@ recorded and the rest of the suite still runs."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from conftest import FIXTURE_PAIRS
 
+from aisp.harness import execute
 from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import exit_code
@@ -29,6 +31,7 @@ EXPECTED = {
     "out_of_memory": ("error", "out of memory"),
     "hangs": ("timeout", "timed out"),
     "needs_gpu": ("skipped", "CUDA"),
+    "cyclic_garbage": ("ok", None),
     "good": ("ok", None),
 }
 
@@ -89,3 +92,26 @@ def test_aa_pair_speedup_contains_one(suite):
 
 def test_exit_code_is_worst(suite):
     assert exit_code(list(suite[0].values())) == 5
+
+
+def _cyclic_pair() -> list:
+    return [FIXTURE_PAIRS / f"{role}_cyclic_garbage.py" for role in ("baseline", "optimized")]
+
+
+def test_setup_memory_is_not_offset_by_an_earlier_pass_freed_inside_it(monkeypatch):
+    """Objects of the verification pass on the fresh seed are freed before the next setup's window
+    opens, not inside it: two identical variants report the bytes their setup keeps, and the same."""
+    monkeypatch.setattr(execute, "_memory_now", lambda device: sys.modules["common_pairs"].LIVE_BYTES[0])
+    variants, _, skip = execute.run_variants(_cyclic_pair(), RunOptions(device="cpu", verify_only=True))
+    block = sys.modules["common_pairs"].BLOCK_BYTES
+    assert skip is None and [v.memory["setup_bytes"] for v in variants] == [block, block]
+
+
+@pytest.mark.gpu
+def test_identical_variants_report_equal_memory_on_gpu(tmp_path):
+    options = RunOptions(iterations=5, warmup=1, device="cuda", artifacts_dir=tmp_path)
+    pairs = resolve_targets(["pairs:cyclic_garbage", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
+    for result in run_suite(pairs, options)[0]:
+        base, opt = result["baseline"]["memory"], result["variants"][0]["memory"]
+        assert base["setup_bytes"] >= 0 and base["peak_bytes"] > 0, base
+        assert (base["setup_bytes"], base["peak_bytes"]) == (opt["setup_bytes"], opt["peak_bytes"])

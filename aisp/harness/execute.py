@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import traceback
@@ -68,6 +69,14 @@ def pick_device(choice: str) -> torch.device:
     return torch.device("cuda")
 
 
+def _settle(device: torch.device) -> None:
+    """Free the garbage of earlier passes now, not inside a measured window (negative memory)."""
+    gc.collect()
+    synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.memory_allocated(device)
@@ -80,9 +89,10 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     holds right after setup (what the last-iteration poisoning treats as known)."""
     bench = load_benchmark(var.path)
     bench.device, bench.seed = device, seed
+    _settle(device)
     before = _memory_now(device)
     bench.setup()
-    synchronize(device)
+    _settle(device)
     var.bench = bench
     var.memory["setup_bytes"] = _memory_now(device) - before
     var.known_after_setup = set(tensor_attributes(bench))
@@ -114,6 +124,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     ref = guarded_run(set_up(base, device, seed))
     if not keep:
         base.bench.teardown()
+        base.bench = None
     for var in variants[1:]:
         if var.verdict != "pending":
             continue
@@ -213,11 +224,10 @@ def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workloa
 def measure_memory(var: Variant, device: torch.device) -> None:
     """Peak memory of one untimed call, on top of what the variant's setup keeps."""
     bench = var.bench
-    synchronize(device)
     if device.type == "cuda":
-        torch.cuda.empty_cache()
+        _settle(device)
+        before = _memory_now(device)
         torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
         bench.run()
         synchronize(device)
         transient = torch.cuda.max_memory_allocated(device) - before
