@@ -14,9 +14,11 @@ from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import exit_code
 from aisp.harness.runner import run_suite
+from aisp.harness.verify import CheckPlan
 
+CHECKED = "checked timed call"
 EXPECTED = {
-    "constant": ("verify-failed", "seed 1"),
+    "constant": ("verify-failed", "(drawn at random)"),
     "setup_cached": ("verify-failed", "shares storage with 'result'"),
     "aliasing": ("verify-failed", "shares storage with 'a'"),
     "mutates_input": ("verify-failed", "changed its inputs"),
@@ -24,14 +26,28 @@ EXPECTED = {
     "wrong_shape": ("verify-failed", "shape"),
     "wrong_dtype": ("verify-failed", "dtype"),
     "low_precision": ("verify-failed", "outside tolerance"),
-    "skips_after_warmup": ("verify-failed", "last timed iteration"),
-    "caches_after_warmup": ("verify-failed", "last timed iteration"),
+    "skips_after_warmup": ("verify-failed", CHECKED),
+    "caches_after_warmup": ("verify-failed", CHECKED),
+    "setup_clone": ("verify-failed", CHECKED),
+    "deep_cache": ("verify-failed", CHECKED),
+    "cache_by_shape": ("verify-failed", CHECKED),
+    "cache_by_pointer": ("verify-failed", CHECKED),
+    "cache_by_seed": ("verify-failed", CHECKED),
+    "import_table": ("verify-failed", CHECKED),
+    "stale_attribute": ("verify-failed", CHECKED),
+    "stale_global": ("verify-failed", CHECKED),
+    "stale_state": ("verify-failed", CHECKED),
+    "mutates_later": ("verify-failed", "changed its inputs ['workspace']"),
+    "fewer_inputs": ("verify-failed", "declared input 'b'"),
+    "undriven": ("verify-failed", "did not change when its declared `inputs` got new values"),
+    "undeclared": ("ok", None),
+    "cold_cheat": ("ok", None),
+    "cyclic_garbage": ("ok", None),
     "raises": ("error", "deliberate failure"),
     "aborts": ("error", "SIGABRT"),
     "out_of_memory": ("error", "out of memory"),
     "hangs": ("timeout", "timed out"),
     "needs_gpu": ("skipped", "CUDA"),
-    "cyclic_garbage": ("ok", None),
     "good": ("ok", None),
 }
 
@@ -92,6 +108,42 @@ def test_aa_pair_speedup_contains_one(suite):
 
 def test_exit_code_is_worst(suite):
     assert exit_code(list(suite[0].values())) == 5
+
+
+def test_pair_without_declared_inputs_passes_with_a_note(suite):
+    results = suite[0]
+    assert "no per-call inputs declared" in " ".join(results["undeclared"]["variants"][0]["verification"]["notes"])
+    assert results["good"]["variants"][0]["verification"]["notes"] == []
+
+
+def test_fresh_seed_is_drawn_at_random_and_recorded(suite):
+    seeds = set()
+    for name in ("good", "undeclared"):
+        check = suite[0][name]["variants"][0]["verification"]["checks"][0]
+        assert check.endswith("(drawn at random): matches baseline")
+        seeds.add(int(check.split()[1]))
+    assert len(seeds) == 2 and 1 not in seeds
+
+
+def test_check_plan_is_random_and_in_range():
+    plans = [CheckPlan.draw(7, 5) for _ in range(200)]
+    assert all(p.fresh_seed != 7 and 0 <= p.at < 5 for p in plans)
+    assert {p.at for p in plans} == set(range(5))
+    assert len({p.fresh_seed for p in plans}) == len({p.refill_seed for p in plans}) == 200
+
+
+def test_cold_start_checks_outputs(tmp_path):
+    """--cold-start times each variant in a process of its own: there too one timed call is
+    checked against the baseline's (a variant honest only when set up twice in a process fails)."""
+    options = RunOptions(iterations=6, warmup=2, device="cpu", artifacts_dir=tmp_path, cold_start=True)
+    pairs = resolve_targets(["pairs:cold_cheat", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
+    results = {r["name"]: r for r in run_suite(pairs, options)[0]}
+    cheat = results["cold_cheat"]
+    assert cheat["verdict"] == "verify-failed" and "cold process: checked timed call" in cheat["reason"]
+    good = results["good"]
+    assert good["verdict"] in ("ok", "slower"), good["reason"]
+    assert "cold process: a timed call drawn at random matches the baseline's" in good["variants"][0]["verification"]["checks"]
+    assert not list(tmp_path.rglob("cold_reference.pt"))
 
 
 def _cyclic_pair() -> list:

@@ -9,6 +9,9 @@ from aisp.harness.verify import (
     VerificationError,
     compare,
     detach_copy,
+    input_signature,
+    match_inputs,
+    refill,
     tolerance,
 )
 
@@ -110,12 +113,57 @@ def test_none_output_is_rejected():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.int8, torch.bool])
 def test_input_guard_catches_a_change_in_any_dtype(dtype):
-    from aisp.harness.verify import InputGuard
+    from aisp.harness.verify import CallGuard
 
     bench = aisp.Benchmark()
     bench.x = torch.ones(4, 4).to(dtype)
-    guard = InputGuard(bench)
-    assert guard.changed(bench) == []
+    guard = CallGuard(bench)
+    assert guard.changed() == []
     bench.x[0, 0] = torch.zeros((), dtype=dtype)
-    assert guard.changed(bench) == ["x"]
+    assert guard.changed() == ["x"]
 
+
+def _pair(dtype: torch.dtype = torch.float32):
+    bench = aisp.Benchmark()
+    bench.inputs = ("x", "ids", "mask")
+    bench.x = torch.randn(8, 8, generator=torch.Generator().manual_seed(0)).to(dtype)
+    bench.ids = torch.arange(10, 20)
+    bench.mask = torch.arange(16) % 4 == 0
+    return bench
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.complex64])
+def test_refill_gives_every_variant_the_same_new_values_in_place(dtype):
+    base, other = _pair(dtype), _pair(dtype)
+    before = {n: t.clone() for n, t in vars(base).items() if isinstance(t, torch.Tensor)}
+    pointer = base.x.data_ptr()
+    refill(base, seed=5)
+    refill(other, seed=5)
+    assert base.x.data_ptr() == pointer
+    for name, old in before.items():
+        new, bits = getattr(base, name), lambda t: t.contiguous().view(torch.uint8)
+        assert new.dtype == old.dtype and not torch.equal(bits(new), bits(old)), name
+        assert torch.equal(bits(new), bits(getattr(other, name))), name
+    assert 10 <= int(base.ids.min()) and int(base.ids.max()) <= 19
+    assert torch.isfinite(torch.view_as_real(base.x) if dtype.is_complex else base.x.float()).all()
+
+
+def test_refill_changes_a_constant_input():
+    bench = aisp.Benchmark()
+    bench.inputs, bench.x = ("x",), torch.zeros(16)
+    refill(bench, seed=1)
+    assert bool((bench.x != 0).any())
+
+
+def test_declared_inputs_must_match_the_baseline_and_exist():
+    base, other = _pair(), _pair()
+    other.x = torch.randn(8, 4)
+    match_inputs(input_signature(base), _pair())
+    with pytest.raises(VerificationError, match="declared input 'x'"):
+        match_inputs(input_signature(base), other)
+    other.inputs = ("x", "ids")
+    with pytest.raises(VerificationError, match="declared input 'mask'"):
+        match_inputs(input_signature(base), other)
+    other.inputs = ("nothing",)
+    with pytest.raises(VerificationError, match="holds no tensor"):
+        input_signature(other)

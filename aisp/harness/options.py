@@ -21,7 +21,7 @@ class RunOptions:
     warmup: int = 5
     """Untimed iterations per variant before timing."""
     seed: int = 0
-    """Seed of the main pass; verification repeats on seed + 1."""
+    """Seed of the main pass; verification repeats on a seed drawn at random for each run."""
     device: Device = "auto"
     """Where to run: CUDA when present (auto), or forced."""
     timeout_multiplier: float = 1.0

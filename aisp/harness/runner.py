@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ from aisp.harness.benchmark import Workload
 from aisp.harness.discovery import Pair
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble, failed
+from aisp.harness.verify import CheckPlan
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = Workload.timeout_s
@@ -152,7 +153,7 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
     info = pair_info(pair)
     work = run_dir / pair.slug
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
-            "on_timed": on_timed}
+            "on_timed": on_timed, "plan": asdict(CheckPlan.draw(options.seed, options.iterations))}
     doc, status, reason = spawn(spec, work / "logs", budget, "pair")
     if doc is None:
         return failed(info, status, reason)
@@ -181,23 +182,27 @@ def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget) -> list[dict]:
-    """Re-time each verified variant alone in a fresh process; keeps the verification records."""
-    merged = []
+    """Re-time each verified variant alone in a fresh process, the baseline's first; each checks one
+    timed call (the baseline's saves its output, the others compare); keeps the verification records."""
+    merged, reference = [], work / "cold_reference.pt"
     for i, record in enumerate(raw):
         if record["verdict"] not in ("pending", "ok"):
             merged.append(record)
             continue
-        single = {**spec, "paths": [record["file"]], "single": True}
+        single = {**spec, "paths": [record["file"]], "single": True, "cold_reference": str(reference),
+                  "cold_baseline": i == 0}
         doc, status, reason = spawn(single, work / "logs", budget, f"cold{i}")
         if doc is None or doc.get("status") != "done":
             merged.append({**record, "verdict": status if doc is None else doc["status"],
                            "reason": reason or (doc or {}).get("reason"), "samples_ms": []})
             continue
         timed = doc["variants"][0]
+        checks = record["verification"]["checks"] + timed["verification"]["checks"]
         merged.append({**record, "samples_ms": timed["samples_ms"], "host_samples_ms": timed["host_samples_ms"],
-                       "memory": timed["memory"], "metrics": timed["metrics"]})
+                       "memory": timed["memory"], "metrics": timed["metrics"], "verdict": timed["verdict"],
+                       "reason": timed["reason"], "verification": {**record["verification"], "checks": checks}})
+    reference.unlink(missing_ok=True)
     return merged
-
 
 
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,
