@@ -52,6 +52,7 @@ class Polynomial(aisp.Benchmark):
     """y = p(x) by one of the five kernels of arithmetic_intensity.cu."""
 
     workload = WORKLOAD
+    inputs = ("x",)
     scratch = ("y",)
     variant = 0
 

@@ -43,6 +43,7 @@ class BatchedMLP(aisp.Benchmark):
     """Runs all samples through the MLP ``rows`` at a time."""
 
     workload = WORKLOAD
+    inputs = ("x",)
     scratch = ("out",)
     rows = WORKLOAD.baseline_rows
 

@@ -49,6 +49,7 @@ class StridedScale(aisp.Benchmark):
     """out = a * in + b, threads mapped to elements column by column."""
 
     workload = WORKLOAD
+    inputs = ("x",)
     scratch = ("out",)
     mode = 0
     """0: strided, 1: coalesced, 2: coalesced float4 (coalescing.cu)."""

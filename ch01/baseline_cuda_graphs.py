@@ -42,6 +42,7 @@ class EagerLayers(aisp.Benchmark):
     """Launches every layer's two kernels from Python."""
 
     workload = WORKLOAD
+    inputs = ("h0",)
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

@@ -44,6 +44,7 @@ class SerialChunks(aisp.Benchmark):
     """Copies and computes each chunk in turn on one stream."""
 
     workload = WORKLOAD
+    inputs = ("host",)
     scratch = ("out", "bufs")
 
     def setup(self) -> None:

@@ -55,6 +55,7 @@ class LoopedGemm(aisp.Benchmark):
     """C[i] = A[i] @ B[i] for i < 40, one cuBLAS call per product."""
 
     workload = WORKLOAD
+    inputs = ("a", "b")
     scratch = ("c",)
 
     def setup(self) -> None:

@@ -61,6 +61,7 @@ class TrainingLoop(aisp.Benchmark):
     """Trains from the initial weights over all samples; returns the final weights."""
 
     workload = WORKLOAD
+    inputs = ("x_host", "y_host")
     scratch = ("model",)
     micro = WORKLOAD.micro_batch
     pin = False

@@ -34,6 +34,7 @@ class HostToDevice(aisp.Benchmark):
     """Copies a host tensor into a preallocated device buffer."""
 
     workload = WORKLOAD
+    inputs = ("src",)
     scratch = ("dst",)
     pin = False
 

@@ -47,6 +47,7 @@ class AllocatingSteps(aisp.Benchmark):
     """Creates the scale tensor and every intermediate inside the loop."""
 
     workload = WORKLOAD
+    inputs = ("x",)
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

@@ -42,6 +42,7 @@ WORKLOAD = _workload()
 
 class EagerChain(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("x",)
     scratch = ("acts",)
 
     def setup(self) -> None:

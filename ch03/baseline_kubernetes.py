@@ -52,6 +52,7 @@ WORKLOAD = StepWorkload(items=4 * 32, item_unit="images", precision="fp32",
 
 class SharedPoolStep(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("images",)
     scratch = ("out",)
 
     def setup(self) -> None:

@@ -48,6 +48,7 @@ def chain(x: torch.Tensor) -> torch.Tensor:
 
 class EagerChain(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("x",)
 
     def setup(self) -> None:
         self.x = torch.randn(self.workload.numel, generator=self.generator(), device=self.device)

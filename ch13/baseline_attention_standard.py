@@ -63,6 +63,7 @@ def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 class ExplicitAttention(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("q", "k", "v")
 
     def setup(self) -> None:
         self.q, self.k, self.v = make_qkv(self)

@@ -40,6 +40,7 @@ WORKLOAD = _workload()
 
 class StridedTranspose(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("x",)
 
     def setup(self) -> None:
         w = self.workload

@@ -27,6 +27,7 @@ WORKLOAD = cp_workload()
 
 class AllGatherAttention(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("q", "k", "v")
 
     def setup(self) -> None:
         self.q, self.k, self.v = make_shard(self)

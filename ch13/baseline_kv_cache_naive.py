@@ -53,6 +53,7 @@ class ConcatCache(aisp.Benchmark):
     """Decodes ``steps`` tokens; returns every step's attention output (batch, heads, steps, dim)."""
 
     workload = WORKLOAD
+    inputs = ("prompt_k", "prompt_v", "new_q", "new_k", "new_v")
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

@@ -31,6 +31,7 @@ CHUNK = 2048
 
 class ChunkedExplicitAttention(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("q", "k", "v")
 
     def setup(self) -> None:
         self.q, self.k, self.v = make_qkv(self)

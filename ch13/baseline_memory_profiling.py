@@ -53,19 +53,21 @@ class SummedLossAccumulation(aisp.Benchmark):
     """Accumulates gradients over the micro-batches; returns their losses and the gradients."""
 
     workload = WORKLOAD
+    inputs = ("idx", "targets")
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
         self.model = init_weights_(GPT(w.model).to(self.device), gen)
-        self.batches = [token_batches(w.model, (w.batch, n), gen, self.device) for n in w.lengths]
+        self.idx, self.targets = zip(*(token_batches(w.model, (w.batch, n), gen, self.device) for n in w.lengths),
+                                     strict=True)
 
     def run(self) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         self.model.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.device)
         losses = []
-        for idx, targets in self.batches:
+        for idx, targets in zip(self.idx, self.targets, strict=True):
             _, loss = self.model(idx, targets)
-            total = total + loss / len(self.batches)
+            total = total + loss / len(self.idx)
             losses.append(loss)
         total.backward()
         return torch.stack(losses).detach(), tuple(p.grad for p in self.model.parameters())

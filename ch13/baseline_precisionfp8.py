@@ -61,6 +61,7 @@ def error_metrics(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> dict[s
 
 class BF16Linear(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("x",)
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

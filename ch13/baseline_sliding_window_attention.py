@@ -51,6 +51,7 @@ def in_window(q_idx: torch.Tensor, kv_idx: torch.Tensor, window: int) -> torch.T
 
 class DenseMaskAttention(aisp.Benchmark):
     workload = WORKLOAD
+    inputs = ("q", "k", "v")
 
     def setup(self) -> None:
         self.q, self.k, self.v = make_qkv(self)

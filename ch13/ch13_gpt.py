@@ -43,6 +43,7 @@ class TrainBench(aisp.Benchmark):
     """``steps`` SGD steps of a GPT from a fixed start; subclasses change how a step runs."""
 
     workload: TrainWorkload
+    inputs = ("idx", "targets")
     scratch = ("model", "params")
     autocast: torch.dtype | None = None
     checkpoint_blocks = False

@@ -75,6 +75,7 @@ class ExpertParallelBench(aisp.Benchmark):
     """Inputs shared by both variants: this rank's tokens, the router and this rank's experts."""
 
     workload: ExpertParallelWorkload
+    inputs = ("x",)
 
     def setup(self) -> None:
         w = self.workload

@@ -22,9 +22,9 @@ class PerMicroBatchBackward(SummedLossAccumulation):
     def run(self) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         self.model.zero_grad(set_to_none=True)
         losses = []
-        for idx, targets in self.batches:
+        for idx, targets in zip(self.idx, self.targets, strict=True):
             _, loss = self.model(idx, targets)
-            (loss / len(self.batches)).backward()
+            (loss / len(self.idx)).backward()
             losses.append(loss.detach())
         return torch.stack(losses), tuple(p.grad for p in self.model.parameters())
 

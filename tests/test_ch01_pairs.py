@@ -8,6 +8,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from refill_check import check_refilled_pair
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -77,6 +78,11 @@ def test_cpu_pair_matches_and_keeps_inputs(baseline: str, optimized: str, seed: 
     for ref, got in zip(*outs, strict=True):
         assert ref.shape == got.shape and ref.dtype == got.dtype
         torch.testing.assert_close(got, ref, atol=w.atol or 1e-4, rtol=w.rtol or 1e-4)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
+def test_cpu_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), load(baseline).WORKLOAD)
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), GPU_PAIRS)

@@ -4,18 +4,22 @@ recorded and the rest of the suite still runs."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from conftest import FIXTURE_PAIRS
 
+from aisp.harness import execute
 from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import exit_code
 from aisp.harness.runner import run_suite
+from aisp.harness.verify import CheckPlan
 from aisp.report.tables import write_tables
 
+CHECKED = "checked timed call"
 EXPECTED = {
-    "constant": ("verify-failed", "seed 1"),
+    "constant": ("verify-failed", "(drawn at random)"),
     "setup_cached": ("verify-failed", "shares storage with 'result'"),
     "aliasing": ("verify-failed", "shares storage with 'a'"),
     "mutates_input": ("verify-failed", "changed its inputs"),
@@ -23,8 +27,23 @@ EXPECTED = {
     "wrong_shape": ("verify-failed", "shape"),
     "wrong_dtype": ("verify-failed", "dtype"),
     "low_precision": ("verify-failed", "outside tolerance"),
-    "skips_after_warmup": ("verify-failed", "last timed iteration"),
-    "caches_after_warmup": ("verify-failed", "last timed iteration"),
+    "skips_after_warmup": ("verify-failed", CHECKED),
+    "caches_after_warmup": ("verify-failed", CHECKED),
+    "setup_clone": ("verify-failed", CHECKED),
+    "deep_cache": ("verify-failed", CHECKED),
+    "cache_by_shape": ("verify-failed", CHECKED),
+    "cache_by_pointer": ("verify-failed", CHECKED),
+    "cache_by_seed": ("verify-failed", CHECKED),
+    "import_table": ("verify-failed", CHECKED),
+    "stale_attribute": ("verify-failed", CHECKED),
+    "stale_global": ("verify-failed", CHECKED),
+    "stale_state": ("verify-failed", CHECKED),
+    "mutates_later": ("verify-failed", "changed its inputs ['workspace']"),
+    "fewer_inputs": ("verify-failed", "declared input 'b'"),
+    "undriven": ("verify-failed", "did not change when its declared `inputs` got new values"),
+    "undeclared": ("ok", None),
+    "cold_cheat": ("ok", None),
+    "cyclic_garbage": ("ok", None),
     "raises": ("error", "deliberate failure"),
     "aborts": ("error", "SIGABRT"),
     "out_of_memory": ("error", "out of memory"),
@@ -99,3 +118,62 @@ def test_aa_pair_speedup_contains_one(suite):
 
 def test_exit_code_is_worst(suite):
     assert exit_code(list(suite[0].values())) == 5
+
+
+def test_pair_without_declared_inputs_passes_with_a_note(suite):
+    results = suite[0]
+    assert "no per-call inputs declared" in " ".join(results["undeclared"]["variants"][0]["verification"]["notes"])
+    assert results["good"]["variants"][0]["verification"]["notes"] == []
+
+
+def test_fresh_seed_is_drawn_at_random_and_recorded(suite):
+    seeds = set()
+    for name in ("good", "undeclared"):
+        check = suite[0][name]["variants"][0]["verification"]["checks"][0]
+        assert check.endswith("(drawn at random): matches baseline")
+        seeds.add(int(check.split()[1]))
+    assert len(seeds) == 2 and 1 not in seeds
+
+
+def test_check_plan_is_random_and_in_range():
+    plans = [CheckPlan.draw(7, 5) for _ in range(200)]
+    assert all(p.fresh_seed != 7 and 0 <= p.at < 5 for p in plans)
+    assert {p.at for p in plans} == set(range(5))
+    assert len({p.fresh_seed for p in plans}) == len({p.refill_seed for p in plans}) == 200
+
+
+def test_cold_start_checks_outputs(tmp_path):
+    """--cold-start times each variant in a process of its own: there too one timed call is
+    checked against the baseline's (a variant honest only when set up twice in a process fails)."""
+    options = RunOptions(iterations=6, warmup=2, device="cpu", artifacts_dir=tmp_path, cold_start=True)
+    pairs = resolve_targets(["pairs:cold_cheat", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
+    results = {r["name"]: r for r in run_suite(pairs, options)[0]}
+    cheat = results["cold_cheat"]
+    assert cheat["verdict"] == "verify-failed" and "cold process: checked timed call" in cheat["reason"]
+    good = results["good"]
+    assert good["verdict"] in ("ok", "slower"), good["reason"]
+    assert "cold process: a timed call drawn at random matches the baseline's" in good["variants"][0]["verification"]["checks"]
+    assert not list(tmp_path.rglob("cold_reference.pt"))
+
+
+def _cyclic_pair() -> list:
+    return [FIXTURE_PAIRS / f"{role}_cyclic_garbage.py" for role in ("baseline", "optimized")]
+
+
+def test_setup_memory_is_not_offset_by_an_earlier_pass_freed_inside_it(monkeypatch):
+    """Objects of the verification pass on the fresh seed are freed before the next setup's window
+    opens, not inside it: two identical variants report the bytes their setup keeps, and the same."""
+    monkeypatch.setattr(execute, "_memory_now", lambda device: sys.modules["common_pairs"].LIVE_BYTES[0])
+    variants, _, skip = execute.run_variants(_cyclic_pair(), RunOptions(device="cpu", verify_only=True))
+    block = sys.modules["common_pairs"].BLOCK_BYTES
+    assert skip is None and [v.memory["setup_bytes"] for v in variants] == [block, block]
+
+
+@pytest.mark.gpu
+def test_identical_variants_report_equal_memory_on_gpu(tmp_path):
+    options = RunOptions(iterations=5, warmup=1, device="cuda", artifacts_dir=tmp_path)
+    pairs = resolve_targets(["pairs:cyclic_garbage", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
+    for result in run_suite(pairs, options)[0]:
+        base, opt = result["baseline"]["memory"], result["variants"][0]["memory"]
+        assert base["setup_bytes"] >= 0 and base["peak_bytes"] > 0, base
+        assert (base["setup_bytes"], base["peak_bytes"]) == (opt["setup_bytes"], opt["peak_bytes"])

@@ -64,9 +64,11 @@ class Workload:
     """The lowest precision either variant computes in; picks the default tolerance.
     None: inferred from the output dtype."""
     atol: float | None = None
-    """Absolute tolerance; None uses the precision's default."""
+    """Absolute tolerance in the output's units; None: the precision's default times the baseline's RMS."""
     rtol: float | None = None
     """Relative tolerance; None uses the precision's default."""
+    max_rel_l2: float | None = None
+    """Bound on ||optimized - baseline|| / ||baseline|| per output tensor; None: the precision's default."""
     headline: Literal["time", "memory"] = "time"
     """What the pair optimizes: its speedup is time or peak memory (baseline / optimized)."""
     requires: Requirements = field(default_factory=Requirements)
@@ -86,11 +88,17 @@ class Benchmark:
     updated by ``run()`` (a model and optimizer a training step advances, a running counter):
     they may change but are never poisoned. Naming a module attribute covers its parameters
     and buffers. Every other tensor attribute is an input and must be left unchanged by ``run()``.
+
+    Names listed in ``inputs`` are the per-call inputs ``run()`` computes from (activations, tokens,
+    a host buffer to copy; not weights a variant may preprocess): before a timed call drawn at random
+    they are refilled in place with new values, so an answer computed ahead no longer matches. Every
+    variant declares the same ones (names, shapes, dtypes), and they must drive the baseline's output.
     """
 
     workload: ClassVar[Workload] = Workload()
     scratch: ClassVar[tuple[str, ...]] = ()
     state: ClassVar[tuple[str, ...]] = ()
+    inputs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.device = default_device()

@@ -47,7 +47,7 @@ from aisp.harness.execute import (
     pick_device,
     set_up,
     timed_with_telemetry,
-    verify_last,
+    verify_checked,
     verify_seed,
     watch_settings,
 )
@@ -55,14 +55,14 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.results import VERDICT_ORDER
 from aisp.harness.stats import summarize
-from aisp.harness.verify import Evidence
+from aisp.harness.verify import CheckPlan, Evidence
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM; set in every rank."""
 AGENT_PID_ENV = "AISP_TORCHRUN_PID"
 """Set by the launch: the PID torchrun runs as, so a rank knows it is one of ours."""
 PR_SET_PDEATHSIG = 1
-EVIDENCE_FIGURES = ("max_abs_err", "max_rel_err", "rel_l2_err", "rtol", "atol")
+EVIDENCE_FIGURES = ("max_abs_err", "max_rel_err", "rel_l2_err", "rtol", "atol", "max_rel_l2")
 
 
 @dataclass(frozen=True)
@@ -172,8 +172,6 @@ def agree(variants: list[Variant]) -> None:
         failures = [(r, verdict, reason) for r, (verdict, reason, _) in enumerate(records) if verdict != "pending"]
         verdict = max((f[1] for f in failures), key=VERDICT_ORDER.index)
         var.fail(verdict, "; ".join(f"rank {r}: {reason}" for r, _, reason in failures))
-        var.samples_ms.clear()
-        var.host_samples_ms.clear()
         if var.bench is not None:
             var.bench.teardown()
             var.bench = None
@@ -213,9 +211,9 @@ def merge_memory(variants: list[Variant]) -> None:
 
 
 def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
-                 telemetry: dict[str, Any]) -> dict[int, Any]:
+                 telemetry: dict[str, Any], check: CheckPlan | None = None) -> dict[int, Any]:
     """Time the live variants on every rank, then keep the slowest rank's samples."""
-    last = timed_with_telemetry(live, options, device, telemetry, meet)
+    last = timed_with_telemetry(live, options, device, telemetry, meet, check)
     slowest(live, telemetry["ranks"])
     return last
 
@@ -238,18 +236,19 @@ def _finish(live: list[Variant], device: torch.device) -> None:
 
 
 def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOptions,
-                     device: torch.device, telemetry: dict[str, Any]) -> None:
-    for seed, keep in ((options.seed + 1, False), (options.seed, True)):
-        verify_seed(variants, workload, device, seed, keep, options.reproducible)
-        agree(variants)
+                     device: torch.device, telemetry: dict[str, Any], plan: CheckPlan) -> None:
+    verify_seed(variants, workload, device, plan.fresh_seed, False, options.reproducible)
+    agree(variants)
+    before = verify_seed(variants, workload, device, options.seed, True, options.reproducible)
+    agree(variants)
     live = [variants[0]] + [v for v in variants[1:] if v.verdict == "pending"]
     for var in live[1:]:
         var.evidence.checks.append(f"each of {dist.get_world_size()} ranks: matches that rank's baseline")
     if options.verify_only or len(live) < 2:
         _teardown(variants)
         return
-    last = _time_ranked(live, options, device, telemetry)
-    verify_last(live, last, workload)
+    last = _time_ranked(live, options, device, telemetry, plan)
+    verify_checked(live, last, workload, before)
     del last
     agree(live)
     _finish(live, device)
@@ -262,8 +261,8 @@ def _time_alone(var: Variant, options: RunOptions, device: torch.device, telemet
     _finish([var], device)
 
 
-def run_ranked(paths: list[Path], options: RunOptions, single: bool,
-               telemetry: dict[str, Any]) -> tuple[list[Variant], Workload, str | None]:
+def run_ranked(paths: list[Path], options: RunOptions, single: bool, telemetry: dict[str, Any],
+               plan: CheckPlan) -> tuple[list[Variant], Workload, str | None]:
     """This rank's part of a pair run: what ``run_variants`` (or, ``single``, ``time_single``) does
     in one process, kept in step across ranks. ``telemetry["ranks"]`` describes the world."""
     rank = current_rank()
@@ -288,7 +287,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool,
     if single:
         _time_alone(variants[0], options, device, telemetry)
     else:
-        _verify_and_time(variants, workload, options, device, telemetry)
+        _verify_and_time(variants, workload, options, device, telemetry, plan)
     settings.enter(None)
     dist.barrier()
     dist.destroy_process_group()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import secrets
@@ -10,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +24,23 @@ from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_reader
 from aisp.harness.timing import gc_disabled, l2_flusher, synchronize, time_call
 from aisp.harness.verify import (
+    CallGuard,
+    CheckPlan,
     Evidence,
-    InputGuard,
     VerificationError,
-    check_fresh,
     compare,
-    detach_copy,
-    poison_scratch,
-    preexisting_storages,
+    fingerprint,
+    input_signature,
+    match_inputs,
     tensor_attributes,
 )
 
 SUSTAINED_BATCH_S = 0.02
 """--timing sustained: one sample is as many back-to-back calls as take about this long."""
-POISON_HINT = ("before the last timed iteration, `scratch` buffers and tensors created after setup() "
-               "were overwritten with NaN; a run() that skips its work returns them. Create reused "
-               "constants in setup()")
+CHECK_HINT = ("before it, `scratch` and tensors created after setup() were set to NaN and the declared `inputs` "
+              "refilled with new values: a run() that skips its work or returns an answer computed ahead fails")
+UNDRIVEN = "its output did not change when its declared `inputs` got new values: declare what run() reads"
+UNCHECKED = "no per-call inputs declared: answers computed ahead are not checked"
 
 
 @dataclass
@@ -65,7 +68,10 @@ class Variant:
         return self.path.stem
 
     def fail(self, verdict: str, reason: str) -> None:
+        """Record why the variant failed; its samples, if any, no longer count."""
         self.verdict, self.reason = verdict, reason
+        self.samples_ms.clear()
+        self.host_samples_ms.clear()
 
     def enter(self) -> None:
         """About to run this variant's code: restore the process-wide settings others changed."""
@@ -89,6 +95,14 @@ def pick_device(choice: str) -> torch.device:
     return torch.device("cuda")
 
 
+def _settle(device: torch.device) -> None:
+    """Free the garbage of earlier passes now, not inside a measured window (negative memory)."""
+    gc.collect()
+    synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.memory_allocated(device)
@@ -98,13 +112,14 @@ def _memory_now(device: torch.device) -> int:
 
 def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     """Load, place and set up one variant; records the bytes its setup kept and the tensors it
-    holds right after setup (what the last-iteration poisoning treats as known)."""
+    holds right after setup (what the checked call's poisoning treats as known)."""
     var.enter()
     bench = load_benchmark(var.path)
     bench.device, bench.seed = device, seed
+    _settle(device)
     before = _memory_now(device)
     bench.setup()
-    synchronize(device)
+    _settle(device)
     var.bench = bench
     var.memory["setup_bytes"] = _memory_now(device) - before
     var.known_after_setup = set(tensor_attributes(bench))
@@ -113,29 +128,25 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
 
 def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
     """One verified call: inputs unchanged, output fresh and not aliasing an input."""
-    guard = InputGuard(bench)
-    before = preexisting_storages(bench)
+    guard = CallGuard(bench)
     output = bench.run()
     synchronize(bench.device)
-    check_fresh(output, before)
-    changed = guard.changed(bench)
-    if changed:
-        raise VerificationError(
-            f"run() changed its inputs {changed}: list buffers it overwrites in `scratch` and state it "
-            "updates in `state`, or leave inputs alone")
-    return detach_copy(output)
+    return guard.check(output)
 
 
 def verify_seed(variants: list[Variant], workload: Workload, device: torch.device, seed: int,
-                keep: bool, reproducible: bool = False) -> None:
+                keep: bool, reproducible: bool = False) -> tuple[Any, ...] | None:
     """Build every variant at ``seed``, run each once, compare each optimized with the baseline.
 
     With ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down.
+    Returns the fingerprint of the baseline's output, None when it declares no per-call inputs.
     """
-    base = variants[0]
+    base, label = variants[0], f"seed {seed}" + ("" if keep else " (drawn at random)")
     ref = guarded_run(set_up(base, device, seed))
+    signature, printed = input_signature(base.bench), tuple(fingerprint(t) for _, t in ref)
     if not keep:
         base.bench.teardown()
+        base.bench = None
     for var in variants[1:]:
         if var.verdict != "pending":
             continue
@@ -145,18 +156,19 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
             var.fail("skipped", skip)
             continue
         try:
-            var.evidence.merge(compare(ref, guarded_run(set_up(var, device, seed)), workload))
-            var.evidence.checks.append(f"seed {seed}: matches baseline")
+            match_inputs(signature, set_up(var, device, seed))
+            var.evidence.merge(compare(ref, guarded_run(var.bench), workload))
+            var.evidence.checks.append(f"{label}: matches baseline")
+            var.evidence.notes += [UNCHECKED] if keep and not signature else []
         except VerificationError as exc:
-            var.fail("verify-failed", f"seed {seed}: {exc}")
+            var.fail("verify-failed", f"{label}: {exc}")
         except Exception as exc:  # one broken variant must not stop the others
             traceback.print_exc()
             var.fail(*describe_error(exc, reproducible))
-        if not keep or var.verdict != "pending":
-            if var.bench is not None:
-                var.bench.teardown()
-                var.bench = None
-    del ref
+        if (not keep or var.verdict != "pending") and var.bench is not None:
+            var.bench.teardown()
+            var.bench = None
+    return printed if signature else None
 
 
 def _rotation(live: list[Variant], i: int) -> list[Variant]:
@@ -189,23 +201,23 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
 
 
 def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device,
-                     align: Callable[[Any], Any] = _alone) -> dict[str, Any]:
-    """Warm up, then time all live variants in rotating order from a random start; returns the last
-    outputs by id(variant). ``align(value)``: the ranks of a multi-rank pair meet and take rank 0's
-    value (before each timed call, and for the choices all ranks must make alike)."""
+                     align: Callable[[Any], Any] = _alone, check: CheckPlan | None = None) -> dict[int, Any]:
+    """Warm up, then time all live variants in rotating order from a random start; returns, by
+    id(variant), a function that checks the call of iteration ``check.at`` (prepared outside the
+    window) and copies its output. ``align(value)``: the ranks of a multi-rank pair meet and take
+    rank 0's value (before each timed call, and for the choices all ranks must make alike)."""
     live = [v for v in variants if v.bench is not None]
     flush = l2_flusher(device) if options.flush_l2 else _alone
     offset = align(secrets.randbelow(len(live)))
     warm_up(live, options, device, offset, align)
-    last: dict[str, Any] = {}
+    last: dict[int, Callable[[], Any]] = {}
     with gc_disabled():
         calls = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
         for i in range(options.iterations):
-            final = i == options.iterations - 1
+            checked = check is not None and i == check.at
             for var in _rotation(live, offset + i):
-                if final:
-                    poison_scratch(var.bench, var.known_after_setup)
-                    before = preexisting_storages(var.bench)
+                if checked:
+                    guard = check.prepare(var.bench, var.known_after_setup)
                 flush()
                 align()
                 var.enter()
@@ -214,40 +226,41 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                 var.samples_ms.append(timed.ms)
                 var.host_samples_ms.append(timed.host_ms)
                 var.windows.append((timed.start_s, timed.end_s))
-                if final:
-                    last[id(var)] = (timed.output, before)
+                if checked:
+                    last[id(var)] = partial(guard.check, timed.output)
     return last
 
 
-def verify_last(variants: list[Variant], last: dict[str, Any], workload: Workload) -> None:
-    """Re-verify the outputs of the last timed iteration (scratch was poisoned before it)."""
+def verify_checked(variants: list[Variant], last: dict[int, Any], workload: Workload,
+                   before: tuple[Any, ...] | None) -> None:
+    """Each optimized output of the checked call against the baseline's on the same refilled inputs;
+    the baseline's must differ from ``before`` (its output's fingerprint then; None: no inputs)."""
     base = variants[0]
-    output, before = last[id(base)]
-    check_fresh(output, before)
-    ref = detach_copy(output)
+    try:
+        ref = last[id(base)]()
+        if before is not None and tuple(fingerprint(t) for _, t in ref) == before:
+            raise VerificationError(UNDRIVEN)
+    except VerificationError as exc:
+        base.fail("verify-failed", f"checked timed call: {exc}")
+        for var in variants[1:]:
+            var.fail("verify-failed", "not compared: the baseline failed the checked timed call")
+        return
     for var in variants[1:]:
-        if id(var) not in last:
-            continue
-        output, before = last[id(var)]
         try:
-            check_fresh(output, before)
-            var.evidence.merge(compare(ref, detach_copy(output), workload))
-            var.evidence.checks.append("last timed iteration: matches baseline (scratch poisoned before it)")
+            var.evidence.merge(compare(ref, last[id(var)](), workload))
+            var.evidence.checks.append("a timed call drawn at random, inputs refilled: matches baseline")
         except VerificationError as exc:
-            var.fail("verify-failed", f"last timed iteration: {exc} ({POISON_HINT})")
-            var.samples_ms.clear()
-            var.host_samples_ms.clear()
+            var.fail("verify-failed", f"checked timed call: {exc} ({CHECK_HINT})")
 
 
 def measure_memory(var: Variant, device: torch.device) -> None:
     """Peak memory of one untimed call, on top of what the variant's setup keeps."""
     var.enter()
     bench = var.bench
-    synchronize(device)
     if device.type == "cuda":
-        torch.cuda.empty_cache()
+        _settle(device)
+        before = _memory_now(device)
         torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
         bench.run()
         synchronize(device)
         transient = torch.cuda.max_memory_allocated(device) - before
@@ -286,15 +299,16 @@ def workload_dict(workload: Workload) -> dict[str, Any]:
 
 
 def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch.device,
-                         telemetry_out: dict[str, Any] | None, align: Callable[[Any], Any] = _alone) -> dict[int, Any]:
+                         telemetry_out: dict[str, Any] | None, align: Callable[[Any], Any] = _alone,
+                         check: CheckPlan | None = None) -> dict[int, Any]:
     """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples."""
     read = nvml_reader(device) if device.type == "cuda" else None
     if read is None:
         if telemetry_out is not None and device.type == "cuda":
             telemetry_out["unavailable"] = "NVML could not be read; throttling was not checked"
-        return time_interleaved(live, options, device, align)
+        return time_interleaved(live, options, device, align, check)
     with Telemetry(read) as tel:
-        last = time_interleaved(live, options, device, align)
+        last = time_interleaved(live, options, device, align, check)
     for var in live:
         var.throttled = {i: r for i, (a, b) in enumerate(var.windows) if (r := tel.throttled(a, b))}
     if telemetry_out is not None:
@@ -305,13 +319,13 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
 def run_variants(paths: list[Path], options: RunOptions,
                  on_timed: Callable[[list[Variant], torch.device], None] | None = None,
                  on_workload: Callable[[Workload], None] | None = None,
-                 telemetry_out: dict[str, Any] | None = None) -> tuple[
+                 telemetry_out: dict[str, Any] | None = None, plan: CheckPlan | None = None) -> tuple[
                      list[Variant], Workload | None, str | None]:
     """Verify and time a baseline (``paths[0]``) against its optimized files.
 
     Returns the variants, the workload, and a skip reason when the pair cannot run here.
     ``on_timed`` is called after timing with the live variants (profiling hooks in there);
-    ``telemetry_out`` receives the NVML summary of the timed window.
+    ``telemetry_out`` receives the NVML summary of the timed window; ``plan``: the run's secrets.
     """
     device = pick_device(options.device)
     if options.reproducible:
@@ -324,14 +338,15 @@ def run_variants(paths: list[Path], options: RunOptions,
     skip = unmet_requirements(workload.requires, device)
     if skip:
         return variants, workload, skip
-    verify_seed(variants, workload, device, options.seed + 1, False, options.reproducible)
-    verify_seed(variants, workload, device, options.seed, True, options.reproducible)
+    plan = plan or CheckPlan.draw(options.seed, options.iterations)
+    verify_seed(variants, workload, device, plan.fresh_seed, False, options.reproducible)
+    before = verify_seed(variants, workload, device, options.seed, True, options.reproducible)
     if options.verify_only:
         return variants, workload, None
     live = [variants[0]] + [v for v in variants[1:] if v.verdict == "pending"]
     if len(live) > 1:
-        last = timed_with_telemetry(live, options, device, telemetry_out)
-        verify_last(live, last, workload)
+        last = timed_with_telemetry(live, options, device, telemetry_out, check=plan)
+        verify_checked(live, last, workload, before)
         del last
         for var in live:
             if var.verdict == "pending":
@@ -347,9 +362,27 @@ def run_variants(paths: list[Path], options: RunOptions,
     return variants, workload, None
 
 
-def time_single(path: Path, options: RunOptions,
+@dataclass(frozen=True)
+class ColdCheck:
+    """A cold process checks one timed call: the baseline's (run first) saves its output to ``reference``."""
+
+    plan: CheckPlan
+    reference: Path
+    baseline: bool
+
+
+def _time_cold(var: Variant, options: RunOptions, device: torch.device, cold: ColdCheck) -> None:
+    checked = time_interleaved([var], options, device, check=cold.plan)[id(var)]()
+    if cold.baseline:
+        torch.save([(p, t.cpu()) for p, t in checked], cold.reference)
+    else:
+        var.evidence.merge(compare(torch.load(cold.reference, weights_only=True), checked, var.bench.workload))
+        var.evidence.checks.append("cold process: a timed call drawn at random matches the baseline's")
+
+
+def time_single(path: Path, options: RunOptions, cold: ColdCheck,
                 on_workload: Callable[[Workload], None] | None = None) -> Variant:
-    """Cold start: set up and time one variant alone in this fresh process (no verification)."""
+    """Cold start: set up and time one variant alone in this fresh process, checking one timed call."""
     device = pick_device(options.device)
     if options.reproducible:
         apply_reproducible(options.seed)
@@ -357,7 +390,11 @@ def time_single(path: Path, options: RunOptions,
     set_up(var, device, options.seed)
     if on_workload is not None:
         on_workload(var.bench.workload)
-    time_interleaved([var], options, device)
+    try:
+        _time_cold(var, options, device, cold)
+    except VerificationError as exc:
+        var.fail("verify-failed", f"cold process: checked timed call: {exc} ({CHECK_HINT})")
+        return var
     measure_memory(var, device)
     var.metrics = dict(var.bench.metrics())
     var.bench.teardown()

@@ -28,7 +28,7 @@ class RunOptions:
     timing: Timing = "per-call"
     """per-call: a device-wide sync around each call; sustained: calls back to back, one sync a sample."""
     seed: int = 0
-    """Seed of the main pass; verification repeats on seed + 1."""
+    """Seed of the main pass; verification repeats on a seed drawn at random for each run."""
     device: Device = "auto"
     """Where to run: CUDA when present (auto), or forced."""
     timeout_multiplier: float = 1.0

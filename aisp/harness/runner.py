@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +24,7 @@ from aisp.harness.benchmark import Workload
 from aisp.harness.discovery import Pair
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble, failed
+from aisp.harness.verify import CheckPlan
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = Workload.timeout_s
@@ -169,7 +170,7 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
         return failed(info, "error", pair.problem)
     work = run_dir / pair.slug
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
-            "on_timed": on_timed}
+            "on_timed": on_timed, "plan": asdict(CheckPlan.draw(options.seed, options.iterations))}
     doc, status, reason = spawn(spec, work / "logs", budget, "pair")
     if doc is None:
         return failed(info, status, reason)
@@ -199,24 +200,33 @@ def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 
 def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget,
                   runs: int) -> list[dict]:
-    """Re-time each verified variant alone in ``runs`` fresh processes; keeps the verification
-    records, and each process's samples as one group (the interval includes their spread)."""
-    merged = []
+    """Re-time each verified variant alone in ``runs`` fresh processes, the baseline's first; each
+    process checks one timed call (the baseline's save its output, the others compare with it).
+    Keeps the verification records, and each process's samples as one group (the interval
+    includes their spread)."""
+    merged, reference = [], work / "cold_reference.pt"
     for i, record in enumerate(raw):
         groups: list[dict[str, Any]] = []
         while record["verdict"] in ("pending", "ok") and len(groups) < runs:
-            single = {**spec, "paths": [record["file"]], "single": True}
+            single = {**spec, "paths": [record["file"]], "single": True, "cold_reference": str(reference),
+                      "cold_baseline": i == 0}
             doc, status, reason = spawn(single, work / "logs", budget, f"cold{i}_{len(groups)}")
             if doc is None or doc.get("status") != "done":
                 record = {**record, "verdict": status if doc is None else doc["status"],
                           "reason": reason or (doc or {}).get("reason"), "samples_ms": []}
+            elif doc["variants"][0]["verdict"] not in ("pending", "ok"):
+                timed = doc["variants"][0]
+                record = {**record, "verdict": timed["verdict"], "reason": timed["reason"], "samples_ms": []}
             else:
                 groups.append(doc["variants"][0])
         if len(groups) == runs:
+            checks = record["verification"]["checks"] + groups[-1]["verification"]["checks"]
             record = {**record, "memory": groups[-1]["memory"], "metrics": groups[-1]["metrics"],
                       "sample_groups": [g["samples_ms"] for g in groups],
+                      "verification": {**record["verification"], "checks": checks},
                       **{key: [x for g in groups for x in g[key]] for key in ("samples_ms", "host_samples_ms")}}
         merged.append(record)
+    reference.unlink(missing_ok=True)
     return merged
 
 

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 
 from aisp.harness import distributed
-from aisp.harness.execute import Variant, describe_error, run_variants, time_single, workload_dict
+from aisp.harness.execute import ColdCheck, Variant, describe_error, run_variants, time_single, workload_dict
 from aisp.harness.options import RunOptions
+from aisp.harness.verify import CheckPlan
 
 
 def raw_record(var: Variant) -> dict[str, Any]:
@@ -63,19 +64,20 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
     which runs this worker once per rank (see aisp.harness.distributed).
     """
     options = RunOptions.from_dict(spec["options"])
-    paths = [Path(p) for p in spec["paths"]]
+    paths, plan = [Path(p) for p in spec["paths"]], CheckPlan(**spec["plan"])
     if spec_path is not None:
         distributed.relaunch_if_needed(paths[0], options, lambda w: _report_timeout(spec, w.timeout_s), spec_path)
     telemetry: dict[str, Any] = {}
     if distributed.current_rank() is not None:
-        variants, workload, skip = distributed.run_ranked(paths, options, bool(spec.get("single")), telemetry)
+        variants, workload, skip = distributed.run_ranked(paths, options, bool(spec.get("single")), telemetry, plan)
     elif spec.get("single"):
-        var = time_single(paths[0], options, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
+        cold = ColdCheck(plan, Path(spec["cold_reference"]), spec["cold_baseline"])
+        var = time_single(paths[0], options, cold, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
         return {"status": "done", "variants": [raw_record(var)]}
     else:
         variants, workload, skip = run_variants(paths, options, _on_timed_hook(spec),
                                                 on_workload=lambda w: _report_timeout(spec, w.timeout_s),
-                                                telemetry_out=telemetry)
+                                                telemetry_out=telemetry, plan=plan)
     doc: dict[str, Any] = {"workload": workload_dict(workload) if workload else None, "telemetry": telemetry}
     if skip:
         return {**doc, "status": "skipped", "reason": skip}
