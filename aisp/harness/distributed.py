@@ -42,14 +42,14 @@ from aisp.harness.artifacts import atomic_write_json
 from aisp.harness.benchmark import Workload, unmet_requirements
 from aisp.harness.execute import (
     Variant,
-    apply_reproducible,
-    measure_memory,
+    measure_standing,
     pick_device,
     set_up,
+    start,
+    teardown,
     timed_with_telemetry,
     verify_checked,
     verify_seed,
-    watch_settings,
 )
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
@@ -218,21 +218,10 @@ def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
     return last
 
 
-def _teardown(variants: list[Variant]) -> None:
-    for var in variants:
-        if var.bench is not None:
-            var.bench.teardown()
-            var.bench = None
-
-
 def _finish(live: list[Variant], device: torch.device) -> None:
     """Memory and metrics of the variants still standing (the same on every rank), then teardown."""
-    standing = [v for v in live if v.verdict == "pending"]
-    for var in standing:
-        measure_memory(var, device)
-        var.metrics = dict(var.bench.metrics())
-    merge_memory(standing)
-    _teardown(live)
+    merge_memory(measure_standing(live, device))
+    teardown(live)
 
 
 def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOptions,
@@ -245,7 +234,7 @@ def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOp
     for var in live[1:]:
         var.evidence.checks.append(f"each of {dist.get_world_size()} ranks: matches that rank's baseline")
     if options.verify_only or len(live) < 2:
-        _teardown(variants)
+        teardown(variants)
         return
     last = _time_ranked(live, options, device, telemetry, plan)
     verify_checked(live, last, workload, before)
@@ -268,12 +257,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool, telemetry: 
     rank = current_rank()
     assert rank is not None, "run_ranked runs in a rank that aisp launched through torchrun"
     _die_with_parent()
-    device = pick_device(options.device)
-    if options.reproducible:
-        apply_reproducible(options.seed)
-    variants = [Variant(p) for p in paths]
-    settings = watch_settings(variants)
-    workload = load_benchmark(paths[0]).workload
+    device, variants, settings, workload = start(paths, options)
     skip = unmet_requirements(workload.requires, device)
     if skip:
         return variants, workload, skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import platform
 import re
@@ -62,27 +64,18 @@ def _gpu() -> dict[str, Any]:
     if not torch.cuda.is_available():
         return {"gpu_name": None, "gpu_count": 0}
     props = torch.cuda.get_device_properties(0)
-    info: dict[str, Any] = {
-        "gpu_name": props.name,
-        "gpu_count": torch.cuda.device_count(),
-        "compute_capability": f"{props.major}.{props.minor}",
-        "gpu_memory_bytes": props.total_memory,
-        "sm_count": props.multi_processor_count,
-        "l2_bytes": getattr(props, "L2_cache_size", None),
-    }
-    info.update(_nvml_state())
-    return info
+    return {"gpu_name": props.name, "gpu_count": torch.cuda.device_count(),
+            "compute_capability": f"{props.major}.{props.minor}", "gpu_memory_bytes": props.total_memory,
+            "sm_count": props.multi_processor_count, "l2_bytes": getattr(props, "L2_cache_size", None),
+            **_nvml_state()}
 
 
 def _cpu() -> dict[str, Any]:
-    model = platform.processor()
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    nodes = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                 platform.processor())
+    nodes = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))
     return {"cpu_model": model, "cpu_count": os.cpu_count(), "numa_nodes": len(nodes) or 1}
 
 
@@ -99,31 +92,20 @@ def _git(root: Path) -> dict[str, Any]:
 
 
 def _versions() -> dict[str, Any]:
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
+    triton = importlib.import_module("triton") if importlib.util.find_spec("triton") else None
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "triton": triton_version,
+        "triton": getattr(triton, "__version__", None),
     }
 
 
 def manifest(root: Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The full fingerprint: GPU, NVML state, CPU, versions, git state, command line and config."""
-    data: dict[str, Any] = {"hardware_key": hardware_key()}
-    data.update(_gpu())
-    data.update(_cpu())
-    data.update(_versions())
-    data.update(_git(root))
-    data["hostname"] = platform.node()
-    data["command_line"] = sys.argv
-    data["config"] = config or {}
-    return data
+    return {"hardware_key": hardware_key(), **_gpu(), **_cpu(), **_versions(), **_git(root),
+            "hostname": platform.node(), "command_line": sys.argv, "config": config or {}}
 
 
 def fingerprint(env: dict[str, Any]) -> dict[str, Any]:

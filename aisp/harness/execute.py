@@ -145,8 +145,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     ref = guarded_run(set_up(base, device, seed))
     signature, printed = input_signature(base.bench), tuple(fingerprint(t) for _, t in ref)
     if not keep:
-        base.bench.teardown()
-        base.bench = None
+        teardown([base])
     for var in variants[1:]:
         if var.verdict != "pending":
             continue
@@ -165,9 +164,8 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
         except Exception as exc:  # one broken variant must not stop the others
             traceback.print_exc()
             var.fail(*describe_error(exc, reproducible))
-        if (not keep or var.verdict != "pending") and var.bench is not None:
-            var.bench.teardown()
-            var.bench = None
+        if not keep or var.verdict != "pending":
+            teardown([var])
     return printed if signature else None
 
 
@@ -292,6 +290,32 @@ def describe_error(exc: BaseException, reproducible: bool) -> tuple[str, str]:
     return "error", text
 
 
+def start(paths: list[Path], options: RunOptions) -> tuple[torch.device, list[Variant], ProcessSettings, Workload]:
+    """This process's device, the pair's variants (watched for process-wide settings) and workload."""
+    device = pick_device(options.device)
+    if options.reproducible:
+        apply_reproducible(options.seed)
+    variants = [Variant(p) for p in paths]
+    return device, variants, watch_settings(variants), load_benchmark(paths[0]).workload
+
+
+def measure_standing(live: list[Variant], device: torch.device) -> list[Variant]:
+    """Memory and metrics of the variants still standing after timing; returns them."""
+    standing = [v for v in live if v.verdict == "pending"]
+    for var in standing:
+        measure_memory(var, device)
+        var.metrics = dict(var.bench.metrics())
+    return standing
+
+
+def teardown(variants: list[Variant]) -> None:
+    """Tear down every variant still set up."""
+    for var in variants:
+        if var.bench is not None:
+            var.bench.teardown()
+            var.bench = None
+
+
 def workload_dict(workload: Workload) -> dict[str, Any]:
     data = asdict(workload)
     data["type"] = type(workload).__name__
@@ -327,12 +351,7 @@ def run_variants(paths: list[Path], options: RunOptions,
     ``on_timed`` is called after timing with the live variants (profiling hooks in there);
     ``telemetry_out`` receives the NVML summary of the timed window; ``plan``: the run's secrets.
     """
-    device = pick_device(options.device)
-    if options.reproducible:
-        apply_reproducible(options.seed)
-    variants = [Variant(p) for p in paths]
-    settings = watch_settings(variants)
-    workload = load_benchmark(paths[0]).workload
+    device, variants, settings, workload = start(paths, options)
     if on_workload is not None:
         on_workload(workload)
     skip = unmet_requirements(workload.requires, device)
@@ -348,17 +367,11 @@ def run_variants(paths: list[Path], options: RunOptions,
         last = timed_with_telemetry(live, options, device, telemetry_out, check=plan)
         verify_checked(live, last, workload, before)
         del last
-        for var in live:
-            if var.verdict == "pending":
-                measure_memory(var, device)
-                var.metrics = dict(var.bench.metrics())
+        standing = measure_standing(live, device)
         if on_timed is not None:
-            on_timed([v for v in live if v.verdict == "pending"], device)
+            on_timed(standing, device)
     settings.enter(None)
-    for var in variants:
-        if var.bench is not None:
-            var.bench.teardown()
-            var.bench = None
+    teardown(variants)
     return variants, workload, None
 
 
@@ -383,20 +396,14 @@ def _time_cold(var: Variant, options: RunOptions, device: torch.device, cold: Co
 def time_single(path: Path, options: RunOptions, cold: ColdCheck,
                 on_workload: Callable[[Workload], None] | None = None) -> Variant:
     """Cold start: set up and time one variant alone in this fresh process, checking one timed call."""
-    device = pick_device(options.device)
-    if options.reproducible:
-        apply_reproducible(options.seed)
-    var = Variant(path)
+    device, (var,), _, _ = start([path], options)
     set_up(var, device, options.seed)
     if on_workload is not None:
         on_workload(var.bench.workload)
     try:
         _time_cold(var, options, device, cold)
+        measure_standing([var], device)
     except VerificationError as exc:
         var.fail("verify-failed", f"cold process: checked timed call: {exc} ({CHECK_HINT})")
-        return var
-    measure_memory(var, device)
-    var.metrics = dict(var.bench.metrics())
-    var.bench.teardown()
-    var.bench = None
+    teardown([var])
     return var

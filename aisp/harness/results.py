@@ -64,10 +64,6 @@ def _variant_verdict(var: dict[str, Any]) -> str:
     return "slower" if ratio["high"] < 1.0 and ratio["value"] < SLOWER_THRESHOLD else "ok"
 
 
-def worst(verdicts: list[str]) -> str:
-    return max(verdicts, key=VERDICT_ORDER.index) if verdicts else "ok"
-
-
 def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str, Any]]) -> dict[str, Any]:
     """The result of one pair from its raw variant records (``raw[0]`` is the baseline)."""
     headline = workload.get("headline", "time")
@@ -83,7 +79,7 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     ranked = [v for v in variants if v["verdict"] in ("ok", "slower") and v.get("speedup")]
     best = max(ranked, key=lambda v: v["speedup"]["value"]) if ranked else None
     ran = [v["verdict"] for v in variants if v["verdict"] != "skipped"]
-    verdict = worst([base["verdict"], *ran]) if ran else "skipped"
+    verdict = max([base["verdict"], *ran], key=VERDICT_ORDER.index) if ran else "skipped"
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
     return {
         **pair,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 
@@ -58,15 +58,13 @@ class Hooks:
     """Called with the run folder and every result once the JSON is written (Markdown/CSV tables)."""
 
 
-class Reporter(Protocol):
+class Reporter:
+    """What a run tells its display (aisp.report.console); this base shows nothing (tests, library use)."""
+
     def start(self, pairs: list[Pair]) -> None: ...
     def pair_started(self, pair: Pair) -> None: ...
     def pair_done(self, result: dict[str, Any]) -> None: ...
     def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None: ...
-
-
-class SilentReporter(Reporter):
-    """A reporter that shows nothing (tests, library use): the protocol's empty methods."""
 
 
 def _signal_name(code: int) -> str:
@@ -236,7 +234,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
 
     Each of ``hooks.post`` may amend each result (expectations add ``regressed``).
     """
-    reporter = reporter or SilentReporter()
+    reporter = reporter or Reporter()
     run_dir = new_run_dir(options.artifacts_dir)
     manifest = environment.manifest(PACKAGE_PARENT, options.to_dict())
     atomic_write_json(run_dir / "manifest.json", manifest)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from aisp.harness import distributed
+from aisp.harness.artifacts import atomic_write_text
 from aisp.harness.execute import ColdCheck, Variant, describe_error, run_variants, time_single, workload_dict
 from aisp.harness.options import RunOptions
 from aisp.harness.verify import CheckPlan
@@ -52,9 +53,9 @@ def _on_timed_hook(spec: dict[str, Any]):
 
 
 def _report_timeout(spec: dict[str, Any], seconds: float) -> None:
-    """Tell the runner this pair's own timeout (it polls for the file)."""
+    """Tell the runner this pair's own timeout (it polls for the file: written whole, never half)."""
     if spec.get("timeout_path"):
-        Path(spec["timeout_path"]).write_text(str(seconds))
+        atomic_write_text(Path(spec["timeout_path"]), str(seconds))
 
 
 def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, Any]:
