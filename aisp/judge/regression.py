@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisp.harness.environment import fingerprint_changes
-from aisp.judge.run_noise import MEMORY_TOLERANCE, geomean, log_limit, median_interval, memory_slack, noise_of
+from aisp.judge.run_noise import geomean, log_limit, median_interval, memory_slack, noise_of
 
 MEASURED = ("ok", "slower", "regressed")
 """Verdicts whose measurements may be stored and judged."""
@@ -72,7 +72,7 @@ def _ratio_limit(history: list[dict[str, Any]]) -> float:
     base = [h["baseline_peak_bytes"] for h in history if h.get("baseline_peak_bytes")]
     opt = [h["optimized_peak_bytes"] for h in history if h.get("optimized_peak_bytes")]
     if not base or not opt:
-        return 2 * math.log1p(MEMORY_TOLERANCE[0])
+        return math.inf  # a hand-edited entry without peaks: the ratio cannot be judged
     b, o = geomean(base), geomean(opt)
     low = b - memory_slack(b)
     return math.log(b / low) + _peak_limit(o) if low > 0 else math.inf
