@@ -214,10 +214,15 @@ def _stored_as_result(folder, name, entry, seed):
     return result
 
 
+OLDER_FORMAT = REPO / "tests" / "fixtures" / "expectations_v1"
+"""The committed expectation files as they stood in the older format (one file-level environment)."""
+
+
 @pytest.mark.parametrize("relative", ["ch13/expectations_h200.json", "ch01/expectations_h200.json",
                                       "ch13/expectations_2x_h200.json"])
-def test_committed_files_of_the_older_format_load_and_judge(relative):
-    path = REPO / relative
+def test_committed_files_of_the_older_format_load_and_judge(relative, tmp_path):
+    path = tmp_path / relative.split("/")[1]
+    shutil.copy(OLDER_FORMAT / relative.replace("/", "_"), path)
     raw = json.loads(path.read_text())
     doc = expectations.load(path)
     assert set(doc["entries"]) == set(raw["entries"])
@@ -233,7 +238,7 @@ def test_committed_files_of_the_older_format_load_and_judge(relative):
 
 
 def test_an_older_file_is_migrated_when_rewritten(tmp_path):
-    shutil.copy(REPO / "ch01/expectations_h200.json", tmp_path / "expectations_h200.json")
+    shutil.copy(OLDER_FORMAT / "ch01_expectations_h200.json", tmp_path / "expectations_h200.json")
     before = json.loads((tmp_path / "expectations_h200.json").read_text())
     name, entry = next(iter(expectations.load(tmp_path / "expectations_h200.json")["entries"].items()))
     expectations.update([_stored_as_result(tmp_path, name, entry, seed=3)], {**H200_HOST, "gpu_count": 1})
@@ -326,3 +331,10 @@ def test_killed_mid_update_leaves_a_whole_file(tmp_path):
         proc.wait()
         doc = json.loads(path.read_text())
         assert "first" in doc["entries"]
+
+
+@pytest.mark.parametrize("relative", ["ch13/expectations_h200.json", "ch01/expectations_h200.json",
+                                      "ch13/expectations_2x_h200.json"])
+def test_committed_files_load(relative):
+    doc = expectations.load(REPO / relative)
+    assert doc["entries"] and all(entry.get("environment") for entry in doc["entries"].values())

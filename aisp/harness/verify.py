@@ -21,13 +21,15 @@ import torch
 from aisp.harness.benchmark import Benchmark, Workload
 
 TOLERANCES: dict[str, tuple[float, float, float]] = {
-    "exact": (0.0, 0.0, 0.0), "int8": (0.0, 0.0, 5e-2), "fp64": (1e-7, 1e-9, 5e-8), "fp32": (1e-4, 1e-5, 5e-5),
+    "exact": (0.0, 0.0, 0.0), "int8": (0.0, 0.0, 5e-2), "fp64": (1e-7, 1e-9, 5e-8), "fp32": (1e-4, 3e-4, 5e-5),
     "tf32": (1e-2, 3e-3, 5e-3), "fp16": (1e-2, 3e-3, 5e-3), "bf16": (5e-2, 2e-2, 2e-2), "fp8": (0.15, 5e-2, 0.1),
 }
 """(rtol, atol, max_rel_l2) per precision, what two correct implementations can differ by: per element
 ``|o - r| <= atol * rms(r) + rtol * |r|`` (atol scaled to the reference, which may be 1e3 or 1e-6); per
 tensor ``||o - r|| / ||r|| <= max_rel_l2`` (a bias each element hides within rtol), 5-200x above two
-correct GEMMs (bf16 ~3e-3, fp16 ~4e-4, fp32 ~3e-7). A workload's own atol is absolute."""
+correct GEMMs (bf16 ~3e-3, fp16 ~4e-4, fp32 ~3e-7). fp32 atol: two fp32 GEMM shapes on an H200
+(ch01:performance, batched vs per-sample) differed by 6e-5 x rms near zero on refilled inputs.
+A workload's own atol is absolute."""
 DTYPE_PRECISION = {
     torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
     torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8",
