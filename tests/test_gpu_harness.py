@@ -61,9 +61,11 @@ def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
     assert 0.95 < joined["speedup"]["value"] < 1.05
 
 
-def test_sustained_timing_agrees_with_do_bench(tmp_path):
-    """An 8192^3 bf16 matmul: sustained timing agrees with triton.testing.do_bench within 3%; A/A of it
-    over 50 iterations (the joined-stream pair does the same matmul) has a half-width of at most 2%."""
+def test_timing_modes_against_do_bench(tmp_path):
+    """An 8192^3 bf16 matmul: per-call timing (after warmup by time) agrees with triton.testing.do_bench
+    within 3%, and sustained timing is not faster (it holds the GPU at its power-capped steady clock, which
+    do_bench's 100 ms window does not reach: on the H200 per-call 1.467 ms, do_bench 1.477 ms, sustained
+    1.626 ms); A/A of it over 50 iterations has a half-width of at most 2%."""
     do_bench = pytest.importorskip("triton.testing").do_bench
     figures = {}
     for timing in ("per-call", "sustained"):
@@ -78,4 +80,5 @@ def test_sustained_timing_agrees_with_do_bench(tmp_path):
     b = torch.randn(8192, 8192, device="cuda").bfloat16()
     figures["do_bench"] = do_bench(lambda: a @ b)
     print(", ".join(f"{k} {v:.4f} ms" for k, v in figures.items()))
-    assert figures["sustained"] == pytest.approx(figures["do_bench"], rel=0.03)
+    assert figures["per-call"] == pytest.approx(figures["do_bench"], rel=0.03)
+    assert figures["sustained"] >= 0.97 * figures["do_bench"]
