@@ -229,3 +229,22 @@ def test_hopper_only_library_loads_only_on_sm90(tmp_path: Path) -> None:
         assert "sm_90" in (native.unavailable(hopper_only=True) or "")
         with pytest.raises(RuntimeError, match="sm_90"):
             lib.load()
+
+
+needs_cuobjdump = pytest.mark.skipif(NVCC is None or native.cuobjdump() is None,
+                                     reason="nvcc or cuobjdump (nvidia-cuda-cuobjdump wheel) missing")
+
+
+@needs_cuobjdump
+def test_sass_shows_the_instructions_of_the_built_kernel(tmp_path: Path, cache: Path) -> None:
+    src = tmp_path / "loads.cu"
+    src.write_text('extern "C" __global__ void add_one(float* a) { a[threadIdx.x] += 1.0f; }\n')
+    sass = native.Library((src,)).sass("90")
+    assert "add_one" in sass and "LDG.E" in sass and "STG.E" in sass
+    assert "LDGSTS" not in sass and "HGMMA" not in sass
+
+
+def test_sass_without_cuobjdump_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "cuobjdump", lambda: None)
+    with pytest.raises(RuntimeError, match="cuobjdump is not on PATH"):
+        native.Library((tmp_path / "x.cu",)).sass("90")

@@ -65,6 +65,21 @@ def nvcc() -> str:
     return path
 
 
+def cuobjdump() -> str | None:
+    """cuobjdump (with nvdisasm beside it) on PATH, in ``$CUDA_HOME/bin``, or from the
+    ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels; None when there is none."""
+    cuda_bin = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin"
+    found = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=str(cuda_bin))
+    if found:
+        return found
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    wheels = [p for root in nvidia.__path__ for p in Path(root).glob("cu*/bin/cuobjdump")]
+    return str(wheels[0]) if wheels else None
+
+
 @functools.cache
 def nvcc_version(path: str) -> str:
     """``nvcc --version`` of the nvcc at ``path``: part of every library's cache key."""
@@ -200,6 +215,21 @@ class Library:
     def load(self, device: torch.device | None = None) -> ctypes.CDLL:
         """The library built for ``device``'s GPU (cached), loaded with ctypes."""
         return ctypes.CDLL(str(self.build(device_arch(device))))
+
+    def sass(self, arch: str) -> str:
+        """The SASS of the library built for ``arch`` ("90"; no GPU needed), from ``cuobjdump -sass``:
+        what a test searches for the instruction a pair is about (``HGMMA``, ``UTMALDG``, ``LDGSTS``).
+        A RuntimeError when cuobjdump is missing or fails."""
+        tool = cuobjdump()
+        if tool is None:
+            raise RuntimeError("cuobjdump is not on PATH, in $CUDA_HOME/bin or from the "
+                               "nvidia-cuda-cuobjdump wheel")
+        env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        proc = subprocess.run([tool, "-sass", str(self.build(arch))], capture_output=True, text=True,
+                              env=env, check=False)
+        if proc.returncode:
+            raise RuntimeError(f"cuobjdump -sass {self.name} failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
+        return proc.stdout
 
     def compile_only(self, arch: str) -> None:
         """Compile every source for ``arch`` ("90"; sm_90a for Hopper-only code) without linking or
