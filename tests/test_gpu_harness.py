@@ -65,17 +65,19 @@ def test_timing_modes_against_do_bench(tmp_path):
     """An 8192^3 bf16 matmul: per-call timing (after warmup by time) agrees with triton.testing.do_bench
     within 3%, and sustained timing is not faster (it holds the GPU at its power-capped steady clock, which
     do_bench's 100 ms window does not reach: on the H200 per-call 1.467 ms, do_bench 1.477 ms, sustained
-    1.626 ms); A/A of it over 50 iterations has a half-width of at most 2%."""
+    1.626 ms). A/A (the same matmul as both variants) over 50 iterations: within 1% of 1, half-width <= 2%.
+    (The earlier A/A, baseline vs the joined side stream, read 0.984x: the join's event record and wait
+    are real work, not a bias.)"""
     do_bench = pytest.importorskip("triton.testing").do_bench
     figures = {}
     for timing in ("per-call", "sustained"):
-        result = _run(tmp_path / timing, ["timing:joined_stream"], (TIMING,), timing=timing,
-                      iterations=50)["joined_stream"]
+        result = _run(tmp_path / timing, ["timing:same"], (TIMING,), timing=timing, iterations=50)["same"]
         speedup = result["speedup"]
         figures[timing] = result["baseline"]["summary"]["median"]
         print(f"{timing}: {figures[timing]:.4f} ms, A/A {speedup['value']:.4f} [{speedup['low']:.4f}, "
               f"{speedup['high']:.4f}]")
         assert (speedup["high"] - speedup["low"]) / 2 / speedup["value"] <= 0.02
+        assert speedup["value"] == pytest.approx(1.0, abs=0.01)
     a = torch.randn(8192, 8192, device="cuda").bfloat16()
     b = torch.randn(8192, 8192, device="cuda").bfloat16()
     figures["do_bench"] = do_bench(lambda: a @ b)

@@ -66,6 +66,18 @@ def test_cold_start_groups_give_an_unpaired_interval():
     assert speedup["low"] == pytest.approx(1.9) and speedup["high"] == pytest.approx(2.1)
 
 
+def test_the_speedup_averages_each_turn_of_the_rotation():
+    """Two variants timed in turn, whoever goes first pays 10%: per-iteration ratios alternate 1.1 and
+    1/1.1, and each turn of two iterations averages to exactly 1 (a variant that failed before timing,
+    with no samples, is not part of the turn)."""
+    slow, fast = [1.1, 1.0] * 10, [1.0, 1.1] * 10
+    failed = {**_record("optimized_broken", [], []), "verdict": "verify-failed"}
+    result = assemble({"name": "mm"}, {}, [_record("baseline_mm", slow, slow),
+                                         _record("optimized_mm", fast, fast), failed])
+    ok = result["variants"][0]["speedup"]
+    assert ok["value"] == pytest.approx(1.0) and ok["high"] - ok["low"] == pytest.approx(0.0, abs=1e-9)
+
+
 class Logged(aisp.Benchmark):
     """Appends (its name, perf_counter) to a shared log at each call; sleeps ``delay_s``."""
 

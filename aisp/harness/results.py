@@ -41,7 +41,7 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     return result
 
 
-def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str) -> dict[str, float] | None:
+def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: int) -> dict[str, float] | None:
     if headline == "memory":
         b, o = base.get("memory", {}).get("peak_bytes"), var.get("memory", {}).get("peak_bytes")
         if not b or not o:
@@ -52,7 +52,7 @@ def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str) -> dict[s
         return None
     if base.get("sample_groups") and var.get("sample_groups"):
         return grouped_ratio(base["sample_groups"], var["sample_groups"]).to_dict()
-    return (paired_ratio(b, o) if len(b) == len(o) else grouped_ratio([b], [o])).to_dict()
+    return (paired_ratio(b, o, cycle) if len(b) == len(o) else grouped_ratio([b], [o])).to_dict()
 
 
 def _variant_verdict(var: dict[str, Any]) -> str:
@@ -68,11 +68,11 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     """The result of one pair from its raw variant records (``raw[0]`` is the baseline)."""
     headline = workload.get("headline", "time")
     base = variant_result(raw[0], workload)
-    variants = []
+    variants, cycle = [], sum(1 for r in raw if r.get("samples_ms"))  # the variants timed in turn
     for record in raw[1:]:
         var = variant_result(record, workload)
         timed = var.get("verdict") in (None, "pending", "ok") and base.get("verdict") in (None, "pending", "ok")
-        var["speedup"] = _speedup(base, var, headline) if timed else None
+        var["speedup"] = _speedup(base, var, headline, cycle) if timed else None
         var["verdict"] = _variant_verdict(var)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
@@ -81,16 +81,9 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     ran = [v["verdict"] for v in variants if v["verdict"] != "skipped"]
     verdict = max([base["verdict"], *ran], key=VERDICT_ORDER.index) if ran else "skipped"
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
-    return {
-        **pair,
-        "verdict": verdict,
-        "reason": "; ".join(reasons) or None,
-        "workload": workload,
-        "baseline": base,
-        "variants": variants,
-        "best": best["name"] if best else None,
-        "speedup": best["speedup"] if best else None,
-    }
+    return {**pair, "verdict": verdict, "reason": "; ".join(reasons) or None, "workload": workload,
+            "baseline": base, "variants": variants, "best": best["name"] if best else None,
+            "speedup": best["speedup"] if best else None}
 
 
 def failed(pair: dict[str, Any], verdict: str, reason: str, workload: dict[str, Any] | None = None) -> dict[str, Any]:

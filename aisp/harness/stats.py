@@ -60,13 +60,18 @@ class Ratio:
         return asdict(self)
 
 
-def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], seed: int = 0) -> Ratio:
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], cycle: int = 1,
+                 seed: int = 0) -> Ratio:
     """The median of per-iteration ratios (iteration i of both sides, taken interleaved, saw the same
     clocks: common drift cancels), ± t × its standard error from a circular block bootstrap of the
-    log ratios (the blocks keep serial correlation), as a 95% interval."""
+    log ratios (the blocks keep serial correlation), as a 95% interval. ``cycle``: how many variants
+    took turns; the log ratios are first averaged over each full turn of the rotation, where every
+    variant held every slot once, so a slot's own cost (going first after the sync) cancels."""
     from scipy.special import stdtrit  # here: every worker imports this module, few need scipy
 
     logs = np.log(np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64))
+    if cycle > 1 and logs.size >= 2 * cycle:
+        logs = logs[: logs.size - logs.size % cycle].reshape(-1, cycle).mean(axis=1)
     n = logs.size
     block = max(1, min(int(np.ceil(BLOCK_SCALE * n ** (1 / 3))), n // 2))  # two blocks at least, or no spread
     starts = np.random.default_rng(seed).integers(0, n, size=(BOOTSTRAP_RESAMPLES, -(-n // block)))
