@@ -79,3 +79,25 @@ def test_interrupted_cli_stops_every_process(sig: signal.Signals, pid_file: Path
     lines = err.strip().splitlines()
     assert lines[-1].startswith(f"aisp: interrupted by {sig.name}") and "Traceback" not in err, err
     assert running(recorded(pid_file)) == []
+
+
+def test_a_sigkilled_cli_takes_its_worker_with_it(pid_file: Path, tmp_path: Path):
+    """SIGKILL gives the CLI no chance to clean up: the worker asked Linux to kill it when its parent
+    dies (PR_SET_PDEATHSIG), so it does not hold the GPU on. (Its detached sleeper, in a session of its
+    own, is out of that reach; the fixture kills it.)"""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "aisp", "bench", "run", "--root", str(PROCESSES), "-t", "processes:hangs_with_child",
+           "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts")]
+    cli = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while len(recorded(pid_file)) < 2 and time.monotonic() < deadline and cli.poll() is None:
+        time.sleep(0.1)
+    worker = recorded(pid_file)[0]
+    cli.kill()
+    cli.wait(timeout=15)
+    deadline = time.monotonic() + 10
+    while running([worker]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running([worker]) == []

@@ -59,7 +59,7 @@ from aisp.harness.verify import CheckPlan, Evidence
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """NVLink multicast off in NCCL, PyTorch symmetric memory and NVSHMEM; set in every rank."""
-AGENT_PID_ENV = "AISP_TORCHRUN_PID"
+AGENT_PID_ENV, PARENT_PID_ENV = "AISP_TORCHRUN_PID", "AISP_PARENT_PID"  # torchrun's, the worker's parent's
 """Set by the launch: the PID torchrun runs as, so a rank knows it is one of ours."""
 PR_SET_PDEATHSIG = 1
 EVIDENCE_FIGURES = ("max_abs_err", "max_rel_err", "rel_l2_err", "rtol", "atol", "max_rel_l2")
@@ -94,7 +94,7 @@ def launch_argv(spec_path: str, ranks: int) -> list[str]:
 
 def launch_env() -> dict[str, str]:
     """This environment with NVLink multicast off and the agent's PID (this process's) recorded."""
-    return {**os.environ, **NVLS_OFF, AGENT_PID_ENV: str(os.getpid())}
+    return {**os.environ, **NVLS_OFF, AGENT_PID_ENV: str(os.getpid()), PARENT_PID_ENV: ""}  # ranks: torchrun
 
 
 def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[Workload], None],
@@ -117,11 +117,11 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     os.execve(argv[0], argv, launch_env())
 
 
-def _die_with_parent() -> None:
-    """SIGKILL this rank when torchrun dies; exit now if it already has."""
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when its parent (torchrun, or the CLI for a worker) dies; exit now if it has."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != int(os.environ[AGENT_PID_ENV]):
+    if os.getppid() != parent_pid:
         os._exit(1)
 
 
@@ -256,7 +256,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool, telemetry: 
     in one process, kept in step across ranks. ``telemetry["ranks"]`` describes the world."""
     rank = current_rank()
     assert rank is not None, "run_ranked runs in a rank that aisp launched through torchrun"
-    _die_with_parent()
+    die_with_parent(int(os.environ[AGENT_PID_ENV]))
     device, variants, settings, workload = start(paths, options)
     skip = unmet_requirements(workload.requires, device)
     if skip:

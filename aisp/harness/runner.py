@@ -22,6 +22,7 @@ from aisp.harness import environment
 from aisp.harness.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
 from aisp.harness.benchmark import Workload
 from aisp.harness.discovery import Pair
+from aisp.harness.distributed import PARENT_PID_ENV
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble, failed
 from aisp.harness.verify import CheckPlan
@@ -86,9 +87,7 @@ class Budget:
 
     def limit(self, declared: float | None) -> float:
         limit = (declared or DEFAULT_TIMEOUT_S) * self.multiplier
-        if self.deadline is not None:
-            limit = min(limit, self.deadline - time.monotonic())
-        return limit
+        return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
 
 
 def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tuple[dict | None, str, str]:
@@ -99,7 +98,8 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tup
                                                       for ext in ("spec.json", "result.json", "log", "timeout"))
     spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path)}
     spec_path.write_text(json.dumps(spec, indent=2))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8))}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
+           PARENT_PID_ENV: str(os.getpid())}
     if spec["options"].get("reproducible"):
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     become_subreaper()
@@ -118,8 +118,7 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tup
     if result_path.exists():
         return json.loads(result_path.read_text()), "done", ""
     how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-    if code == -signal.SIGKILL:
-        how += " (out of memory?)"
+    how += " (out of memory?)" * (code == -signal.SIGKILL)
     tail = _log_tail(log_path)
     return None, "error", f"worker {how} without a result" + (f"; log tail:\n{tail}" if tail else "")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -86,6 +87,8 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
 
 
 def main(argv: list[str]) -> int:
+    if parent := os.environ.get(distributed.PARENT_PID_ENV):  # a SIGKILLed CLI leaves no worker on the GPU
+        distributed.die_with_parent(int(parent))
     spec = json.loads(Path(argv[0]).read_text())
     result_path = Path(spec["result_path"])
     failed = False
@@ -97,8 +100,7 @@ def main(argv: list[str]) -> int:
         doc, failed = {"status": verdict, "reason": distributed.label(reason)}, True
     distributed.write_result(result_path, doc, failed)
     sys.stdout.flush()
-    # A rank that failed exits non-zero so that torchrun stops the other ranks now.
-    return 1 if failed and distributed.current_rank() is not None else 0
+    return 1 if failed and distributed.current_rank() is not None else 0  # torchrun then stops the others
 
 
 if __name__ == "__main__":
