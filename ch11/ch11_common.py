@@ -44,8 +44,11 @@ def small_kernel(lib: ctypes.CDLL, src: torch.Tensor, dst: torch.Tensor, iters: 
 
 
 def fma_chain_reference(x: torch.Tensor, iters: int) -> torch.Tensor:
-    """What fma_chain computes, in closed form (v <- a v + b converges to b / (1 - a) = 1)."""
-    return 1.0 + (x.double() - 1.0) * 0.9999**iters
+    """What fma_chain computes, in closed form and float64: v <- a v + b (a, b the kernel's float32
+    constants) gives v_n = c + (v_0 - c) a^n with c = b / (1 - a), about 1."""
+    a, b = (float(torch.tensor(v, dtype=torch.float32)) for v in (0.9999, 1e-4))
+    c = b / (1.0 - a)
+    return c + (x.double() - c) * a**iters
 
 
 def milliseconds(fn: Callable[[], object], device: torch.device, repeats: int = 5) -> float:
