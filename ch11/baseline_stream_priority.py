@@ -64,7 +64,7 @@ class EqualPriority(aisp.Benchmark):
     inputs = ("bulk_in", "h0")
     scratch = ("bulk_bufs", "chain_bufs")
     priority = 0
-    """The chain stream's priority (lower is higher: -1 is PyTorch's high priority)."""
+    """The chain stream's priority (lower is higher; 0 is the default and the lowest)."""
 
     def setup(self) -> None:
         w, gen, dev = self.workload, self.generator(), self.device
