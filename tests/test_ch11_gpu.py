@@ -1,0 +1,117 @@
+"""Chapter 11 on a CUDA GPU: the CUDA C++ entry points match PyTorch references, every pair's
+optimized variant matches its baseline on refilled inputs, every multi-stream variant has joined
+its side streams when the caller's stream is done, and the overlap figures are sane."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from refill_check import check_refilled_pair
+from test_ch11_pairs import variant_files
+
+import aisp
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+pytestmark = pytest.mark.gpu
+CH11 = Path(__file__).resolve().parents[1] / "ch11"
+SIDE_STREAMS = {"optimized_bidirectional_copy": "d2h_stream", "optimized_concurrent_kernels": "streams",
+                "optimized_event_dependencies": ("producer", "consumer"),
+                "optimized_stream_priority": "chain_stream"}
+"""Each multi-stream Python variant and the attributes holding its side streams."""
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH11 / f"{module}.py")
+
+
+def build(module: str, seed: int = 0) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), seed
+    return bench
+
+
+def test_small_kernel_matches_its_closed_form() -> None:
+    common = load("ch11_common")
+    lib = common.load_kernels(torch.device("cuda"))
+    x = torch.randn(3000, device="cuda")
+    out = torch.empty_like(x)
+    common.small_kernel(lib, x, out, 20_000, torch.cuda.current_stream())
+    torch.testing.assert_close(out.double(), common.fma_chain_reference(x, 20_000), atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("module", ["baseline_legacy_default_stream", "optimized_legacy_default_stream",
+                                    "optimized_legacy_default_stream_per_thread"])
+def test_legacy_run_computes_every_job(module: str) -> None:
+    bench = build(module)
+    bench.setup()
+    out = bench.run().clone()
+    ref = load("ch11_common").fma_chain_reference(bench.x, bench.workload.iters)
+    torch.testing.assert_close(out.double(), ref, atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("module", ["baseline_stream_ordered_allocator", "optimized_stream_ordered_allocator"])
+def test_alloc_run_matches_torch(module: str) -> None:
+    bench = build(module)
+    bench.setup()
+    out = bench.run().clone()
+    torch.testing.assert_close(out, (2 * bench.x + 1) ** 2 - bench.x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_files())
+def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline), build(optimized), load(baseline).WORKLOAD)
+
+
+def side_streams(bench: aisp.Benchmark, names: str | tuple[str, ...]) -> list[torch.cuda.Stream]:
+    found = []
+    for name in (names,) if isinstance(names, str) else names:
+        value = getattr(bench, name)
+        found += value if isinstance(value, list) else [value]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(SIDE_STREAMS))
+def test_side_streams_are_joined_to_the_callers_stream(module: str) -> None:
+    bench = build(module)
+    bench.setup()
+    torch.cuda.synchronize()
+    bench.run()
+    done = torch.cuda.Event()
+    done.record()
+    done.synchronize()
+    assert all(s.query() for s in side_streams(bench, SIDE_STREAMS[module]))
+
+
+def test_high_priority_stream_is_higher_than_the_default() -> None:
+    low, high = build("baseline_stream_priority"), build("optimized_stream_priority")
+    low.setup()
+    high.setup()
+    assert high.chain_stream.priority < low.chain_stream.priority == 0
+
+
+@pytest.mark.parametrize("module", ["optimized_bidirectional_copy", "optimized_stream_priority"])
+def test_overlap_metrics_are_sane(module: str) -> None:
+    bench = build(module)
+    bench.setup()
+    bench.run()
+    got = bench.metrics()
+    assert got["max_of_parts_ms"] < got["sum_of_parts_ms"]
+    assert got["measured_ms"] > 0 and not math.isnan(got["overlap_share"])
+
+
+def test_stream_priority_reports_the_chain_latency() -> None:
+    bench = build("optimized_stream_priority")
+    bench.setup()
+    bench.run()
+    got = bench.metrics()
+    assert 0 < got["chain_latency_ms"] <= got["measured_ms"] * 1.5
+    assert got["chain_alone_ms"] > 0 and got["bulk_alone_ms"] > 0
+
+
+def test_native_requirements_hold_here() -> None:
+    assert native.unavailable() is None

@@ -1,0 +1,111 @@
+"""Chapter 11 pairs on the CPU: every variant documents itself, shares its baseline's workload and
+skips with a reason (streams need a GPU); the overlap figures are computed as the README says."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+
+CH11 = Path(__file__).resolve().parents[1] / "ch11"
+PAIRS = ("bidirectional_copy", "concurrent_kernels", "event_dependencies", "legacy_default_stream",
+         "stream_ordered_allocator", "stream_priority")
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH11 / f"{module}.py")
+
+
+def variant_files() -> list[tuple[str, str]]:
+    """(baseline module, optimized module) for every optimized file in ch11."""
+    found = []
+    for opt in sorted(CH11.glob("optimized_*.py")):
+        name = opt.stem.removeprefix("optimized_")
+        while not (CH11 / f"baseline_{name}.py").exists():
+            name = name.rsplit("_", 1)[0]
+        found.append((f"baseline_{name}", opt.stem))
+    return found
+
+
+def test_the_harness_discovers_the_six_pairs() -> None:
+    assert sorted(p.name for p in pairs_in(CH11)) == sorted(PAIRS)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_files())
+def test_variant_shares_its_baselines_workload_and_skips_on_cpu(baseline: str, optimized: str) -> None:
+    bench = load(optimized).get_benchmark()
+    assert isinstance(bench, aisp.Benchmark)
+    assert bench.workload is load(baseline).WORKLOAD
+    assert bench.inputs == load(baseline).get_benchmark().inputs and bench.inputs
+    reason = unmet_requirements(bench.workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("module", sorted({m for p in variant_files() for m in p}))
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect (estimate, not yet measured):", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+    assert len((CH11 / f"{module}.py").read_text().splitlines()) < 150
+
+
+def common() -> ModuleType:
+    return load("ch11_common")
+
+
+@pytest.mark.parametrize(("sum_ms", "max_ms", "measured", "share"),
+                         [(10.0, 6.0, 10.0, 0.0), (10.0, 6.0, 6.0, 1.0), (10.0, 6.0, 8.0, 0.5),
+                          (16.0, 2.0, 3.0, 13 / 14)])
+def test_overlap_share_places_a_call_between_serial_and_ideal(sum_ms, max_ms, measured, share) -> None:
+    assert common().overlap_share(sum_ms, max_ms, measured) == pytest.approx(share)
+
+
+def test_overlap_share_of_a_single_part_is_undefined() -> None:
+    assert math.isnan(common().overlap_share(5.0, 5.0, 5.0))
+
+
+def test_overlap_times_each_part_alone_and_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = common()
+    recorded = {"h2d": 2.4, "d2h": 2.6, "whole": 2.9}
+    monkeypatch.setattr(mod, "milliseconds", lambda fn, device: recorded[fn()])
+    got = mod.overlap({"h2d": lambda: "h2d", "d2h": lambda: "d2h"}, lambda: "whole", torch.device("cpu"))
+    assert got["h2d_ms"] == 2.4 and got["d2h_ms"] == 2.6
+    assert got["sum_of_parts_ms"] == pytest.approx(5.0) and got["max_of_parts_ms"] == 2.6
+    assert got["measured_ms"] == 2.9 and got["overlap_share"] == pytest.approx(2.1 / 2.4)
+
+
+def test_fma_chain_reference_converges_to_one() -> None:
+    x = torch.tensor([0.0, 1.0, 3.0])
+    ref = common().fma_chain_reference(x, 0)
+    assert torch.equal(ref, x.double())
+    far = common().fma_chain_reference(x, 200_000)
+    assert torch.allclose(far, torch.ones(3, dtype=torch.float64), atol=1e-3)
+
+
+def test_fma_chain_reference_matches_the_loop_in_float32() -> None:
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    v = x.clone()
+    for _ in range(2000):
+        v = torch.addcmul(torch.full_like(v, 1e-4), v, torch.full_like(v, 0.9999))
+    torch.testing.assert_close(v.double(), common().fma_chain_reference(x, 2000), atol=1e-5, rtol=0)
+
+
+def test_stream_pairs_use_their_stated_priorities() -> None:
+    assert load("baseline_stream_priority").EqualPriority.priority == 0
+    assert load("optimized_stream_priority").HighPriority.priority < 0
+
+
+def test_native_variants_differ_only_in_mode() -> None:
+    modes = {load(m).get_benchmark().mode for m in ("baseline_legacy_default_stream", "optimized_legacy_default_stream",
+                                                    "optimized_legacy_default_stream_per_thread")}
+    assert modes == {0, 1, 2}
+    assert {load(m).get_benchmark().mode for m in ("baseline_stream_ordered_allocator",
+                                                   "optimized_stream_ordered_allocator")} == {0, 1}
