@@ -10,7 +10,7 @@ Optimized (optimized_vectorized_ops.py): one ``torch.addcmul`` over the whole ma
 Same op, same answer (bitwise). The baseline is launch-bound by design: the headline is the
 optimized op's share of the HBM copy ceiling, not the ratio.
 Expect (estimate, not yet measured): baseline ~12 ms on an H100/H200 (launch-bound), optimized
-~35 us (75-90% of HBM copy bandwidth): a few hundred x; on a CPU 1.1-1.5x (the
+~35 us (75-90% of HBM copy bandwidth): a few hundred x; on a CPU 1.1-2x (the
 rows are large enough that the per-call overhead is a small part of the work).
 Run: python ch06/baseline_vectorized_ops.py  |  aisp bench run -t ch06:vectorized_ops
 """

@@ -1,7 +1,7 @@
 """Optimized vector add (CUDA C++): a grid-stride loop over a grid that fills every SM.
 
-Baseline (baseline_vector_add.py): one block of 256 threads loops over all 32M elements: one SM
-of 132 works, the rest idle.
+Baseline (baseline_vector_add.py): one block of 1,024 threads loops over all 32M elements: one
+SM of 132 works, the rest idle.
 Optimized: ``add_grid_stride<<<SMs x blocks-per-SM, 256>>>`` (vector_add.cu): the occupancy API
 says how many 256-thread blocks fit on one SM (8 on Hopper), times the SM count; each thread
 starts at its global index and steps by the grid's width, so any n works with a grid sized for

@@ -1,7 +1,8 @@
 // vector_add.cu: c = a + b over n floats, three ways of mapping threads to elements.
 //
-//   one_block     <<<1, 256>>>: one block loops over all n elements. Correct, but it runs on one
-//                 of the GPU's 132 SMs, with 8 warps to hide DRAM latency.
+//   one_block     <<<1, 1024>>>: one block (the largest there is) loops over all n elements.
+//                 Correct, but it runs on one of the GPU's 132 SMs, with 32 warps to hide DRAM
+//                 latency and one SM's share of the memory system.
 //   grid_stride   <<<SMs x blocks-per-SM, 256>>>: enough blocks to fill every SM (the count comes
 //                 from the occupancy API), each thread stepping by the whole grid's width.
 //   per_element   <<<ceil(n / block), block>>>: one element per thread with a chosen block size
@@ -12,6 +13,7 @@
 #include "ch06_check.cuh"
 
 constexpr int kThreads = 256;
+constexpr int kOneBlockThreads = 1024;
 
 __global__ void add_one_block(const float* __restrict__ a, const float* __restrict__ b,
                               float* __restrict__ c, long n) {
@@ -32,7 +34,7 @@ __global__ void add_per_element(const float* __restrict__ a, const float* __rest
 }
 
 extern "C" int add_one_block_run(const float* a, const float* b, float* c, long n, cudaStream_t s) {
-  add_one_block<<<1, kThreads, 0, s>>>(a, b, c, n);
+  add_one_block<<<1, kOneBlockThreads, 0, s>>>(a, b, c, n);
   return launch_status();
 }
 
