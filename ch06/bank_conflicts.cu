@@ -9,7 +9,9 @@
 //   kPad = 1   K tile [32][33]: word j*33 + k is in bank (j + k) % 32: 32 different banks, one
 //              pass. One unused float per row (128 bytes per tile) buys a 32x cheaper load.
 // Q[i][k..k+3] is the same address for the whole warp (a broadcast, one pass).
-// Same loads, same FMAs in the same order: bitwise the same answer.
+// Same loads, same FMAs in the same order: bitwise the same answer. ptxas turns the unpadded
+// column reads into 128-bit loads (4 steps each; still 32 passes per load), which costs it 42
+// registers (5 blocks of 256 per SM) against 32 (8 blocks) padded; capping both at 32 spills.
 // Python: ch06/baseline_bank_conflicts.py
 #include "ch06_check.cuh"
 

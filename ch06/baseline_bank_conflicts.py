@@ -4,7 +4,8 @@ Baseline: attention scores S = Q K^T for 32,768 tiles of 32 queries x 32 keys x 
 (bank_conflicts.cu, ``scores<0>``). Lane j of each warp computes S[i][j], so at each step the
 warp reads a column of the K tile. In a [32][32] tile a column's 32 words are 128 bytes apart,
 all in one of shared memory's 32 banks: a 32-way conflict, the load replayed 32 times. (ptxas
-merges four steps into one 128-bit load: still 32 passes, now per 4 steps.)
+merges four steps into one 128-bit load: still 32 passes, now per 4 steps, and 42 registers per
+thread, so 5 blocks per SM instead of the padded kernel's 8.)
 Optimized (optimized_bank_conflicts.py): the K tile declared [32][33] (``scores<1>``): row j
 starts one bank later, so a column's 32 words land in 32 different banks: one pass per load.
 Same loads, same FMAs in the same order: bitwise the same answer.

@@ -6,7 +6,9 @@
 //                 row and column from blockIdx, blockDim and threadIdx, checks it is inside the
 //                 matrix (the grid is rounded up to whole blocks), and writes its row-major index.
 // Python: ch06/first_kernels.py (builds this file, runs both, checks index_2d against PyTorch).
+// Standalone: make && ./bin/first_kernels_sm$(arch)
 #include <cstdio>
+#include <vector>
 
 #include "ch06_check.cuh"
 
@@ -35,3 +37,25 @@ extern "C" int index_2d_run(int* out, int rows, int cols, int* grid_xy, cudaStre
   index_2d<<<grid, block, 0, s>>>(out, rows, cols);
   return launch_status();
 }
+
+#ifndef CH06_LIBRARY
+int main() {
+  if (hello_run(2, 4)) return 1;
+  const int rows = 100, cols = 37;
+  int* out = nullptr;
+  int grid[2];
+  if (cudaMalloc(&out, sizeof(int) * rows * cols) || index_2d_run(out, rows, cols, grid, 0)) return 1;
+  std::vector<int> host(rows * cols);
+  if (cudaMemcpy(host.data(), out, sizeof(int) * rows * cols, cudaMemcpyDeviceToHost)) return 1;
+  cudaFree(out);
+  for (int i = 0; i < rows * cols; ++i) {
+    if (host[i] != i) {
+      std::printf("MISMATCH at %d: %d\n", i, host[i]);
+      return 1;
+    }
+  }
+  std::printf("index_2d: %dx%d matrix, grid %dx%d of 16x16 blocks: all %d elements correct\n", rows, cols,
+              grid[0], grid[1], rows * cols);
+  return 0;
+}
+#endif

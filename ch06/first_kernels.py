@@ -15,7 +15,7 @@ import torch
 
 from aisp.kits import native
 
-LIBRARY = native.Library((Path(__file__).resolve().parent / "first_kernels.cu",))
+LIBRARY = native.Library((Path(__file__).resolve().parent / "first_kernels.cu",), flags=("-DCH06_LIBRARY",))
 
 
 def grid_for(rows: int, cols: int, block: int = 16) -> tuple[int, int]:

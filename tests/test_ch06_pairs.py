@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -128,3 +129,10 @@ def test_horner_reference_is_highest_degree_first() -> None:
 def test_first_kernels_grid_covers_the_matrix() -> None:
     assert load("first_kernels").grid_for(100, 37) == (3, 7)
     assert load("first_kernels").grid_for(32, 32) == (2, 2)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not on PATH")
+def test_makefile_builds_the_first_kernels_program_for_the_given_arch() -> None:
+    proc = subprocess.run(["make", "-B", "-n", "-C", str(CH06), "ARCH=90"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "bin/first_kernels_sm90" in proc.stdout and "code=[sm_90,compute_90]" in proc.stdout
