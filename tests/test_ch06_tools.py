@@ -3,7 +3,9 @@ at each block size, the occupancy it gives, and a runtime answer that disagrees 
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -60,3 +62,32 @@ def test_recorded_mode_prints_without_a_gpu(capsys: pytest.CaptureFixture[str]) 
     assert occupancy.main(["--recorded", "--blocks", "256"]) == 0
     out = capsys.readouterr().out
     assert "horner_free" in out and "registers" in out
+
+
+def fake_runtime(blocks: dict[tuple[int, int], int]) -> SimpleNamespace:
+    """Stands in for occupancy.cu's library: an H200's limits, horner_free and dequantize."""
+    attrs = {0: (64, 0, 0, 1024), 1: (32, 32768, 0, 1024)}
+
+    def fill(arr: ctypes.Array, values: tuple[int, ...]) -> int:
+        for i, v in enumerate(values):
+            arr[i] = v
+        return 0
+
+    def set_ref(ref: object, value: int) -> int:
+        ref._obj.value = value
+        return 0
+
+    return SimpleNamespace(
+        occ_device=lambda out: fill(out, (132, 2048, 65536, 233472, 32, 1024)),
+        occ_count=lambda: 2, occ_name=lambda i: [b"horner_free", b"dequantize"][i],
+        occ_attributes=lambda i, out: fill(out, attrs[i]),
+        occ_blocks=lambda i, size, ref: set_ref(ref, blocks[(i, size)]),
+        occ_suggest=lambda i, grid, block: set_ref(grid, 264) or set_ref(block, 1024))
+
+
+def test_query_reads_the_runtime_and_the_model_agrees() -> None:
+    lib = fake_runtime({(0, 256): 4, (0, 1024): 1, (1, 256): 6, (1, 1024): 2})
+    sm, kernels, api, advice = occupancy.query(lib, [256, 1024])
+    assert sm == HOPPER and [k.name for k in kernels] == ["horner_free", "dequantize"]
+    assert all(api[(k.name, s)] == occupancy.blocks_per_sm(k, s, sm)[0] for k in kernels for s in (256, 1024))
+    assert advice[1].split() == ["dequantize", "block", "1024,", "grid", "264"]
