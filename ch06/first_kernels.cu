@@ -25,7 +25,9 @@ __global__ void index_2d(int* out, int rows, int cols) {
 extern "C" int hello_run(int blocks, int threads) {
   hello<<<blocks, threads>>>();
   const int launched = launch_status();
-  return launched ? launched : (int)cudaDeviceSynchronize();  // flushes the printf buffer
+  const int status = launched ? launched : (int)cudaDeviceSynchronize();  // prints the device's buffer
+  std::fflush(stdout);  // C stdio buffers it when stdout is a pipe
+  return status;
 }
 
 // out: rows x cols ints on the device. Returns the grid it used in grid_xy[0..1].
