@@ -1,0 +1,86 @@
+"""Baseline ILP accumulators (CUDA C++): one long dependent FMA chain per thread.
+
+Baseline: 33,792 points (one 256-thread block per SM on an H100/H200), each evaluating a
+polynomial of degree 262,143 whose coefficients repeat every 8 (ilp_accumulators.cu,
+``horner_chain``): acc = fma(acc, x, c[k % 8]), each FMA waiting ~4 cycles for the previous one.
+Each SM scheduler has 2 warps, so it issues an FMA at most every other cycle: the kernel is
+latency-bound at <= 50% of the FP32 FMA peak. Few, long computations are where this bites
+(per-row reductions of a short, wide matrix, long recurrences); with many short ones, more threads
+hide the latency instead.
+Optimized (optimized_ilp_accumulators.py): the same sum as 8 independent chains in x^8
+(``horner_split``), combined at the end: 8 FMAs in flight per warp. Same FMAs (+17), a different
+rounding order, checked at fp32 tolerance.
+Expect (estimate, not yet measured): ~2x on an H100/H200; the optimized at 80-95% of the FP32 FMA
+peak (67 TFLOP/s at 1.98 GHz; fp32 matmul measures 51).
+Run: python ch06/baseline_ilp_accumulators.py  |  aisp bench run -t ch06:ilp_accumulators
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch06_common import HERE, INT, LONG, PTR, bind
+
+import aisp
+from aisp.kits import native
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainWorkload(aisp.Workload):
+    points: int = 132 * 256
+    """Polynomials evaluated, one per thread: one 256-thread block on each of 132 SMs."""
+    steps: int = 1 << 18
+    """FMAs per point (the degree + 1), a multiple of 8."""
+    pattern: int = 8
+    """Distinct coefficients, repeating."""
+
+
+def _workload() -> ChainWorkload:
+    s = ChainWorkload()
+    return ChainWorkload(flops=2.0 * s.points * s.steps, bytes=8.0 * s.points, items=s.points,
+                         item_unit="points", precision="fp32", requires=native.REQUIRES)
+
+
+WORKLOAD = _workload()
+LIBRARY = native.Library((HERE / "ilp_accumulators.cu",))
+
+
+def closed_form(x: torch.Tensor, coef: torch.Tensor, steps: int) -> torch.Tensor:
+    """sum_k coef[k % 8] x^(steps-1-k) in float64: (sum_j coef[j] x^(7-j)) (1 - y^(steps/8)) / (1 - y), y = x^8."""
+    xd, cd = x.double(), coef.double()
+    head = sum(cd[j] * xd ** (len(cd) - 1 - j) for j in range(len(cd)))
+    y = xd ** len(cd)
+    return (head * (1 - y ** (steps // len(cd))) / (1 - y)).float()
+
+
+class DependentChain(aisp.Benchmark):
+    """One Horner chain per point (``horner_chain``)."""
+
+    workload = WORKLOAD
+    inputs = ("x",)
+    scratch = ("out",)
+    split = 0
+
+    def setup(self) -> None:
+        w, gen = self.workload, self.generator()
+        self.lib = bind(LIBRARY.load(self.device), {"ilp_run": [INT, PTR, PTR, PTR, INT, LONG, PTR]})
+        self.x = (torch.rand(w.points, device=self.device, generator=gen) * 2 - 1) * 0.9
+        self.coef = torch.randn(w.pattern, device=self.device, generator=gen)
+        self.out = torch.empty_like(self.x)
+        torch.testing.assert_close(self.run(), closed_form(self.x, self.coef, w.steps), rtol=1e-4, atol=1e-4)
+
+    def run(self) -> torch.Tensor:
+        w = self.workload
+        status = self.lib.ilp_run(self.split, self.x.data_ptr(), self.coef.data_ptr(), self.out.data_ptr(),
+                                  w.points, w.steps, native.stream(self.device))
+        native.check(status, type(self).__name__)
+        return self.out
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return DependentChain()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

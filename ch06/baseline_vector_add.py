@@ -1,0 +1,35 @@
+"""Baseline vector add (CUDA C++): c = a + b over 32M floats with a single block of 1,024 threads.
+
+Baseline: ``add_one_block<<<1, 1024>>>`` (vector_add.cu): the first kernel most people write after
+"hello world", a loop over all n elements with a stride of blockDim.x, in the largest block there
+is. It is correct, but the whole vector goes through one SM of 132, with 32 warps to cover DRAM
+latency.
+Optimized (optimized_vector_add.py): a grid-stride loop over a grid that fills every SM (blocks
+per SM from ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` x SMs). Same 12 bytes per element,
+same answer (bitwise); the grid decides how many SMs and warps pull on HBM.
+The baseline is deliberately the one-block kernel of the book's first lesson: the headline is the
+optimized kernel's share of the HBM copy ceiling, not the ratio.
+Expect (estimate, not yet measured): baseline ~10-50 ms (one SM), optimized ~0.1 ms, 70-90% of
+the HBM copy bandwidth on an H100/H200; ~100x or more.
+Run: python ch06/baseline_vector_add.py  |  aisp bench run -t ch06:vector_add
+"""
+
+from __future__ import annotations
+
+from ch06_common import VectorAdd
+
+import aisp
+from aisp.kits import native
+
+
+class OneBlockAdd(VectorAdd):
+    def launch(self) -> int:
+        return self.lib.add_one_block_run(*self.pointers(), native.stream(self.device))
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return OneBlockAdd()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

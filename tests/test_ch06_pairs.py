@@ -1,0 +1,138 @@
+"""Chapter 6 on the CPU: the harness finds every pair; vectorized_ops matches on the CPU (two
+seeds, refilled inputs); CUDA pairs skip with the reason; every pair file documents itself; every
+.cu builds through aisp.kits.native for sm_90 and exports what Python calls; the math the CUDA
+kernels rely on (the ILP split, the Horner reference) holds in float64."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+CH06 = Path(__file__).resolve().parents[1] / "ch06"
+PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
+         "bank_conflicts", "unified_memory_prefetch")
+CUDA_PAIRS = PAIRS[1:]
+LIBRARIES = {"baseline_occupancy_api": "dequantize_api_config", "baseline_launch_bounds": "horner_grid",
+             "baseline_ilp_accumulators": "ilp_run", "baseline_bank_conflicts": "scores_run",
+             "baseline_unified_memory_prefetch": "um_supported", "ch06_common": "grid_stride_blocks",
+             "first_kernels": "index_2d_run", "occupancy": "occ_suggest"}
+"""Each module that declares a native.Library, and one C entry point of it."""
+LIBRARY_ATTR = {"ch06_common": "VECTOR_LIBRARY"}
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH06 / f"{module}.py")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    return bench
+
+
+def library(module: str) -> native.Library:
+    return getattr(load(module), LIBRARY_ATTR.get(module, "LIBRARY"))
+
+
+def test_harness_discovers_every_pair() -> None:
+    assert sorted(p.name for p in pairs_in(CH06)) == sorted(PAIRS)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vectorized_ops_matches_on_cpu_and_keeps_inputs(seed: int) -> None:
+    outs = []
+    for module in ("baseline_vectorized_ops", "optimized_vectorized_ops"):
+        bench = build(module, seed)
+        bench.setup()
+        before = bench.x.clone()
+        outs.append(bench.run().clone())
+        assert torch.equal(bench.x, before)
+    torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+    assert torch.equal(outs[0], torch.addcmul(bench.bias, bench.x, bench.scale))
+
+
+def test_vectorized_ops_matches_on_refilled_inputs() -> None:
+    check_refilled_pair(build("baseline_vectorized_ops", 0), build("optimized_vectorized_ops", 0),
+                        load("baseline_vectorized_ops").WORKLOAD)
+
+
+@pytest.mark.parametrize("name", CUDA_PAIRS)
+@pytest.mark.parametrize("side", ["baseline", "optimized"])
+def test_cuda_pair_skips_with_reason_on_cpu(name: str, side: str) -> None:
+    reason = unmet_requirements(build(f"{side}_{name}", 0).workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("module", [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")])
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:", "estimate, not yet measured"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+
+
+def test_every_cuda_source_is_built_by_a_module() -> None:
+    built = {src.name for module in LIBRARIES for src in library(module).sources}
+    assert built == {p.name for p in CH06.glob("*.cu")}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("module", sorted(LIBRARIES))
+def test_library_builds_for_sm90_and_exports_its_entry_point(module: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    path = library(module).build("90")
+    assert hasattr(ctypes.CDLL(str(path)), LIBRARIES[module])
+
+
+def test_managed_buffer_stays_under_a_gibibyte() -> None:
+    assert 4 * load("baseline_unified_memory_prefetch").WORKLOAD.n <= 1 << 30
+
+
+def test_ilp_split_is_the_same_polynomial() -> None:
+    """The 8-chain evaluation in y = x^8 equals the single Horner chain and the closed form."""
+    ilp = load("baseline_ilp_accumulators")
+    x = torch.linspace(-0.9, 0.9, 101, dtype=torch.float64)
+    coef, steps = torch.randn(8, dtype=torch.float64, generator=torch.Generator().manual_seed(0)), 64
+    chain = torch.zeros_like(x)
+    for k in range(steps):
+        chain = chain * x + coef[k % 8]
+    acc, y = [torch.zeros_like(x) for _ in range(8)], x ** 8
+    for _ in range(steps // 8):
+        acc = [a * y + c for a, c in zip(acc, coef, strict=True)]
+    split = acc[0]
+    for a in acc[1:]:
+        split = split * x + a
+    torch.testing.assert_close(split, chain, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ilp.closed_form(x, coef, steps), chain.float(), rtol=1e-6, atol=1e-6)
+
+
+def test_horner_reference_is_highest_degree_first() -> None:
+    ref = load("baseline_launch_bounds").horner_reference
+    x, coef = torch.tensor([0.5, -2.0]), torch.tensor([3.0, 0.0, -1.0])  # 3x^2 - 1
+    assert torch.equal(ref(x, coef), torch.tensor([-0.25, 11.0]))
+
+
+def test_first_kernels_grid_covers_the_matrix() -> None:
+    assert load("first_kernels").grid_for(100, 37) == (3, 7)
+    assert load("first_kernels").grid_for(32, 32) == (2, 2)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not on PATH")
+def test_makefile_builds_the_first_kernels_program_for_the_given_arch() -> None:
+    proc = subprocess.run(["make", "-B", "-n", "-C", str(CH06), "ARCH=90"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "bin/first_kernels_sm90" in proc.stdout and "code=[sm_90,compute_90]" in proc.stdout

@@ -1,0 +1,85 @@
+"""Chapter 6's kernels at the instruction level, without a GPU (nvcc + cuobjdump, sm_90):
+__launch_bounds__ halves the registers, the figures occupancy.py records are the compiler's,
+the split Horner evaluation keeps 8 independent FMAs in flight where the chain keeps one, and
+the column reads of the unpadded K tile are the 128-bit loads the README describes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+CH06 = Path(__file__).resolve().parents[1] / "ch06"
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
+                                reason="needs nvcc and cuobjdump")
+RESOURCE = re.compile(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+FFMA_DEST = re.compile(r"\bFFMA (R\d+),")
+
+
+def resources(source: str) -> dict[str, tuple[int, int, int]]:
+    """(registers, stack bytes, shared bytes) per mangled kernel name, from ``cuobjdump -res-usage``."""
+    lib = native.Library((CH06 / source,))
+    out = subprocess.run([native.cuobjdump(), "-res-usage", str(lib.build("90"))], capture_output=True,
+                         text=True, check=True).stdout
+    return {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in RESOURCE.finditer(out)}
+
+
+def kernel(table: dict, name: str) -> tuple[int, int, int]:
+    [found] = [v for k, v in table.items() if name in k]
+    return found
+
+
+def functions(source: str) -> dict[str, str]:
+    """SASS text per mangled kernel name."""
+    sass = native.Library((CH06 / source,)).sass("90")
+    return {part.split()[0]: part for part in sass.split("Function : ")[1:]}
+
+
+def test_launch_bounds_caps_registers_for_eight_blocks_of_256() -> None:
+    res = resources("launch_bounds.cu")
+    free, bounded = kernel(res, "horner_free")[0], kernel(res, "horner_bounded")[0]
+    assert free > 32 >= bounded, (free, bounded)
+    occupancy = import_module_at(CH06 / "occupancy.py")
+    limits = occupancy.SmLimits()
+    assert occupancy.blocks_per_sm(occupancy.Kernel("f", free, 0), 256, limits)[0] < 8
+    assert occupancy.blocks_per_sm(occupancy.Kernel("b", bounded, 0), 256, limits) == (8, "threads")
+
+
+def test_recorded_figures_are_the_compilers() -> None:
+    occupancy = import_module_at(CH06 / "occupancy.py")
+    res = {**resources("vector_add.cu"), **resources("occupancy_api.cu"), **resources("launch_bounds.cu")}
+    for k in occupancy.RECORDED:
+        regs, stack, shared = kernel(res, k.name)
+        assert (regs, stack) == (k.registers, k.local), k.name
+        assert k.shared <= shared <= k.shared + 1024, k.name  # the ELF may count the reserved 1 KiB
+
+
+def max_independent_ffma(sass: str, window: int = 8) -> int:
+    """Most distinct FFMA destination registers in any run of ``window`` consecutive FFMAs."""
+    dests = FFMA_DEST.findall(sass)
+    return max(len(set(dests[i:i + window])) for i in range(len(dests) - window + 1))
+
+
+def test_split_horner_keeps_eight_fmas_in_flight() -> None:
+    fns = functions("ilp_accumulators.cu")
+    chain = next(v for k, v in fns.items() if "horner_chain" in k)
+    split = next(v for k, v in fns.items() if "horner_split" in k)
+    assert max_independent_ffma(chain) == 1
+    assert max_independent_ffma(split) == 8
+
+
+def test_unpadded_column_reads_are_vector_loads_padded_are_scalar() -> None:
+    fns = functions("bank_conflicts.cu")
+    unpadded = next(v for k, v in fns.items() if "scoresILi0E" in k)
+    padded = next(v for k, v in fns.items() if "scoresILi1E" in k)
+    # 32 K-column words per thread: 8 x LDS.128 (4 steps each) unpadded, 32 x LDS padded (stride 33
+    # words cannot be 16-byte aligned); plus 32 broadcast LDS.128 of Q rows in both.
+    assert len(re.findall(r"\bLDS\.128\b", unpadded)) == 40
+    assert len(re.findall(r"\bLDS\.128\b", padded)) == 32
+    assert len(re.findall(r"\bLDS R", padded)) == 32
