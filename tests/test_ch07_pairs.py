@@ -91,3 +91,9 @@ def test_the_baseline_copies_three_times_the_optimized_once() -> None:
     x = torch.randn(64, 32)
     assert count_copies(lambda t: row_features(t.t()), x) == 3
     assert count_copies(lambda t: row_features(t.t().contiguous()), x) == 1
+
+
+def test_stencil_reference_on_a_known_image() -> None:
+    """The PyTorch stencil the CUDA kernels are checked against: 4 x - neighbours, zeros outside."""
+    got = load("baseline_tma_tile_copy").stencil_reference(torch.ones(3, 3))
+    assert torch.equal(got, torch.tensor([[2.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 2.0]]))
