@@ -69,7 +69,14 @@ extern "C" int l2_persist_end(cudaStream_t s) {
 }
 
 // Lines a variant left persisting become normal again, so no variant starts with L2 space taken.
-extern "C" int l2_reset_persisting() { return (int)cudaCtxResetPersistingL2Cache(); }
+// Without a set-aside there are no persisting lines (l2_persist_end resets them before it restores
+// a zero limit): nothing to do, and no call a GPU without the feature might refuse.
+extern "C" int l2_reset_persisting() {
+  size_t limit = 0;
+  const cudaError_t err = cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize);
+  if (err || limit == 0) return (int)err;
+  return (int)cudaCtxResetPersistingL2Cache();
+}
 
 // The context's current persisting-L2 limit in bytes (for tests), or (size_t)-1 on error.
 extern "C" size_t l2_persisting_limit() {

@@ -9,7 +9,7 @@ thread initialises an mbarrier, issues one ``cp.async.bulk.tensor.2d`` for the t
 image border for free) and arrives with the expected byte count; the block waits on the barrier
 (tma_tile_copy.cu, ``stencil_tma``; SASS ``UTMALDG``). The copy engine generates the addresses, so
 the threads issue no loads at all; compute and stores are the baseline's.
-Expect (estimate, not yet measured): ~1.2-2x on an H100/H200, >= 80% of the HBM copy bandwidth.
+Expect (estimate, not yet measured): ~1.1-1.5x on an H100/H200, >= 80% of the HBM copy bandwidth.
 Run: python ch07/optimized_tma_tile_copy.py  |  aisp bench run -t ch07:tma_tile_copy
 """
 
