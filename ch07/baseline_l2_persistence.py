@@ -43,7 +43,7 @@ def _gather_workload() -> GatherWorkload:
     s = GatherWorkload()
     row = 4.0 * s.width
     # Fewest HBM bytes: x read, out written, idx read, the table read once.
-    return GatherWorkload(flops=s.rows * s.width, bytes=2 * row * s.rows + 4.0 * s.rows + row * s.table_rows,
+    return GatherWorkload(flops=float(s.rows * s.width), bytes=2 * row * s.rows + 4.0 * s.rows + row * s.table_rows,
                           items=s.rows, item_unit="rows", precision="fp32", requires=native.REQUIRES)
 
 
