@@ -123,3 +123,12 @@ def test_persisting_l2_set_aside_is_granted_and_restored() -> None:
     finally:
         bench.teardown()
     assert handle.l2_persisting_limit() == before
+
+
+def test_noncontiguous_views_copy_counts_on_gpu() -> None:
+    """On CUDA too, each of the three ops copies the transposed view; the optimized side copies once."""
+    pairs_test = import_module_at(Path(__file__).resolve().parent / "test_ch07_pairs.py")
+    row_features = load("baseline_noncontiguous_views").row_features
+    x = torch.randn(256, 128, device="cuda")
+    assert pairs_test.count_copies(lambda t: row_features(t.t()), x) == 3
+    assert pairs_test.count_copies(lambda t: row_features(t.t().contiguous()), x) == 1
