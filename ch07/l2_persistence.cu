@@ -1,0 +1,85 @@
+// l2_persistence.cu: out[r, :] = x[r, :] + table[idx[r], :] over rows of 32 floats: a stream of
+// activations read and written once, plus rows gathered at random from a hot table (an embedding).
+//
+// The table (32 MiB) fits in L2 (50 MiB), but the stream pushes 256 bytes through L2 per gathered row:
+// between two uses of a table row, ~64 MiB of stream traffic arrives, and plain LRU evicts table rows
+// before they are used again, so gathers go to HBM. With an access-policy window on the table
+// (hitProp persisting, in an L2 set-aside of up to the table's size), table lines stay in L2 while
+// the stream passes through the rest. The kernel is the same; only the stream attribute differs.
+#include <algorithm>
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;  // float4 per row: rows of 32 floats
+
+__global__ void gather_add(const float4* __restrict__ x, const float4* __restrict__ table, const int* __restrict__ idx,
+                           float4* __restrict__ out, long n4) {
+  const long t = (long)blockIdx.x * kThreads + threadIdx.x;
+  if (t >= n4) return;
+  const float4 a = x[t], b = table[(long)idx[t / kVec] * kVec + t % kVec];
+  out[t] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+// x, out: rows x 32 floats; table: table_rows x 32 floats; idx: rows ints in [0, table_rows).
+extern "C" int gather_add_run(const float* x, const float* table, const int* idx, float* out, long rows,
+                              cudaStream_t s) {
+  const long n4 = rows * kVec;
+  gather_add<<<(unsigned)((n4 + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(table), idx, reinterpret_cast<float4*>(out), n4);
+  return (int)cudaGetLastError();
+}
+
+// The set-aside is a limit of the CUDA context (the whole process); the value found before the first
+// of possibly several overlapping users is restored when the last one ends.
+static int g_users = 0;
+static size_t g_original = 0;
+
+// Sets the persisting-L2 set-aside to min(bytes, the device maximum) (*carveout receives it) and puts
+// an access-policy window over [base, base + bytes) on stream s: hits persist, misses stream.
+extern "C" int l2_persist_begin(cudaStream_t s, const void* base, size_t bytes, size_t* carveout) {
+  int dev = 0, max_persist = 0, max_window = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (!err) err = cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev);
+  if (!err) err = cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev);
+  if (err) return (int)err;
+  if (max_persist <= 0 || max_window <= 0) return -2;  // no persisting L2 on this GPU (or under MIG)
+  if (g_users == 0 && (err = cudaDeviceGetLimit(&g_original, cudaLimitPersistingL2CacheSize))) return (int)err;
+  *carveout = std::min(bytes, (size_t)max_persist);
+  if ((err = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, *carveout))) return (int)err;
+  ++g_users;
+  cudaStreamAttrValue attr = {};
+  attr.accessPolicyWindow.base_ptr = const_cast<void*>(base);
+  attr.accessPolicyWindow.num_bytes = std::min(bytes, (size_t)max_window);
+  attr.accessPolicyWindow.hitRatio = std::min(1.0f, (float)*carveout / (float)attr.accessPolicyWindow.num_bytes);
+  attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  if ((err = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &attr)) && --g_users == 0)
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g_original);  // undone: no window, no set-aside
+  return (int)err;
+}
+
+// Removes the window from stream s and returns persisting lines to normal; the last user also
+// restores the limit found before the first.
+extern "C" int l2_persist_end(cudaStream_t s) {
+  cudaStreamAttrValue attr = {};
+  attr.accessPolicyWindow.num_bytes = 0;
+  cudaError_t err = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &attr);
+  if (!err) err = cudaCtxResetPersistingL2Cache();
+  if (!err && g_users > 0 && --g_users == 0) err = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g_original);
+  return (int)err;
+}
+
+// Lines a variant left persisting become normal again, so no variant starts with L2 space taken.
+// Without a set-aside there are no persisting lines (l2_persist_end resets them before it restores
+// a zero limit): nothing to do, and no call a GPU without the feature might refuse.
+extern "C" int l2_reset_persisting() {
+  size_t limit = 0;
+  const cudaError_t err = cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize);
+  if (err || limit == 0) return (int)err;
+  return (int)cudaCtxResetPersistingL2Cache();
+}
+
+// The context's current persisting-L2 limit in bytes (for tests), or (size_t)-1 on error.
+extern "C" size_t l2_persisting_limit() {
+  size_t limit = 0;
+  return cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize) ? (size_t)-1 : limit;
+}

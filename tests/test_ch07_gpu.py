@@ -1,0 +1,134 @@
+"""Chapter 7 on a GPU: every pair's variants match each other (each also checked itself against PyTorch
+in setup()), the kernels are right at small and ragged shapes (edges, heads and tails, image borders),
+and the persisting-L2 set-aside is granted and given back."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+CH07 = Path(__file__).resolve().parents[1] / "ch07"
+PAIRS = [(p.baseline.stem, o.stem) for p in pairs_in(CH07) for o in p.optimized]
+COMMON = import_module_at(CH07 / "ch07_common.py")
+INT, LONG, PTR = COMMON.INT, COMMON.LONG, COMMON.PTR
+pytestmark = pytest.mark.gpu
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH07 / f"{module}.py")
+
+
+def outputs(module: str, seed: int = 3) -> torch.Tensor:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), seed
+    bench.setup()
+    try:
+        return bench.run().detach().clone()
+    finally:
+        bench.teardown()
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), PAIRS)
+def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
+    need = load(optimized).get_benchmark().workload.requires.min_compute_capability
+    if need and need > torch.cuda.get_device_capability():
+        pytest.skip(f"needs compute capability {need}")
+    ref = outputs(baseline)
+    torch.testing.assert_close(outputs(optimized), ref, rtol=1e-5, atol=1e-5)
+    torch.cuda.empty_cache()
+
+
+def library(module: str, signatures: dict[str, list]) -> ctypes.CDLL:
+    """The CUDA library a pair's baseline declares, loaded for this GPU."""
+    return COMMON.load(load(module).LIBRARY, torch.device("cuda"), signatures)
+
+
+def call(status: int) -> None:
+    native.check(status, "ch07 kernel")
+    torch.cuda.synchronize()
+
+
+def test_peeled_copy_every_offset_and_length() -> None:
+    handle = library("baseline_misaligned_access", load("baseline_misaligned_access").SIGNATURES)
+    x = torch.randn(64, device="cuda")
+    for offset in range(4):
+        for n in (0, 1, 2, 3, 4, 5, 7, 8, 9, 17, 33):
+            out = torch.full_like(x, float("nan"))
+            call(handle.copy_peeled_run(x[offset:].data_ptr(), out[offset:].data_ptr(), n, native.stream()))
+            assert torch.equal(out[offset:offset + n], x[offset:offset + n]), (offset, n)
+            assert out[offset + n:].isnan().all() and out[:offset].isnan().all(), (offset, n)
+    assert handle.copy_peeled_run(x[1:].data_ptr(), x[2:].data_ptr(), 8, native.stream()) == -1
+
+
+def test_transpose_non_square() -> None:
+    handle = library("baseline_transpose", {"transpose_run": [INT, PTR, PTR, INT, INT, PTR]})
+    x = torch.randn(64, 96, device="cuda")
+    for mode in range(3):
+        out = torch.empty(96, 64, device="cuda")
+        call(handle.transpose_run(mode, x.data_ptr(), out.data_ptr(), 64, 96, native.stream()))
+        assert torch.equal(out, x.t()), mode
+
+
+def test_matmul_small_shapes() -> None:
+    handle = library("baseline_tiled_matmul", {"matmul_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
+    a, b = torch.randn(256, 96, device="cuda"), torch.randn(96, 128, device="cuda")
+    for mode in range(3):
+        c = torch.empty(256, 128, device="cuda")
+        call(handle.matmul_run(mode, a.data_ptr(), b.data_ptr(), c.data_ptr(), 256, 128, 96, native.stream()))
+        torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-4)
+
+
+def test_cumsum_few_rows_and_tiles() -> None:
+    handle = library("baseline_async_copy", {"cumsum_rows_run": [INT, PTR, PTR, INT, LONG, PTR]})
+    for tiles in (1, 2, 7, 8, 9, 20):  # fewer tiles than the 8 stages, as many, more
+        x = torch.randn(3, 1024 * tiles, device="cuda")
+        for pipelined in (0, 1):
+            out = torch.empty_like(x)
+            call(handle.cumsum_rows_run(pipelined, x.data_ptr(), out.data_ptr(), 3, x.shape[1], native.stream()))
+            torch.testing.assert_close(out, x.double().cumsum(1).float(), rtol=1e-5, atol=1e-4)
+
+
+def test_stencil_borders_both_ways() -> None:
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("TMA needs sm_90 or later")
+    m = load("baseline_tma_tile_copy")
+    handle = library("baseline_tma_tile_copy", {"stencil_run": [INT, PTR, PTR, INT, INT, PTR]})
+    for rows, cols in ((32, 64), (96, 192)):
+        x = torch.randn(rows, cols, device="cuda")
+        for use_tma in (0, 1):
+            out = torch.full_like(x, float("nan"))
+            call(handle.stencil_run(use_tma, x.data_ptr(), out.data_ptr(), rows, cols, native.stream()))
+            torch.testing.assert_close(out, m.stencil_reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_persisting_l2_set_aside_is_granted_and_restored() -> None:
+    handle = library("baseline_l2_persistence", {"l2_persisting_limit": []})
+    handle.l2_persisting_limit.restype = ctypes.c_size_t
+    before = handle.l2_persisting_limit()
+    bench = load("optimized_l2_persistence").get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), 0
+    bench.setup()
+    try:
+        granted = bench.metrics()["persisting_l2_mib"]
+        assert 0 < granted <= 32
+        assert handle.l2_persisting_limit() == int(granted * 2**20)
+    finally:
+        bench.teardown()
+    assert handle.l2_persisting_limit() == before
+
+
+def test_noncontiguous_views_copy_counts_on_gpu() -> None:
+    """On CUDA too, each of the three ops copies the transposed view; the optimized side copies once."""
+    pairs_test = import_module_at(Path(__file__).resolve().parent / "test_ch07_pairs.py")
+    row_features = load("baseline_noncontiguous_views").row_features
+    x = torch.randn(256, 128, device="cuda")
+    assert pairs_test.count_copies(lambda t: row_features(t.t()), x) == 3
+    assert pairs_test.count_copies(lambda t: row_features(t.t().contiguous()), x) == 1

@@ -1,0 +1,99 @@
+"""Chapter 7 pairs on the CPU: every pair is discovered and documents itself, CUDA-only pairs say why
+they skip, and noncontiguous_views (the CPU-capable pair) matches its baseline, keeps its inputs and
+really avoids the hidden copies it is about."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+
+CH07 = Path(__file__).resolve().parents[1] / "ch07"
+PAIRS = {p.name: p for p in pairs_in(CH07)}
+EXPECTED = {"aos_to_soa", "misaligned_access", "transpose", "tiled_matmul", "l2_persistence", "async_copy",
+            "tma_tile_copy", "noncontiguous_views"}
+MODULES = sorted(m.stem for p in PAIRS.values() for m in (p.baseline, *p.optimized))
+CPU = torch.device("cpu")
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH07 / f"{module}.py")
+
+
+def build(module: str, seed: int = 0) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = CPU, seed
+    return bench
+
+
+def test_the_chapter_has_its_pairs() -> None:
+    assert set(PAIRS) == EXPECTED
+    assert all(p.problem is None for p in PAIRS.values())
+    assert {o.stem for o in PAIRS["transpose"].optimized} == {"optimized_transpose_tiled", "optimized_transpose_padded"}
+    assert {o.stem for o in PAIRS["tiled_matmul"].optimized} == {"optimized_tiled_matmul",
+                                                                  "optimized_tiled_matmul_smem"}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if "noncontiguous" not in m])
+def test_cuda_pairs_skip_with_reason_on_cpu(module: str) -> None:
+    reason = unmet_requirements(build(module).workload.requires, CPU)
+    assert reason and "CUDA" in reason
+
+
+def test_tma_pair_needs_hopper() -> None:
+    for module in ("baseline_tma_tile_copy", "optimized_tma_tile_copy"):
+        assert build(module).workload.requires.min_compute_capability == (9, 0)
+    assert load("baseline_tma_tile_copy").LIBRARY.needs_sm90a()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_noncontiguous_views_match_on_cpu(seed: int) -> None:
+    outs = []
+    for module in ("baseline_noncontiguous_views", "optimized_noncontiguous_views"):
+        bench = build(module, seed)
+        bench.setup()
+        before = bench.x.clone()
+        outs.append(bench.run())
+        assert torch.equal(bench.x, before), f"{module} changed its input"
+    assert outs[0].shape == outs[1].shape == (bench.x.shape[1], bench.x.shape[0])
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+
+
+def test_noncontiguous_views_match_on_refilled_inputs() -> None:
+    check_refilled_pair(build("baseline_noncontiguous_views"), build("optimized_noncontiguous_views"),
+                        load("baseline_noncontiguous_views").WORKLOAD)
+
+
+def count_copies(fn, x: torch.Tensor) -> int:
+    """How many aten::copy_ calls (the hidden .contiguous() copies) ``fn(x)`` makes."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(x)
+    return sum(e.count for e in prof.key_averages() if e.key == "aten::copy_")
+
+
+def test_the_baseline_copies_three_times_the_optimized_once() -> None:
+    row_features = load("baseline_noncontiguous_views").row_features
+    x = torch.randn(64, 32)
+    assert count_copies(lambda t: row_features(t.t()), x) == 3
+    assert count_copies(lambda t: row_features(t.t().contiguous()), x) == 1
+
+
+def test_stencil_reference_on_a_known_image() -> None:
+    """The PyTorch stencil the CUDA kernels are checked against: 4 x - neighbours, zeros outside."""
+    got = load("baseline_tma_tile_copy").stencil_reference(torch.ones(3, 3))
+    assert torch.equal(got, torch.tensor([[2.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 2.0]]))
