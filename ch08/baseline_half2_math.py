@@ -10,8 +10,8 @@ twice the FLOP/s (fp16 SIMT peak ~134 TFLOP/s on an H100 SXM, 2x fp32).
 Tolerance: fp16 math rounds at every step. An fp16 emulation on a CPU (one rounding per FMA, fp16
 coefficients) differs from the fp32 path by at most 1.0e-3 relative, 3.3e-4 relative L2: inside
 the harness's fp16 defaults (rtol 1e-2, L2 5e-3). 17.2 GFLOP per call, 256 MiB moved.
-Expect: ~2x on an H100/H200, the optimized at >= 80% of 2x the FP32 FMA peak; estimate, not yet
-measured.
+Expect: ~2x on an H100/H200, the optimized at >= 80% of the fp16 SIMT peak (2x fp32);
+estimate, not yet measured.
 Run: python ch08/baseline_half2_math.py  |  aisp bench run -t ch08:half2_math
 """
 
