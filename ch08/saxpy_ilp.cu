@@ -56,8 +56,9 @@ static Kernel kernel_for(int ilp) {
 extern "C" int saxpy_info(int ilp, int block, int smem, int* regs, int* blocks_per_sm) {
   const Kernel k = kernel_for(ilp);
   if (!k) return -1;
-  cudaFuncAttributes attr;
-  cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncAttributes attr{};
+  cudaError_t err = smem > 48 * 1024 ? cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)
+                                     : cudaSuccess;
   if (err == cudaSuccess) err = cudaFuncGetAttributes(&attr, k);
   if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, block, smem);
   *regs = attr.numRegs;
