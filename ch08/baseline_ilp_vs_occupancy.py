@@ -2,8 +2,9 @@
 
 Baseline: z = a * x + y on 64M fp32 elements (512 MiB read, 256 MiB written), one element per thread,
 256-thread blocks covering the array (saxpy_ilp.cu, ``saxpy_one``): the textbook kernel, 100%
-occupancy (64 warps per SM). Each thread issues two 4-byte loads and waits ~1 us for DRAM; 64
-warps x 32 threads x 8 bytes = 16 KB in flight per SM is not enough for an SM's share of 4 TB/s.
+occupancy (64 warps per SM). Each thread issues two 4-byte loads, then waits several hundred ns for
+DRAM: 64 warps x 32 threads x 8 bytes = 16 KB in flight per SM, short of what an SM's share of
+4 TB/s needs over that latency (Little's law).
 Optimized (optimized_ilp_vs_occupancy.py): 4 independent elements per thread (8 loads issued before
 any is used) and a grid-stride loop over a grid of SMs x 4 blocks: 50% occupancy, twice the bytes
 in flight. Occupancy is a means; bytes in flight are what hide latency. Bitwise-equal results.
