@@ -1,0 +1,75 @@
+"""Chapter 8 on a GPU: every optimized variant matches its baseline within the pair's tolerance,
+and the occupancy each pair is about is what the occupancy API reports: 2 vs 8 softmax blocks per
+SM, one wave vs two in tail_effect, 100% vs 50% occupancy in ilp_vs_occupancy; the sweep runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare, flatten
+
+CH08 = Path(__file__).resolve().parents[1] / "ch08"
+PAIRS = ["half2_math", "ilp_vs_occupancy", "loop_unrolling", "predication", "register_spill",
+         "smem_occupancy", "tail_effect", "triton_autotune"]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def set_up(module: str, seed: int = 3):
+    bench = import_module_at(CH08 / f"{module}.py").get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), seed
+    bench.setup()
+    return bench
+
+
+def output(bench) -> list[tuple[str, torch.Tensor]]:
+    out = [(p, t.detach().clone()) for p, t in flatten(bench.run())]
+    torch.cuda.synchronize()
+    return out
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_optimized_matches_baseline(name: str) -> None:
+    if name == "triton_autotune":
+        pytest.importorskip("triton")
+    base, opt = set_up(f"baseline_{name}"), set_up(f"optimized_{name}")
+    compare(output(base), output(opt), import_module_at(CH08 / f"baseline_{name}.py").WORKLOAD)
+
+
+def test_smem_occupancy_blocks_per_sm() -> None:
+    assert set_up("baseline_smem_occupancy").metrics() == {"blocks_per_sm": 2.0}
+    assert set_up("optimized_smem_occupancy").metrics() == {"blocks_per_sm": 8.0}
+
+
+def test_tail_effect_waves() -> None:
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    base, opt = set_up("baseline_tail_effect"), set_up("optimized_tail_effect")
+    assert base.grid == opt.grid == 2 * sms
+    if base.workload.tiles == 2 * sms + 1:
+        assert base.metrics()["waves"] == 2.0
+    assert opt.metrics() == {"blocks": float(2 * sms), "waves": 1.0}
+
+
+def test_ilp_vs_occupancy_halves_occupancy() -> None:
+    assert set_up("baseline_ilp_vs_occupancy").metrics()["occupancy"] == 1.0
+    assert set_up("optimized_ilp_vs_occupancy").metrics()["occupancy"] == 0.5
+
+
+def test_autotune_picked_a_config_in_setup() -> None:
+    pytest.importorskip("triton")
+    metrics = set_up("optimized_triton_autotune").metrics()
+    assert metrics["block_m"] in (64.0, 128.0, 256.0) and metrics["num_warps"] in (4.0, 8.0)
+
+
+def test_occupancy_sweep_runs(tmp_path: Path) -> None:
+    sweep = import_module_at(CH08 / "occupancy_sweep.py")
+    records = sweep.measure(sweep.SweepConfig(n=1 << 22, blocks=(128, 1024), ilps=(1, 8), smem_kb=(0, 96),
+                                              repeats=3), torch.device("cuda"))
+    assert len(records) == 8
+    assert any(r.blocks_per_sm == 0 and r.gbps == 0 for r in records)
+    assert all(r.gbps > 0 for r in records if r.blocks_per_sm)
+    assert sweep.main(["--n", str(1 << 22), "--out", str(tmp_path / "s.png")]) == 0
+    assert (tmp_path / "s.png").exists()

@@ -1,0 +1,122 @@
+"""Chapter 8 on a CPU: every pair is discovered and documents itself, every pair skips with its
+reason (all need a GPU), every CUDA C++ library builds for sm_90 with its entry points, and the SASS
+holds what each pair is about: local memory in register_spill's baseline and none in its optimized
+kernel, coefficient loads only in loop_unrolling's runtime loop, half the FMAs in predication's
+branch-free kernel, HFMA2 in half2_math, at most 32 registers in tail_effect (two blocks per SM)."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+CH08 = Path(__file__).resolve().parents[1] / "ch08"
+PAIRS = ["half2_math", "ilp_vs_occupancy", "loop_unrolling", "predication", "register_spill",
+         "smem_occupancy", "tail_effect", "triton_autotune"]
+ENTRY_POINTS = {"softmax_smem.cu": ("softmax_init", "softmax_run", "softmax_blocks_per_sm"),
+                "fir_spill.cu": ("fir_run",), "horner_unroll.cu": ("horner_run",), "odd_branch.cu": ("odd_run",),
+                "half2_poly.cu": ("half2_run",), "tail_waves.cu": ("tail_run", "tail_persistent_grid"),
+                "saxpy_ilp.cu": ("saxpy_run", "saxpy_info")}
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
+                                reason="nvcc or cuobjdump is missing")
+MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")]
+
+
+def load(module: str):
+    return import_module_at(CH08 / f"{module}.py")
+
+
+def test_discovery_finds_exactly_the_chapter_pairs() -> None:
+    assert sorted(p.name for p in pairs_in(CH08)) == PAIRS
+
+
+def test_every_cuda_source_is_listed() -> None:
+    assert sorted(p.name for p in CH08.glob("*.cu")) == sorted(ENTRY_POINTS)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect:", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_pair_skips_on_cpu_with_reason(module: str) -> None:
+    reason = unmet_requirements(load(module).get_benchmark().workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@needs_nvcc
+@pytest.mark.parametrize("source", sorted(ENTRY_POINTS))
+def test_library_builds_for_sm90_with_its_entry_points(source: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    lib = ctypes.CDLL(str(native.Library((CH08 / source,)).build("90")))
+    for name in ENTRY_POINTS[source]:
+        assert hasattr(lib, name), f"{source} does not export {name}"
+
+
+def functions(source: str) -> dict[str, str]:
+    """SASS per kernel (demangled name prefix -> body) of a chapter library built for sm_90."""
+    sass = native.Library((CH08 / source,)).sass("90")
+    parts = re.split(r"\n\s*Function : ", sass)[1:]
+    return {part.split("\n", 1)[0].strip(): part for part in parts}
+
+
+def kernel(source: str, name: str) -> str:
+    found = [body for fn, body in functions(source).items() if name in fn]
+    assert len(found) == 1, f"{name} not found once in {source}: {list(functions(source))}"
+    return found[0]
+
+
+def count(body: str, opcode: str) -> int:
+    return len(re.findall(rf"\b{opcode}\b", body))
+
+
+@needs_sass
+def test_register_spill_baseline_uses_local_memory_and_optimized_none() -> None:
+    ring, shift = kernel("fir_spill.cu", "fir_ring"), kernel("fir_spill.cu", "fir_shift")
+    assert count(ring, "LDL") >= 16 and count(ring, r"STL(\.\d+)?") >= 1
+    assert "LDL" not in shift and "STL" not in shift
+
+
+@needs_sass
+def test_loop_unrolling_folds_the_coefficients_into_ffma() -> None:
+    runtime, fixed = kernel("horner_unroll.cu", "horner_runtime"), kernel("horner_unroll.cu", "horner_fixed")
+    assert count(fixed, "FFMA") == 256 and count(fixed, r"LDG\.E[.\w]*") == 1
+    assert count(runtime, r"LDG\.E[.\w]*") >= 16 and count(runtime, "FFMA") < 64
+
+
+@needs_sass
+def test_predication_select_issues_half_the_ffma_of_the_branch() -> None:
+    branchy, select = kernel("odd_branch.cu", "odd_branchy"), kernel("odd_branch.cu", "odd_select")
+    assert count(branchy, "FFMA") == 2 * count(select, "FFMA") == 256
+    assert count(select, "FSEL") >= 1
+
+
+@needs_sass
+def test_half2_math_uses_packed_hfma2() -> None:
+    fp32, half2 = kernel("half2_poly.cu", "poly_fp32"), kernel("half2_poly.cu", "poly_half2")
+    assert count(fp32, "FFMA") == 256
+    assert count(half2, "HFMA2") >= 128 and count(half2, "FFMA") == 0
+
+
+@needs_sass
+def test_tail_effect_blocks_fit_two_per_sm(tmp_path: Path) -> None:
+    built = native.Library((CH08 / "tail_waves.cu",)).build("90")
+    usage = subprocess.run([native.cuobjdump(), "-res-usage", str(built)], capture_output=True, text=True,
+                           check=True).stdout
+    regs = [int(r) for r in re.findall(r"REG:(\d+)", usage)]
+    assert len(regs) == 2 and max(regs) <= 32, usage
