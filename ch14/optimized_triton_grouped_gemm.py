@@ -35,8 +35,11 @@ class Tiling:
 
 
 @triton.jit
-def _grouped_gemm(a_ptr, b_ptr, c_ptr, blk_group, blk_start, blk_end, tiles, N,
-                  K: tl.constexpr, ROUNDS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PROGRAMS: tl.constexpr):
+def _grouped_gemm(a_ptr, b_ptr, c_ptr, blk_group, blk_start, blk_end, tiles, N, K: tl.constexpr,
+                  ROUNDS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  PROGRAMS: tl.constexpr):
+    # K and the round count are compile-time constants: fixed per workload, and the Triton
+    # interpreter (CPU tests) cannot take a runtime loop bound
     tiles_n = N // BN
     ks = tl.arange(0, BK)
     for i in range(0, ROUNDS):  # tiles pid, pid + PROGRAMS, ...: persistent over all experts
