@@ -1,0 +1,96 @@
+"""Chapter 14's kernels on a GPU against PyTorch, at ragged sizes the pairs do not use, and the
+custom-op pair's graph counts with the real Triton kernels."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aisp.harness.loader import import_module_at
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")]
+CH14 = Path(__file__).resolve().parents[1] / "ch14"
+
+
+def load(module: str):
+    return import_module_at(CH14 / f"{module}.py")
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device="cuda").to(torch.bfloat16)
+
+
+def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+@pytest.mark.parametrize("dim", [1000, 4096])
+def test_fused_add_norm_gelu(dim: int) -> None:
+    x, r, w, b = randn(333, dim), randn(333, dim), randn(dim), randn(dim)
+    ref = F.gelu(F.layer_norm(x + r, (dim,), w, b, 1e-5), approximate="tanh")
+    out = load("optimized_triton_fused_layernorm").add_norm_gelu(x, r, w, b, 1e-5)
+    assert rel_l2(out, ref) < 2e-3 and (out.float() - ref.float()).abs().max() < 0.07
+
+
+def test_grouped_gemm_with_uneven_and_empty_groups() -> None:
+    mod = load("optimized_triton_grouped_gemm")
+    rows = [1, 300, 0, 129, 128, 77]
+    a, b = randn(sum(rows), 512), randn(len(rows), 512, 256) / 512**0.5
+    out = torch.full((sum(rows), 256), float("nan"), device="cuda", dtype=torch.bfloat16)
+    mod.grouped_mm(a, b, mod.block_table(rows, 128, a.device), out, programs=7)
+    starts = [sum(rows[:g]) for g in range(len(rows))]
+    ref = torch.cat([a[s:s + n] @ b[g] for g, (s, n) in enumerate(zip(starts, rows, strict=True))])
+    assert rel_l2(out, ref) < 5e-3
+
+
+def test_fp8_quantization_and_gemm() -> None:
+    mod = load("optimized_triton_fp8_gemm")
+    x, w = randn(256, 1024), randn(512, 1024) / 32
+    q, s = mod.quantize_rows(x)
+    q_ref, s_ref = mod.quantize_rows_reference(x)
+    assert torch.equal(s, s_ref)
+    assert (q.float() == q_ref.float()).float().mean() > 0.999  # Triton's fast fp32 division may differ by an ulp
+    w_q, w_s = mod.quantize_rows_reference(w)
+    out = mod.scaled_mm(q, s, w_q, w_s)
+    ref = (q.float() * s[:, None]) @ (w_q.float() * w_s[:, None]).t()
+    assert rel_l2(out, ref) < 1e-2
+    assert rel_l2(out, x @ w.t()) < 0.08
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs CuPy")
+def test_nvrtc_bias_swiglu_matches_eager() -> None:
+    base, opt = load("baseline_runtime_compiled_kernel"), load("optimized_runtime_compiled_kernel")
+    bench = opt.get_benchmark()
+    bench.workload = base.gate_workload(rows=333, dim=1000)
+    bench.setup()
+    ref = F.silu(bench.gate + bench.bias_g) * (bench.up + bench.bias_u)
+    out = bench.run()
+    torch.cuda.synchronize()
+    assert rel_l2(out, ref) < 2e-3 and (out.float() - ref.float()).abs().max() < 0.07
+
+
+def test_custom_op_is_one_graph_and_matches_the_broken_one() -> None:
+    base, opt = load("baseline_custom_op_graph_break"), load("optimized_custom_op_graph_break")
+    w = base.stack_workload(layers=3, tokens=64, dim=256)
+    x = randn(w.tokens, w.dim)
+    counts, outs = [], []
+    for act in (base.opaque_relu_squared, opt.relu_squared):
+        torch.manual_seed(0)
+        model = base.mlp_stack(w, act).cuda().to(torch.bfloat16)
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(model)(x)
+        counts.append((explained.graph_count, explained.graph_break_count))
+        with torch.no_grad():
+            outs.append(torch.compile(model)(x))
+    assert counts[0][1] >= w.layers and counts[1] == (1, 0)
+    assert rel_l2(outs[1], outs[0]) < 1e-2
+
+
+def test_compile_report_finds_triton_kernels() -> None:
+    cr = load("compile_report")
+    rep = cr.report(cr.DemoModel().cuda(), cr.demo_calls(torch.device("cuda")))
+    assert rep.graph_breaks == 1 and any(k.startswith("triton_") for k in rep.kernel_names)
