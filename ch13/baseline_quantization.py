@@ -11,7 +11,7 @@ multiplies on the tensor cores: half the bytes of the step, so up to 2x.
 The workload's bytes are the fewest a step must read: the fp8 weights plus activations, so the
 optimized variant's GB/s is its share of HBM; the baseline reads twice that (its true rate is 2x
 its reported GB/s).
-Expect (estimate, not yet measured): baseline ~0.27-0.30 ms (3.6-4 TB/s of bf16 weights);
+Expect: (estimate, not yet measured) baseline ~0.27-0.30 ms (3.6-4 TB/s of bf16 weights);
 optimized 1.5-1.9x faster (the fp8 weights at 70-90% of HBM; three launches of ~5 us).
 Tolerance: e4m3 keeps 3 mantissa bits, so each weight is rounded by up to 1/16 of its binade
 (per-channel scale: the row's largest weight maps to 448). Emulated on a CPU in fp32 at

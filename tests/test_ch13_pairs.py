@@ -61,7 +61,7 @@ SMALL = {
     "precisionfp8": lambda: dict(tokens=64, d_in=128, d_out=32),
     "quantization": lambda: dict(dim=256, hidden=1024),
     "arithmetic_intensity": lambda: dict(numel=4096),
-    "regional_compile": lambda: dict(model=tiny_gpt(), batch=2, buckets=(8, 16)),
+    "regional_compile": lambda: dict(model=tiny_gpt(), batch=2, seq=16, backend="eager"),
 }
 """Per pair, workload sizes that keep a CPU run to seconds (same code, smaller shapes)."""
 
