@@ -3,7 +3,8 @@
 The timed call is a replica's cold start: ``torch._dynamo.reset()``, then the first forward of
 the compiled model with Inductor's FX-graph, AOTAutograd and autotune caches disabled
 (``force_disable_caches``), so each call traces, partitions, lowers and generates code again;
-only the Triton kernel binaries built by the first call in the process stay cached (in memory).
+only the Triton kernel binaries built by the first call in the process stay cached (in memory
+and in Triton's cache directory).
 The output is that first forward's hidden states, checked against the other variant.
 Baseline: ``torch.compile(model, dynamic=False)``: Dynamo traces all four blocks unrolled into
 one graph and Inductor lowers and schedules four blocks' worth of nodes: the host-side compile

@@ -77,14 +77,17 @@ def fp8_linear(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, gelu: boo
                out_dtype: torch.dtype) -> torch.Tensor:
     """(x @ (w8 * scale[:, None])^T), optionally GELU'd; x fp16 (M <= 16, K), w8 e4m3 (N, K)."""
     (m, k), n = x.shape, w8.shape[0]
-    if m > BLOCK_M or n % BLOCK_N or k % BLOCK_K or w8.shape[1] != k:
-        raise ValueError(f"fp8_linear: x {tuple(x.shape)}, w {tuple(w8.shape)} do not tile by "
+    if m > BLOCK_M or n % BLOCK_N or k % BLOCK_K or w8.shape[1] != k or not (x.is_contiguous() and w8.is_contiguous()):
+        raise ValueError(f"fp8_linear: x {tuple(x.shape)}, w {tuple(w8.shape)} are not contiguous tiles of "
                          f"({BLOCK_M}, {BLOCK_N}, {BLOCK_K})")
     split = 1 if gelu else k_splits(n, k)  # a GELU epilogue needs the whole K in one CTA
-    y = torch.zeros(m, n, device=x.device, dtype=torch.float32) if split > 1 else torch.empty(m, n, device=x.device, dtype=out_dtype)
-    _fp8_linear_kernel[(n // BLOCK_N, split)](x, w8, scale, y, m, n, k, K_SPLIT=k // split, GELU=gelu, ATOMIC=split > 1,
-                                              BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-                                              num_warps=4, num_stages=4)
+    if split > 1:  # partial sums land in a zeroed fp32 buffer
+        y = torch.zeros(m, n, device=x.device, dtype=torch.float32)
+    else:
+        y = torch.empty(m, n, device=x.device, dtype=out_dtype)
+    _fp8_linear_kernel[(n // BLOCK_N, split)](x, w8, scale, y, m, n, k, K_SPLIT=k // split, GELU=gelu,
+                                              ATOMIC=split > 1, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                              BLOCK_K=BLOCK_K, num_warps=4, num_stages=4)
     return y.to(out_dtype) if split > 1 else y
 
 
