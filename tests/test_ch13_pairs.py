@@ -59,9 +59,9 @@ SMALL = {
     "kv_cache_naive": lambda: dict(batch=2, heads=2, head_dim=16, prompt=12, steps=6),
     "matmul_pytorch": lambda: dict(m=64, n=48, k=128),
     "precisionfp8": lambda: dict(tokens=64, d_in=128, d_out=32),
-    "quantization": lambda: dict(tokens=64, d_in=128, d_out=32),
+    "quantization": lambda: dict(dim=256, hidden=1024),
     "arithmetic_intensity": lambda: dict(numel=4096),
-    "regional_compile": lambda: dict(model=tiny_gpt(), batch=2, buckets=(8, 16)),
+    "regional_compile": lambda: dict(model=tiny_gpt(), batch=2, seq=16, backend="eager"),
 }
 """Per pair, workload sizes that keep a CPU run to seconds (same code, smaller shapes)."""
 
@@ -71,6 +71,7 @@ CPU_UNRUNNABLE = {
     "optimized_precisionfp8_te": "Transformer Engine",
     "baseline_precisionfp8_te": "pairs with Transformer Engine only",
     "optimized_matmul_pytorch": "torch.mm(out_dtype=...) is CUDA-only",
+    "optimized_quantization": "a Triton kernel (verified under TRITON_INTERPRET=1 in test_ch13_quantization.py)",
 }
 """Variants whose code cannot run on a CPU, with why."""
 
