@@ -9,8 +9,9 @@ differs: bf16 ``F.linear``, or ``ch19_fp8.fp8_linear`` (e4m3 activations and wei
 gradients) with dynamic or delayed (16-step amax history) scales. The tool prints the loss every
 ``--every`` steps for each variant and its gap to bf16, and writes a PNG of the curves.
 
-On a CPU the same fp8 arithmetic runs (PyTorch's CPU ``_scaled_mm`` with the torch cast), only
-slower: ``--steps 60`` takes about a minute on two cores.
+On a CPU the same fp8 arithmetic runs (PyTorch's CPU ``_scaled_mm`` with the torch cast), slowly,
+so the model shrinks to width 128 and 128 tokens per step (``CPU_SIZES``): ``--steps 60`` then takes
+about a minute on two cores.
 Run: python ch19/precision_curves.py --steps 300 --out artifacts/ch19_precision_curves.png
 """
 
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from ch19_fp8 import DelayedScaling, DynamicScaling, fp8_linear
 
 MODES = ("bf16", "fp8-dynamic", "fp8-delayed")
+CPU_SIZES = {"tokens": 128, "dim": 128}
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=Path("artifacts/ch19_precision_curves.png"))
     args = parser.parse_args(argv)
-    cfg, device = CurveConfig(steps=args.steps), torch.device(args.device)
+    device = torch.device(args.device)
+    cfg = CurveConfig(steps=args.steps, **(CPU_SIZES if device.type == "cpu" else {}))
     curves = {mode: train(cfg, mode, device) for mode in MODES}
     print(f"Loss curves on {device.type} ({cfg.layers} blocks, width {cfg.dim}, {cfg.tokens} tokens/step)")
     print(table(curves, args.every))

@@ -81,7 +81,7 @@ def report(size: int, device: torch.device) -> list[dict[str, object]]:
             out = fp8_matmul(x, w, rowwise)
             rel, worst = errors(out[ordinary], ref[ordinary])
             rows.append(dict(case=case, scaling="row-wise" if rowwise else "per-tensor", rel_l2=rel,
-                             max_abs=worst, ms=time_ms(lambda r=rowwise: fp8_matmul(x, w, r), device)))
+                             max_abs=worst, ms=time_ms(lambda a=x, b=w, r=rowwise: fp8_matmul(a, b, r), device)))
     return rows
 
 
