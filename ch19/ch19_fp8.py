@@ -35,8 +35,9 @@ class Fp8Operand:
 
 
 def amax(t: torch.Tensor) -> torch.Tensor:
-    """max |t| as one fp32 value: one reduction pass over t."""
-    return torch.linalg.vector_norm(t, ord=float("inf"), dtype=torch.float32).reshape(1)
+    """max |t| as one fp32 value: one reduction pass over t (in t's dtype: the max of bf16 values is
+    exact in bf16, and asking for an fp32 result could cost a converted copy of t)."""
+    return torch.linalg.vector_norm(t, ord=float("inf")).float().reshape(1)
 
 
 def cast_transpose(t: torch.Tensor, history: torch.Tensor, dtype: torch.dtype,
