@@ -1,5 +1,5 @@
-"""Chapter 19 pairs: discovery, CPU verification of the fp8 training, delayed scaling, cast-transpose
-and optimizer pairs (the fp8 arithmetic runs on a CPU through torch's CPU ``_scaled_mm``), refilled
+"""Chapter 19 pairs: discovery, CPU verification of the fp8 training, delayed scaling, cast-transpose,
+MoE and optimizer pairs (the fp8 arithmetic runs on a CPU through torch's CPU ``_scaled_mm``), refilled
 inputs, scratch poisoning, wrong answers rejected, delayed-scaling state, and the pair headers."""
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import VerificationError, compare, poison_scratch, tensor_attributes
 
 CH19 = Path(__file__).resolve().parents[1] / "ch19"
-PAIRS = ["fp8_cast_transpose", "fp8_delayed_scaling", "fp8_linear_training", "low_precision_optimizer",
+PAIRS = ["fp8_cast_transpose", "fp8_delayed_scaling", "fp8_linear_training", "fp8_moe", "low_precision_optimizer",
          "w4a16_gemm"]
 SMALL = {
     "fp8_linear_training": dict(tokens=128, d_in=64, d_out=64),
     "fp8_delayed_scaling": dict(tokens=128, d_in=64, d_out=64),
     "fp8_cast_transpose": dict(rows=128, cols=256),
+    "fp8_moe": dict(tokens=256, dim=128, ffn=256, experts=4),
     "low_precision_optimizer": dict(dim=64, layers=2, tokens=32),
     "w4a16_gemm": dict(tokens=4, d_in=512, d_out=256),
 }
@@ -135,3 +136,15 @@ def test_pair_file_documents_itself(path: Path) -> None:
         assert "Tolerance:" in doc or "Headline" in doc, f"{path.name} does not justify its tolerance"
     assert len(path.read_text().splitlines()) < 150
     assert "get_benchmark" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_moe_routes_every_token_to_top_k_experts_in_expert_order() -> None:
+    moe = load("baseline_fp8_moe")
+    x, router = torch.randn(64, 32), torch.randn(4, 32)
+    token, gate, counts = moe.route(x, router, 2)
+    assert sum(counts) == 128 and torch.equal(token.bincount(minlength=64), torch.full((64,), 2))
+    top2 = (x @ router.t()).softmax(-1).topk(2, dim=-1).values.sum(-1)
+    assert torch.allclose(torch.zeros(64).index_add_(0, token, gate), top2)
+    experts = (x @ router.t()).topk(2, dim=-1).indices.flatten()
+    assert torch.equal(experts[torch.argsort(experts, stable=True)],
+                       torch.repeat_interleave(torch.arange(4), torch.tensor(counts)))
