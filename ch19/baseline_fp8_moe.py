@@ -43,7 +43,7 @@ def moe_workload(**kw: object) -> MoEWorkload:
 
 
 WORKLOAD = moe_workload(precision="fp8", atol=0.25, rtol=0.0, max_rel_l2=0.1,
-                        requires=aisp.Requirements(cuda=True, min_compute_capability=(8, 9)))
+                        requires=aisp.Requirements(cuda=True, min_compute_capability=(8, 9), packages=("triton",)))
 
 
 def route(x: torch.Tensor, router: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
