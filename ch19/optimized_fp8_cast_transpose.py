@@ -1,0 +1,36 @@
+"""Optimized fp8 cast-transpose: one Triton kernel for amax, scaled cast and transpose.
+
+Baseline (baseline_fp8_cast_transpose.py): three kernels, 7 bytes moved per element.
+Optimized: ch19_cast._cast_transpose. Each 64 x 128 tile of x is read once (2 B/element), scaled by
+448 / max(history) and clamped in registers, stored as e4m3 row-major and, swapped on chip by
+``tl.trans``, transposed (1 + 1 B/element); the tile's max |x| joins a global atomic max. 4 bytes
+per element: 537 MB for 16384 x 8192.
+Expect (estimate, not yet measured): 1.5-1.7x; ~3.4-3.8 TB/s (80-90% of the HBM copy rate).
+Run: python ch19/optimized_fp8_cast_transpose.py  |  aisp bench run -t ch19:fp8_cast_transpose
+"""
+
+from __future__ import annotations
+
+import torch
+from baseline_fp8_cast_transpose import ThreeKernelCast
+from ch19_fp8 import E4M3, cast_transpose
+
+import aisp
+
+
+class FusedCastTranspose(ThreeKernelCast):
+    def prepare(self) -> None:
+        self.run()
+
+    def run(self) -> tuple[torch.Tensor, ...]:
+        new_amax = torch.zeros(1, device=self.device)
+        out = cast_transpose(self.x, self.history, E4M3, new_amax)
+        return out.q, out.qt, out.scale, new_amax
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return FusedCastTranspose()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,89 @@
+"""Chapter 19 on a GPU: the Triton kernels against torch references with the hardware's fp8 rounding
+and bf16 multiply (what the interpreter cannot check), the fp8 Linear's error against bf16, the
+optimizer pair's lower peak, and fp8 loss curves that track bf16 over a few hundred steps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_ch19_pairs import load
+
+pytestmark = pytest.mark.gpu
+
+
+def test_cast_transpose_matches_torch_rounding_on_gpu() -> None:
+    fp8 = load("ch19_fp8")
+    x = (torch.randn(4096, 2048, device="cuda") * 3).bfloat16()
+    history = torch.tensor([5.0, 9.0, 7.0, 1.0], device="cuda")
+    amax = torch.zeros(1, device="cuda")
+    out = fp8.cast_transpose(x, history, fp8.E4M3, amax)
+    want = (x.float() * (448.0 / 9.0)).clamp(-448, 448).to(fp8.E4M3).float()
+    off_by_a_step = (out.q.float() != want).float().mean()
+    assert off_by_a_step < 1e-4, f"{off_by_a_step:.2e} of the values rounded differently"
+    assert torch.equal(out.qt.view(torch.uint8), out.q.t().contiguous().view(torch.uint8))
+    assert float(amax) == float(x.float().abs().max())
+    assert float(out.scale) == pytest.approx(9.0 / 448.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("tokens", [16, 5])
+def test_w4a16_kernel_matches_dequantize_then_gemm_on_gpu(tokens: int) -> None:
+    w4 = load("ch19_w4")
+    kernel = load("optimized_w4a16_gemm")
+    w = torch.randn(1024, 4096, device="cuda") * 0.02
+    packed, scale = w4.quantize_w4(w)
+    x = torch.randn(tokens, 4096, device="cuda").bfloat16()
+    ref = F.linear(x.float(), w4.dequantize_w4(packed, scale).float())
+    out = kernel.w4a16_matmul(x, packed, scale).float()
+    assert float((out - ref).norm() / ref.norm()) < 5e-3
+
+
+def test_fp8_linear_errors_stay_inside_the_declared_tolerance_on_gpu() -> None:
+    base, opt = load("baseline_fp8_linear_training"), load("optimized_fp8_linear_training")
+    refs, outs = [], []
+    for module, sink in ((base, refs), (opt, outs)):
+        bench = module.get_benchmark()
+        bench.setup()
+        sink.extend(bench.run())
+    for r, o in zip(refs, outs, strict=True):
+        diff = (o.float() - r.float())
+        assert float(diff.norm() / r.float().norm()) < 0.08
+        assert float(diff.abs().max()) < base.WORKLOAD.atol
+
+
+def test_fp8_moe_rowwise_expert_gemms_run_and_match_on_gpu() -> None:
+    """Row-wise _scaled_mm on slices that start mid-tensor (the experts' token slices)."""
+    outs = []
+    for module in ("baseline_fp8_moe", "optimized_fp8_moe"):
+        bench = load(module).get_benchmark()
+        bench.workload = dataclasses.replace(bench.workload, tokens=4096, dim=1024, ffn=2048)
+        bench.setup()
+        outs.append(bench.run().float())
+    assert float((outs[1] - outs[0]).norm() / outs[0].norm()) < 0.08
+
+
+def test_optimizer_pair_lowers_peak_memory_on_gpu() -> None:
+    peaks = []
+    for module in ("baseline_low_precision_optimizer", "optimized_low_precision_optimizer"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        bench = load(module).get_benchmark()
+        bench.setup()
+        bench.run()
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated() - before)
+        del bench
+    assert peaks[1] < peaks[0] / 1.2, f"peaks {peaks}"
+
+
+def test_fp8_loss_curves_track_bf16_over_200_steps_on_gpu() -> None:
+    tool = load("precision_curves")
+    cfg = tool.CurveConfig(steps=200)
+    curves = {m: tool.train(cfg, m, torch.device("cuda")) for m in tool.MODES}
+    final = {m: sum(c[-10:]) / 10 for m, c in curves.items()}
+    assert final["bf16"] < 0.5 * curves["bf16"][0]
+    for mode in ("fp8-dynamic", "fp8-delayed"):
+        assert abs(final[mode] - final["bf16"]) < 0.03 * final["bf16"], final

@@ -1,0 +1,150 @@
+"""Chapter 19 pairs: discovery, CPU verification of the fp8 training, delayed scaling, cast-transpose,
+MoE and optimizer pairs (the fp8 arithmetic runs on a CPU through torch's CPU ``_scaled_mm``), refilled
+inputs, scratch poisoning, wrong answers rejected, delayed-scaling state, and the pair headers."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import guarded_run as guarded
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import VerificationError, compare, poison_scratch, tensor_attributes
+
+CH19 = Path(__file__).resolve().parents[1] / "ch19"
+PAIRS = ["fp8_cast_transpose", "fp8_delayed_scaling", "fp8_linear_training", "fp8_moe", "low_precision_optimizer",
+         "w4a16_gemm"]
+SMALL = {
+    "fp8_linear_training": dict(tokens=128, d_in=64, d_out=64),
+    "fp8_delayed_scaling": dict(tokens=128, d_in=64, d_out=64),
+    "fp8_cast_transpose": dict(rows=128, cols=256),
+    "fp8_moe": dict(tokens=256, dim=128, ffn=256, experts=4),
+    "low_precision_optimizer": dict(dim=64, layers=2, tokens=32),
+    "w4a16_gemm": dict(tokens=4, d_in=512, d_out=256),
+}
+"""Per pair, sizes that keep a CPU run to seconds (same code, smaller shapes)."""
+CPU_PAIRS = [p for p in PAIRS if p != "w4a16_gemm"]
+"""w4a16's optimized side is a Triton kernel: tested under the interpreter in test_ch19_triton.py."""
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH19 / f"{module}.py")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    pair = module.split("_", 1)[1]
+    bench.workload = dataclasses.replace(bench.workload, **SMALL[pair])
+    return bench
+
+
+def test_discovery_finds_the_chapter_pairs() -> None:
+    found = sorted(p.stem.removeprefix("optimized_") for p in CH19.glob("optimized_*.py"))
+    assert found == PAIRS
+    assert all((CH19 / f"baseline_{p}.py").exists() for p in PAIRS)
+
+
+@pytest.mark.parametrize("pair", CPU_PAIRS)
+def test_cpu_pair_matches_and_rejects_another_seeds_answer(pair: str) -> None:
+    refs = {}
+    workload = build(f"baseline_{pair}", 0).workload
+    for seed in (0, 1):
+        base, opt = build(f"baseline_{pair}", seed), build(f"optimized_{pair}", seed)
+        base.setup()
+        opt.setup()
+        refs[seed] = guarded(base)
+        compare(refs[seed], guarded(opt), workload)
+    with pytest.raises(VerificationError):
+        compare(refs[0], refs[1], workload)
+
+
+@pytest.mark.parametrize("pair", CPU_PAIRS)
+def test_cpu_pair_matches_on_refilled_inputs(pair: str) -> None:
+    check_refilled_pair(build(f"baseline_{pair}", 0), build(f"optimized_{pair}", 0),
+                        build(f"baseline_{pair}", 0).workload)
+
+
+@pytest.mark.parametrize("pair", CPU_PAIRS)
+def test_cpu_optimized_survives_scratch_poisoning(pair: str) -> None:
+    bench = build(f"optimized_{pair}", 0)
+    bench.setup()
+    ref = guarded(bench)
+    poison_scratch(bench, set(tensor_attributes(bench)))
+    compare(ref, guarded(bench), bench.workload)
+
+
+def test_fp8_linear_is_not_the_bf16_answer_with_a_wrong_layout() -> None:
+    """A transposed weight (the layout mistake _scaled_mm invites) must fail the declared tolerance."""
+    base, opt = build("baseline_fp8_linear_training", 0), build("optimized_fp8_linear_training", 0)
+    base.setup()
+    opt.setup()
+    opt.w = opt.w.detach().t().contiguous().requires_grad_()
+    with pytest.raises(VerificationError):
+        compare(guarded(base), guarded(opt), base.workload)
+
+
+def test_delayed_scaling_records_each_cast_in_its_history() -> None:
+    bench = build("optimized_fp8_delayed_scaling", 0)
+    bench.setup()
+    assert sorted(bench.history) == ["g", "w", "x"]
+    with torch.no_grad():
+        bench.x.mul_(2)
+    slot = bench.quant.calls % bench.quant.length
+    before = bench.history["x"].clone()
+    bench.run()
+    assert bench.history["x"][slot] == pytest.approx(2 * float(before.max()), rel=1e-6)
+    assert torch.equal(bench.history["w"], bench.history["w"][:1].expand(16))
+
+
+def test_optimizer_step_that_skips_its_update_is_caught() -> None:
+    ref, lazy = build("baseline_low_precision_optimizer", 0), build("optimized_low_precision_optimizer", 0)
+    lazy.workload = dataclasses.replace(lazy.workload, lr=0.0)
+    ref.setup()
+    lazy.setup()
+    with pytest.raises(VerificationError):
+        compare(guarded(ref), guarded(lazy), ref.workload)
+
+
+def test_optimizer_pair_headlines_memory_and_the_others_time() -> None:
+    heads = {p: load(f"baseline_{p}").WORKLOAD.headline for p in PAIRS}
+    assert heads == {p: "memory" if p == "low_precision_optimizer" else "time" for p in PAIRS}
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_gpu_pairs_skip_on_cpu_with_reason(pair: str) -> None:
+    reason = unmet_requirements(load(f"baseline_{pair}").WORKLOAD.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("path", sorted(CH19.glob("*line*_*.py")) + sorted(CH19.glob("optimized_*.py")),
+                         ids=lambda p: p.stem)
+def test_pair_file_documents_itself(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    doc = ast.get_docstring(tree) or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:"):
+        assert line in doc, f"{path.name} docstring lacks '{line}'"
+    if path.stem.startswith("baseline_"):
+        assert "Tolerance:" in doc or "Headline" in doc, f"{path.name} does not justify its tolerance"
+    assert len(path.read_text().splitlines()) < 150
+    assert "get_benchmark" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_moe_routes_every_token_to_top_k_experts_in_expert_order() -> None:
+    moe = load("baseline_fp8_moe")
+    x, router = torch.randn(64, 32), torch.randn(4, 32)
+    token, gate, counts = moe.route(x, router, 2)
+    assert sum(counts) == 128 and torch.equal(token.bincount(minlength=64), torch.full((64,), 2))
+    top2 = (x @ router.t()).softmax(-1).topk(2, dim=-1).values.sum(-1)
+    assert torch.allclose(torch.zeros(64).index_add_(0, token, gate), top2)
+    experts = (x @ router.t()).topk(2, dim=-1).indices.flatten()
+    assert torch.equal(experts[torch.argsort(experts, stable=True)],
+                       torch.repeat_interleave(torch.arange(4), torch.tensor(counts)))

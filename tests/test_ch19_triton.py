@@ -1,0 +1,72 @@
+"""Chapter 19's Triton kernels under the interpreter (TRITON_INTERPRET=1, CPU tensors), each in a
+fresh process so the variable is set before Triton is imported.
+
+The interpreter rounds to fp8 wrongly (7.77 -> 4.0) and multiplies bf16 tiles wrongly, so the kernels
+store into the output pointer's dtype and multiply in the activation's: here fp32 buffers check the
+indexing, the transpose, the amax, the nibble layout and the group scales exactly; the fp8 rounding
+and the bf16 multiply are the hardware's, checked by tests/test_ch19_gpu.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+ROOT = Path(__file__).resolve().parents[1]
+
+CAST = """
+import torch
+from ch19_cast import cast_transpose
+x = (torch.randn(192, 384) * 3).bfloat16()
+history = torch.tensor([2.0, 5.0, 4.0, 1.0])
+amax = torch.zeros(1)
+q, qt, scale = cast_transpose(x, history, torch.float32, 448.0, amax)
+want = (x.float() * (448.0 / 5.0)).clamp(-448, 448)
+assert torch.allclose(q, want, rtol=1e-6), (q - want).abs().max()
+assert torch.equal(qt, q.t()), "transposed copy differs"
+assert float(amax) == float(x.float().abs().max()), (amax, x.abs().max())
+assert abs(float(scale) - 5.0 / 448.0) < 1e-9, scale
+"""
+
+W4 = """
+import torch, triton, triton.language as tl
+from ch19_w4 import quantize_w4
+from optimized_w4a16_gemm import codes_plus_128, w4a16_matmul
+w = torch.randn(256, 1024) * 0.02
+packed, scale = quantize_w4(w)
+codes = torch.cat([packed & 0xF, packed >> 4], 1).float() - 8
+exact = (codes.reshape(256, 8, 128) * scale.float()[..., None]).reshape(256, 1024)
+x = torch.randn(5, 1024).bfloat16().float()
+y = w4a16_matmul(x, packed, scale)
+ref = x @ exact.t()
+assert ((y - ref).norm() / ref.norm()) < 1e-5, ((y - ref).norm() / ref.norm())
+
+@triton.jit
+def decode(p_ptr, o_ptr):
+    r = tl.arange(0, 16)
+    tl.store(o_ptr + r, codes_plus_128(tl.load(p_ptr + r) & 0xF, tl.bfloat16))
+
+out = torch.empty(16, dtype=torch.bfloat16)
+decode[(1,)](torch.arange(16, dtype=torch.uint8) * 17, out)
+assert torch.equal(out.float(), torch.arange(16.0) + 128), out
+"""
+
+
+def run_interpreted(script: str) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT / 'ch19'}{os.pathsep}{ROOT}"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_cast_transpose_kernel_indexing_amax_and_scale() -> None:
+    run_interpreted(CAST)
+
+
+def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
+    run_interpreted(W4)
