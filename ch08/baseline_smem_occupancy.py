@@ -9,8 +9,8 @@ DRAM latency, and while both blocks reduce, the SM moves nothing.
 Optimized (optimized_smem_occupancy.py): the same kernel asking for the 16 KB its row needs: the
 2,048-thread limit binds first, 8 blocks (64 warps) per SM. Same kernel, same bytes: bitwise-equal.
 ``metrics()`` reports the resident blocks per SM from the occupancy API.
-Expect: 1.3-2x on an H100/H200, the optimized at >= 80% of the HBM copy bandwidth (4.2 TB/s on an
-H200); estimate, not yet measured.
+Expect: 1.24x [1.23, 1.25] measured on an H200 (0.341 -> 0.275 ms); the optimized at 3.90 TB/s, 93% of the
+HBM copy bandwidth (baseline 3.15 TB/s, 75%).
 Run: python ch08/baseline_smem_occupancy.py  |  aisp bench run -t ch08:smem_occupancy
 """
 

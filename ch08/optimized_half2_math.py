@@ -5,7 +5,7 @@ Optimized: ``poly_half2`` (half2_poly.cu): clamp with ``__hmax2``/``__hmin2`` an
 ``__hfma2`` on the packed pair: 128 HFMA2 per thread, each coefficient an immediate pair. Half the
 instructions for the same FMAs; fp16 rounding at every step (within fp16 tolerance: see the
 baseline's header).
-Expect: ~2x on an H100/H200; estimate, not yet measured.
+Expect: 1.13x [1.12, 1.13] measured on an H200 (0.342 -> 0.303 ms), 56.7 TFLOP/s: 42% of fp16 SIMT.
 Run: python ch08/optimized_half2_math.py  |  aisp bench run -t ch08:half2_math
 """
 

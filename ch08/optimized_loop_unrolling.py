@@ -5,7 +5,7 @@ plus loop bookkeeping, so the load/store unit, not the FMA units, sets the pace.
 Optimized: ``horner_fixed`` (horner_unroll.cu) evaluates the same 256 terms with ``#pragma unroll``
 over a compile-time count: every table index is a constant, so each coefficient becomes the FFMA's
 immediate operand; the SASS is 256 FFMAs in a row, no loads, no branches.
-Expect: 2-4x on an H100/H200, >= 80% of the FP32 FMA peak; estimate, not yet measured.
+Expect: 3.32x [3.31, 3.32] measured on an H200 (1.105 -> 0.333 ms), 51.6 TFLOP/s: 77% of the FP32 FMA peak.
 Run: python ch08/optimized_loop_unrolling.py  |  aisp bench run -t ch08:loop_unrolling
 """
 

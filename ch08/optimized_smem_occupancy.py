@@ -6,7 +6,7 @@ Optimized: the same ``row_softmax`` launched with 16 KB (softmax_smem.cu, mode 1
 longer limits residency (8 x 17 KB with the per-block reserve fits in 228 KB); the 2,048-thread limit
 does: 8 blocks, 64 warps per SM, 4x the loads in flight, and one block's reductions overlap
 another's loads. Size dynamic shared memory per launch from the data.
-Expect: 1.3-2x on an H100/H200, >= 80% of the HBM copy bandwidth; estimate, not yet measured.
+Expect: 1.24x [1.23, 1.25] measured on an H200 (0.341 -> 0.275 ms), 3.90 TB/s: 93% of HBM copy bandwidth.
 Run: python ch08/optimized_smem_occupancy.py  |  aisp bench run -t ch08:smem_occupancy
 """
 

@@ -5,7 +5,7 @@ a second wave, ~half a wave of time for 0.4% of the work.
 Optimized: ``persistent_blocks`` (tail_waves.cu) launched with SMs x resident blocks per SM (264 on
 an H100/H200, from ``cudaOccupancyMaxActiveBlocksPerMultiprocessor``); each block strides over units
 of 1,024 elements, so the 33,920 units split 128 or 129 per block: one wave, every SM busy to the end.
-Expect: 1.4-1.8x on an H100/H200, >= 80% of the FP32 FMA peak; estimate, not yet measured.
+Expect: 1.34x [1.33, 1.35] measured on an H200 (0.285 -> 0.213 ms), 41.8 TFLOP/s: 62% of the FP32 FMA peak.
 Run: python ch08/optimized_tail_effect.py  |  aisp bench run -t ch08:tail_effect
 """
 

@@ -14,8 +14,8 @@ per-thread default stream, what ``nvcc --default-stream per-thread`` gives a lau
 stream). Same kernels, same launches; only stream semantics change: the three jobs overlap.
 PyTorch creates its side streams non-blocking, so this pitfall shows only in CUDA C++.
 ``metrics()`` times each job alone and reports the overlap share (0 = sum, 1 = one job's time).
-Expect (estimate, not yet measured): 1.6-2x on an H100/H200 (ideal 2x over the baseline; 3x over
-fully serial work).
+Expect: 1.97x [1.97, 1.98] measured on an H200 for both variants (1.70 -> 0.862
+ms non-blocking, 0.860 ms per-thread; ideal 2x over the baseline, 3x over fully serial work).
 Run: python ch11/baseline_legacy_default_stream.py  |  aisp bench run -t ch11:legacy_default_stream
 """
 

@@ -13,8 +13,8 @@ Optimized (optimized_stream_ordered_allocator.py): the same loop with ``cudaMall
 synchronization, the host runs ahead, the kernels run back to back.
 Bytes declared: x read and out written once, 1 GiB (the two kernels move 2.5 GiB: the workspace
 is written and read and x read twice, the same in both variants).
-Expect (estimate, not yet measured): 3-8x on an H100/H200 (optimized ~0.6-0.7 ms, HBM-bound on 2.5 GiB;
-baseline tens of us per step in cudaMalloc/cudaFree and the drain).
+Expect: 5.14x [5.06, 5.23] measured on an H200 (5.62 -> 1.10 ms; the optimized
+moves its 2.5 GiB at 2.45 TB/s, 58% of the HBM copy ceiling).
 Run: python ch11/baseline_stream_ordered_allocator.py  |  aisp bench run -t ch11:stream_ordered_allocator
 """
 

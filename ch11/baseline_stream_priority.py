@@ -18,8 +18,8 @@ both variants and the call's time is its latency (on a GPU where it runs faster 
 optimized time becomes the bulk's). ``metrics()`` reports it directly: ``chain_latency_ms``
 (CUDA events on the chain's stream, first to last kernel of one call) against ``chain_alone_ms``
 (the chain on an idle GPU: its floor), ``bulk_alone_ms`` and the call's overlap share.
-Expect (estimate, not yet measured): 1.3-1.7x on an H100/H200; chain latency from ~bulk + chain
-down to within ~10-20% of the chain alone.
+Expect: 1.21x [1.21, 1.21] measured on an H200 (3.50 -> 2.88 ms); chain latency 3.55 ->
+2.77 ms against 2.33 ms alone (52% -> 19% above it).
 Run: python ch11/baseline_stream_priority.py  |  aisp bench run -t ch11:stream_priority
 """
 

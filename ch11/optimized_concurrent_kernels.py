@@ -7,7 +7,7 @@ inputs are ready), and the caller's stream waits for all 8 at the end, so the ca
 its stream order. With 8 streams the GPU runs 8 kernels (64 blocks) at once: 2 rounds instead of
 16. More streams would allow more (16 x 8 = 128 blocks still fit on 132 SMs); 8 is the lesson's
 choice, and the ideal the README measures against is 2 kernels.
-Expect (estimate, not yet measured): 5-7x on an H100/H200.
+Expect: 3.31x [3.13, 3.51] measured on an H200 (0.779 -> 0.231 ms), overlap share 0.86.
 Run: python ch11/optimized_concurrent_kernels.py  |  aisp bench run -t ch11:concurrent_kernels
 """
 

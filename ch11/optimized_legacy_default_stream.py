@@ -6,7 +6,7 @@ Optimized: ``legacy_run`` mode 1: the same launches, but the workers are made wi
 ``cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)``, which opts them out of the legacy
 stream's implicit synchronization. Ordering the call needs is explicit: the workers wait for an
 event recorded on the caller's stream, and the caller waits for an event from each job.
-Expect (estimate, not yet measured): 1.6-2x on an H100/H200.
+Expect: 1.97x [1.97, 1.98] measured on an H200 (1.70 -> 0.862 ms), overlap share 0.97.
 Run: python ch11/optimized_legacy_default_stream.py  |  aisp bench run -t ch11:legacy_default_stream
 """
 

@@ -9,9 +9,9 @@ block freed after step i's kernels is handed to step i+1 in stream order (no rac
 the pool's release threshold (``cudaMemPoolAttrReleaseThreshold`` = UINT64_MAX) keeps its memory
 across synchronizations instead of returning it to the driver. The pool is made once in setup();
 the first call's allocation reserves its memory (warmup), later ones reuse it.
-Expect (estimate, not yet measured): 3-8x on an H100/H200; the optimized loop should run its
-two kernels per step at >= 80% of HBM bandwidth counting the workspace traffic (5 x 512 MiB per
-call: x read twice, tmp written and read, out written).
+Expect: 5.14x [5.06, 5.23] measured on an H200 (5.62 -> 1.10 ms); the two kernels
+per step at 2.45 TB/s counting the workspace traffic (5 x 512 MiB per call: x read twice, tmp
+written and read, out written), 58% of HBM copy bandwidth.
 Run: python ch11/optimized_stream_ordered_allocator.py  |  aisp bench run -t ch11:stream_ordered_allocator
 """
 

@@ -10,8 +10,8 @@ same launches, same join to the caller's stream.
 Priority is a scheduling hint: it does not preempt running blocks, so it helps only when the bulk
 work is made of short blocks (here: elementwise passes); behind a large GEMM, whose blocks each run
 for tens of microseconds or more, every chain step still waits for one of them.
-Expect (estimate, not yet measured): 1.3-1.7x on an H100/H200; ``chain_latency_ms`` within
-~10-20% of ``chain_alone_ms``.
+Expect: 1.21x [1.21, 1.21] measured on an H200 (3.50 -> 2.88 ms); ``chain_latency_ms``
+2.77 ms, 19% above ``chain_alone_ms`` (2.33 ms).
 Run: python ch11/optimized_stream_priority.py  |  aisp bench run -t ch11:stream_priority
 """
 

@@ -13,8 +13,9 @@ four ways so 256 CTAs stream HBM (fp32 atomic adds into a zeroed buffer, then on
 Why fp8 and not int8 on Hopper: int8 -> fp16 goes through one I2F per weight (16/clk/SM), just
 the rate HBM delivers weights at (~15 per clk per SM), so the conversion would bound the kernel;
 e4m3 -> fp16 converts two per instruction. Activations stay 16-bit (weight-only).
-Expect: (estimate, not yet measured) 1.5-1.9x over bf16 on an H200, the fp8 weights read at
-70-90% of HBM bandwidth (reported GB/s is that share: the workload declares the fp8 bytes).
+Expect: 1.41x [1.41, 1.42] over bf16 measured on an H200 (0.298 -> 0.216 ms; 1.30x in a
+later full-chapter run), the fp8 weights read at 2.50 TB/s, 59% of HBM copy bandwidth (reported
+GB/s is that share: the workload declares the fp8 bytes).
 Run: python ch13/optimized_quantization.py  |  aisp bench run -t ch13:quantization
 """
 

@@ -8,8 +8,9 @@ traced, lowered and code-generated once and reused by the other three: the host-
 work is one block's instead of four (``traced_ops`` in metrics shows it). The Python loop over
 blocks stays eager: in steady state it enters compiled code once per block and loses the
 fusion across block boundaries, the price metrics' ``steady_ms`` shows beside the baseline's.
-Expect: (estimate, not yet measured) 2.5-3.5x faster cold compile on an H200 host at 4 blocks
-(about depth-fold for deep models); steady_ms a few percent above the whole-model compile's.
+Expect: 2.37x [2.02, 2.78] faster cold compile measured on an H200 host at 4 blocks
+(1,566 -> 657 ms; 2.33x in a later full-chapter run); steady_ms 0.783 vs the whole model's
+0.635 (full run).
 Run: python ch13/optimized_regional_compile.py  |  aisp bench run -t ch13:regional_compile
 """
 
