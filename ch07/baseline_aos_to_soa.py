@@ -7,8 +7,8 @@ particle to use 8: 36 bytes of traffic for 12 useful (x, vx in; the new x out).
 Optimized (optimized_aos_to_soa.py): the same particles as a struct of arrays, eight arrays of n
 floats; x and vx are two dense streams read 16 bytes per thread (``advance_soa``): 12 bytes of
 traffic per particle, all useful. Same fmaf, same result bit for bit.
-Expect (estimate, not yet measured): ~2.5-3x on an H100/H200; optimized >= 80% of the HBM copy
-bandwidth on useful bytes (the baseline at most ~1/3 of it).
+Expect (measured, H200): 0.560 ms -> 0.198 ms, 2.83x [2.80, 2.86]; optimized 4,066 GB/s of useful
+bytes (96% of the 4.2 TB/s HBM copy ceiling), the baseline 1,437 GB/s (34%). H100: not measured.
 Run: python ch07/baseline_aos_to_soa.py  |  aisp bench run -t ch07:aos_to_soa
 """
 

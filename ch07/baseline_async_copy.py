@@ -8,8 +8,8 @@ in flight per SM that ~4 TB/s (read + write) needs at ~0.7 us of loaded DRAM lat
 Optimized (optimized_async_copy.py): ``cp.async`` (``__pipeline_memcpy_async``, SASS ``LDGSTS``)
 copies tiles into an 8-stage shared-memory ring, so 7 tiles are in flight while one is scanned
 (``cumsum_pipelined``). Same scan code, same order: results agree bit for bit.
-Expect (estimate, not yet measured): ~1.5-2.5x on an H100/H200; optimized >= 80% of the HBM copy
-bandwidth (512 MiB read + 512 MiB written).
+Expect (measured, H200): 0.512 ms -> 0.296 ms, 1.73x [1.71, 1.75]; optimized 3,626 GB/s (86% of
+the HBM copy, 512 MiB read + 512 MiB written), the baseline 2,097 GB/s (50%). H100: not measured.
 Run: python ch07/baseline_async_copy.py  |  aisp bench run -t ch07:async_copy
 """
 

@@ -8,8 +8,9 @@ DRAM latency on a ~4 TB/s GPU.
 Optimized (optimized_misaligned_access.py): both pointers share their misalignment, so after a head
 of 3 scalar elements both are aligned: a float4 body, then a 1-element scalar tail, in one launch
 (``copy_peeled``). Same bytes, same result (a copy).
-Expect (estimate, not yet measured): ~1.3-1.6x on an H100/H200; optimized >= 80% of the HBM copy
-bandwidth, baseline ~60% (chapter 1 measured 60% for one float per thread, aligned).
+Expect (measured, H200): 0.428 ms -> 0.275 ms, 1.56x [1.55, 1.57]; optimized 3,910 GB/s (93% of
+the HBM copy), the baseline 2,508 GB/s (59%; chapter 1 measured 60% for one float per thread,
+aligned). H100: not measured.
 Run: python ch07/baseline_misaligned_access.py  |  aisp bench run -t ch07:misaligned_access
 """
 

@@ -6,8 +6,9 @@ kernels needs its input contiguous, so each makes its own hidden transposed copy
 ``.contiguous()`` inside the op): three strided 256 MiB copies per call, none visible in the code.
 Optimized (optimized_noncontiguous_views.py): ``v = x.t().contiguous()`` once, then the same three
 ops on the contiguous tensor: one copy instead of three, the same kernels, the same result.
-Expect (estimate, not yet measured): ~1.2-1.5x on an H100/H200 (8192 x 8192 fp32); on a CPU (runs
-there at 2048 x 2048) a similar or larger ratio, as strided copies are slower still there.
+Expect (measured, H200, 8192 x 8192 fp32): 2.406 ms -> 1.462 ms, 1.65x [1.64, 1.65] (1,339 ->
+2,204 GB/s of declared bytes, 32% -> 52% of the HBM copy). On a CPU (2048 x 2048, shared 2-core
+machine): 1.90x [1.23, 2.95].
 Run: python ch07/baseline_noncontiguous_views.py  |  aisp bench run -t ch07:noncontiguous_views
 """
 

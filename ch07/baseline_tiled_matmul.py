@@ -9,8 +9,9 @@ global load feeds 32 FMAs, each FMA still reads two shared words); optimized_til
 register blocking: 128x128 block tiles, each of 256 threads keeps an 8x8 block of C in registers
 and does 64 FMAs per 4 128-bit shared loads. All three sum each output's 2,048 products in the
 same order with fmaf: the results agree bit for bit.
-Expect (estimate, not yet measured): smem ~2x, register-blocked ~5-10x over the baseline on an
-H100/H200; register-blocked at 50-70% of the FP32 FMA peak (67 TFLOP/s; cuBLAS reaches 51).
+Expect (measured, H200): baseline 9.77 ms (7.0 TFLOP/s); smem 7.35 ms, 1.33x [1.33, 1.33];
+register-blocked 1.78 ms, 5.51x [5.50, 5.51], 38.7 TFLOP/s (76% of cuBLAS's fp32 51 TFLOP/s, 58% of
+the ~67 TFLOP/s FMA peak). H100: not measured.
 Run: python ch07/baseline_tiled_matmul.py  |  aisp bench run -t ch07:tiled_matmul
 """
 

@@ -7,12 +7,14 @@ computation, an image-edge check and a 4-byte load that the halo's one-column sh
 being 16-byte aligned: ~15 instructions per staged float, about half of the ~30 instructions per
 output pixel an SM can issue while keeping pace with HBM (2 pixels per clock per SM at ~4 TB/s).
 Optimized (optimized_tma_tile_copy.py): one thread hands the Tensor Memory Accelerator a tensor map
-and the tile's corner, the copy engine moves the whole box (``UTMALDG``; out-of-image elements
-filled with zeros) and completes an mbarrier with the byte count; the block waits on it
-(``stencil_tma``). Same shared-memory tile, same compute and stores: results agree bit for bit.
+and the box's corner (a 34x72 box from column c0-4: TMA boxes start 16-byte aligned), the copy
+engine moves the whole box (``UTMALDG``; out-of-image elements filled with zeros) and completes an
+mbarrier with the byte count; the block waits on it (``stencil_tma``). Same stencil from shared
+memory, same compute and stores: results agree bit for bit.
 Hopper and later only (``cp.async.bulk.tensor``), built for sm_90a.
-Expect (estimate, not yet measured): ~1.1-1.5x on an H100/H200; optimized >= 80% of the HBM copy
-bandwidth (512 MiB read + 512 MiB written; the halo rows re-read by neighbouring blocks mostly hit L2).
+Expect (estimate, not yet measured; the first H200 run stopped in the TMA kernel, re-run pending):
+~1.1-1.5x on an H100/H200; optimized >= 80% of the HBM copy bandwidth (512 MiB read + 512 MiB
+written; the halo rows re-read by neighbouring blocks mostly hit L2).
 Run: python ch07/baseline_tma_tile_copy.py  |  aisp bench run -t ch07:tma_tile_copy
 """
 

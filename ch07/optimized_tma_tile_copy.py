@@ -3,13 +3,16 @@
 Baseline (baseline_tma_tile_copy.py): 256 threads load a 34x68 halo tile element by element, with
 index arithmetic, edge checks and unaligned 4-byte loads.
 Optimized: the host encodes a tensor map of the image (``cuTensorMapEncodeTiled``, reached through
-``cudaGetDriverEntryPointByVersion``, box 68x34 floats, out-of-bounds fill zero); in the kernel one
-thread initialises an mbarrier, issues one ``cp.async.bulk.tensor.2d`` for the tile's corner
-(column c0-1, row r0-1: negative coordinates are filled with zeros by the hardware, which is the
-image border for free) and arrives with the expected byte count; the block waits on the barrier
-(tma_tile_copy.cu, ``stencil_tma``; SASS ``UTMALDG``). The copy engine generates the addresses, so
-the threads issue no loads at all; compute and stores are the baseline's.
-Expect (estimate, not yet measured): ~1.1-1.5x on an H100/H200, >= 80% of the HBM copy bandwidth.
+``cudaGetDriverEntryPointByVersion``, box 72x34 floats, out-of-bounds fill zero); in the kernel one
+thread initialises an mbarrier, issues one ``cp.async.bulk.tensor.2d`` for the box's corner
+(column c0-4, row r0-1: coordinates outside the image are filled with zeros by the hardware, which
+is the image border for free; the column is c0-4, not c0-1, because a TMA box must start on a
+16-byte boundary of the row, or the SM stops with an illegal instruction) and arrives with the
+expected byte count; the block waits on the barrier (tma_tile_copy.cu, ``stencil_tma``; SASS
+``UTMALDG``). The copy engine generates the addresses, so the threads issue no loads at all;
+compute and stores are the baseline's.
+Expect (estimate, not yet measured; the first H200 run stopped on the unaligned box, re-run
+pending): ~1.1-1.5x on an H100/H200, >= 80% of the HBM copy bandwidth.
 Run: python ch07/optimized_tma_tile_copy.py  |  aisp bench run -t ch07:tma_tile_copy
 """
 

