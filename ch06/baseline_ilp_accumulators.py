@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch06_common import HERE, INT, LONG, PTR, bind
+from ch06_common import FLOAT, HERE, INT, LONG, PTR, bind
 
 import aisp
 from aisp.kits import native
@@ -34,6 +34,8 @@ class ChainWorkload(aisp.Workload):
     """FMAs per point (the degree + 1), a multiple of 8."""
     pattern: int = 8
     """Distinct coefficients, repeating."""
+    limit: float = 0.9
+    """Both kernels clamp x to [-limit, limit], inside the series' radius of convergence (|x| < 1)."""
 
 
 def _workload() -> ChainWorkload:
@@ -46,9 +48,15 @@ WORKLOAD = _workload()
 LIBRARY = native.Library((HERE / "ilp_accumulators.cu",))
 
 
-def closed_form(x: torch.Tensor, coef: torch.Tensor, steps: int) -> torch.Tensor:
-    """sum_k coef[k % 8] x^(steps-1-k) in float64: (sum_j coef[j] x^(7-j)) (1 - y^(steps/8)) / (1 - y), y = x^8."""
-    xd, cd = x.double(), coef.double()
+def draw_points(w: ChainWorkload, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+    """Uniform in [-limit, limit)."""
+    return (torch.rand(w.points, device=device, generator=gen) * 2 - 1) * w.limit
+
+
+def closed_form(x: torch.Tensor, coef: torch.Tensor, steps: int, limit: float) -> torch.Tensor:
+    """sum_k coef[k % 8] v^(steps-1-k) in float64, v = x clamped to [-limit, limit]:
+    (sum_j coef[j] v^(7-j)) (1 - y^(steps/8)) / (1 - y), y = v^8."""
+    xd, cd = x.double().clamp(-limit, limit), coef.double()
     head = sum(cd[j] * xd ** (len(cd) - 1 - j) for j in range(len(cd)))
     y = xd ** len(cd)
     return (head * (1 - y ** (steps // len(cd))) / (1 - y)).float()
@@ -64,16 +72,16 @@ class DependentChain(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = bind(LIBRARY.load(self.device), {"ilp_run": [INT, PTR, PTR, PTR, INT, LONG, PTR]})
-        self.x = (torch.rand(w.points, device=self.device, generator=gen) * 2 - 1) * 0.9
+        self.lib = bind(LIBRARY.load(self.device), {"ilp_run": [INT, PTR, PTR, PTR, INT, LONG, FLOAT, PTR]})
+        self.x = draw_points(w, gen, self.device)
         self.coef = torch.randn(w.pattern, device=self.device, generator=gen)
         self.out = torch.empty_like(self.x)
-        torch.testing.assert_close(self.run(), closed_form(self.x, self.coef, w.steps), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(self.run(), closed_form(self.x, self.coef, w.steps, w.limit), rtol=1e-4, atol=1e-4)
 
     def run(self) -> torch.Tensor:
         w = self.workload
         status = self.lib.ilp_run(self.split, self.x.data_ptr(), self.coef.data_ptr(), self.out.data_ptr(),
-                                  w.points, w.steps, native.stream(self.device))
+                                  w.points, w.steps, w.limit, native.stream(self.device))
         native.check(status, type(self).__name__)
         return self.out
 
