@@ -6,8 +6,8 @@ at 32 x 32 = 1,024 threads: half of the 2,048 it could hold, so half the loads i
 cover DRAM latency. (Blocks of 32 also give the scheduler one warp per block to retire.)
 Optimized (optimized_block_size.py): the same kernel in blocks of 256: 8 blocks fill an SM's
 2,048 threads. Same grid of work, same 12 bytes per element, bitwise the same answer.
-Expect (estimate, not yet measured): 1.3-2x on an H100/H200 (bounded by HBM latency x bytes in
-flight, not by the bandwidth ceiling).
+Expect: measured on an H200: 0.648 -> 0.133 ms, 4.88x [4.85, 4.91]: the 32-thread blocks
+reach 621 GB/s (15% of the copy ceiling), more latency-bound than the 1.3-2x estimated.
 Run: python ch06/baseline_block_size.py  |  aisp bench run -t ch06:block_size
 """
 

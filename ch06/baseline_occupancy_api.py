@@ -9,8 +9,8 @@ Optimized (optimized_occupancy_api.py): ``cudaOccupancyMaxPotentialBlockSize`` p
 size with the highest occupancy for this kernel's registers and shared memory (1,024 threads,
 2 blocks per SM: 100%) and the smallest grid that fills every SM. Same bytes (2 in, 4 out per
 element), same answer.
-Expect (estimate, not yet measured): 1.3-2x on an H100/H200, the optimized at 70-90% of the HBM
-copy ceiling.
+Expect: measured on an H200: 0.283 -> 0.131 ms, 2.16x [2.13, 2.18]; the optimized at 3,067 GB/s
+(73% of the 4.2 TB/s copy ceiling).
 Run: python ch06/baseline_occupancy_api.py  |  aisp bench run -t ch06:occupancy_api
      |  python ch06/occupancy.py (registers, shared memory and blocks/SM of every ch06 kernel)
 """

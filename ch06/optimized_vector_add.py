@@ -6,7 +6,8 @@ Optimized: ``add_grid_stride<<<SMs x blocks-per-SM, 256>>>`` (vector_add.cu): th
 says how many 256-thread blocks fit on one SM (8 on Hopper), times the SM count; each thread
 starts at its global index and steps by the grid's width, so any n works with a grid sized for
 the GPU, not for the data. Same 12 bytes per element, bitwise the same answer.
-Expect (estimate, not yet measured): ~0.1 ms, 70-90% of the HBM copy ceiling on an H100/H200.
+Expect: measured on an H200: 0.125 ms, 3,233 GB/s (77% of the HBM copy ceiling), 105x
+[102, 108] over the one-block kernel.
 Run: python ch06/optimized_vector_add.py  |  aisp bench run -t ch06:vector_add
 """
 

@@ -5,8 +5,8 @@ Baseline (baseline_vectorized_ops.py): 2,048 ``addcmul`` calls, one per row: 2,0
 Optimized: ``torch.addcmul(bias, x, scale, out=out)`` once: ``scale`` and ``bias`` broadcast over
 the rows, so one kernel streams the 64 MiB matrix in and out; the host cost is paid once.
 Same op per element: bitwise the same answer.
-Expect (estimate, not yet measured): ~35 us on an H100/H200 (75-90% of HBM copy bandwidth), a
-few hundred x; 1.1-2x on a CPU (1.1-1.8x measured on a shared 2-core dev box).
+Expect: measured on an H200: 0.066 ms, 2,036 GB/s (48% of HBM copy bandwidth; a 66 us call
+over 128 MiB), 288x [278, 299]; 1.1-2x on a CPU (1.1-1.8x measured on a shared 2-core dev box).
 Run: python ch06/optimized_vectorized_ops.py  |  aisp bench run -t ch06:vectorized_ops
 """
 

@@ -19,7 +19,7 @@ CH06 = Path(__file__).resolve().parents[1] / "ch06"
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="needs nvcc and cuobjdump")
 RESOURCE = re.compile(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
-FFMA_DEST = re.compile(r"\bFFMA (R\d+),")
+FFMA = re.compile(r"\bFFMA (R\d+), ([^;]*);")
 
 
 def resources(source: str) -> dict[str, tuple[int, int, int]]:
@@ -60,10 +60,25 @@ def test_recorded_figures_are_the_compilers() -> None:
         assert k.shared <= shared <= k.shared + 1024, k.name  # the ELF may count the reserved 1 KiB
 
 
-def max_independent_ffma(sass: str, window: int = 8) -> int:
-    """Most distinct FFMA destination registers in any run of ``window`` consecutive FFMAs."""
-    dests = FFMA_DEST.findall(sass)
-    return max(len(set(dests[i:i + window])) for i in range(len(dests) - window + 1))
+def max_independent_ffma(sass: str) -> int:
+    """Longest run of consecutive FFMAs in which none reads a register an earlier one of the run
+    wrote: how many FMAs a warp can issue back to back without waiting on one of them."""
+    ops = [(m[1], set(re.findall(r"\bR\d+\b", m[2]))) for m in FFMA.finditer(sass)]
+    best = 0
+    for i in range(len(ops)):
+        run, written = 0, set()
+        for dest, reads in ops[i:]:
+            if reads & written:
+                break
+            run, written = run + 1, written | {dest}
+        best = max(best, run)
+    return best
+
+
+def test_independent_ffma_runs_follow_the_registers() -> None:
+    chain = "FFMA R8, R4, R8, R7 ;\nFFMA R25, R4.reuse, R8, R9 ;\nFFMA R2, R4, R25, R7 ;"
+    split = "FFMA R8, R4, R8, R7 ;\nFFMA R9, R4, R9, R7 ;\nFFMA R10, R4, R10, R7 ;\nFFMA R8, R4, R8, R7 ;"
+    assert (max_independent_ffma(chain), max_independent_ffma(split)) == (1, 3)
 
 
 def test_split_horner_keeps_eight_fmas_in_flight() -> None:
