@@ -19,7 +19,7 @@ from baseline_triton_fused_layernorm import EagerAddNormGelu
 
 import aisp
 
-SQRT_2_OVER_PI = 0.7978845608028654
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)  # a jitted kernel reads only constexpr globals
 
 
 @triton.jit
