@@ -9,7 +9,8 @@ and reads the bias for every one of them.
 Optimized (optimized_flex_score_mod.py): FlexAttention: the bias is a ``score_mod`` function
 compiled into the attention kernel (computed in registers, no tensor) and causality is a
 ``BlockMask`` that skips the tiles above the diagonal: half the FLOPs, no bias traffic.
-Expect: 2-4x on an H100/H200 (estimate, not yet measured). CPU: not run.
+Expect: H200, measured: 1.62x [1.54, 1.72], 1.086 -> 0.666 ms (207 TFLOP/s counting the
+causal half, 26% of bf16 peak); compile 4.9 s. CPU: not run.
 Tolerance: bf16 default. The baseline's bias is rounded to bf16 (the mask must have the query's
 dtype), the score_mod's is exact fp32: on a CPU (16 heads x 1,024 tokens) the two differed by
 0.016 at most (output rms 0.34) and 0.003 in relative L2.

@@ -7,8 +7,8 @@ reads back: 2.25 GiB of HBM traffic for 0.75 GiB of needed bytes (read gate and 
 Optimized (optimized_runtime_compiled_kernel.py): the same chain as one CUDA C++ kernel whose
 source is a Python string, compiled at run time by NVRTC through ``cupy.RawKernel`` (cached by
 CuPy on disk) and launched on PyTorch's current stream: 3 passes over HBM.
-Expect: 2.5-3x on an H100/H200, the fused kernel at 80-90% of the ~4.2 TB/s copy ceiling
-(estimate, not yet measured). CPU: not run (CUDA kernel).
+Expect: H200, measured: 3.20x [3.18, 3.22], 0.972 -> 0.306 ms; the fused kernel moves the
+768 MiB at 2,636 GB/s, 62% of the ~4.2 TB/s copy ceiling (not profiled). CPU: not run (CUDA kernel).
 Tolerance: bf16 default. The kernel rounds each intermediate to bf16 where eager PyTorch stores
 it (round to nearest even), so the two differ only in the exp() of the SiLU by an ulp at most.
 Run: python ch14/baseline_runtime_compiled_kernel.py  |  aisp bench run -t ch14:runtime_compiled_kernel

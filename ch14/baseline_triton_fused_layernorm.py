@@ -7,7 +7,8 @@ traffic for 0.75 GiB of needed bytes (read x and residual, write the output).
 Optimized (optimized_triton_fused_layernorm.py): one Triton kernel, one row per program: the
 row stays in registers from the add to the GELU, so only the 3 needed passes touch HBM.
 Expect: 2-2.5x on an H100/H200, the fused kernel at 80-90% of the ~4.2 TB/s copy ceiling
-(estimate, not yet measured). CPU: not run (Triton kernel).
+(estimate; re-run pending: the first H200 run failed to compile the kernel, now fixed).
+CPU: not run (Triton kernel).
 Tolerance: bf16 default. The kernel rounds x + residual and the normalized row to bf16 where
 eager PyTorch stores them, so the two differ only in reduction order and the tanh formula.
 Run: python ch14/baseline_triton_fused_layernorm.py  |  aisp bench run -t ch14:triton_fused_layernorm

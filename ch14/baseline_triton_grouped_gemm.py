@@ -8,8 +8,9 @@ launches, so the GPU runs one half-empty wave per expert.
 Optimized (optimized_triton_grouped_gemm.py): one persistent Triton kernel, one program per SM,
 walking the 2,608 tiles of all experts: every SM stays busy across expert boundaries.
 Same FLOPs (142 GFLOP) and bytes (512 MiB of expert weights, 66 MiB of activations in, 66 out).
-Expect: 1.5-2.5x on an H100/H200, the grouped kernel at 50-70% of the bf16 tensor-core
-ceiling (estimate, not yet measured). CPU: not run (Triton kernel).
+Expect: H200, measured: 3.07x [2.87, 3.29], 1.128 -> 0.370 ms: the mm loop at 126 TFLOP/s,
+the grouped kernel at 385 TFLOP/s (49% of the 783 TFLOP/s bf16 ceiling).
+CPU: not run (Triton kernel).
 Tolerance: bf16 default: both accumulate in fp32 and round the output once to bf16.
 Run: python ch14/baseline_triton_grouped_gemm.py  |  aisp bench run -t ch14:triton_grouped_gemm
 """

@@ -5,7 +5,7 @@ Optimized: Dynamo traces the two blocks into one graph; Inductor fuses LayerNorm
 adds and GELU into a few Triton kernels, calls cuBLAS for the GEMMs and flash attention for
 SDPA, and launches them from a generated Python wrapper: about half the kernels and a fraction
 of eager's host time per call. Compile time is reported as ``compile_s``.
-Expect: 1.5-2.5x on an H100/H200; compile 10-40 s (estimate, not yet measured).
+Expect: H200, measured: 1.04x [0.96, 1.12], 0.529 -> 0.515 ms: no gain at this size; compile 11.3 s.
 Run: python ch14/optimized_compile_modes_default.py  |  aisp bench run -t ch14:compile_modes
 """
 

@@ -9,7 +9,8 @@ tensor the kernel reads), and the block mask, built once in setup() from the cau
 to visit: tiles above the diagonal are skipped, only diagonal tiles apply the mask per element.
 Half the FLOPs of the baseline and no bias bytes. Compilation (setup()) is reported as
 ``compile_s``.
-Expect: 2-4x on an H100/H200 (estimate, not yet measured).
+Expect: H200, measured: 1.62x [1.54, 1.72], 1.086 -> 0.666 ms, 207 TFLOP/s (26% of bf16
+peak, not profiled); compile 4.9 s.
 Run: python ch14/optimized_flex_score_mod.py  |  aisp bench run -t ch14:flex_score_mod
 """
 

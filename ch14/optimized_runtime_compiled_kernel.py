@@ -10,8 +10,8 @@ costs one launch and no host-side conversions.
 The source needs no headers (bf16 is converted with bit shifts), so NVRTC needs no include
 path. The launch goes on PyTorch's current stream (``cupy.cuda.ExternalStream``), so the
 harness's CUDA events see it. HBM traffic: read gate and up, write out: 768 MiB.
-Expect: 2.5-3x on an H100/H200, 80-90% of the ~4.2 TB/s copy ceiling (estimate, not yet
-measured).
+Expect: H200, measured: 3.20x [3.18, 3.22], 0.972 -> 0.306 ms, 2,636 GB/s: 62% of the
+~4.2 TB/s copy ceiling (what holds it there is not profiled).
 Run: python ch14/optimized_runtime_compiled_kernel.py  |  aisp bench run -t ch14:runtime_compiled_kernel
 """
 

@@ -8,8 +8,8 @@ program p takes tiles p, p + 132, ... of the 2,608 (row block, 128-column block)
 experts, so the SMs stay busy across expert boundaries and the last wave is shared. Rows past a
 block's end are masked (bands are not multiples of 128). Neighbouring tiles share an expert, so
 its 8 MiB weight matrix is read from HBM about once and served from L2.
-Expect: 1.5-2.5x on an H100/H200, 50-70% of the bf16 tensor-core ceiling (estimate, not yet
-measured: a pointer-based Triton GEMM without TMA).
+Expect: H200, measured: 3.07x [2.87, 3.29], 1.128 -> 0.370 ms, 385 TFLOP/s: 49% of the bf16
+tensor-core ceiling (a pointer-based Triton GEMM without TMA; not profiled).
 Run: python ch14/optimized_triton_grouped_gemm.py  |  aisp bench run -t ch14:triton_grouped_gemm
 """
 

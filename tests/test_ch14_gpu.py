@@ -78,9 +78,9 @@ def test_custom_op_is_one_graph_and_matches_the_broken_one() -> None:
     w = base.stack_workload(layers=3, tokens=64, dim=256)
     x = randn(w.tokens, w.dim)
     counts, outs = [], []
-    for act in (base.opaque_relu_squared, opt.relu_squared):
+    for act, stack in ((base.opaque_relu_squared, base.BrokenStack), (opt.relu_squared, opt.OneGraphStack)):
         torch.manual_seed(0)
-        model = base.mlp_stack(w, act).cuda().to(torch.bfloat16)
+        model = base.mlp_stack(w, act, stack).cuda().to(torch.bfloat16)
         torch._dynamo.reset()
         explained = torch._dynamo.explain(model)(x)
         counts.append((explained.graph_count, explained.graph_break_count))
@@ -88,6 +88,23 @@ def test_custom_op_is_one_graph_and_matches_the_broken_one() -> None:
             outs.append(torch.compile(model)(x))
     assert counts[0][1] >= w.layers and counts[1] == (1, 0)
     assert rel_l2(outs[1], outs[0]) < 1e-2
+
+
+def test_optimized_stack_compiles_its_own_graph_after_the_baseline() -> None:
+    """The harness's order in one process: each setup compiles (or reuses its own variant's)
+    graphs; the first H200 run's optimized setup compiled nothing and ran the baseline's."""
+    from torch._dynamo.utils import counters
+
+    base, opt = load("baseline_custom_op_graph_break"), load("optimized_custom_op_graph_break")
+    torch._dynamo.reset()
+    compiled = []
+    for bench in (base.GraphBreakingOp(), opt.TritonOp(), base.GraphBreakingOp(), opt.TritonOp()):
+        bench.workload = base.stack_workload(layers=3, tokens=64, dim=256)
+        bench.device, bench.seed = torch.device("cuda"), 0
+        before = counters["stats"]["unique_graphs"]
+        bench.setup()
+        compiled.append(counters["stats"]["unique_graphs"] - before)
+    assert compiled[0] >= 2 and compiled[1] == 1 and compiled[3] == 0
 
 
 def test_compile_report_finds_triton_kernels() -> None:

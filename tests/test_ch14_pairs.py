@@ -138,3 +138,35 @@ def test_disabled_launcher_breaks_the_graph_and_triton_op_does_not(monkeypatch: 
         counts.append((out.graph_count, out.graph_break_count))
     assert counts[0][1] >= w.layers and counts[0][0] > w.layers
     assert counts[1] == (1, 0)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="needs Triton")
+def test_each_variant_keeps_its_own_graphs_when_set_up_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness's order in one process (baseline, optimized, baseline, optimized): the
+    optimized stack compiles its one graph and runs no opaque launch; the baseline stays broken.
+    With both stacks plain nn.Sequential (the first H200 run) the optimized model was served the
+    baseline's broken graphs and compiled nothing."""
+    base, opt = load("baseline_custom_op_graph_break"), load("optimized_custom_op_graph_break")
+    opaque_calls = []
+    monkeypatch.setattr(base, "launch_relu_squared", lambda x: opaque_calls.append(1) or torch.relu(x) ** 2)
+    opt.relu_squared.register_kernel("cpu")(lambda x: torch.relu(x) ** 2)
+    graphs = []
+
+    def counting_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
+        graphs.append(gm)
+        return gm.forward
+
+    w = dataclasses.replace(base.WORKLOAD, layers=3, tokens=4, dim=16)
+    x = torch.randn(w.tokens, w.dim)
+    torch._dynamo.reset()
+    seen = []
+    for _ in range(2):
+        for bench in (base.GraphBreakingOp(), opt.TritonOp()):
+            stack = base.mlp_stack(w, bench.activation(), bench.stack)
+            model = torch.compile(stack, backend=counting_backend, dynamic=False)
+            graphs.clear(), opaque_calls.clear()
+            with torch.no_grad():
+                torch.testing.assert_close(model(x), stack(x))
+            seen.append((len(graphs), len(opaque_calls)))
+    assert seen[1] == (1, 0) and seen[3] == (0, 0)  # one graph, compiled once, reused by the second setup
+    assert seen[0][0] >= 2 and seen[0][1] == seen[2][1] == 2 * w.layers  # before/after the break; compiled + eager
