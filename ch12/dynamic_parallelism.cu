@@ -10,6 +10,8 @@
 // Cell c integrates f(x) = w / ((x - p)^2 + w^2) over [0, 1], with p = 0.5 + 0.5 tanh(u[c]) and
 // w = 10^(-2 - tanh(v[c])) in (1e-3, 1e-1): exact atan((1 - p) / w) + atan(p / w). Narrow peaks
 // need ~17 levels of bisection, wide ones 3: the skew that makes the refinement adaptive.
+#include <algorithm>
+
 #include "ch12_common.cuh"
 
 struct Interval {
@@ -19,10 +21,10 @@ struct Interval {
 
 struct Refine {
   Interval* list[2];  // level L reads list[L % 2], appends to list[(L + 1) % 2]
-  int* count;         // count[L]: intervals of level L; count[max_levels]: overflows
+  int* count;         // count[L]: intervals of level L (may pass cap); count[max_levels]: overflows
   double* out;        // one integral per cell
   const float *u, *v;
-  int cap, max_levels, device_grid;
+  int cap, max_levels, device_grid;  // cap: intervals a list holds (even)
   double tol;
 };
 
@@ -65,7 +67,7 @@ __device__ void refine_one(const Refine& r, const Interval& it, int level) {
 }
 
 __global__ void dp_level(Refine r, int level, bool tail_launch) {
-  int n = r.count[level];
+  int n = min(r.count[level], r.cap);  // slots are taken 2 at a time from 0 and cap is even: all < cap are written
   const Interval* items = r.list[level & 1];
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) refine_one(r, items[i], level);
 #ifdef __CUDACC_RDC__  // device-side launches need relocatable device code (-rdc=true)
@@ -88,7 +90,7 @@ extern "C" int dp_host(Refine r, int cells, int* pinned_count, int* levels_out, 
     dp_level<<<blocks_for(n), kThreads, 0, stream>>>(r, level, false);
     CH12_TRY(cudaMemcpyAsync(pinned_count, r.count + level + 1, sizeof(int), cudaMemcpyDeviceToHost, stream));
     CH12_TRY(cudaStreamSynchronize(stream));
-    n = *pinned_count;
+    n = min(*pinned_count, r.cap);
     ++level;
   }
   *levels_out = level;

@@ -125,7 +125,7 @@ def test_adaptive_refinement_fits_its_lists_and_matches_the_exact_integrals(seed
     u, v = torch.randn(w.cells, generator=gen), torch.randn(w.cells, generator=gen)
     got, sizes = simpson_levels(u, v, w.tol, w.max_levels)
     assert 12 <= len(sizes) < w.max_levels, "the level cap must not be what stops the refinement"
-    assert max(sizes) < 0.6 * w.cap
+    assert max(sizes) < 0.6 * w.cap and w.cap % 2 == 0  # slots are taken in pairs (dynamic_parallelism.cu)
     torch.testing.assert_close(got, mod.peak_integrals(u, v), rtol=0, atol=1e-5)
 
 
