@@ -16,6 +16,7 @@ Run: python ch12/baseline_conditional_if.py  |  aisp bench run -t ch12:condition
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 
@@ -47,7 +48,7 @@ def _workload() -> IfWorkload:
 WORKLOAD = _workload()
 LIBRARY = library("conditional_if")
 SIGNATURES = {**GRAPH_ENTRY_POINTS, "if_host": [PTR, PTR, INT, INT, PTR, FLT, PTR, PTR, PTR, PTR],
-              "if_build": [PTR, INT, INT, PTR, FLT, PTR, PTR, PTR]}
+              "if_build": [PTR, INT, INT, PTR, FLT, PTR, PTR, ctypes.POINTER(PTR)]}
 
 
 def clip_stages_reference(x: torch.Tensor, thresholds: list[float], grow: float) -> tuple[torch.Tensor, list[bool]]:
