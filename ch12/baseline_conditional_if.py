@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, floats, library, load
+from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, floats, library, load, microseconds_per_call
 
 import aisp
 from aisp.kits import native
@@ -92,6 +92,10 @@ class HostBranch(aisp.Benchmark):
                                       w.grow, self.flags.data_ptr(), self.scales.data_ptr(),
                                       self.pinned_flag.data_ptr(), native.stream(self.device)), "if_host")
         return self.out
+
+    def metrics(self) -> dict[str, float]:
+        """Back-to-back time of a call per stage (3 kernels + the clip when taken)."""
+        return {"us_per_stage": microseconds_per_call(self.run, self.device) / len(self.workload.ratios)}
 
 
 def get_benchmark() -> aisp.Benchmark:

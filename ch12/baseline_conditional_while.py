@@ -20,7 +20,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, library, load
+from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, library, load, microseconds_per_call
 
 import aisp
 from aisp.kits import native
@@ -82,9 +82,15 @@ class HostDrivenLoop(aisp.Benchmark):
                                          native.stream(self.device)), "while_host")
         return self.out
 
-    def metrics(self) -> dict[str, float]:
+    def passes_run(self) -> int:
         """Passes the last call ran (the loop's trip count)."""
-        return {"passes": float(self.passes.value)}
+        return self.passes.value
+
+    def metrics(self) -> dict[str, float]:
+        """The trip count and the back-to-back time of a call per pass."""
+        per_call = microseconds_per_call(self.run, self.device)
+        passes = self.passes_run()
+        return {"passes": float(passes), "us_per_pass": per_call / passes}
 
 
 def get_benchmark() -> aisp.Benchmark:

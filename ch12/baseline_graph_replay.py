@@ -18,7 +18,16 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, affine_chain_reference, library, load
+from ch12_common import (
+    FLT,
+    GRAPH_ENTRY_POINTS,
+    INT,
+    PTR,
+    affine_chain_reference,
+    library,
+    load,
+    microseconds_per_call,
+)
 
 import aisp
 from aisp.kits import native
@@ -71,6 +80,10 @@ class EagerChain(aisp.Benchmark):
         native.check(self.lib.replay_eager(self.x.data_ptr(), self.out.data_ptr(), w.n, w.steps, w.a, w.b,
                                            native.stream(self.device)), "replay_eager")
         return self.out
+
+    def metrics(self) -> dict[str, float]:
+        """Back-to-back time of a call per kernel of the chain: the cost of one node (or launch)."""
+        return {"us_per_kernel": microseconds_per_call(self.run, self.device) / self.workload.steps}
 
 
 def get_benchmark() -> aisp.Benchmark:

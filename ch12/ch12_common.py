@@ -8,7 +8,7 @@ are CUDA runtime features, launched on the caller's stream so the harness times 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -48,3 +48,17 @@ def affine_chain_reference(x: torch.Tensor, coefs: Sequence[tuple[float, float]]
         out = a * out + b
     return out
 
+
+
+def microseconds_per_call(fn: Callable[[], object], device: torch.device, repeats: int = 20) -> float:
+    """Mean time of ``fn()`` back to back on the current stream (CUDA events), after one warmup call,
+    in microseconds: what the README divides by the kernels of a call to get the cost per node."""
+    fn()
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / repeats

@@ -77,3 +77,13 @@ def test_refinement_never_overflows_its_lists_on_another_seed() -> None:
     bench.run()
     torch.cuda.synchronize()
     assert int(bench.count[bench.workload.max_levels]) == 0
+
+
+@pytest.mark.parametrize(("module", "metric"), [("optimized_graph_replay", "us_per_kernel"),
+                                                ("optimized_graph_update", "us_per_kernel"),
+                                                ("optimized_conditional_while", "us_per_pass"),
+                                                ("optimized_conditional_if", "us_per_stage")])
+def test_per_node_figures_are_positive_and_below_a_millisecond(module: str, metric: str) -> None:
+    bench = built(module)
+    assert 0 < bench.metrics()[metric] < 1000
+    bench.teardown()
