@@ -8,6 +8,8 @@ fixed before the launch, so the busiest block carries ~2x the mean load (simulat
 lengths) and the last SMs finish long after the others went idle.
 Optimized (optimized_work_queue.py): ``wq_dynamic``: each block takes its next row from an atomic
 counter as soon as it finishes one; loads even out to within about one row.
+(A grid of one block per row is balanced by the hardware scheduler; persistent blocks are for
+kernels whose blocks keep state between items, and there the assignment is the programmer's.)
 Ceiling: HBM read bandwidth (256 MiB per call; ~4.2 TB/s measured copy rate on the H200).
 Expect (estimate, not yet measured): 1.2-1.6x on an H100/H200; the queue at 70-85% of HBM.
 Run: python ch12/baseline_work_queue.py  |  aisp bench run -t ch12:work_queue
