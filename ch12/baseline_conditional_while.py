@@ -1,0 +1,101 @@
+"""Baseline conditional WHILE (CUDA C++): a convergence loop the host drives, one round trip per pass.
+
+The loop: x <- cos(x) over 65,536 floats until no element moves by more than 1e-6 (the fixed
+point 0.739...; ~35-40 passes from normal inputs, the data decide how many), at most 200 passes.
+Baseline: conditional_while.cu ``while_host``: per pass, reset the "still moving" flag, launch the
+step, copy the flag to pinned host memory, cudaStreamSynchronize, decide. Each pass pays a launch,
+a 4-byte D2H copy and a full host-GPU round trip (~10-20 us) for ~3 us of GPU work.
+Optimized (optimized_conditional_while.py): one graph whose WHILE conditional node runs the step
+and a one-thread kernel that sets the loop condition on the GPU (cudaGraphSetConditional): one
+launch per call, no copy, no sync.
+Per-node cost: the README divides each time by 2 x passes (step + decide) for the graph, and
+compares with the 1.2 us per graph node measured on the H200.
+Expect (estimate, not yet measured): 3-6x on an H100/H200.
+Run: python ch12/baseline_conditional_while.py  |  aisp bench run -t ch12:conditional_while
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import torch
+from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, library, load, microseconds_per_call
+
+import aisp
+from aisp.kits import native
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhileWorkload(aisp.Workload):
+    n: int = 65536
+    tol: float = 1e-6
+    max_iters: int = 200
+
+
+WORKLOAD = WhileWorkload(items=1, item_unit="loops", precision="fp32", atol=1e-5, requires=native.REQUIRES)
+LIBRARY = library("conditional_while")
+SIGNATURES = {**GRAPH_ENTRY_POINTS, "while_host": [PTR, PTR, INT, FLT, INT, PTR, PTR, ctypes.POINTER(INT), PTR],
+              "while_build": [PTR, INT, FLT, INT, PTR, ctypes.POINTER(PTR)]}
+
+
+def cos_fixed_point_reference(x: torch.Tensor, tol: float, max_iters: int) -> tuple[torch.Tensor, int]:
+    """x <- cos(x) in float32 until no element moves by more than tol (at most max_iters passes),
+    and the passes run: the loop both variants run on the GPU."""
+    x, passes = x.float().clone(), 0
+    while passes < max_iters:
+        nxt = torch.cos(x)
+        moving = bool(((nxt - x).abs() > tol).any())
+        x, passes = nxt, passes + 1
+        if not moving:
+            break
+    return x, passes
+
+
+class HostDrivenLoop(aisp.Benchmark):
+    """out = the fixed-point iteration of x, each pass decided on the host."""
+
+    workload = WORKLOAD
+    inputs = ("x",)
+    scratch = ("out", "loop")
+
+    def setup(self) -> None:
+        w = self.workload
+        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.x = torch.randn(w.n, device=self.device, generator=self.generator())
+        self.out = torch.empty_like(self.x)
+        self.loop = torch.zeros(2, dtype=torch.int32, device=self.device)  # flag "still moving", passes run
+        self.pinned_flag = torch.zeros(1, dtype=torch.int32).pin_memory()
+        self.passes = ctypes.c_int(0)
+        self.prepare()
+        got = self.run().clone()
+        ref, _ = cos_fixed_point_reference(self.x, w.tol, w.max_iters)
+        torch.testing.assert_close(got, ref.to(self.device), rtol=0, atol=1e-5)
+
+    def prepare(self) -> None:
+        """What a variant builds once before the first call."""
+
+    def run(self) -> torch.Tensor:
+        w = self.workload
+        native.check(self.lib.while_host(self.x.data_ptr(), self.out.data_ptr(), w.n, w.tol, w.max_iters,
+                                         self.loop.data_ptr(), self.pinned_flag.data_ptr(), ctypes.byref(self.passes),
+                                         native.stream(self.device)), "while_host")
+        return self.out
+
+    def passes_run(self) -> int:
+        """Passes the last call ran (the loop's trip count)."""
+        return self.passes.value
+
+    def metrics(self) -> dict[str, float]:
+        """The trip count and the back-to-back time of a call per pass."""
+        per_call = microseconds_per_call(self.run, self.device)
+        passes = self.passes_run()
+        return {"passes": float(passes), "us_per_pass": per_call / passes}
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return HostDrivenLoop()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,94 @@
+"""Baseline graph replay (CUDA C++): a chain of 200 tiny dependent kernels, launched one by one.
+
+Baseline: graph_replay.cu ``replay_eager``: 200 launches of ``affine_step`` (out = a * out + b over
+4,096 floats, 16 blocks; the first reads the input), each queued by the host with its own
+cudaLaunchKernel. Each kernel is ~2 us of GPU work; the host needs ~2-3 us per launch, so the GPU
+waits on the launch path.
+Optimized (optimized_graph_replay.py): the same 200 launches captured once into a cudaGraphExec
+(setup), replayed with one cudaGraphLaunch per call: the GPU walks the graph's nodes itself.
+Per-node cost against the measured 1.2 us per node of a PyTorch-captured graph on the H200: the
+README divides each variant's time by 200.
+Expect (estimate, not yet measured): 1.5-3x on an H100/H200; the graph at ~1-1.5 us per node.
+Run: python ch12/baseline_graph_replay.py  |  aisp bench run -t ch12:graph_replay
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import torch
+from ch12_common import (
+    FLT,
+    GRAPH_ENTRY_POINTS,
+    INT,
+    PTR,
+    affine_chain_reference,
+    library,
+    load,
+    microseconds_per_call,
+)
+
+import aisp
+from aisp.kits import native
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayWorkload(aisp.Workload):
+    n: int = 4096
+    steps: int = 200
+    """Kernels in the chain."""
+    a: float = 0.999
+    b: float = 0.001
+
+
+def _workload() -> ReplayWorkload:
+    s = ReplayWorkload()
+    # 200 dependent fp32 FMAs per element: ~1e-5 relative error against float64.
+    return ReplayWorkload(flops=2.0 * s.n * s.steps, bytes=8.0 * s.n * s.steps, items=s.steps,
+                          item_unit="kernels", precision="fp32", atol=1e-4, requires=native.REQUIRES)
+
+
+WORKLOAD = _workload()
+LIBRARY = library("graph_replay")
+SIGNATURES = {**GRAPH_ENTRY_POINTS, "replay_eager": [PTR, PTR, INT, INT, FLT, FLT, PTR],
+              "replay_build": [PTR, PTR, INT, INT, FLT, FLT, ctypes.POINTER(PTR)]}
+
+
+class EagerChain(aisp.Benchmark):
+    """out = the 200-step affine chain of x, one launch per step."""
+
+    workload = WORKLOAD
+    inputs = ("x",)
+    scratch = ("out",)
+
+    def setup(self) -> None:
+        w = self.workload
+        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.x = torch.randn(w.n, device=self.device, generator=self.generator())
+        self.out = torch.empty_like(self.x)
+        self.prepare()
+        got = self.run().clone()
+        ref = affine_chain_reference(self.x, [(w.a, w.b)] * w.steps)
+        torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+    def prepare(self) -> None:
+        """What a variant builds once before the first call."""
+
+    def run(self) -> torch.Tensor:
+        w = self.workload
+        native.check(self.lib.replay_eager(self.x.data_ptr(), self.out.data_ptr(), w.n, w.steps, w.a, w.b,
+                                           native.stream(self.device)), "replay_eager")
+        return self.out
+
+    def metrics(self) -> dict[str, float]:
+        """Back-to-back time of a call per kernel of the chain: the cost of one node (or launch)."""
+        return {"us_per_kernel": microseconds_per_call(self.run, self.device) / self.workload.steps}
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return EagerChain()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,98 @@
+"""Baseline graph update (CUDA C++): a graph re-captured and re-instantiated whenever an argument changes.
+
+A denoising-style loop: 8 steps per call, each one launch of a 16-kernel chain (out = a * out + c_t
+over 4,096 floats) whose scalar c_t changes from step to step, as a timestep does in a sampler.
+Baseline: graph_update.cu ``update_recapture``: per step, capture the 16 launches with the new c_t,
+cudaGraphInstantiate, launch, destroy. Instantiation (tens of us) is paid 8 times per call.
+Optimized: optimized_graph_update.py sets c_t in the one instantiated graph's 16 kernel nodes with
+cudaGraphExecKernelNodeSetParams (no capture, no instantiation); optimized_graph_update_exec_update.py
+still captures per step but applies it with cudaGraphExecUpdate instead of instantiating.
+Per-node cost: the README divides each time by the 128 kernels of a call (1.2 us per node on the H200).
+Expect (estimate, not yet measured): 3-8x (set params), 2-4x (exec update) on an H100/H200.
+Run: python ch12/baseline_graph_update.py  |  aisp bench run -t ch12:graph_update
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import torch
+from ch12_common import FLT, INT, PTR, affine_chain_reference, floats, library, load, microseconds_per_call
+
+import aisp
+from aisp.kits import native
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateWorkload(aisp.Workload):
+    n: int = 4096
+    nodes: int = 16
+    """Kernels in the graph."""
+    steps: int = 8
+    """Graph launches per call, each with its own c_t."""
+    a: float = 0.99
+
+    def coefs(self) -> list[float]:
+        """c_t of each step."""
+        return [0.01 * (t + 1) for t in range(self.steps)]
+
+
+def _workload() -> UpdateWorkload:
+    s = UpdateWorkload()
+    kernels = s.nodes * s.steps
+    return UpdateWorkload(flops=2.0 * s.n * kernels, bytes=8.0 * s.n * kernels, items=kernels, item_unit="kernels",
+                          precision="fp32", atol=1e-4, requires=native.REQUIRES)
+
+
+WORKLOAD = _workload()
+LIBRARY = library("graph_update")
+RUN = [PTR, PTR, PTR, INT, PTR]
+SIGNATURES = {"update_build": [PTR, INT, INT, FLT, FLT, ctypes.POINTER(PTR)], "update_destroy": [PTR],
+              "update_recapture": RUN, "update_setparams": RUN, "update_exec": RUN}
+
+
+class RecapturedGraph(aisp.Benchmark):
+    """out = x after 8 launches of the 16-kernel chain, c_t changing per launch."""
+
+    workload = WORKLOAD
+    inputs = ("x",)
+    scratch = ("out",)
+    entry = "update_recapture"
+
+    def setup(self) -> None:
+        w = self.workload
+        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.x = torch.randn(w.n, device=self.device, generator=self.generator())
+        self.out = torch.empty_like(self.x)
+        self.coefs = floats(w.coefs())
+        self.graph = PTR()
+        native.check(self.lib.update_build(self.out.data_ptr(), w.n, w.nodes, w.a, w.coefs()[0],
+                                           ctypes.byref(self.graph)), "update_build")
+        got = self.run().clone()
+        ref = affine_chain_reference(self.x, [(w.a, c) for c in w.coefs() for _ in range(w.nodes)])
+        torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+    def run(self) -> torch.Tensor:
+        call = getattr(self.lib, self.entry)
+        native.check(call(self.graph, self.x.data_ptr(), self.coefs, self.workload.steps,
+                          native.stream(self.device)), self.entry)
+        return self.out
+
+    def metrics(self) -> dict[str, float]:
+        """Back-to-back time of a call per kernel it runs (8 launches x 16 nodes)."""
+        return {"us_per_kernel": microseconds_per_call(self.run, self.device) / self.workload.items}
+
+    def teardown(self) -> None:
+        if getattr(self, "graph", None):
+            torch.cuda.synchronize(self.device)
+            native.check(self.lib.update_destroy(self.graph), "update_destroy")
+            self.graph = None
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return RecapturedGraph()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,72 @@
+"""ch12's CUDA C++ libraries, as its pairs declare them, build through aisp.kits.native for sm_90
+(no GPU needed; skipped without nvcc) and export their entry points; the SASS holds what each pair
+is about: the device-side launch (CDP2) for dynamic parallelism, the atomic queue for work_queue.
+(Every .cu's plain sm_90 compile check is also in test_kits_native.)"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+CH12 = Path(__file__).resolve().parents[1] / "ch12"
+BASELINES = ("baseline_graph_replay", "baseline_graph_update", "baseline_conditional_while",
+             "baseline_conditional_if", "baseline_dynamic_parallelism", "baseline_work_queue")
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+needs_cuobjdump = pytest.mark.skipif(native.cuobjdump() is None, reason="cuobjdump is not available")
+
+
+def declared(module: str) -> tuple[native.Library, dict]:
+    mod = import_module_at(CH12 / f"{module}.py")
+    return mod.LIBRARY, mod.SIGNATURES
+
+
+def test_every_cuda_source_is_a_declared_library() -> None:
+    assert {declared(m)[0].sources for m in BASELINES} == {(src,) for src in sorted(CH12.glob("*.cu"))}
+
+
+def test_dynamic_parallelism_builds_relocatable_device_code() -> None:
+    assert {"-rdc=true", "-lcudadevrt"} <= set(declared("baseline_dynamic_parallelism")[0].flags)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("module", BASELINES)
+def test_library_builds_for_sm90_and_exports_its_entry_points(module: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    lib, signatures = declared(module)
+    path = lib.build("90")
+    assert path.parent == tmp_path and "-sm90-" in path.name
+    handle = ctypes.CDLL(str(path))
+    assert all(hasattr(handle, name) for name in signatures)
+
+
+def kernels(sass: str) -> dict[str, str]:
+    """Each function's SASS, by (mangled) name."""
+    parts = re.split(r"\n\s*Function : (\S+)", sass)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_level_kernel_launches_from_the_device() -> None:
+    funcs = kernels(declared("baseline_dynamic_parallelism")[0].sass("90"))
+    assert any("CDP2LaunchDevice" in name for name in funcs)
+    level = next(body for name, body in funcs.items() if "dp_level" in name)
+    assert "CALL" in level
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_queue_kernel_takes_rows_with_a_global_atomic() -> None:
+    funcs = kernels(declared("baseline_work_queue")[0].sass("90"))
+    dynamic = next(body for name, body in funcs.items() if "wq_dynamic_kernel" in name)
+    static = next(body for name, body in funcs.items() if "wq_static_kernel" in name)
+    assert "ATOMG" in dynamic and "ATOMG" not in static
+    assert "LDG.E.128" in dynamic and "LDG.E.128" in static

@@ -1,0 +1,169 @@
+"""Chapter 12 pairs on the CPU: every variant documents itself, shares its baseline's workload and
+skips with a reason (all are CUDA C++); the references and sizes the GPU run relies on hold."""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+
+CH12 = Path(__file__).resolve().parents[1] / "ch12"
+PAIRS = ("conditional_if", "conditional_while", "dynamic_parallelism", "graph_replay", "graph_update", "work_queue")
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH12 / f"{module}.py")
+
+
+def variant_files() -> list[tuple[str, str]]:
+    """(baseline module, optimized module) for every optimized file in ch12."""
+    found = []
+    for opt in sorted(CH12.glob("optimized_*.py")):
+        name = opt.stem.removeprefix("optimized_")
+        while not (CH12 / f"baseline_{name}.py").exists():
+            name = name.rsplit("_", 1)[0]
+        found.append((f"baseline_{name}", opt.stem))
+    return found
+
+
+def test_the_harness_discovers_the_six_pairs() -> None:
+    assert sorted(p.name for p in pairs_in(CH12)) == sorted(PAIRS)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_files())
+def test_variant_shares_its_baselines_workload_and_skips_on_cpu(baseline: str, optimized: str) -> None:
+    bench = load(optimized).get_benchmark()
+    assert isinstance(bench, aisp.Benchmark)
+    assert bench.workload is load(baseline).WORKLOAD
+    assert bench.inputs == load(baseline).get_benchmark().inputs and bench.inputs
+    reason = unmet_requirements(bench.workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("module", sorted({m for p in variant_files() for m in p}))
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect (estimate, not yet measured):", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+    assert len((CH12 / f"{module}.py").read_text().splitlines()) < 150
+
+
+def test_affine_chain_reference_is_the_closed_form() -> None:
+    x = torch.randn(16, generator=torch.Generator().manual_seed(0))
+    a, b, steps = 0.999, 0.001, 200
+    got = load("ch12_common").affine_chain_reference(x, [(a, b)] * steps)
+    c = b / (1 - a)
+    torch.testing.assert_close(got, c + (x.double() - c) * a**steps)
+
+
+def test_graph_update_changes_its_argument_every_step() -> None:
+    w = load("baseline_graph_update").WORKLOAD
+    assert len(set(w.coefs())) == w.steps and w.items == w.steps * w.nodes
+
+
+def test_cos_iteration_converges_in_tens_of_passes() -> None:
+    mod = load("baseline_conditional_while")
+    w = mod.WORKLOAD
+    x = torch.randn(w.n, generator=torch.Generator().manual_seed(0))
+    got, passes = mod.cos_fixed_point_reference(x, w.tol, w.max_iters)
+    assert 20 <= passes < w.max_iters
+    torch.testing.assert_close(got, torch.full_like(got, 0.7390851), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_conditional_if_takes_the_branch_in_some_stages_with_margin(seed: int) -> None:
+    mod = load("baseline_conditional_if")
+    w = mod.WORKLOAD
+    x = torch.randn(w.n, generator=torch.Generator().manual_seed(seed)).double()
+    _, clipped = mod.clip_stages_reference(x, w.thresholds(), w.grow)
+    assert clipped == [False, False, True, False, True, False, True, False]
+    for thr in w.thresholds():  # no norm within 3% of its threshold: fp32 and fp64 decide alike
+        norm = float(x.norm())
+        assert abs(norm / thr - 1) > 0.03
+        x = (x * (thr / norm) if norm > thr else x) * w.grow
+
+
+def simpson_levels(u: torch.Tensor, v: torch.Tensor, tol: float, max_levels: int) -> tuple[torch.Tensor, list[int]]:
+    """dynamic_parallelism.cu's level-by-level adaptive Simpson in float64 on the CPU, and each
+    level's interval count."""
+    p, w = 0.5 + 0.5 * torch.tanh(u.double()), 10.0 ** (-2.0 - torch.tanh(v.double()))
+    cell = torch.arange(len(u))
+    a, b = torch.zeros(len(u), dtype=torch.float64), torch.ones(len(u), dtype=torch.float64)
+    out, sizes = torch.zeros(len(u), dtype=torch.float64), []
+    while len(cell):
+        sizes.append(len(cell))
+        pc, wc = p[cell], w[cell]
+
+        def f(x: torch.Tensor, pc: torch.Tensor = pc, wc: torch.Tensor = wc) -> torch.Tensor:
+            return wc / ((x - pc) ** 2 + wc**2)
+
+        m, h = (a + b) / 2, b - a
+        whole = h / 6 * (f(a) + 4 * f(m) + f(b))
+        halves = h / 12 * (f(a) + 4 * f((a + m) / 2) + 2 * f(m) + 4 * f((m + b) / 2) + f(b))
+        done = ((halves - whole).abs() <= 15 * tol * h) | (len(sizes) >= max_levels)
+        out.index_add_(0, cell[done], (halves + (halves - whole) / 15)[done])
+        keep = ~done
+        cell, a, b = cell[keep].repeat(2), torch.cat([a[keep], m[keep]]), torch.cat([m[keep], b[keep]])
+    return out, sizes
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_adaptive_refinement_fits_its_lists_and_matches_the_exact_integrals(seed: int) -> None:
+    mod = load("baseline_dynamic_parallelism")
+    w = mod.WORKLOAD
+    gen = torch.Generator().manual_seed(seed)
+    u, v = torch.randn(w.cells, generator=gen), torch.randn(w.cells, generator=gen)
+    got, sizes = simpson_levels(u, v, w.tol, w.max_levels)
+    assert 12 <= len(sizes) < w.max_levels, "the level cap must not be what stops the refinement"
+    assert max(sizes) < 0.6 * w.cap and w.cap % 2 == 0  # slots are taken in pairs (dynamic_parallelism.cu)
+    torch.testing.assert_close(got, mod.peak_integrals(u, v), rtol=0, atol=1e-5)
+
+
+def test_refine_struct_matches_the_cuda_layout() -> None:
+    refine = load("baseline_dynamic_parallelism").Refine
+    assert (refine.count.offset, refine.cap.offset, refine.tol.offset, ctypes.sizeof(refine)) == (16, 48, 64, 72)
+
+
+def test_row_lengths_are_aligned_skewed_and_near_256_mib() -> None:
+    w = load("baseline_work_queue").WORKLOAD
+    lengths = w.lengths()
+    assert bool((lengths % 4 == 0).all()) and int(lengths.min()) >= 4 and int(lengths.max()) <= w.max_length
+    assert 240 * 2**20 < 4 * int(lengths.sum()) < 270 * 2**20
+    assert torch.equal(lengths, w.lengths())
+
+
+def block_loads(lengths: list[int], blocks: int, queue: bool) -> list[int]:
+    """Each block's rows' total length: round-robin, or each row to the first block free (the queue)."""
+    if not queue:
+        return [sum(lengths[b::blocks]) for b in range(blocks)]
+    free = [(0, b) for b in range(blocks)]
+    loads = [0] * blocks
+    for n in lengths:
+        t, b = heapq.heappop(free)
+        loads[b] = t + n
+        heapq.heappush(free, (t + n, b))
+    return loads
+
+
+def test_the_queue_evens_out_the_block_loads() -> None:
+    lengths = load("baseline_work_queue").WORKLOAD.lengths().tolist()
+    mean = sum(lengths) / 1056
+    static, queued = (max(block_loads(lengths, 1056, q)) / mean for q in (False, True))
+    assert static > 1.8 and queued < 0.8 * static
+
+
+def test_row_sums_reference_sums_each_row() -> None:
+    x = torch.arange(10, dtype=torch.float32)
+    offsets = torch.tensor([0, 4, 4, 10])
+    got = load("baseline_work_queue").row_sums_reference(x, offsets)
+    assert got.tolist() == [6.0, 0.0, 39.0] and not math.isnan(got.sum())
