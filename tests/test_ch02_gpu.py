@@ -1,0 +1,57 @@
+"""Chapter 2 on a CUDA GPU: each pair's optimized variant matches its baseline on refilled inputs,
+the zero-copy kernel reads pinned host memory without a device copy of it, the L2 chunk follows this
+GPU's L2 size, and the tools read this machine (NVML and PyTorch agree on the SM count)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from refill_check import check_refilled_pair
+
+from aisp.harness.loader import import_module_at
+
+pytestmark = pytest.mark.gpu
+CH02 = Path(__file__).resolve().parents[1] / "ch02"
+PAIRS = ("l2_blocking", "small_copies", "tensor_core_alignment", "zero_copy")
+
+
+def load(module: str):
+    return import_module_at(CH02 / f"{module}.py")
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_optimized_matches_baseline_on_refilled_inputs(name: str) -> None:
+    base, opt = load(f"baseline_{name}"), load(f"optimized_{name}")
+    check_refilled_pair(base.get_benchmark(), opt.get_benchmark(), base.WORKLOAD)
+
+
+def test_zero_copy_reads_host_rows_and_allocates_no_table_on_the_gpu() -> None:
+    bench = load("optimized_zero_copy").get_benchmark()
+    bench.setup()
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated()
+    out = bench.run()
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), bench.table[bench.idx.cpu()])
+    assert torch.cuda.memory_allocated() - held <= out.numel() * 4 + 2**20
+    assert not hasattr(bench, "staged")
+
+
+def test_l2_chunks_follow_this_gpus_l2() -> None:
+    bench = load("optimized_l2_blocking").get_benchmark()
+    bench.setup()
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert bench.chunk * 4 <= l2 // 4 and bench.workload.elements * 4 > 4 * l2
+
+
+def test_tools_read_this_machine(capsys) -> None:
+    info = import_module_at(CH02 / "hardware_info.py")
+    assert info.main(["--json"]) == 0
+    gpus = json.loads(capsys.readouterr().out)["gpus"]
+    assert len(gpus) >= torch.cuda.device_count()
+    assert torch.cuda.get_device_properties(0).multi_processor_count in [g["sms"] for g in gpus]
+    topo = import_module_at(CH02 / "topology.py")
+    assert topo.main([]) == 0 and "GPU0" in capsys.readouterr().out
