@@ -1,7 +1,7 @@
-"""Chapter 2 pairs on the CPU: the harness finds the four pairs, every variant shares its baseline's
+"""Chapter 2 pairs on the CPU: the harness finds the six pairs (two need two GPUs), every variant shares its baseline's
 workload, documents itself and skips without a GPU with the reason; the logic that runs on a CPU
 (padding the LM head, the L2-chunked passes) gives the baseline's answer; zero_copy.cu compiles
-for sm_90 into 16-byte loads."""
+and p2p_direct.cu compile for sm_90 into 16-byte loads and stores."""
 
 from __future__ import annotations
 
@@ -17,14 +17,15 @@ from aisp.harness.discovery import pairs_in
 from aisp.harness.loader import import_module_at
 
 CH02 = Path(__file__).resolve().parents[1] / "ch02"
-PAIRS = ("l2_blocking", "small_copies", "tensor_core_alignment", "zero_copy")
+PAIRS = ("l2_blocking", "p2p_copy_multigpu", "p2p_direct_access_multigpu", "small_copies",
+         "tensor_core_alignment", "zero_copy")
 
 
 def load(module: str):
     return import_module_at(CH02 / f"{module}.py")
 
 
-def test_the_harness_discovers_the_four_pairs() -> None:
+def test_the_harness_discovers_the_six_pairs() -> None:
     assert sorted(p.name for p in pairs_in(CH02)) == sorted(PAIRS)
 
 
@@ -35,7 +36,7 @@ def test_variant_shares_workload_documents_itself_and_skips_on_cpu(name: str) ->
     assert isinstance(bench, aisp.Benchmark) and bench.workload is base.WORKLOAD
     assert bench.inputs == base.get_benchmark().inputs and bench.inputs
     for doc in (base.__doc__, opt.__doc__):
-        assert "Expect (estimate, not yet measured)" in doc and f"aisp bench run -t ch02:{name}" in doc
+        assert "Expect (estimate, not yet measured" in doc and f"aisp bench run -t ch02:{name}" in doc
     assert "CUDA" in unmet_requirements(bench.workload.requires, torch.device("cpu"))
 
 
@@ -76,11 +77,17 @@ def test_chunk_is_a_quarter_of_l2() -> None:
     assert opt.chunk_elements(1000) == 1024
 
 
+def test_multigpu_pairs_need_two_gpus() -> None:
+    for name in PAIRS[1:3]:
+        assert load(f"baseline_{name}").WORKLOAD.requires.gpus == 2
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-def test_zero_copy_kernel_compiles_to_16_byte_loads() -> None:
+@pytest.mark.parametrize("module", ["optimized_zero_copy", "optimized_p2p_direct_access_multigpu"])
+def test_kernels_compile_to_16_byte_loads_and_stores(module: str) -> None:
     from aisp.kits import native
 
     if native.cuobjdump() is None:
         pytest.skip("cuobjdump not found")
-    sass = load("optimized_zero_copy").LIBRARY.sass("90")
+    sass = load(module).LIBRARY.sass("90")
     assert "LDG.E.128" in sass and "STG.E.128" in sass
