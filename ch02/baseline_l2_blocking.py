@@ -1,7 +1,7 @@
 """Baseline L2 blocking: eight elementwise passes, each over a whole 256 MiB tensor.
 
 Baseline: ``y = x * s`` then seven in-place passes (``y += c``, ``y *= s``, ...), as separate
-library calls that cannot be fused (think of several optimizer or normalization steps). y is 5x
+library calls that cannot be fused (think of several optimizer or normalization steps). y is 4-5x
 larger than the L2 cache (50-60 MiB), so every pass reads and writes all of it in HBM: 8 passes x
 2 x 256 MiB = 4 GiB of DRAM traffic per call.
 Optimized (optimized_l2_blocking.py): the same eight passes, one L2-sized chunk at a time (a quarter

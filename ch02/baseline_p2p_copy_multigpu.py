@@ -44,12 +44,16 @@ class HostBounceCopy(aisp.Benchmark):
     inputs = ("src",)
     scratch = ("dst", "staging")
 
-    def setup(self) -> None:
+    def make_buffers(self) -> None:
+        """The source here and the destination on the peer GPU (both variants)."""
         count = self.workload.mib * 2**20 // 4
         self.peer = peer_of(self.device)
         self.src = torch.randn(count, generator=self.generator(), device=self.device)
         self.dst = torch.empty(count, device=self.peer)
-        self.staging = torch.empty(count).pin_memory()
+
+    def setup(self) -> None:
+        self.make_buffers()
+        self.staging = torch.empty(self.src.numel()).pin_memory()
         self.to_host, self.to_peer = torch.cuda.Event(), torch.cuda.Event()
 
     def run(self) -> torch.Tensor:

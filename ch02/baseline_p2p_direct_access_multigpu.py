@@ -42,13 +42,17 @@ class CopyThenMultiply(aisp.Benchmark):
     inputs = ("x", "w")
     scratch = ("local", "out")
 
-    def setup(self) -> None:
+    def make_buffers(self) -> None:
+        """x on the peer GPU; w and out here (both variants)."""
         n, gen = self.workload.elements, self.generator()
         self.peer = peer_of(self.device)
         self.w = torch.randn(n, generator=gen, device=self.device)
         self.x = torch.randn(n, generator=gen, device=self.device).to(self.peer)
-        self.local = torch.empty(n, device=self.device)
         self.out = torch.empty(n, device=self.device)
+
+    def setup(self) -> None:
+        self.make_buffers()
+        self.local = torch.empty_like(self.out)
 
     def run(self) -> torch.Tensor:
         self.local.copy_(self.x, non_blocking=True)

@@ -40,12 +40,16 @@ class CopyThenGather(aisp.Benchmark):
     inputs = ("table", "idx")
     scratch = ("staged",)
 
-    def setup(self) -> None:
+    def make_inputs(self) -> None:
+        """The pinned table and the rows a call wants (both variants)."""
         w = self.workload
         gen = torch.Generator().manual_seed(self.seed)
         self.table = torch.randn(w.rows, w.row_floats, generator=gen).pin_memory()
         self.idx = torch.randperm(w.rows, generator=gen)[: w.used].to(self.device)
-        self.staged = torch.empty(w.rows, w.row_floats, device=self.device)
+
+    def setup(self) -> None:
+        self.make_inputs()
+        self.staged = torch.empty(self.workload.rows, self.workload.row_floats, device=self.device)
 
     def run(self) -> torch.Tensor:
         self.staged.copy_(self.table, non_blocking=True)

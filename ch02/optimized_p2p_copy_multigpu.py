@@ -22,8 +22,7 @@ class PeerCopy(HostBounceCopy):
     scratch = ("dst",)
 
     def setup(self) -> None:
-        super().setup()
-        del self.staging
+        self.make_buffers()
 
     def run(self) -> torch.Tensor:
         return self.dst.copy_(self.src, non_blocking=True)

@@ -28,8 +28,10 @@ class DirectMultiply(CopyThenMultiply):
     scratch = ("out",)
 
     def setup(self) -> None:
-        super().setup()
-        del self.local
+        self.make_buffers()
+        if not torch.cuda.can_device_access_peer(self.w.device, self.peer):
+            raise RuntimeError(f"{self.w.device} cannot load {self.peer}'s memory: no peer-to-peer path")
+        self.x[:4].to(self.device)  # PyTorch's own peer enabling first (it also maps expandable segments)
         self.lib = LIBRARY.load(self.device)
         self.lib.enable_peer_access.argtypes = [INT, INT]
         self.lib.multiply_peer.argtypes = [PTR, PTR, PTR, I64, PTR]

@@ -31,8 +31,7 @@ class MappedGather(CopyThenGather):
     scratch = ()
 
     def setup(self) -> None:
-        super().setup()
-        del self.staged
+        self.make_inputs()
         self.lib = LIBRARY.load(self.device)
         self.lib.gather_rows_mapped.argtypes = [PTR, I64, PTR, INT, INT, PTR, PTR]
         if int(self.idx.min()) < 0 or int(self.idx.max()) >= self.workload.rows:
