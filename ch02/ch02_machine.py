@@ -23,8 +23,6 @@ from aisp.system.procfs import parse_cpulist
 
 P2P_CAPS = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}
 """``nvmlGpuP2PCapsIndex_t`` values (pynvml spells READ as a tuple, so the numbers are here)."""
-P2P_STATUS = {0: "OK", 1: "chipset not supported", 2: "GPU not supported", 3: "IOH topology not supported",
-              4: "disabled by regkey", 5: "not supported", 6: "unknown"}
 PER_INDEX = ("GetNvLinkState", "GetNvLinkVersion", "GetNvLinkRemoteDeviceType", "GetNvLinkRemotePciInfo",
              "GetMaxClockInfo", "GetClockInfo")  # the argument picks an entry (a link, a clock): a list
 TORCH_PROPS = ("name", "major", "minor", "multi_processor_count", "total_memory", "L2_cache_size",
@@ -40,7 +38,7 @@ def text(value: Any) -> str:
 
 class Peers(Protocol):
     def p2p(self, a: int, b: int, cap: int) -> int:
-        """``nvmlDeviceGetP2PStatus(a, b, cap)``: 0 is OK, see P2P_STATUS."""
+        """``nvmlDeviceGetP2PStatus(a, b, cap)``: 0 is OK (NVML_P2P_STATUS_OK), else why not."""
 
 
 @dataclass(frozen=True)
@@ -92,17 +90,18 @@ def open_machine() -> tuple[Machine | None, str]:
 
 
 class RecordedPeers:
-    """P2P status from a recorded file: per capability, one status for every pair or a matrix."""
+    """P2P status recorded per capability: one status for every pair, or a matrix (null: not read)."""
 
     def __init__(self, p2p: dict[str, Any]) -> None:
         self._p2p = p2p
 
     def p2p(self, a: int, b: int, cap: int) -> int:
         name = next(k for k, v in P2P_CAPS.items() if v == cap)
-        if name not in self._p2p:
-            raise NvmlUnavailable("unsupported", f"no recorded P2P status for {name}")
-        value = self._p2p[name]
-        return value[a][b] if isinstance(value, list) else value
+        value = self._p2p.get(name)
+        value = value[a][b] if isinstance(value, list) else value
+        if value is None:
+            raise NvmlUnavailable("unsupported", f"no recorded P2P status for {name} {a}->{b}")
+        return value
 
 
 def _indexed(call: str, values: list[Any]) -> Any:

@@ -66,3 +66,15 @@ def test_tools_read_this_machine(capsys) -> None:
     assert torch.cuda.get_device_properties(0).multi_processor_count in [g["sms"] for g in gpus]
     topo = import_module_at(CH02 / "topology.py")
     assert topo.main([]) == 0 and "GPU0" in capsys.readouterr().out
+
+
+def test_this_machine_recorded_replays_to_the_same_figures(tmp_path) -> None:
+    rec, info = import_module_at(CH02 / "record_machine.py"), import_module_at(CH02 / "hardware_info.py")
+    machine, topo = import_module_at(CH02 / "ch02_machine.py"), import_module_at(CH02 / "topology.py")
+    assert rec.main([str(tmp_path / "here.json")]) == 0
+    live, replay = machine.open_machine()[0], machine.load_recorded(tmp_path / "here.json")
+    keys = ("name", "sms", "max_sm_clock_mhz", "memory_gib", "memory_peak_gbs", "l2_mib", "pcie", "nvlinks")
+    for i in range(live.nvml.device_count()):
+        a, b = info.gpu_info(live, i), info.gpu_info(replay, i)
+        assert [getattr(a, k) for k in keys] == [getattr(b, k) for k in keys]
+    assert topo.topology(live).links == topo.topology(replay).links

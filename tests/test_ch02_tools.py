@@ -123,3 +123,37 @@ def test_missing_values_print_unknown_not_guesses(tmp_path) -> None:
     assert (g.pcie, g.memory_peak_gbs, g.nvlinks) == (None, None, 0)
     t = topo.topology(m)
     assert t.links[0][1] == "?" and t.p2p[0][1] == "R???"
+
+
+@pytest.mark.parametrize("base", [H200, H100])
+def test_a_recording_replays_to_the_same_output(tmp_path, base) -> None:
+    rec = import_module_at(CH02 / "record_machine.py")
+    original = machine.load_recorded(base)
+    path = tmp_path / "again.json"
+    path.write_text(json.dumps(rec.record(original, "round trip")))
+    again = machine.load_recorded(path)
+    n = original.nvml.device_count()
+    assert [info.gpu_info(again, i) for i in range(n)] == [info.gpu_info(original, i) for i in range(n)]
+    first, second = topo.topology(original), topo.topology(again)
+    assert (second.links, second.p2p, second.cpus, second.numa) == (first.links, first.p2p, first.cpus, first.numa)
+
+
+def test_recording_keeps_unreadable_values_unreadable(tmp_path) -> None:
+    rec = import_module_at(CH02 / "record_machine.py")
+
+    def holes(d):
+        d["topology"][0][1] = d["topology"][1][0] = None
+        d["p2p"]["nvlink"] = [[None, None], [0, None]]
+        return d
+    m = machine.load_recorded(recorded(tmp_path, H100, holes))
+    path = tmp_path / "again.json"
+    path.write_text(json.dumps(rec.record(m, "holes")))
+    t = topo.topology(machine.load_recorded(path))
+    assert t.links[0][1] == "?" and t.p2p[0][1] == "RW?A" and t.p2p[1][0] == "RWNA"
+
+
+def test_record_without_a_gpu_writes_nothing(tmp_path, monkeypatch, capsys) -> None:
+    rec = import_module_at(CH02 / "record_machine.py")
+    monkeypatch.setattr(rec, "open_machine", lambda: (None, "no driver"))
+    assert rec.main([str(tmp_path / "x.json")]) == 0
+    assert not (tmp_path / "x.json").exists() and "No NVIDIA GPU here" in capsys.readouterr().out
