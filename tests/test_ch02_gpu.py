@@ -73,7 +73,7 @@ def test_this_machine_recorded_replays_to_the_same_figures(tmp_path) -> None:
     machine, topo = import_module_at(CH02 / "ch02_machine.py"), import_module_at(CH02 / "topology.py")
     assert rec.main([str(tmp_path / "here.json")]) == 0
     live, replay = machine.open_machine()[0], machine.load_recorded(tmp_path / "here.json")
-    keys = ("name", "sms", "max_sm_clock_mhz", "memory_gib", "memory_peak_gbs", "l2_mib", "pcie", "nvlinks")
+    keys = ("name", "sms", "max_sm_clock_mhz", "memory_gib", "memory_peak_gbs", "l2_mib", "nvlinks")  # not pcie: an idle link changes generation
     for i in range(live.nvml.device_count()):
         a, b = info.gpu_info(live, i), info.gpu_info(replay, i)
         assert [getattr(a, k) for k in keys] == [getattr(b, k) for k in keys]
