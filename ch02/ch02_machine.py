@@ -12,12 +12,13 @@ capability a status for every pair or a matrix; ``torch`` CUDA device properties
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from aisp.system.numa import torch_bus_id
+from aisp.system.numa import nvml_index, torch_bus_id
 from aisp.system.nvml import Nvml, NvmlUnavailable, StaticNvml, open_nvml
 from aisp.system.procfs import parse_cpulist
 
@@ -66,18 +67,18 @@ class LivePeers:
 
 
 def live_torch_props(nvml: Nvml) -> list[dict[str, Any]]:
-    """PyTorch's CUDA properties of each NVML device, matched by PCI bus id ({} where none)."""
+    """PyTorch's CUDA properties of each NVML device, matched by PCI bus id, else through
+    ``CUDA_VISIBLE_DEVICES`` (``aisp.system.numa.nvml_index``); {} where no CUDA device matches."""
     import torch
 
     props: list[dict[str, Any]] = [{} for _ in range(nvml.device_count())]
-    if not torch.cuda.is_available():
-        return props
-    buses = {nvml.bus_id(i).lower()[-12:]: i for i in range(nvml.device_count())}
-    for ordinal in range(torch.cuda.device_count()):
-        index = buses.get((torch_bus_id(ordinal) or "").lower()[-12:])
-        if index is not None:
-            p = torch.cuda.get_device_properties(ordinal)
-            props[index] = {k: getattr(p, k) for k in TORCH_PROPS if hasattr(p, k)}
+    for ordinal in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):
+        try:
+            index = nvml_index(ordinal, nvml, os.environ, torch_bus_id(ordinal))
+        except (LookupError, ValueError, IndexError):
+            continue
+        p = torch.cuda.get_device_properties(ordinal)
+        props[index] = {k: getattr(p, k) for k in TORCH_PROPS if hasattr(p, k)}
     return props
 
 

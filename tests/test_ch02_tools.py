@@ -157,3 +157,18 @@ def test_record_without_a_gpu_writes_nothing(tmp_path, monkeypatch, capsys) -> N
     monkeypatch.setattr(rec, "open_machine", lambda: (None, "no driver"))
     assert rec.main([str(tmp_path / "x.json")]) == 0
     assert not (tmp_path / "x.json").exists() and "No NVIDIA GPU here" in capsys.readouterr().out
+
+
+def test_pytorch_properties_are_matched_to_nvml_devices_by_bus_id(monkeypatch) -> None:
+    import types
+
+    import torch
+
+    nvml = machine.load_recorded(H100).nvml  # NVML index 0: bus 41, index 1: bus 42
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda o: types.SimpleNamespace(name=f"cuda:{o}", multi_processor_count=100 + o))
+    monkeypatch.setattr(machine, "torch_bus_id", lambda o: ["0000:42:00.0", "0000:41:00.0"][o])  # reversed
+    props = machine.live_torch_props(nvml)
+    assert [p["name"] for p in props] == ["cuda:1", "cuda:0"] and props[0]["multi_processor_count"] == 101
