@@ -148,3 +148,26 @@ def test_moe_routes_every_token_to_top_k_experts_in_expert_order() -> None:
     experts = (x @ router.t()).topk(2, dim=-1).indices.flatten()
     assert torch.equal(experts[torch.argsort(experts, stable=True)],
                        torch.repeat_interleave(torch.arange(4), torch.tensor(counts)))
+
+
+def test_moe_expert_gemms_get_16_aligned_groups_and_scale_pointers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuBLASLt rejected a row-wise scale slice starting at row 1033 (not 16-byte aligned) on the H200:
+    every fp8 GEMM must see a group of 16k rows whose operand and scale pointers are 16-byte aligned."""
+    bench = build("optimized_fp8_moe", 0)
+    bench.setup()
+    counts = route_counts(bench)
+    assert any(c % 16 for c in counts), "sizes chosen so that some group needs padding"
+    seen, real = [], torch._scaled_mm
+
+    def checked(a: torch.Tensor, b: torch.Tensor, **kw: torch.Tensor) -> torch.Tensor:
+        seen.append((a.shape[0], a.data_ptr() % 16, kw["scale_a"].data_ptr() % 16, kw["scale_b"].data_ptr() % 16))
+        return real(a, b, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", checked)
+    guarded(bench)
+    assert len(seen) == 2 * sum(1 for c in counts if c)
+    assert all(rows % 16 == 0 and a == s == w == 0 for rows, a, s, w in seen), seen
+
+
+def route_counts(bench: aisp.Benchmark) -> list[int]:
+    return load("baseline_fp8_moe").route(bench.x, bench.router, bench.workload.top_k)[2]
