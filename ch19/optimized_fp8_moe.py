@@ -31,7 +31,6 @@ from ch19_fp8 import E4M3, FP8_MAX
 
 import aisp
 
-
 ALIGN = 16
 """Rows per group step: every expert's group starts at a multiple of 16 rows, so its row-scale slice
 starts 64-byte aligned (cuBLASLt rejects a row-wise scale pointer that is not 16-byte aligned:
