@@ -3,11 +3,12 @@
 Baseline (baseline_fp8_moe.py): bf16 expert GEMMs over tokens sorted by expert.
 Optimized: at load time (setup) each expert's weights become e4m3 with one fp32 scale per output
 channel. Per call: each expert's group of sorted tokens is padded to a multiple of 16 rows (padding
-rows repeat token 0 with gate 0; at most 15 per expert, <0.4% more rows), so every group, and its
-slice of the row scales, starts aligned. The first H200 run failed with CUBLAS_STATUS_NOT_SUPPORTED
-on the second expert (1056 rows from row 1033) after the first (1033 rows from row 0) ran: the only
-operand whose alignment differed is the row-scale slice (4 x 1033 bytes in: not 16-byte aligned),
-which cuBLASLt's row-wise fp8 GEMM needs aligned. The gathered tokens are quantized to e4m3 with one scale per row (one compiled pass: row
+rows repeat token 0 with gate 0; 16 x 8 = 128 rows in all, 0.4% more, the slack at the end so that
+the shapes never change), so every group, and its slice of the row scales, starts aligned. The first
+H200 run failed with CUBLAS_STATUS_NOT_SUPPORTED on the second expert (1056 rows from row 1033)
+after the first (1033 rows from row 0) ran: the only operand whose alignment differed is the
+row-scale slice (4 x 1033 bytes in: not 16-byte aligned), which cuBLASLt's row-wise fp8 GEMM needs
+aligned. The gathered tokens are quantized to e4m3 with one scale per row (one compiled pass: row
 amax, scale, cast); per expert ``_scaled_mm(x8[group], w8[e].t(), scale_a=sx[group] (rows, 1),
 scale_b=sw[e] (1, N), out_dtype=bf16)`` runs on the fp8 tensor cores; the up-projection's output
 goes through GELU and row-wise quantization in one compiled pass; the down-projection is another
@@ -41,8 +42,11 @@ multiple of 16."""
 def padded_layout(token: torch.Tensor, gate: torch.Tensor, counts: list[int]
                   ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """Each expert's group padded to a multiple of ALIGN rows: (token per row, gate per row, rows per
-    group). Padding rows repeat token 0 with gate 0: their GEMM rows are computed and add zero."""
+    group). Padding rows repeat token 0 with gate 0: their GEMM rows are computed and add zero. The
+    last group takes the slack up to a fixed total, so every call (refilled inputs too) has the same
+    shapes and the compiled quantization passes never recompile."""
     padded = [-(-c // ALIGN) * ALIGN for c in counts]
+    padded[-1] += -(-token.numel() // ALIGN) * ALIGN + ALIGN * len(counts) - sum(padded)
     shift = [p - c for p, c in zip(accumulate([0, *padded[:-1]]), accumulate([0, *counts[:-1]]), strict=True)]
     dev, n = token.device, token.numel()
     dest = torch.arange(n, device=dev) + torch.tensor(shift, device=dev).repeat_interleave(

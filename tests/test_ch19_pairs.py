@@ -165,7 +165,9 @@ def test_moe_expert_gemms_get_16_aligned_groups_and_scale_pointers(monkeypatch: 
 
     monkeypatch.setattr(torch, "_scaled_mm", checked)
     guarded(bench)
-    assert len(seen) == 2 * sum(1 for c in counts if c)
+    groups = load("optimized_fp8_moe").padded_layout(torch.zeros(sum(counts), dtype=torch.long),
+                                                      torch.zeros(sum(counts)), counts)[2]
+    assert sum(groups) == sum(counts) + 16 * len(counts) and len(seen) == 2 * sum(1 for g in groups if g)
     assert all(rows % 16 == 0 and a == s == w == 0 for rows, a, s, w in seen), seen
 
 
