@@ -9,7 +9,8 @@ reads 2 B/element), the cast (one compiled pointwise kernel: reads 2, writes 1) 
 (one compiled tiled copy: reads 1, writes 1): 7 bytes per element, 940 MB per call.
 Optimized (optimized_fp8_cast_transpose.py): one Triton kernel reads each tile once and writes
 both layouts and the amax: 4 bytes per element, 537 MB.
-Expect (estimate, not yet measured): 1.5-1.7x; optimized at 80-90% of the 4.2 TB/s HBM copy rate.
+Expect (measured, H200): baseline 0.349 ms (2.69 TB/s on its 940 MB); optimized 0.213 ms,
+1.64x [1.54, 1.73], 2.52 TB/s on its 537 MB (60% of the 4.2 TB/s HBM copy rate).
 Tolerance: fp8 defaults. Both sides compute x * (448 / max(history)) in fp32 and round to e4m3;
 Triton's fp32 division may differ from torch's by an ulp, which can move a value sitting on a
 rounding boundary by one e4m3 step (<= 12.5% relative, within the fp8 rtol of 0.15).

@@ -6,9 +6,9 @@ held per parameter: 4 (weight) + 4 (gradient) + 8 (two moments) + 2 (autocast's 
 during the step) + 4 (the start snapshot every run() restores, so each call does the same work).
 Optimized (optimized_low_precision_optimizer.py): bf16 parameters and gradients, an fp32 master
 copy, bf16 moments: 2 + 2 + 4 + 4 (+ 4 snapshot) bytes per parameter.
-Headline: peak memory (baseline / optimized). Expect (estimate, not yet measured): ~6.3 GB ->
-~4.7 GB, 1.3-1.4x (16 vs 12 bytes per parameter, plus the snapshot and ~0.4 GB of activations both
-hold); steps also faster (no per-step weight casts, 20 instead of 28 optimizer bytes per parameter).
+Headline: peak memory (baseline / optimized). Expect (measured, H200): 5.45 GB -> 4.36 GB peak,
+1.25x (20.3 vs 16.3 bytes per parameter, snapshot and activations included); the two steps also
+run faster, 13.71 -> 11.97 ms.
 Tolerance: bf16 defaults. The GEMMs see the same bf16 weights on both sides (autocast rounds the
 fp32 weights as the optimized stores them); the first update differs only by the bf16 rounding of
 the moments (relative 2^-9), far below bf16's 5e-2. Outputs: the loss of each step and the last

@@ -8,7 +8,7 @@ The update of one tensor is one compiled kernel (``adam_update``): it reads mast
 moments, computes in fp32, and writes master, moments and the bf16 weight rounded from the master,
 20 bytes per parameter instead of fused fp32 Adam's 28. Held per parameter: 2 + 2 + 4 + 4 = 12 bytes
 instead of 16 (plus the 4-byte snapshot both keep).
-Expect (estimate, not yet measured): 1.3-1.4x less peak memory (headline); also faster per step.
+Expect (measured, H200): 1.25x less peak memory (5.45 -> 4.36 GB, headline); 13.71 -> 11.97 ms.
 Run: python ch19/optimized_low_precision_optimizer.py  |  aisp bench run -t ch19:low_precision_optimizer
 """
 
