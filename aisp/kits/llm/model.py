@@ -31,7 +31,7 @@ def rope_tables(cfg: LLMConfig, positions: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs (first half, second half) of ``x`` (batch, tokens, heads, head_dim)."""
+    """Rotate pairs (first half, second half) of ``x`` (batch, tokens, heads, head_dim), in fp32."""
     a, b = x.float().chunk(2, dim=-1)
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1).to(x.dtype)
 
@@ -48,19 +48,21 @@ class Attention(nn.Module):
                 cache: KVCache | None, mask: torch.Tensor | None) -> torch.Tensor:
         """Causal self-attention over the new tokens when ``mask`` is None, else over the cache."""
         cfg, (b, t, _) = self.cfg, x.shape
-        q, k, v = self.qkv(x).split([cfg.dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim], -1)
-        q = apply_rope(q.view(b, t, cfg.heads, cfg.head_dim), *rope)
-        k = apply_rope(k.view(b, t, cfg.kv_heads, cfg.head_dim), *rope)
-        v = v.view(b, t, cfg.kv_heads, cfg.head_dim)
+        kv, groups = cfg.kv_heads, cfg.heads // cfg.kv_heads
+        q, k, v = self.qkv(x).split([cfg.dim, kv * cfg.head_dim, kv * cfg.head_dim], -1)
+        qk = apply_rope(torch.cat([q, k], -1).view(b, t, cfg.heads + kv, cfg.head_dim), *rope)
+        q, k, v = qk[:, :, :cfg.heads], qk[:, :, cfg.heads:], v.view(b, t, kv, cfg.head_dim)
         if cache is not None:
             cache.write(layer, k, v)
-        if mask is None:
-            keys, values = k.transpose(1, 2), v.transpose(1, 2)
-        else:
+        if mask is None:  # K/V heads repeated for the query heads they serve (a prefill-sized copy)
+            keys, values = (z.transpose(1, 2).repeat_interleave(groups, 1) for z in (k, v))
+            y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, is_causal=True).transpose(1, 2)
+        else:  # each K/V head's query heads folded into its rows: no copy of the cache
             keys, values = cache.read(layer)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask,
-                                           is_causal=mask is None, enable_gqa=cfg.kv_heads != cfg.heads)
-        return self.out(y.transpose(1, 2).reshape(b, t, cfg.dim))
+            q = q.reshape(b, t, kv, groups, cfg.head_dim).permute(0, 2, 3, 1, 4).reshape(b, kv, groups * t, -1)
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            y = y.view(b, kv, groups, t, cfg.head_dim).permute(0, 3, 1, 2, 4)
+        return self.out(y.reshape(b, t, cfg.dim))
 
 
 class Block(nn.Module):
@@ -94,7 +96,8 @@ class Decoder(nn.Module):
         whole sequence: causal attention over its own keys (which a cache also stores). Otherwise
         the new keys/values go into the cache first and a query at position p sees keys 0..p."""
         rope = rope_tables(self.cfg, positions)
-        mask = None if cache is None or cache.fresh else cache.mask(positions)
+        groups = self.cfg.heads // self.cfg.kv_heads
+        mask = None if cache is None or cache.fresh else cache.mask(positions).repeat(1, 1, groups, 1)
         x = self.embed(tokens)
         for i, block in enumerate(self.blocks):
             x = block(x, rope, i, cache, mask)
