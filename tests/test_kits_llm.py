@@ -73,7 +73,8 @@ def test_continuous_batching_on_a_dense_cache_matches(model, reference):
 def test_continuous_batching_on_a_paged_cache_matches_and_returns_every_page(model, reference):
     layout = PageLayout(pages=40, page_size=4, rows=3, max_pages=14)
     pool = PagePool(layout.pages)
-    out = ContinuousBatcher(model, PagedKVCache(CFG, layout, CPU, torch.float32), 3, pool).run(request_stream(STREAM, 1))
+    batcher = ContinuousBatcher(model, PagedKVCache(CFG, layout, CPU, torch.float32), 3, pool, prefill_budget=30)
+    out = batcher.run(request_stream(STREAM, 1))
     assert_matches(out, reference)
     assert sorted(pool.free) == list(range(1, layout.pages))
 

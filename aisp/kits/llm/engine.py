@@ -94,10 +94,14 @@ def static_generate(model: Decoder, cache: DenseKVCache, requests: Sequence[Requ
 class ContinuousBatcher:
     """``slots`` decode rows refilled at every iteration: a finished request's slot takes the next
     waiting request, which is prefilled into that row before the next decode step. With a
-    :class:`PagePool` the cache is paged and a request holds pages for its prompt and output only."""
+    :class:`PagePool` the cache is paged and a request holds pages for its prompt and output only.
+    ``prefill_budget`` caps the padded prompt tokens prefilled together (a scheduler's batched-token
+    limit; at least one request is always admitted), which bounds prefill activation memory."""
 
-    def __init__(self, model: Decoder, cache: Cache, slots: int, pool: PagePool | None = None) -> None:
+    def __init__(self, model: Decoder, cache: Cache, slots: int, pool: PagePool | None = None,
+                 prefill_budget: int | None = None) -> None:
         self.model, self.cache, self.slots, self.pool = model, cache, slots, pool
+        self.prefill_budget = prefill_budget
         self.device = model.head.weight.device
 
     def run(self, requests: Sequence[Request]) -> Generated:
@@ -118,10 +122,16 @@ class ContinuousBatcher:
         return out
 
     def _admit(self, waiting: list[Request], out: Generated) -> list[Request]:
-        free = [s for s in range(self.slots) if self.held[s] is None][:len(waiting)]
-        if not free:
+        free = [s for s in range(self.slots) if self.held[s] is None]
+        group: list[Request] = []
+        for r in waiting[:len(free)]:
+            longest = max([len(r.prompt)] + [len(g.prompt) for g in group])
+            if group and self.prefill_budget is not None and longest * (len(group) + 1) > self.prefill_budget:
+                break
+            group.append(r)
+        if not group:
             return waiting
-        group, rest = waiting[:len(free)], waiting[len(free):]
+        free, rest = free[:len(group)], waiting[len(group):]
         for s, r in zip(free, group, strict=True):
             self.held[s], self.left[s], self.length[s] = r, r.output_len - 1, len(r.prompt)
             if self.pool is not None and isinstance(self.cache, PagedKVCache):
