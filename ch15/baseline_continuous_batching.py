@@ -20,7 +20,7 @@ Run: python ch15/baseline_continuous_batching.py  |  aisp bench run -t ch15:cont
 from __future__ import annotations
 
 import torch
-from ch15_serving import StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
 
 import aisp
 from aisp.kits.llm import DenseKVCache, StreamConfig, static_generate
@@ -35,7 +35,7 @@ def _workload(w: StreamWorkload) -> StreamWorkload:
     decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
     steps = tokens / w.slots  # decode steps with every slot busy: the least that serves the stream
     return StreamWorkload(stream=w.stream, slots=w.slots, flops=prefill + decode, bytes=steps * weight_bytes(m),
-                          items=tokens, item_unit="tokens", precision="bf16")
+                          items=tokens, item_unit="tokens", precision="bf16", requires=GPU_SIZED)
 
 
 WORKLOAD = _workload(StreamWorkload(stream=STREAM, slots=8))

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import MODEL, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, MODEL, dtype_on, weight_bytes
 
 import aisp
 from aisp.kits.llm import TOP, LLMConfig, build_decoder, greedy_top
@@ -48,7 +48,7 @@ def _workload(w: ReuseWorkload = ReuseWorkload()) -> ReuseWorkload:
     decode = sum(m.forward_flops(w.batch, w.prompt + t) for t in range(1, w.steps))
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return ReuseWorkload(flops=prefill + decode, bytes=(w.steps - 1) * weight_bytes(m) + kv,
-                         items=w.batch * w.steps, item_unit="tokens", precision="bf16")
+                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED)
 
 
 WORKLOAD = _workload()

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
 
 import aisp
 from aisp.kits.llm import ContinuousBatcher, DenseKVCache, StreamConfig
@@ -50,7 +50,8 @@ def _workload(w: PagedWorkload = PagedWorkload(stream=STREAM, slots=32)) -> Page
     return PagedWorkload(stream=w.stream, slots=w.slots, max_context=w.max_context, page_size=w.page_size,
                          prefill_budget=w.prefill_budget,
                          flops=prefill + decode, bytes=tokens / w.slots * weight_bytes(m), items=tokens,
-                         item_unit="tokens", precision="bf16", headline="memory")
+                         item_unit="tokens", precision="bf16", headline="memory",
+                         requires=GPU_SIZED)
 
 
 WORKLOAD = _workload()

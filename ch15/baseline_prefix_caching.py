@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import MODEL, dtype_on
+from ch15_serving import GPU_SIZED, MODEL, dtype_on
 
 import aisp
 from aisp.kits.llm import (
@@ -55,7 +55,7 @@ def _workload(w: PrefixWorkload = PrefixWorkload()) -> PrefixWorkload:
     flops = w.model.forward_flops(w.system, w.system / 2) + w.model.forward_flops(
         w.requests * w.user, w.system + w.user / 2)
     return PrefixWorkload(model=w.model, requests=w.requests, system=w.system, user=w.user, page_size=w.page_size,
-                          flops=flops, items=w.requests, item_unit="requests", precision="bf16")
+                          flops=flops, items=w.requests, item_unit="requests", precision="bf16", requires=GPU_SIZED)
 
 
 WORKLOAD = _workload()

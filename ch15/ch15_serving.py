@@ -16,6 +16,9 @@ import aisp
 from aisp.kits.llm import LLMConfig, Request, StreamConfig, build_decoder, request_stream
 
 MODEL = LLMConfig(vocab=32000, dim=1024, layers=8, heads=16, kv_heads=4, ffn=2816)
+GPU_SIZED = aisp.Requirements(cuda=True)
+"""The pairs are sized for an H100/H200 (seconds per call there, minutes on a CPU); their logic runs
+on a CPU at small sizes in tests/test_ch15_pairs.py."""
 
 
 def dtype_on(device: torch.device) -> torch.dtype:

@@ -15,6 +15,7 @@ import torch
 from refill_check import check_refilled_pair
 
 import aisp
+from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.execute import guarded_run as guarded
 from aisp.harness.loader import import_module_at
 from aisp.harness.verify import VerificationError, compare
@@ -80,10 +81,11 @@ def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), pair_files())
-def test_pairs_run_on_a_cpu_and_declare_bf16(baseline: str, optimized: str) -> None:
+def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str, optimized: str) -> None:
     workload = load(baseline).WORKLOAD
-    assert not workload.requires.cuda and workload.precision == "bf16"
-    assert workload.flops > 0 and workload.items > 0
+    reason = unmet_requirements(workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+    assert workload.precision == "bf16" and workload.flops > 0 and workload.items > 0
 
 
 def test_paged_kv_cache_headlines_memory_and_reserves_less() -> None:
