@@ -172,3 +172,17 @@ def test_latency_summary():
     assert a.ttft == 0.5 and a.tpot == pytest.approx(0.1) and b.ttft == 2.0
     assert stats["goodput"] == 0.5 and stats["tokens_per_s"] == pytest.approx(5 / 3.5)
     assert stats["ttft_p50_ms"] == pytest.approx(1250.0)
+
+
+def test_continuous_batcher_reports_every_token_for_latency_counters(model):
+    stream = request_stream(STREAM, 1)
+    times = {r.rid: RequestTimes(arrival=0.0) for r in stream}
+    clock = iter(range(1, 10_000))
+    batcher = ContinuousBatcher(model, DenseKVCache(CFG, 3, 52, CPU, torch.float32), 3)
+    batcher.on_tokens = lambda rids: [times[rid].token(float(t)) for t in [next(clock)] for rid in rids]
+    batcher.run(stream)
+    assert [len(times[r.rid].tokens) for r in stream] == [r.output_len for r in stream]
+    assert times[0].ttft == 1.0  # admitted (and prefilled) first
+    assert times[0].tpot > 1.0  # its decode steps are interleaved with the prefills of later requests
+    stats = summarize(list(times.values()), SLO(ttft_s=1e9, tpot_s=1e9))
+    assert stats["goodput"] == 1.0 and stats["tokens_per_s"] > 0

@@ -8,7 +8,7 @@ request's last one) and the ``TOP`` largest logits (fp32, 0 after the last token
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -102,6 +102,9 @@ class ContinuousBatcher:
                  prefill_budget: int | None = None) -> None:
         self.model, self.cache, self.slots, self.pool = model, cache, slots, pool
         self.prefill_budget = prefill_budget
+        self.on_tokens: Callable[[list[int]], None] | None = None
+        """Called after every prefill and decode step with the ids of the requests that got a
+        token in it (a latency tool synchronizes there and stamps the time; None: no calls)."""
         self.device = model.head.weight.device
 
     def run(self, requests: Sequence[Request]) -> Generated:
@@ -142,6 +145,7 @@ class ContinuousBatcher:
         self.tok[rows], self.buf[rows, 0], self.buf_top[rows, 0], self.col[rows] = first, first, top, 1
         self.pos[rows] = torch.tensor([len(r.prompt) for r in group], device=self.device)
         self.active[rows] = 1
+        self._notify([r.rid for r in group])
         for s in free:
             if self.left[s] == 0:
                 self._release(s, out)
@@ -154,12 +158,17 @@ class ContinuousBatcher:
         self.buf[slots, self.col], self.buf_top[slots, self.col] = self.tok, top
         self.pos += self.active
         self.col += self.active
+        self._notify([r.rid for r in self.held if r is not None])
         for s in range(self.slots):
             if self.held[s] is not None:
                 self.left[s] -= 1
                 self.length[s] += 1
                 if self.left[s] == 0:
                     self._release(s, out)
+
+    def _notify(self, rids: list[int]) -> None:
+        if self.on_tokens is not None:
+            self.on_tokens(rids)
 
     def _release(self, s: int, out: Generated) -> None:
         r = self.held[s]
