@@ -17,6 +17,7 @@ from aisp.kits.llm import (
     PageLayout,
     PagePool,
     RequestTimes,
+    Segment,
     StreamConfig,
     build_decoder,
     decode,
@@ -186,3 +187,28 @@ def test_continuous_batcher_reports_every_token_for_latency_counters(model):
     assert times[0].tpot > 1.0  # its decode steps are interleaved with the prefills of later requests
     stats = summarize(list(times.values()), SLO(ttft_s=1e9, tpot_s=1e9))
     assert stats["goodput"] == 1.0 and stats["tokens_per_s"] > 0
+
+
+def test_a_mixed_forward_equals_its_segments_run_apart(model):
+    """Decode rows and a prefill chunk in one forward (shared matmuls, attention per segment) give
+    what two forwards give, and leave the same keys in the cache."""
+    gen = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(CFG.vocab, (10,), generator=gen) for _ in range(2)]
+    chunks = torch.randint(CFG.vocab, (1, 12), generator=gen)
+    caches = [DenseKVCache(CFG, 3, 16, CPU, torch.float32) for _ in range(2)]
+    decode_pos, chunk_pos = torch.tensor([[10], [10]]), torch.arange(6, 12)[None]
+    tokens = torch.tensor([[3], [4]])
+    apart, mixed = [], []
+    for cache in caches:
+        prefill(model, cache, prompts)
+        prefill(model, cache, [chunks[0, :6]], rows=torch.tensor([2]))
+    apart.append(model.hidden(tokens, decode_pos, caches[0].bind(decode_pos, 11)))
+    apart.append(model.hidden(chunks[:, 6:], chunk_pos, caches[0].bind(chunk_pos, 12, rows=torch.tensor([2]))))
+    mixed = model.hidden_segments([Segment(tokens, decode_pos, caches[1].bind(decode_pos, 11)),
+                                   Segment(chunks[:, 6:], chunk_pos, caches[1].bind(chunk_pos, 12, torch.tensor([2])))])
+    for a, m in zip(apart, mixed, strict=True):
+        torch.testing.assert_close(m, a, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(caches[1].k, caches[0].k)
+    whole = DenseKVCache(CFG, 1, 16, CPU, torch.float32)
+    prefill(model, whole, [chunks[0]])
+    torch.testing.assert_close(caches[0].k[:, 2, :, :12], whole.k[:, 0, :, :12], rtol=1e-5, atol=1e-5)

@@ -21,11 +21,11 @@ from aisp.kits.llm.engine import (
            static_generate,
 )
 from aisp.kits.llm.metrics import SLO, RequestTimes, summarize
-from aisp.kits.llm.model import Decoder, build_decoder
+from aisp.kits.llm.model import Decoder, Segment, build_decoder
 from aisp.kits.llm.requests import Request, StreamConfig, request_stream
 from aisp.kits.llm.sampling import greedy, greedy_top, top_p
 
 __all__ = ["SLO", "TOP", "ContinuousBatcher", "Decoder", "DenseKVCache", "Generated", "LLMConfig", "PageLayout",
-           "PagePool", "PagedKVCache", "Request", "RequestTimes", "StreamConfig", "build_decoder", "decode", "finish",
+           "PagePool", "PagedKVCache", "Request", "RequestTimes", "Segment", "StreamConfig", "build_decoder", "decode", "finish",
            "greedy", "greedy_top", "pages_for", "prefill", "request_stream", "right_pad", "static_generate",
            "summarize", "top_p"]

@@ -14,6 +14,8 @@ whole context (a wrong cache changes them).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -36,6 +38,27 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1).to(x.dtype)
 
 
+@dataclass(frozen=True)
+class Segment:
+    """Rows of one shape in a forward: ``tokens`` (batch, tokens) at ``positions``, with their cache
+    step (None: no cache). A forward may mix segments, e.g. decode rows (batch, 1) and a prefill
+    chunk (1, chunk): the matmuls run on all their tokens at once, attention per segment."""
+
+    tokens: torch.Tensor
+    positions: torch.Tensor
+    cache: KVCache | None = None
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """A segment as attention sees it: its shape, RoPE tables and mask (None: causal, own keys)."""
+
+    shape: tuple[int, int]
+    rope: tuple[torch.Tensor, torch.Tensor]
+    cache: KVCache | None
+    mask: torch.Tensor | None
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: LLMConfig) -> None:
         super().__init__()
@@ -44,25 +67,34 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.dim, cfg.dim + 2 * kv, bias=False)
         self.out = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], layer: int,
-                cache: KVCache | None, mask: torch.Tensor | None) -> torch.Tensor:
-        """Causal self-attention over the new tokens when ``mask`` is None, else over the cache."""
-        cfg, (b, t, _) = self.cfg, x.shape
+    def forward(self, x: torch.Tensor, segments: list[_Bound], layer: int) -> torch.Tensor:
+        """``x`` (all segments' tokens, dim) -> attention output, same shape."""
+        qkv, outs, start = self.qkv(x), [], 0
+        for seg in segments:
+            n = seg.shape[0] * seg.shape[1]
+            outs.append(self._attend(qkv[start:start + n].view(*seg.shape, -1), seg, layer))
+            start += n
+        return self.out(outs[0] if len(outs) == 1 else torch.cat(outs))
+
+    def _attend(self, qkv: torch.Tensor, seg: _Bound, layer: int) -> torch.Tensor:
+        """Causal self-attention over the new tokens when ``seg.mask`` is None, else over the cache."""
+        cfg, (b, t, _) = self.cfg, qkv.shape
         kv, groups = cfg.kv_heads, cfg.heads // cfg.kv_heads
-        q, k, v = self.qkv(x).split([cfg.dim, kv * cfg.head_dim, kv * cfg.head_dim], -1)
-        qk = apply_rope(torch.cat([q, k], -1).view(b, t, cfg.heads + kv, cfg.head_dim), *rope)
+        q, k, v = qkv.split([cfg.dim, kv * cfg.head_dim, kv * cfg.head_dim], -1)
+        qk = apply_rope(torch.cat([q, k], -1).view(b, t, cfg.heads + kv, cfg.head_dim), *seg.rope)
         q, k, v = qk[:, :, :cfg.heads], qk[:, :, cfg.heads:], v.view(b, t, kv, cfg.head_dim)
-        if cache is not None:
-            cache.write(layer, k, v)
-        if mask is None:  # K/V heads repeated for the query heads they serve (a prefill-sized copy)
+        if seg.cache is not None:
+            seg.cache.write(layer, k, v)
+        if seg.mask is None:  # K/V heads repeated for the query heads they serve (a prefill-sized copy)
             keys, values = (z.transpose(1, 2).repeat_interleave(groups, 1) for z in (k, v))
             y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, is_causal=True).transpose(1, 2)
         else:  # each K/V head's query heads folded into its rows: no copy of the cache
-            keys, values = cache.read(layer)
+            assert seg.cache is not None
+            keys, values = seg.cache.read(layer)
             q = q.reshape(b, t, kv, groups, cfg.head_dim).permute(0, 2, 3, 1, 4).reshape(b, kv, groups * t, -1)
-            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=seg.mask)
             y = y.view(b, kv, groups, t, cfg.head_dim).permute(0, 3, 1, 2, 4)
-        return self.out(y.reshape(b, t, cfg.dim))
+        return y.reshape(b * t, cfg.dim)
 
 
 class Block(nn.Module):
@@ -73,9 +105,8 @@ class Block(nn.Module):
         self.gate_up = nn.Linear(cfg.dim, 2 * cfg.ffn, bias=False)
         self.down = nn.Linear(cfg.ffn, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], layer: int,
-                cache: KVCache | None, mask: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), rope, layer, cache, mask)
+    def forward(self, x: torch.Tensor, segments: list[_Bound], layer: int) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), segments, layer)
         gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
 
@@ -89,19 +120,29 @@ class Decoder(nn.Module):
         self.norm = nn.RMSNorm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
 
+    def _bind(self, seg: Segment) -> _Bound:
+        groups = self.cfg.heads // self.cfg.kv_heads
+        cache = seg.cache
+        mask = None if cache is None or cache.fresh else cache.mask(seg.positions).repeat(1, 1, groups, 1)
+        return _Bound(tuple(seg.tokens.shape), rope_tables(self.cfg, seg.positions), cache, mask)
+
+    def hidden_segments(self, segments: list[Segment]) -> list[torch.Tensor]:
+        """Final-norm hidden states (batch, tokens, dim) of every segment, from one forward."""
+        bound = [self._bind(s) for s in segments]
+        embedded = [self.embed(s.tokens.reshape(-1)) for s in segments]
+        x = embedded[0] if len(embedded) == 1 else torch.cat(embedded)
+        for i, block in enumerate(self.blocks):
+            x = block(x, bound, i)
+        sizes = [b.shape[0] * b.shape[1] for b in bound]
+        return [h.view(*b.shape, -1) for h, b in zip(self.norm(x).split(sizes), bound, strict=True)]
+
     def hidden(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Final-norm hidden states (batch, tokens, dim) of ``tokens`` (batch, tokens) at ``positions``.
 
         Without a cache, or with a ``fresh`` one (every row starts at position 0), the input is a
         whole sequence: causal attention over its own keys (which a cache also stores). Otherwise
         the new keys/values go into the cache first and a query at position p sees keys 0..p."""
-        rope = rope_tables(self.cfg, positions)
-        groups = self.cfg.heads // self.cfg.kv_heads
-        mask = None if cache is None or cache.fresh else cache.mask(positions).repeat(1, 1, groups, 1)
-        x = self.embed(tokens)
-        for i, block in enumerate(self.blocks):
-            x = block(x, rope, i, cache, mask)
-        return self.norm(x)
+        return self.hidden_segments([Segment(tokens, positions, cache)])[0]
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Logits (batch, tokens, vocab): the LM head over :meth:`hidden`."""
