@@ -63,7 +63,8 @@ def test_paged_pair_lowers_peak_memory() -> None:
     assert peaks[1] < peaks[0] / 2, f"peak run memory {peaks}"
 
 
-@pytest.mark.parametrize("name", ["kv_cache_reuse", "continuous_batching", "paged_kv_cache", "prefix_caching"])
+@pytest.mark.parametrize("name", ["kv_cache_reuse", "continuous_batching", "paged_kv_cache", "prefix_caching",
+                                  "chunked_prefill"])
 def test_pair_verifies_at_full_size(name: str) -> None:
     outs = []
     for module in (f"baseline_{name}", f"optimized_{name}"):

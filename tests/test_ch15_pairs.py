@@ -31,6 +31,7 @@ SMALL = {
     "continuous_batching": dict(model=TINY, stream=TINY_STREAM, slots=3),
     "paged_kv_cache": dict(model=TINY, stream=TINY_STREAM, slots=3, max_context=80, page_size=4, prefill_budget=30),
     "prefix_caching": dict(model=TINY, requests=3, system=16, user=5, page_size=4),
+    "chunked_prefill": dict(model=TINY, running=3, context=10, steps=9, long=24, arrive=2, chunk=8),
 }
 """Per pair, workload sizes that keep a CPU run to a second or two."""
 
@@ -130,3 +131,19 @@ def test_pair_file_documents_itself(path: Path) -> None:
     if path.stem.startswith("baseline_"):
         assert "Tolerance:" in doc
     assert len(path.read_text().splitlines()) < 150
+
+
+def test_chunked_prefill_reports_decode_gaps_and_splits_the_prompt() -> None:
+    mixed = {}
+    for module in ("baseline_chunked_prefill", "optimized_chunked_prefill"):
+        bench = build(module, 0)
+        bench.setup()
+        forward, sizes = bench.model.hidden_segments, []
+        bench.model.hidden_segments = lambda segs, f=forward, n=sizes: n.append(len(segs)) or f(segs)
+        bench.run()
+        mixed[module] = sizes.count(2)
+        stats = bench.metrics()
+        assert len(bench.clock.marks) == bench.workload.steps
+        assert 0 < stats["decode_gap_p50_ms"] <= stats["decode_gap_max_ms"]
+    w = build("baseline_chunked_prefill", 0).workload
+    assert mixed == {"baseline_chunked_prefill": 0, "optimized_chunked_prefill": w.long // w.chunk}
