@@ -1,0 +1,91 @@
+"""Baseline KV cache reuse: no cache; every decode step recomputes the whole sequence.
+
+Baseline: 8 prompts of 2,048 tokens generate 32 tokens each (greedy) with the chapter's 156M-
+parameter decoder. Without a KV cache, step t runs the model over all 2,048 + t tokens again
+(prompt and generated so far) to get the next token's logits: 32 forward passes over ~16.5k
+tokens, each ~3.5 TFLOP (2 x 90M block weights x 16.5k tokens, plus ~0.5 TFLOP of causal
+attention), ~110 TFLOP per call, almost all of it recomputing keys and values the previous step
+already had. (The LM head runs on the last position only, as any generate loop does.)
+Optimized (optimized_kv_cache_reuse.py): one prefill writes every prompt token's keys/values into a
+preallocated cache; each of the 31 decode steps runs the model on one new token per sequence and
+attends to the cache: ~3.5 TFLOP in all (the prefill), and a decode step reads the weights
+(0.25 GB) and the cache (0.14 GB) instead of recomputing them.
+Expect: several times faster on an H100/H200 (estimate, not yet measured): the baseline is
+tensor-core bound (~110 TFLOP, ~180 ms at ~600 TFLOP/s); the optimized decode steps are bound by eager
+launch cost (~300 kernels, ~1.5 ms per step), not by their ~0.1 ms of HBM traffic: CUDA graphs
+(ch16 decode_cuda_graph) take that next.
+Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
+step at the bf16 defaults (the two variants sum attention and matmuls in different orders).
+Run: python ch15/baseline_kv_cache_reuse.py  |  aisp bench run -t ch15:kv_cache_reuse
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch15_serving import GPU_SIZED, MODEL, dtype_on, weight_bytes
+
+import aisp
+from aisp.kits.llm import TOP, LLMConfig, build_decoder, greedy_top
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReuseWorkload(aisp.Workload):
+    model: LLMConfig = MODEL
+    """The decoder."""
+    batch: int = 8
+    """Sequences generated together."""
+    prompt: int = 2048
+    """Prompt tokens per sequence."""
+    steps: int = 32
+    """Tokens generated per sequence (the first from the prefill's logits)."""
+
+
+def _workload(w: ReuseWorkload = ReuseWorkload()) -> ReuseWorkload:
+    m = w.model
+    prefill = m.forward_flops(w.batch * w.prompt, w.prompt / 2)
+    decode = sum(m.forward_flops(w.batch, w.prompt + t) for t in range(1, w.steps))
+    kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
+    return ReuseWorkload(flops=prefill + decode, bytes=(w.steps - 1) * weight_bytes(m) + kv,
+                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED)
+
+
+WORKLOAD = _workload()
+
+
+class Recompute(aisp.Benchmark):
+    """Generates ``steps`` greedy tokens per prompt; returns (tokens (batch, steps), top logits
+    (batch, steps, TOP))."""
+
+    workload = WORKLOAD
+    inputs = ("prompts",)
+
+    def setup(self) -> None:
+        w = self.workload
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.prompts = torch.randint(w.model.vocab, (w.batch, w.prompt), generator=self.generator(),
+                                     device=self.device)
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.workload
+        seq = torch.empty(w.batch, w.prompt + w.steps, dtype=torch.long, device=self.device)
+        seq[:, :w.prompt] = self.prompts
+        tokens, top = [], []
+        for t in range(w.steps):
+            n = w.prompt + t
+            positions = torch.arange(n, device=self.device).expand(w.batch, n)
+            hidden = self.model.hidden(seq[:, :n], positions)[:, -1]
+            token, values = greedy_top(self.model.head(hidden), TOP)
+            seq[:, n] = token
+            tokens.append(token)
+            top.append(values)
+        return torch.stack(tokens, 1), torch.stack(top, 1)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return Recompute()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,76 @@
+"""Baseline paged KV cache: every slot reserves the server's longest context (memory headline).
+
+Baseline: continuous batching of 64 requests (prompts ~512 tokens, log-normal up to 2,048;
+outputs ~32 tokens, up to 128) over 32 slots (at most 4,096 prompt tokens prefilled together),
+with a KV cache that reserves the server's maximum context (4,096 tokens) for every slot, as a
+contiguous per-sequence cache must: 32 x 4,096 x 8 KiB = 1 GiB of bf16 keys/values, of which the
+stream's live requests fill ~1/5.
+Optimized (optimized_paged_kv_cache.py): the same scheduler over a paged cache (vLLM's
+PagedAttention layout): 16-token pages in one pool and a block table per slot; a request takes
+the pages its prompt and output need when admitted and returns them when done, so the pool holds
+only what the 32 longest requests can need at once.
+Expect: headline is peak memory: ~2x lower on an H100/H200 (estimate, not yet measured: 0.31 GB
+of weights + 1 GiB reserved → + 0.22 GiB of pages, plus ~0.1 GB of activations); equivalently
+~4x more concurrent requests fit a fixed KV budget. Time: the paged variant gathers a step's pages
+(a copy of the live K/V per layer) before SDPA, so it is somewhat slower here; a paged-attention
+kernel reads the pages in place (chapter 18).
+Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
+step at the bf16 defaults (keys padded to whole pages are masked, so sums differ only in order).
+Run: python ch15/baseline_paged_kv_cache.py  |  aisp bench run -t ch15:paged_kv_cache
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
+
+import aisp
+from aisp.kits.llm import ContinuousBatcher, DenseKVCache, StreamConfig
+
+STREAM = StreamConfig(requests=64, prompt_mean=512, output_mean=32, spread=0.6, max_prompt=2048, max_output=128)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PagedWorkload(StreamWorkload):
+    max_context: int = 4096
+    """Longest sequence (prompt + output) the server accepts: what a contiguous cache reserves."""
+    page_size: int = 16
+    """Tokens per KV page."""
+    prefill_budget: int = 4096
+    """Padded prompt tokens prefilled together (bounds prefill activations, as serving schedulers do)."""
+
+
+def _workload(w: PagedWorkload = PagedWorkload(stream=STREAM, slots=32)) -> PagedWorkload:
+    reqs, m = w.requests(), w.model
+    tokens = sum(r.output_len for r in reqs)
+    prefill = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
+    decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
+    return PagedWorkload(stream=w.stream, slots=w.slots, max_context=w.max_context, page_size=w.page_size,
+                         prefill_budget=w.prefill_budget,
+                         flops=prefill + decode, bytes=tokens / w.slots * weight_bytes(m), items=tokens,
+                         item_unit="tokens", precision="bf16", headline="memory",
+                         requires=GPU_SIZED)
+
+
+WORKLOAD = _workload()
+
+
+class ReservedCache(StreamBenchmark):
+    """Serves the stream; returns (tokens (requests, longest output), top logits (..., TOP))."""
+
+    workload = WORKLOAD
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.workload
+        cache = DenseKVCache(w.model, w.slots, w.max_context, self.device, dtype_on(self.device))
+        return ContinuousBatcher(self.model, cache, w.slots, None, w.prefill_budget).run(self.requests).as_tuple()
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return ReservedCache()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

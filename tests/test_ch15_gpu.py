@@ -1,0 +1,76 @@
+"""Chapter 15 and the LLM kit on a GPU (bf16): the generation loops agree token for token at the
+pairs' model size, the paged pair's run needs much less memory, and each pair verifies at its
+H200 size (the harness does the timing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp.harness.execute import guarded_run
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
+from aisp.kits.llm import (
+    ContinuousBatcher,
+    DenseKVCache,
+    PagedKVCache,
+    PageLayout,
+    PagePool,
+    StreamConfig,
+    build_decoder,
+    request_stream,
+    static_generate,
+)
+
+CH15 = Path(__file__).resolve().parents[1] / "ch15"
+pytestmark = pytest.mark.gpu
+
+
+def load(module: str):
+    return import_module_at(CH15 / f"{module}.py")
+
+
+def test_generation_loops_agree_in_bf16() -> None:
+    cfg, dev = load("ch15_serving").MODEL, torch.device("cuda")
+    model = build_decoder(cfg, 0, dev)
+    stream = request_stream(StreamConfig(requests=12, prompt_mean=200, output_mean=16, max_prompt=600,
+                                         max_output=48), 3)
+    dense = static_generate(model, DenseKVCache(cfg, 4, 648, dev, torch.bfloat16), stream, 4)
+    continuous = ContinuousBatcher(model, DenseKVCache(cfg, 4, 648, dev, torch.bfloat16), 4).run(stream)
+    layout = PageLayout(pages=200, page_size=16, rows=4, max_pages=41)
+    paged = ContinuousBatcher(model, PagedKVCache(cfg, layout, dev, torch.bfloat16), 4, PagePool(200)).run(stream)
+    for out in (continuous, paged):
+        assert torch.equal(out.tokens, dense.tokens)
+        torch.testing.assert_close(out.top, dense.top, rtol=5e-2, atol=0.1)
+
+
+def test_paged_pair_lowers_peak_memory() -> None:
+    peaks = []
+    for module in ("baseline_paged_kv_cache", "optimized_paged_kv_cache"):
+        bench = load(module).get_benchmark()
+        bench.device = torch.device("cuda")
+        bench.setup()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        bench.run()
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated() - base)
+        del bench
+        torch.cuda.empty_cache()
+    assert peaks[1] < peaks[0] / 2, f"peak run memory {peaks}"
+
+
+@pytest.mark.parametrize("name", ["kv_cache_reuse", "continuous_batching", "paged_kv_cache", "prefix_caching",
+                                  "chunked_prefill"])
+def test_pair_verifies_at_full_size(name: str) -> None:
+    outs = []
+    for module in (f"baseline_{name}", f"optimized_{name}"):
+        bench = load(module).get_benchmark()
+        bench.device = torch.device("cuda")
+        bench.setup()
+        outs.append(guarded_run(bench))
+        bench.teardown()
+    compare(outs[0], outs[1], load(f"baseline_{name}").WORKLOAD)

@@ -1,0 +1,149 @@
+"""Chapter 15 pairs on a CPU (tiny decoder, same code): every variant gives its baseline's tokens
+and logits on two seeds and on refilled inputs, a wrong seed's answer is rejected, every pair file
+documents itself, and each optimization does the less work it claims (decode steps, prefilled
+tokens, reserved cache)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import guarded_run as guarded
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import VerificationError, compare
+from aisp.kits.llm import LLMConfig, StreamConfig
+
+CH15 = Path(__file__).resolve().parents[1] / "ch15"
+TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
+TINY_STREAM = StreamConfig(requests=7, prompt_mean=12, output_mean=5, spread=0.6, max_prompt=24, max_output=10,
+                           vocab=256)
+
+SMALL = {
+    "kv_cache_reuse": dict(model=TINY, batch=2, prompt=12, steps=5),
+    "continuous_batching": dict(model=TINY, stream=TINY_STREAM, slots=3),
+    "paged_kv_cache": dict(model=TINY, stream=TINY_STREAM, slots=3, max_context=80, page_size=4, prefill_budget=30),
+    "prefix_caching": dict(model=TINY, requests=3, system=16, user=5, page_size=4),
+    "chunked_prefill": dict(model=TINY, running=3, context=10, steps=9, long=24, arrive=2, chunk=8),
+}
+"""Per pair, workload sizes that keep a CPU run to a second or two."""
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH15 / f"{module}.py")
+
+
+def pair_files() -> list[tuple[str, str]]:
+    pairs = []
+    for opt in sorted(CH15.glob("optimized_*.py")):
+        name = opt.stem.removeprefix("optimized_")
+        while not (CH15 / f"baseline_{name}.py").exists():
+            name = name.rsplit("_", 1)[0]
+        pairs.append((f"baseline_{name}", opt.stem))
+    return pairs
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    name = next(b for b, o in pair_files() if module in (b, o)).removeprefix("baseline_")
+    bench.workload = dataclasses.replace(bench.workload, **SMALL[name])
+    return bench
+
+
+def test_every_pair_has_small_sizes() -> None:
+    assert sorted(b.removeprefix("baseline_") for b, _ in pair_files()) == sorted(SMALL)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), pair_files())
+def test_pair_matches_on_two_seeds_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
+    workload = build(baseline, 0).workload
+    refs = {}
+    for seed in (0, 1):
+        base, opt = build(baseline, seed), build(optimized, seed)
+        base.setup()
+        opt.setup()
+        refs[seed] = guarded(base)
+        compare(refs[seed], guarded(opt), workload)
+    with pytest.raises(VerificationError):
+        compare(refs[0], refs[1], workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), pair_files())
+def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), build(baseline, 0).workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), pair_files())
+def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str, optimized: str) -> None:
+    workload = load(baseline).WORKLOAD
+    reason = unmet_requirements(workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+    assert workload.precision == "bf16" and workload.flops > 0 and workload.items > 0
+
+
+def test_paged_kv_cache_headlines_memory_and_reserves_less() -> None:
+    assert load("baseline_paged_kv_cache").WORKLOAD.headline == "memory"
+    opt = load("optimized_paged_kv_cache").get_benchmark()
+    opt.requests = opt.workload.requests()  # the H200 sizes; no model needed for the layout
+    w = opt.workload
+    assert opt.layout().pages * w.page_size * 4 < w.slots * w.max_context
+
+
+def count_decode_steps(monkeypatch: pytest.MonkeyPatch, module: str) -> int:
+    import aisp.kits.llm.engine as engine
+
+    calls = []
+    real = engine.decode
+    monkeypatch.setattr(engine, "decode", lambda *a, **k: calls.append(1) or real(*a, **k))
+    bench = build(module, 0)
+    bench.setup()
+    bench.run()
+    return len(calls)
+
+
+def test_continuous_batching_runs_fewer_decode_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    static = count_decode_steps(monkeypatch, "baseline_continuous_batching")
+    continuous = count_decode_steps(monkeypatch, "optimized_continuous_batching")
+    requests = build("baseline_continuous_batching", 0).workload.requests()
+    assert continuous < static
+    assert continuous >= sum(r.output_len - 1 for r in requests) / 3
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+@pytest.mark.parametrize("path", sorted(CH15.glob("*_*.py")), ids=lambda p: p.stem)
+def test_pair_file_documents_itself(path: Path) -> None:
+    if not path.stem.startswith(("baseline_", "optimized_")):
+        return
+    doc = _docstring(path)
+    for line in ("Baseline", "Optimized", "Expect:", "Run:", "not yet measured"):
+        assert line in doc, f"{path.name} docstring lacks '{line}'"
+    if path.stem.startswith("baseline_"):
+        assert "Tolerance:" in doc
+    assert len(path.read_text().splitlines()) < 150
+
+
+def test_chunked_prefill_reports_decode_gaps_and_splits_the_prompt() -> None:
+    mixed = {}
+    for module in ("baseline_chunked_prefill", "optimized_chunked_prefill"):
+        bench = build(module, 0)
+        bench.setup()
+        forward, sizes = bench.model.hidden_segments, []
+        bench.model.hidden_segments = lambda segs, f=forward, n=sizes: n.append(len(segs)) or f(segs)
+        bench.run()
+        mixed[module] = sizes.count(2)
+        stats = bench.metrics()
+        assert len(bench.clock.marks) == bench.workload.steps
+        assert 0 < stats["decode_gap_p50_ms"] <= stats["decode_gap_max_ms"]
+    w = build("baseline_chunked_prefill", 0).workload
+    assert mixed == {"baseline_chunked_prefill": 0, "optimized_chunked_prefill": w.long // w.chunk}
