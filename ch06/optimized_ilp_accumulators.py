@@ -7,9 +7,9 @@ q_j a Horner chain in y = x^8 on coefficient c[j]: 8 accumulators that do not de
 other, so each warp has 8 FMAs ready every cycle and the scheduler issues back to back. The
 register cost is 8 accumulators; the FMA count is the same (+17). Different rounding order:
 verified at fp32 tolerance.
-Expect: re-run pending on an H200 (the first run failed verification on refilled inputs before
-the clamp; the baseline measured 0.730 ms, 24.3 TFLOP/s); estimate, not yet measured: ~2x,
-80-95% of the FP32 FMA peak.
+Expect: measured on an H200 (re-run after the clamp; the first run failed verification on
+refilled inputs): 0.729 ms → 0.325 ms, 2.24x [2.22, 2.27]; 54.5 TFLOP/s, 81% of the ~67 TFLOP/s
+FP32 FMA peak (the baseline 24.3, 36%).
 Run: python ch06/optimized_ilp_accumulators.py  |  aisp bench run -t ch06:ilp_accumulators
 """
 

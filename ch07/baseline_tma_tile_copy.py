@@ -12,9 +12,10 @@ engine moves the whole box (``UTMALDG``; out-of-image elements filled with zeros
 mbarrier with the byte count; the block waits on it (``stencil_tma``). Same stencil from shared
 memory, same compute and stores: results agree bit for bit.
 Hopper and later only (``cp.async.bulk.tensor``), built for sm_90a.
-Expect (estimate, not yet measured; the first H200 run stopped in the TMA kernel, re-run pending):
-~1.1-1.5x on an H100/H200; optimized >= 80% of the HBM copy bandwidth (512 MiB read + 512 MiB
-written; the halo rows re-read by neighbouring blocks mostly hit L2).
+Expect: measured on an H200 (re-run after the TMA fix): 0.322 ms → 0.293 ms, 1.10x [1.09, 1.11];
+the baseline already at 3,335 GB/s (79% of the HBM copy), the optimized at 3,661 GB/s (87%),
+counting 512 MiB read + 512 MiB written (the halo rows re-read by neighbouring blocks mostly hit
+L2).
 Run: python ch07/baseline_tma_tile_copy.py  |  aisp bench run -t ch07:tma_tile_copy
 """
 

@@ -6,8 +6,8 @@ writes two bf16 intermediates that the next kernel reads back: 7 tensor passes, 
 traffic for 0.75 GiB of needed bytes (read x and residual, write the output).
 Optimized (optimized_triton_fused_layernorm.py): one Triton kernel, one row per program: the
 row stays in registers from the add to the GELU, so only the 3 needed passes touch HBM.
-Expect: 2-2.5x on an H100/H200, the fused kernel at 80-90% of the ~4.2 TB/s copy ceiling
-(estimate; re-run pending: the first H200 run failed to compile the kernel, now fixed).
+Expect: measured on an H200 (re-run after the compile fix): 0.542 -> 0.239 ms, 2.27x
+[2.15, 2.39]; the fused kernel at 3,366 GB/s, 80% of the ~4.2 TB/s copy ceiling.
 CPU: not run (Triton kernel).
 Tolerance: bf16 default. The kernel rounds x + residual and the normalized row to bf16 where
 eager PyTorch stores them, so the two differ only in reduction order and the tanh formula.
