@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURE_PAIRS
@@ -55,10 +57,17 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    options = RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
+    """Every fixture pair, in two suites at once (one per core: each pair is a worker process that
+    imports torch); returns the results by name and each pair's run folder."""
     pairs = resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
-    results, run_dir = run_suite(pairs, options)
-    return {r["name"]: r for r in results}, run_dir
+
+    def run(half: list) -> tuple[list, Path]:
+        art = tmp_path_factory.mktemp("art")
+        return run_suite(half, RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=art))
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(run, [pairs[0::2], pairs[1::2]]))
+    results = {r["name"]: r for found, _ in done for r in found}
+    return results, {r["name"]: run_dir for found, run_dir in done for r in found}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -81,29 +90,32 @@ def test_verify_failed_has_no_timing(suite, name):
 
 
 def test_every_pair_has_artifacts(suite):
-    results, run_dir = suite
+    results, run_dirs = suite
     for name in results:
-        path = run_dir / f"pairs_{name}" / "results" / "benchmark_test_results.json"
+        path = run_dirs[name] / f"pairs_{name}" / "results" / "benchmark_test_results.json"
         data = json.loads(path.read_text())
         assert data["schema_version"] == 1 and data["name"] == name
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert len(summary["results"]) == len(EXPECTED)
-    assert json.loads((run_dir / "manifest.json").read_text())["hardware_key"]
+    folders = set(run_dirs.values())
+    summaries = [json.loads((d / "summary.json").read_text()) for d in folders]
+    assert sum(len(s["results"]) for s in summaries) == len(EXPECTED)
+    assert all(json.loads((d / "manifest.json").read_text())["hardware_key"] for d in folders)
 
 
 def test_the_report_layer_writes_the_tables(suite):
-    results, run_dir = suite
-    write_tables(run_dir, list(results.values()))
-    assert (run_dir / "summary.csv").read_text().count("\n") == len(EXPECTED) + 1
-    assert (run_dir / "summary.md").read_text().count("| pairs:") == len(EXPECTED)
+    results, run_dirs = suite
+    for folder in set(run_dirs.values()):
+        found = [r for name, r in results.items() if run_dirs[name] == folder]
+        write_tables(folder, found)
+        assert (folder / "summary.csv").read_text().count("\n") == len(found) + 1
+        assert (folder / "summary.md").read_text().count("| pairs:") == len(found)
     for name in results:
-        assert (run_dir / f"pairs_{name}" / "results" / "benchmark_test_results.md").read_text().startswith(
-            f"# pairs:{name}: ")
+        path = run_dirs[name] / f"pairs_{name}" / "results" / "benchmark_test_results.md"
+        assert path.read_text().startswith(f"# pairs:{name}: ")
 
 
 def test_crash_log_kept(suite):
-    _, run_dir = suite
-    log = (run_dir / "pairs_raises" / "logs" / "pair.log").read_text()
+    _, run_dirs = suite
+    log = (run_dirs["raises"] / "pairs_raises" / "logs" / "pair.log").read_text()
     assert "deliberate failure in run()" in log
 
 
