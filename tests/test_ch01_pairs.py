@@ -8,6 +8,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from conftest import variant_modules
 from refill_check import check_refilled_pair
 
 import aisp
@@ -19,13 +20,7 @@ CH01 = Path(__file__).resolve().parents[1] / "ch01"
 
 def pair_files() -> list[tuple[str, str]]:
     """(baseline module, optimized module) for every optimized file in ch01."""
-    pairs = []
-    for opt in sorted(CH01.glob("optimized_*.py")):
-        name = opt.stem.removeprefix("optimized_")
-        while not (CH01 / f"baseline_{name}.py").exists():
-            name = name.rsplit("_", 1)[0]
-        pairs.append((f"baseline_{name}", opt.stem))
-    return pairs
+    return variant_modules(CH01)
 
 
 def load(module: str) -> ModuleType:

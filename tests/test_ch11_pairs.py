@@ -9,6 +9,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from conftest import variant_modules
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -26,13 +27,7 @@ def load(module: str) -> ModuleType:
 
 def variant_files() -> list[tuple[str, str]]:
     """(baseline module, optimized module) for every optimized file in ch11."""
-    found = []
-    for opt in sorted(CH11.glob("optimized_*.py")):
-        name = opt.stem.removeprefix("optimized_")
-        while not (CH11 / f"baseline_{name}.py").exists():
-            name = name.rsplit("_", 1)[0]
-        found.append((f"baseline_{name}", opt.stem))
-    return found
+    return variant_modules(CH11)
 
 
 def test_the_harness_discovers_the_six_pairs() -> None:

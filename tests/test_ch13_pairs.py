@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from conftest import variant_modules
 from refill_check import check_refilled_pair
 
 import aisp
@@ -32,15 +33,7 @@ def load(module: str) -> ModuleType:
 def pair_files() -> list[tuple[str, str]]:
     """(baseline, optimized) module names of the single-GPU pairs, matching the longest baseline
     name (as discovery does). The ``*_multigpu`` pairs have their own tests."""
-    pairs = []
-    for opt in sorted(CH13.glob("optimized_*.py")):
-        if "multigpu" in opt.stem:
-            continue
-        name = opt.stem.removeprefix("optimized_")
-        while not (CH13 / f"baseline_{name}.py").exists():
-            name = name.rsplit("_", 1)[0]
-        pairs.append((f"baseline_{name}", opt.stem))
-    return pairs
+    return [p for p in variant_modules(CH13) if "multigpu" not in p[1]]
 
 
 def tiny_gpt() -> object:

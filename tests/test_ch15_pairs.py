@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from conftest import variant_modules
 from refill_check import check_refilled_pair
 
 import aisp
@@ -41,13 +42,7 @@ def load(module: str) -> ModuleType:
 
 
 def pair_files() -> list[tuple[str, str]]:
-    pairs = []
-    for opt in sorted(CH15.glob("optimized_*.py")):
-        name = opt.stem.removeprefix("optimized_")
-        while not (CH15 / f"baseline_{name}.py").exists():
-            name = name.rsplit("_", 1)[0]
-        pairs.append((f"baseline_{name}", opt.stem))
-    return pairs
+    return variant_modules(CH15)
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
