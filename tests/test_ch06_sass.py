@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,7 @@ FFMA = re.compile(r"\bFFMA (R\d+), ([^;]*);")
 
 def resources(source: str) -> dict[str, tuple[int, int, int]]:
     """(registers, stack bytes, shared bytes) per mangled kernel name, from ``cuobjdump -res-usage``."""
-    lib = native.Library((CH06 / source,))
-    out = subprocess.run([native.cuobjdump(), "-res-usage", str(lib.build("90"))], capture_output=True,
-                         text=True, check=True).stdout
+    out = native.Library((CH06 / source,)).resource_usage("90")
     return {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in RESOURCE.finditer(out)}
 
 

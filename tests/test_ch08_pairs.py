@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -115,8 +114,6 @@ def test_half2_math_uses_packed_hfma2() -> None:
 
 @needs_sass
 def test_tail_effect_blocks_fit_two_per_sm(tmp_path: Path) -> None:
-    built = native.Library((CH08 / "tail_waves.cu",)).build("90")
-    usage = subprocess.run([native.cuobjdump(), "-res-usage", str(built)], capture_output=True, text=True,
-                           check=True).stdout
+    usage = native.Library((CH08 / "tail_waves.cu",)).resource_usage("90")
     regs = [int(r) for r in re.findall(r"REG:(\d+)", usage)]
     assert len(regs) == 2 and max(regs) <= 32, usage

@@ -242,6 +242,8 @@ def test_sass_shows_the_instructions_of_the_built_kernel(tmp_path: Path, cache: 
     sass = native.Library((src,)).sass("90")
     assert "add_one" in sass and "LDG.E" in sass and "STG.E" in sass
     assert "LDGSTS" not in sass and "HGMMA" not in sass
+    usage = native.Library((src,)).resource_usage("90")
+    assert "add_one" in usage and "REG:" in usage
 
 
 def test_sass_without_cuobjdump_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -220,15 +220,24 @@ class Library:
         """The SASS of the library built for ``arch`` ("90"; no GPU needed), from ``cuobjdump -sass``:
         what a test searches for the instruction a pair is about (``HGMMA``, ``UTMALDG``, ``LDGSTS``).
         A RuntimeError when cuobjdump is missing or fails."""
+        return self._cuobjdump(arch, "-sass")
+
+    def resource_usage(self, arch: str) -> str:
+        """``cuobjdump -res-usage`` of the library built for ``arch``: registers (``REG:``), stack,
+        shared and local memory per kernel. A RuntimeError when cuobjdump is missing or fails."""
+        return self._cuobjdump(arch, "-res-usage")
+
+    def _cuobjdump(self, arch: str, option: str) -> str:
         tool = cuobjdump()
         if tool is None:
             raise RuntimeError("cuobjdump is not on PATH, in $CUDA_HOME/bin or from the "
                                "nvidia-cuda-cuobjdump wheel")
         env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        proc = subprocess.run([tool, "-sass", str(self.build(arch))], capture_output=True, text=True,
+        proc = subprocess.run([tool, option, str(self.build(arch))], capture_output=True, text=True,
                               env=env, check=False)
         if proc.returncode:
-            raise RuntimeError(f"cuobjdump -sass {self.name} failed: {(proc.stderr or proc.stdout).strip()[-400:]}")
+            detail = (proc.stderr or proc.stdout).strip()[-400:]
+            raise RuntimeError(f"cuobjdump {option} {self.name} failed: {detail}")
         return proc.stdout
 
     def compile_only(self, arch: str) -> None:
