@@ -42,7 +42,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import aisp
-from aisp.kits.gpt import Block, GPTConfig, init_weights_
+from aisp.kits.gpt import BlockStack, GPTConfig, init_weights_
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,17 +60,6 @@ WORKLOAD = RegionalWorkload(precision="bf16", atol=0.15, rtol=5e-2, timeout_s=60
 COLD = ("import sys, torch; sys.path.insert(0, {folder!r}); import {module} as m; b = m.get_benchmark(); "
         "b.setup(); print(b.cold_start_s())")
 """A fresh interpreter that sets up this variant and prints its cold-start seconds."""
-
-
-class BlockStack(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return x
 
 
 class WholeModelCompile(aisp.Benchmark):

@@ -29,7 +29,7 @@ from ch14_common import compile_metrics, timed_compile
 from torch import nn
 
 import aisp
-from aisp.kits.gpt import Block, GPTConfig, init_weights_
+from aisp.kits.gpt import BlockStack, GPTConfig, init_weights_
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,17 +49,6 @@ def block_workload(**kw: object) -> BlockWorkload:
 
 WORKLOAD = block_workload()
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
-
-
-class BlockStack(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return x
 
 
 class EagerBlocks(aisp.Benchmark):

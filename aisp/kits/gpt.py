@@ -71,6 +71,20 @@ class Block(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
+class BlockStack(nn.Module):
+    """``cfg.layers`` transformer blocks on hidden states, without embeddings or head: what the
+    compile pairs (ch13 regional_compile, ch14 compile_modes) compile."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig, checkpoint_blocks: bool = False) -> None:
         super().__init__()
