@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 import torch
 from conftest import variant_modules
+from gpu_memory import run_peak_bytes
 from refill_check import check_refilled_pair
 
 import aisp
@@ -184,19 +185,7 @@ def test_pair_file_documents_itself(path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["activation_checkpointing", "memory_profiling"])
 def test_memory_goal_pairs_lower_peak_on_gpu(name: str) -> None:
-    peaks = []
-    for module in (f"baseline_{name}", f"optimized_{name}"):
-        bench = load(module).get_benchmark()
-        bench.device = torch.device("cuda")
-        bench.setup()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        bench.run()
-        torch.cuda.synchronize()
-        peaks.append(torch.cuda.max_memory_allocated() - base)
-        del bench
-        torch.cuda.empty_cache()
+    peaks = [run_peak_bytes(load(f"{side}_{name}").get_benchmark()) for side in ("baseline", "optimized")]
     assert peaks[1] < peaks[0] / 1.5, f"peak run memory {peaks}"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from gpu_memory import run_peak_bytes
 
 from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
@@ -47,19 +48,7 @@ def test_generation_loops_agree_in_bf16() -> None:
 
 
 def test_paged_pair_lowers_peak_memory() -> None:
-    peaks = []
-    for module in ("baseline_paged_kv_cache", "optimized_paged_kv_cache"):
-        bench = load(module).get_benchmark()
-        bench.device = torch.device("cuda")
-        bench.setup()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        bench.run()
-        torch.cuda.synchronize()
-        peaks.append(torch.cuda.max_memory_allocated() - base)
-        del bench
-        torch.cuda.empty_cache()
+    peaks = [run_peak_bytes(load(f"{side}_paged_kv_cache").get_benchmark()) for side in ("baseline", "optimized")]
     assert peaks[1] < peaks[0] / 2, f"peak run memory {peaks}"
 
 
