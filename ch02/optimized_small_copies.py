@@ -6,7 +6,8 @@ Optimized: ``torch.cat(srcs, out=staging)`` packs them into a pinned staging buf
 memcpy pass) and a single ``copy_(non_blocking=True)`` sends 8 MiB at the PCIe rate. Before the
 next call overwrites the staging buffer it waits on an event recorded after the copy, so a copy
 still in flight never sees half-new data.
-Expect (estimate, not yet measured): 3-10x; the host memcpy of 8 MiB is now the larger part.
+Expect (measured, H200, 2026-11-23): 4.43x [4.22, 4.65]; the host cat of 8 MiB into staging is now
+the larger part.
 Run: python ch02/optimized_small_copies.py  |  aisp bench run -t ch02:small_copies
 """
 

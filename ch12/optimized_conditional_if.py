@@ -6,7 +6,8 @@ Optimized: conditional_if.cu ``if_build`` (setup) builds one graph: per stage th
 one-thread kernel calling cudaGraphSetConditional(handle_s, flag), an IF conditional node
 (cudaGraphCondTypeIf, its own handle, default 0) whose body is the clip kernel, then the grow
 kernel. Each call copies the input and launches the graph once; the GPU skips or runs each clip.
-Expect (estimate, not yet measured): 3-6x on an H100/H200.
+Expect (measured, H200, 2026-11-23): 1.62x [1.60, 1.65]; 16.5 us per stage (kernel time plus node
+cost).
 Run: python ch12/optimized_conditional_if.py  |  aisp bench run -t ch12:conditional_if
 """
 

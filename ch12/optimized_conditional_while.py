@@ -6,7 +6,7 @@ WHILE conditional node (cudaGraphConditionalHandleCreate with default 1, cudaGra
 whose body is the step and a one-thread kernel calling cudaGraphSetConditional(handle, still moving
 and passes < 200). Each call copies the input and launches the graph once: the GPU re-runs the
 body until the condition is 0, with no host in the loop. Same kernels, same passes, same result.
-Expect (estimate, not yet measured): 3-6x on an H100/H200.
+Expect (measured, H200, 2026-11-23): 2.58x [2.33, 2.87]; 5.7 us per pass of two nodes.
 Run: python ch12/optimized_conditional_while.py  |  aisp bench run -t ch12:conditional_while
 """
 

@@ -8,7 +8,8 @@ which starts when the whole launching grid has finished and so sees its complete
 The next level's size is unknown at launch time, so device levels run on a fixed grid (8 blocks
 per SM) with a grid-stride loop; a level that finds no intervals launches nothing and the chain
 ends. The host's stream sees one grid: the call ends when the last level does.
-Expect (estimate, not yet measured): 2-4x on an H100/H200.
+Expect (measured, H200, 2026-11-23): 1.45x [1.40, 1.49]; ~18 us per level, device launch latency
+included.
 Run: python ch12/optimized_dynamic_parallelism.py  |  aisp bench run -t ch12:dynamic_parallelism
 """
 

@@ -1,13 +1,13 @@
 """Optimized work queue (CUDA C++): persistent blocks pull rows from an atomic counter.
 
 Baseline (baseline_work_queue.py): rows of skewed lengths dealt round-robin to a persistent grid;
-the busiest block carries ~2x the mean load.
+the busiest SM carries ~1.5x the mean load.
 Optimized: work_queue.cu ``wq_dynamic``: the counter is zeroed (a 4-byte memset), then each
 block's thread 0 takes the next row with atomicAdd and shares it through shared memory; a block
 leaves when the counter passes the last row. Blocks that drew short rows come back for more, so
-all SMs stream from HBM until the end. One atomic per row (32K per call) costs next to nothing.
+all SMs stream from HBM until the end. One atomic per row (16K per call) costs next to nothing.
 Same rows, same per-row reduction order: bit-identical sums.
-Expect (estimate, not yet measured): 1.2-1.6x on an H100/H200; 70-85% of HBM read bandwidth.
+Expect (estimate, not yet measured): 1.2-1.4x on an H100/H200; 70-85% of HBM read bandwidth.
 Run: python ch12/optimized_work_queue.py  |  aisp bench run -t ch12:work_queue
 """
 

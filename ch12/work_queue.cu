@@ -12,11 +12,22 @@ __device__ void row_sum(const float* x, const long long* offsets, float* out, in
   __shared__ float warp_sums[kThreads / 32];
   const float4* row = reinterpret_cast<const float4*>(x + offsets[r]);
   int quads = static_cast<int>((offsets[r + 1] - offsets[r]) / 4);
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < quads; i += kThreads) {
-    float4 v = row[i];
-    s += (v.x + v.y) + (v.z + v.w);
+  // Four independent loads in flight per thread: a row is short, so its latency, not HBM, is the
+  // limit unless each thread keeps several requests outstanding.
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  int i = threadIdx.x;
+  for (; i + 3 * kThreads < quads; i += 4 * kThreads) {
+    float4 a = row[i], b = row[i + kThreads], c = row[i + 2 * kThreads], d = row[i + 3 * kThreads];
+    s0 += (a.x + a.y) + (a.z + a.w);
+    s1 += (b.x + b.y) + (b.z + b.w);
+    s2 += (c.x + c.y) + (c.z + c.w);
+    s3 += (d.x + d.y) + (d.z + d.w);
   }
+  for (; i < quads; i += kThreads) {
+    float4 v = row[i];
+    s0 += (v.x + v.y) + (v.z + v.w);
+  }
+  float s = (s0 + s1) + (s2 + s3);
   for (int d = 16; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
   __syncthreads();

@@ -129,11 +129,11 @@ def test_refine_struct_matches_the_cuda_layout() -> None:
     assert (refine.count.offset, refine.cap.offset, refine.tol.offset, ctypes.sizeof(refine)) == (16, 48, 64, 72)
 
 
-def test_row_lengths_are_aligned_skewed_and_near_256_mib() -> None:
+def test_row_lengths_are_aligned_skewed_and_near_235_mib() -> None:
     w = load("baseline_work_queue").WORKLOAD
     lengths = w.lengths()
     assert bool((lengths % 4 == 0).all()) and int(lengths.min()) >= 4 and int(lengths.max()) <= w.max_length
-    assert 240 * 2**20 < 4 * int(lengths.sum()) < 270 * 2**20
+    assert 220 * 2**20 < 4 * int(lengths.sum()) < 250 * 2**20
     assert torch.equal(lengths, w.lengths())
 
 
@@ -150,11 +150,13 @@ def block_loads(lengths: list[int], blocks: int, queue: bool) -> list[int]:
     return loads
 
 
-def test_the_queue_evens_out_the_block_loads() -> None:
+def test_the_queue_evens_out_the_sm_loads() -> None:
+    """What bounds the kernel is the busiest SM (8 resident blocks of 1,056 share one of 132 SMs)."""
     lengths = load("baseline_work_queue").WORKLOAD.lengths().tolist()
-    mean = sum(lengths) / 1056
-    static, queued = (max(block_loads(lengths, 1056, q)) / mean for q in (False, True))
-    assert static > 1.8 and queued < 0.8 * static
+    mean = sum(lengths) / 132
+    static, queued = (max(sum(block_loads(lengths, 1056, q)[s::132]) for s in range(132)) / mean
+                      for q in (False, True))
+    assert static > 1.4 and queued < 0.8 * static
 
 
 def test_row_sums_reference_sums_each_row() -> None:
