@@ -1,17 +1,17 @@
 """Baseline KV cache reuse: no cache; every decode step recomputes the whole sequence.
 
-Baseline: 8 prompts of 2,048 tokens generate 32 tokens each (greedy) with the chapter's 156M-
+Baseline: 8 prompts of 2,048 tokens generate 16 tokens each (greedy) with the chapter's 156M-
 parameter decoder. Without a KV cache, step t runs the model over all 2,048 + t tokens again
-(prompt and generated so far) to get the next token's logits: 32 forward passes over ~16.5k
-tokens, each ~3.5 TFLOP (2 x 90M block weights x 16.5k tokens, plus ~0.5 TFLOP of causal
-attention), ~110 TFLOP per call, almost all of it recomputing keys and values the previous step
+(prompt and generated so far) to get the next token's logits: 16 forward passes over ~16.4k
+tokens, each ~3.5 TFLOP (2 x 90M block weights x 16.4k tokens, plus ~0.5 TFLOP of causal
+attention), ~55 TFLOP per call, almost all of it recomputing keys and values the previous step
 already had. (The LM head runs on the last position only, as any generate loop does.)
 Optimized (optimized_kv_cache_reuse.py): one prefill writes every prompt token's keys/values into a
-preallocated cache; each of the 31 decode steps runs the model on one new token per sequence and
+preallocated cache; each of the 15 decode steps runs the model on one new token per sequence and
 attends to the cache: ~3.5 TFLOP in all (the prefill), and a decode step reads the weights
 (0.25 GB) and the cache (0.14 GB) instead of recomputing them.
 Expect: several times faster on an H100/H200 (estimate, not yet measured): the baseline is
-tensor-core bound (~110 TFLOP, ~180 ms at ~600 TFLOP/s); the optimized decode steps are bound by eager
+tensor-core bound (~55 TFLOP; a first H200 run with 32 tokens took 414 ms, ~270 TFLOP/s); the optimized decode steps are bound by eager
 launch cost (~300 kernels, ~1.5 ms per step), not by their ~0.1 ms of HBM traffic: CUDA graphs
 (ch16 decode_cuda_graph) take that next.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
@@ -38,7 +38,7 @@ class ReuseWorkload(aisp.Workload):
     """Sequences generated together."""
     prompt: int = 2048
     """Prompt tokens per sequence."""
-    steps: int = 32
+    steps: int = 16
     """Tokens generated per sequence (the first from the prefill's logits)."""
 
 

@@ -1,7 +1,7 @@
 """Baseline paged KV cache: every slot reserves the server's longest context (memory headline).
 
-Baseline: continuous batching of 64 requests (prompts ~512 tokens, log-normal up to 2,048;
-outputs ~32 tokens, up to 128) over 32 slots (at most 4,096 prompt tokens prefilled together),
+Baseline: continuous batching of 32 requests (prompts ~512 tokens, log-normal up to 2,048;
+outputs ~16 tokens, up to 64) over 32 slots (at most 4,096 prompt tokens prefilled together),
 with a KV cache that reserves the server's maximum context (4,096 tokens) for every slot, as a
 contiguous per-sequence cache must: 32 x 4,096 x 8 KiB = 1 GiB of bf16 keys/values, of which the
 stream's live requests fill ~1/5.
@@ -10,7 +10,7 @@ PagedAttention layout): 16-token pages in one pool and a block table per slot; a
 the pages its prompt and output need when admitted and returns them when done, so the pool holds
 only what the 32 longest requests can need at once.
 Expect: headline is peak memory: ~2x lower on an H100/H200 (estimate, not yet measured: 0.31 GB
-of weights + 1 GiB reserved → + 0.22 GiB of pages, plus ~0.1 GB of activations); equivalently
+of weights + 1 GiB reserved → + ~0.2 GiB of pages, plus ~0.1 GB of activations); equivalently
 ~4x more concurrent requests fit a fixed KV budget. Time: the paged variant gathers a step's pages
 (a copy of the live K/V per layer) before SDPA, so it is somewhat slower here; a paged-attention
 kernel reads the pages in place (chapter 18).
@@ -29,7 +29,7 @@ from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, w
 import aisp
 from aisp.kits.llm import ContinuousBatcher, DenseKVCache, StreamConfig
 
-STREAM = StreamConfig(requests=64, prompt_mean=512, output_mean=32, spread=0.6, max_prompt=2048, max_output=128)
+STREAM = StreamConfig(requests=32, prompt_mean=512, output_mean=16, spread=0.6, max_prompt=2048, max_output=64)
 
 
 @dataclass(frozen=True, kw_only=True)

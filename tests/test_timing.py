@@ -59,6 +59,20 @@ def test_a_baseline_with_unseen_work_leaves_no_speedup():
     assert result["verdict"] == "error" and result["speedup"] is None
 
 
+def test_a_metric_headline_compares_the_metric_and_errors_when_it_is_missing():
+    """A pair that trades total time for a latency figure is judged on that figure, not on time."""
+    base = {**_record("baseline_mm", [1.0] * 4, [1.0] * 4), "metrics": {"gap_p99_ms": 9.0}}
+    opt = {**_record("optimized_mm", [1.2] * 4, [1.2] * 4), "metrics": {"gap_p99_ms": 3.0}}
+    silent = _record("optimized_mm_silent", [0.5] * 4, [0.5] * 4)
+    result = assemble({"name": "mm"}, {"headline": "metric:gap_p99_ms"}, [base, opt, silent])
+    judged, missing = result["variants"]
+    assert judged["verdict"] == "ok" and judged["speedup"]["value"] == pytest.approx(3.0)
+    assert missing["verdict"] == "error" and "metric:gap_p99_ms" in missing["reason"]
+    assert result["best"] == "optimized_mm" and result["verdict"] == "error"
+    timed = assemble({"name": "mm"}, {}, [base, opt])
+    assert timed["variants"][0]["speedup"]["value"] < 1.0
+
+
 def test_cold_start_groups_give_an_unpaired_interval():
     base = {**_record("baseline_mm", [2.0] * 6, [2.0] * 6), "sample_groups": [[1.9] * 2, [2.0] * 2, [2.1] * 2]}
     opt = {**_record("optimized_mm", [1.0] * 6, [1.0] * 6), "sample_groups": [[1.0] * 2] * 3}

@@ -69,8 +69,10 @@ class Workload:
     """Relative tolerance; None uses the precision's default."""
     max_rel_l2: float | None = None
     """Bound on ||optimized - baseline|| / ||baseline|| per output tensor; None: the precision's default."""
-    headline: Literal["time", "memory"] = "time"
-    """What the pair optimizes: its speedup is time or peak memory (baseline / optimized)."""
+    headline: str = "time"
+    """What the pair optimizes, as baseline / optimized: "time", "memory" (peak bytes) or
+    "metric:<name>", a lower-is-better figure both variants report from ``metrics()`` (a latency
+    percentile, for a pair that trades total time for it); time is reported beside it."""
     requires: Requirements = field(default_factory=Requirements)
     """What the pair needs to run here."""
     timeout_s: float = 300.0
@@ -116,9 +118,7 @@ class Benchmark:
 
     def generator(self) -> torch.Generator:
         """A generator seeded from ``self.seed`` on this device, for building inputs."""
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(self.seed)
-        return gen
+        return torch.Generator(device=self.device).manual_seed(self.seed)
 
     def metrics(self) -> dict[str, float]:
         """Extra figures to report after timing (e.g. goodput); optional."""
@@ -134,8 +134,7 @@ def unmet_requirements(req: Requirements, device: torch.device) -> str | None:
     """Why a pair cannot run here, or None when it can."""
     needs_gpu = req.cuda or req.min_compute_capability is not None or req.gpus > 1
     if needs_gpu and device.type != "cuda":
-        return "needs a CUDA GPU; this run has none" if not torch.cuda.is_available() else (
-            "needs a CUDA GPU; this run was asked to use the CPU")
+        return f"needs a CUDA GPU; this run {'was asked to use the CPU' if torch.cuda.is_available() else 'has none'}"
     if device.type == "cuda":
         if req.min_compute_capability is not None:
             cc = torch.cuda.get_device_capability(device)
@@ -144,10 +143,7 @@ def unmet_requirements(req: Requirements, device: torch.device) -> str | None:
                 return f"needs compute capability {want}; this GPU has {cc[0]}.{cc[1]}"
         if req.world_size > torch.cuda.device_count():
             return f"needs {req.world_size} GPUs; {torch.cuda.device_count()} present"
-    for pkg in req.packages:
-        if importlib.util.find_spec(pkg) is None:
-            return f"needs the Python package '{pkg}', which is not installed"
-    for exe in req.executables:
-        if shutil.which(exe) is None:
-            return f"needs '{exe}' on PATH"
-    return None
+    missing = [f"the Python package '{pkg}', which is not installed" for pkg in req.packages
+               if importlib.util.find_spec(pkg) is None]
+    missing += [f"'{exe}' on PATH" for exe in req.executables if shutil.which(exe) is None]
+    return f"needs {missing[0]}" if missing else None

@@ -136,11 +136,9 @@ def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
 
 def verify_seed(variants: list[Variant], workload: Workload, device: torch.device, seed: int,
                 keep: bool, reproducible: bool = False) -> tuple[Any, ...] | None:
-    """Build every variant at ``seed``, run each once, compare each optimized with the baseline.
-
-    With ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down.
-    Returns the fingerprint of the baseline's output, None when it declares no per-call inputs.
-    """
+    """Build every variant at ``seed``, run each once, compare each optimized with the baseline. With
+    ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down. Returns the
+    fingerprint of the baseline's output, None when it declares no per-call inputs."""
     base, label = variants[0], f"seed {seed}" + ("" if keep else " (drawn at random)")
     ref = guarded_run(set_up(base, device, seed))
     signature, printed = input_signature(base.bench), tuple(fingerprint(t) for _, t in ref)
@@ -345,12 +343,10 @@ def run_variants(paths: list[Path], options: RunOptions,
                  on_workload: Callable[[Workload], None] | None = None,
                  telemetry_out: dict[str, Any] | None = None, plan: CheckPlan | None = None) -> tuple[
                      list[Variant], Workload | None, str | None]:
-    """Verify and time a baseline (``paths[0]``) against its optimized files.
-
-    Returns the variants, the workload, and a skip reason when the pair cannot run here.
-    ``on_timed`` is called after timing with the live variants (profiling hooks in there);
-    ``telemetry_out`` receives the NVML summary of the timed window; ``plan``: the run's secrets.
-    """
+    """Verify and time a baseline (``paths[0]``) against its optimized files. Returns the variants,
+    the workload, and a skip reason when the pair cannot run here. ``on_timed`` is called after
+    timing with the live variants (profiling hooks in there); ``telemetry_out`` receives the NVML
+    summary of the timed window; ``plan``: the run's secrets."""
     device, variants, settings, workload = start(paths, options)
     if on_workload is not None:
         on_workload(workload)

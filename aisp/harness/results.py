@@ -41,12 +41,18 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     return result
 
 
-def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: int) -> dict[str, float] | None:
+def point(record: dict[str, Any], headline: str) -> float | None:
+    """What a memory or metric headline compares: the peak bytes, or the metric a "metric:<name>"
+    headline names (lower is better, e.g. a decode step's p99 gap)."""
     if headline == "memory":
-        b, o = base.get("memory", {}).get("peak_bytes"), var.get("memory", {}).get("peak_bytes")
-        if not b or not o:
-            return None
-        return {"value": b / o, "low": b / o, "high": b / o}
+        return (record.get("memory") or {}).get("peak_bytes")
+    return (record.get("metrics") or {}).get(headline.removeprefix("metric:"))
+
+
+def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: int) -> dict[str, float] | None:
+    if headline != "time":
+        b, o = point(base, headline), point(var, headline)
+        return {"value": b / o, "low": b / o, "high": b / o} if b and o else None
     b, o = base.get("samples_ms"), var.get("samples_ms")
     if not b or not o:
         return None
@@ -73,6 +79,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
         var = variant_result(record, workload)
         timed = var.get("verdict") in (None, "pending", "ok") and base.get("verdict") in (None, "pending", "ok")
         var["speedup"] = _speedup(base, var, headline, cycle) if timed else None
+        if timed and headline.startswith("metric:") and var["speedup"] is None:
+            var["verdict"], var["reason"] = "error", f"{headline}: not reported by both variants' metrics()"
         var["verdict"] = _variant_verdict(var)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]

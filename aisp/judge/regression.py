@@ -91,8 +91,9 @@ def _ratio_limit(history: list[dict[str, Any]]) -> float:
 def _speedup_figure(result: dict[str, Any], entry: dict[str, Any]) -> Figure:
     new, history = result["speedup"], entry["history"]
     values = [h["speedup"] for h in history]
-    if result["workload"].get("headline") == "memory":
-        return Figure("memory ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
+    headline = result["workload"].get("headline", "time")
+    if headline != "time":
+        return Figure(f"{headline} ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
     aa = (entry.get("noise") or {}).get("speedup_rel")
     return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa, RATIO_PRIOR), "x")
 

@@ -33,7 +33,7 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
             "baseline_ms": _fmt_ms(r.get("baseline")),
             "optimized_ms": _fmt_ms(best_variant(r)),
             "best": r.get("best") or "-",
-            "speedup": _fmt_speedup(r.get("speedup")) + (" (memory)" if headline == "memory" and r.get("speedup") else ""),
+            "speedup": _fmt_speedup(r.get("speedup")) + (f" ({headline})" if headline != "time" and r.get("speedup") else ""),
             "verdict": r["verdict"],
             "reason": r.get("reason") or "",
         })
