@@ -52,7 +52,7 @@ def gemm_workload(*, hopper: bool) -> GemmWorkload:
 
 def library(kernel: str) -> native.Library:
     """The native library of one rung (``simt``, ``mma_sync``, ``wgmma``, ``tma``, ``ws``)."""
-    return native.Library((HERE / KERNELS[kernel],))
+    return native.Library((HERE / KERNELS[kernel],), hopper_only=kernel in HOPPER_ONLY)
 
 
 def load_gemm(kernel: str, device: torch.device) -> ctypes.CDLL:

@@ -9,8 +9,8 @@
 // returning 0, a CUDA error, or kBadShape when the sizes are not multiples of the kernel's tiles.
 //
 // The PTX wrappers for Ampere-era instructions live here (cp.async, ldmatrix, mma.sync); the
-// Hopper-only ones (mbarrier, TMA, wgmma, setmaxnreg) live in ch10_wgmma.cuh, so that this file's
-// users still build for plain sm_90 (and for sm_80/sm_89).
+// Hopper-only ones (mbarriers, TMA, warpgroup MMA, register reallocation) live in ch10_wgmma.cuh,
+// so that this file's users still build for plain sm_90 (and for sm_80/sm_89).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -7,7 +7,7 @@
 // flight while the tensor cores work on this one; ldmatrix.x4 reads the fragments. Shared rows are
 // padded from 64 to 80 bytes so the 8 row addresses of an ldmatrix fall in 8 distinct bank groups.
 // Each warp still issues every mma and every ldmatrix itself, and the operands pass through its
-// registers: on Hopper that caps mma.sync well below the wgmma peak (the next rung).
+// registers: on Hopper that caps mma.sync well below the warpgroup-MMA peak (the next rung).
 #include "ch10_gemm.cuh"
 
 namespace {
