@@ -125,13 +125,9 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
 
 // ---- setmaxnreg: a warpgroup gives registers back to the block's pool, or takes them from it.
 template <int kRegs>
-__device__ __forceinline__ void release_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
+__device__ __forceinline__ void release_registers() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
 template <int kRegs>
-__device__ __forceinline__ void claim_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
+__device__ __forceinline__ void claim_registers() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
 
 // ---- host: a tensor map of a row-major (rows x k) bf16 matrix whose box is box_rows x 64, 128B-swizzled.
 // cuTensorMapEncodeTiled is a driver API call, reached through the runtime (no -lcuda at link time).

@@ -8,7 +8,7 @@ stage's mbarrier with the byte count (mbarrier.arrive.expect_tx) and issues two
 and completes the bytes on the barrier; the warpgroups wait on the barrier's phase parity (which
 flips each time the 4-stage ring comes round). Gone per slice: 3,072 address computations and
 copies, the cp.async wait, the proxy fence and one of the two block barriers.
-Expect (estimate, not yet measured): 450-600 TFLOP/s (57-77% of 783), 1.0-1.2x: rung 3 already
+Expect (estimate, not yet measured): 400-550 TFLOP/s (50-70% of 783), 1.0-1.2x: rung 3 already
 hides its loads; what TMA frees is issue slots and registers, which rung 5 spends.
 Run: python ch10/optimized_tma_pipeline.py  |  aisp bench run -t ch10:tma_pipeline
 """
