@@ -10,17 +10,14 @@
 // XOR to the final address, so the start address moves as if the tile were unswizzled).
 #pragma once
 
-#include <cuda.h>           // CUtensorMap
-#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
-
+#include <cuda.h>          // CUtensorMap
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include "ch10_gemm.cuh"
 
 constexpr int kTileK = 64;           // bf16 per swizzled row: 128 bytes
 constexpr int kRowBytes = kTileK * 2;
 
-__device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk) {
-  return row * kRowBytes + ((chunk ^ (row % 8)) * 16);
-}
+__device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row % 8)) * 16); }
 
 // The wgmma shared-memory descriptor of a 128B-swizzled K-major tile starting at `addr`.
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
@@ -34,9 +31,7 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory"); }
 
 // Tell the compiler every accumulator may change here, so it neither reads one before the
 // wgmma that writes it has completed nor moves its use across a wgmma_wait.
@@ -131,12 +126,16 @@ __device__ __forceinline__ void claim_registers() { asm volatile("setmaxnreg.inc
 
 // ---- host: a tensor map of a row-major (rows x k) bf16 matrix whose box is box_rows x 64, 128B-swizzled.
 // cuTensorMapEncodeTiled is a driver API call, reached through the runtime (no -lcuda at link time).
-inline int encode_tile_map(CUtensorMap* map, const bf16* base, int rows, int k, int box_rows) {
+inline void* tensor_map_encoder() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found;
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess)
-    return -3;
+  const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) ==
+                      cudaSuccess && found == cudaDriverEntryPointSuccess;
+  return ok ? fn : nullptr;
+}
+inline int encode_tile_map(CUtensorMap* map, const bf16* base, int rows, int k, int box_rows) {
+  static void* const fn = tensor_map_encoder();  // looked up once per process
+  if (!fn) return -3;
   const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};  // innermost first
   const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(bf16)};  // bytes between rows
   const cuuint32_t box[2] = {kTileK, (cuuint32_t)box_rows}, step[2] = {1, 1};
