@@ -11,7 +11,7 @@ each request's K/V (8 KiB per token, ~24 MiB for 3,072 tokens) and first token t
 NCCL (NVLink); GPU1 only decodes, 16 slots, admitting requests as their K/V arrive. Prefill and
 decode overlap across the GPUs, decode steps are never interrupted, and GPU1's bigger decode batch
 costs about what a half batch does (an eager decode step here is bound by launches, not bytes).
-Expect (estimate, not yet measured; needs 2 GPUs, which no session has had): ~1.1-1.4x on two
+Expect: (estimate, not yet measured; needs 2 GPUs, which no session has had) ~1.1-1.4x on two
 H100/H200 with NVLink, TPOT p99 several times lower, TTFT p50 similar; the metrics carry p50/p99
 TTFT and TPOT (CUDA events on each GPU, from the run's start).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); top-4 logits per step at

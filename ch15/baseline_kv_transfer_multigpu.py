@@ -11,7 +11,7 @@ direction's pinned rate: ~55 GB/s on an H100/H200 host, ~5 ms plus one chunk.
 Optimized (optimized_kv_transfer_multigpu.py): the same gather and scatter, and between them one
 ``dist.send`` / ``dist.recv`` of the contiguous buffer: NCCL copies GPU to GPU over NVLink
 (450 GB/s per direction on NVLink 4), never touching the host.
-Expect (estimate, not yet measured; needs 2 GPUs, which no session has had): ~5-8x on two
+Expect: (estimate, not yet measured; needs 2 GPUs, which no session has had) ~5-8x on two
 H100/H200 with NVLink; the optimized run at ~70% of NVLink's rate end to end (the gather and
 scatter read and write 256 MiB each in HBM, ~0.25 ms of the ~0.9 ms). Throughput is reported in
 KV bytes per second.

@@ -10,7 +10,7 @@ the kit's ``ContinuousBatcher`` with 16 slots whose ``fill`` receives instead of
 into the slot's cache row, decode steps otherwise as before. NCCL receives are stream-ordered, so
 rank 1's host never waits: it queues the receive, the copy into the cache and the next decode step.
 KV traffic: ~0.8 GB for the stream, ~2 ms at NVLink's ~400 GB/s, spread over the run.
-Expect (estimate, not yet measured; needs 2 GPUs): ~1.1-1.4x on two H100/H200, decode TPOT p99
+Expect: (estimate, not yet measured; needs 2 GPUs) ~1.1-1.4x on two H100/H200, decode TPOT p99
 several times lower (no prefill stalls); TTFT similar (one GPU prefills everything, but
 without decode steps between its prefills).
 Run: aisp bench run -t ch15:disagg_prefill_decode_multigpu  (two GPUs; the harness starts torchrun)

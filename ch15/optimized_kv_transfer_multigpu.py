@@ -6,7 +6,7 @@ Optimized: the same gather on rank 0 and scatter on rank 1; between them ``dist.
 contiguous 256 MiB buffer and ``dist.recv`` into the receiver's buffer. NCCL moves it over NVLink
 (peer-to-peer copy kernels, no host hop, no per-chunk handshake on the host); both calls are
 stream-ordered, so the scatter is queued behind the receive without the host waiting.
-Expect (estimate, not yet measured; needs 2 GPUs): ~5-8x on two H100/H200 with NVLink 4; the
+Expect: (estimate, not yet measured; needs 2 GPUs) ~5-8x on two H100/H200 with NVLink 4; the
 transfer itself near 80% of 450 GB/s; gather and scatter add ~0.25 ms of HBM traffic.
 Run: aisp bench run -t ch15:kv_transfer_multigpu  (two GPUs; the harness starts torchrun)
 """
