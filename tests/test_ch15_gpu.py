@@ -53,7 +53,7 @@ def test_paged_pair_lowers_peak_memory() -> None:
 
 
 @pytest.mark.parametrize("name", ["kv_cache_reuse", "continuous_batching", "paged_kv_cache", "prefix_caching",
-                                  "chunked_prefill"])
+                                  "chunked_prefill", "guided_decoding"])
 def test_pair_verifies_at_full_size(name: str) -> None:
     outs = []
     for module in (f"baseline_{name}", f"optimized_{name}"):
@@ -63,3 +63,11 @@ def test_pair_verifies_at_full_size(name: str) -> None:
         outs.append(guarded_run(bench))
         bench.teardown()
     compare(outs[0], outs[1], load(f"baseline_{name}").WORKLOAD)
+
+
+def test_guided_decoding_output_follows_the_grammar_on_the_gpu() -> None:
+    bench = load("optimized_guided_decoding").get_benchmark()
+    bench.device = torch.device("cuda")
+    bench.setup()
+    tokens, _ = bench.run()
+    assert all(bench.grammar.accepts(row) for row in tokens.cpu().tolist())

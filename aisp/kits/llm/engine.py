@@ -141,7 +141,7 @@ class ContinuousBatcher:
                 self.pages[s] = self.pool.allocate(pages_for(len(r.prompt) + r.output_len, self.cache.page_size))
                 self.cache.assign(s, self.pages[s])
         rows = torch.tensor(free, device=self.device)
-        first, top = greedy_top(prefill(self.model, self.cache, [r.prompt for r in group], rows), TOP)
+        first, top = self.fill(group, free, rows)
         self.tok[rows], self.buf[rows, 0], self.buf_top[rows, 0], self.col[rows] = first, first, top, 1
         self.pos[rows] = torch.tensor([len(r.prompt) for r in group], device=self.device)
         self.active[rows] = 1
@@ -150,6 +150,12 @@ class ContinuousBatcher:
             if self.left[s] == 0:
                 self._release(s, out)
         return rest
+
+    def fill(self, group: list[Request], slots: list[int], rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Puts ``group``'s prompt keys/values into cache ``slots`` (``rows``: the same on the device);
+        returns their first tokens and top logits. Here a prefill; a decode-only server (chapter 15's
+        disaggregated pair) overrides it to receive them from a prefill server."""
+        return greedy_top(prefill(self.model, self.cache, [r.prompt for r in group], rows), TOP)
 
     def _step(self, out: Generated) -> None:
         kv_len = 1 + max(self.length[s] for s in range(self.slots) if self.held[s] is not None)

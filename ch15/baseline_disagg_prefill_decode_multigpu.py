@@ -1,0 +1,74 @@
+"""Baseline disaggregation (2 GPUs): each GPU serves half the stream, mixing prefills and decodes.
+
+Baseline: 32 requests with long prompts (median 3,072 tokens, log-normal up to 8,192) and short
+outputs (median 16, up to 64) on two GPUs as two replicas of a continuous-batching server (the
+kit's ``ContinuousBatcher``, 8 slots each, prefills of at most 16,384 padded tokens): even requests
+on GPU0, odd on GPU1. Whenever a slot frees, the replica prefills the next request(s) before its
+next decode step, so the running requests wait a whole prefill (~5-15 ms) for their next token:
+TPOT spikes, and each GPU's time is its prefills plus its decode steps, one after the other.
+Optimized (optimized_disagg_prefill_decode_multigpu.py): GPU0 only prefills (groups of 4) and sends
+each request's K/V (8 KiB per token, ~24 MiB for 3,072 tokens) and first token to GPU1 over
+NCCL (NVLink); GPU1 only decodes, 16 slots, admitting requests as their K/V arrive. Prefill and
+decode overlap across the GPUs, decode steps are never interrupted, and GPU1's bigger decode batch
+costs about what a half batch does (an eager decode step here is bound by launches, not bytes).
+Expect: (estimate, not yet measured; needs 2 GPUs, which no session has had) ~1.1-1.4x on two
+H100/H200 with NVLink, TPOT p99 several times lower, TTFT p50 similar; the metrics carry p50/p99
+TTFT and TPOT (CUDA events on each GPU, from the run's start).
+Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); top-4 logits per step at
+the bf16 defaults (decode batches are composed differently).
+Run: aisp bench run -t ch15:disagg_prefill_decode_multigpu  (two GPUs; the harness starts torchrun)
+"""
+
+from __future__ import annotations
+
+import torch
+from ch15_disagg import DisaggBase, DisaggWorkload, Marks, share
+from ch15_serving import dtype_on, weight_bytes
+
+import aisp
+from aisp.kits.llm import ContinuousBatcher, DenseKVCache, Generated, StreamConfig
+
+STREAM = StreamConfig(requests=32, prompt_mean=3072, output_mean=16, spread=0.5, max_prompt=8192, max_output=64)
+
+
+def disagg_workload(w: DisaggWorkload, requires: aisp.Requirements, precision: str = "bf16") -> DisaggWorkload:
+    """``w`` with its accounting (whole stream, both GPUs), ``requires`` and ``precision``."""
+    reqs, m = w.requests(), w.model
+    tokens = sum(r.output_len for r in reqs)
+    prefill = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
+    decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
+    return DisaggWorkload(model=m, stream=w.stream, slots=w.slots, stream_seed=w.stream_seed, group=w.group,
+                          prefill_budget=w.prefill_budget, flops=prefill + decode,
+                          bytes=tokens / (2 * w.slots) * weight_bytes(m), items=tokens, item_unit="tokens",
+                          precision=precision, requires=requires, timeout_s=600)
+
+
+WORKLOAD = disagg_workload(DisaggWorkload(stream=STREAM, slots=8), aisp.Requirements(gpus=2))
+
+
+class Colocated(DisaggBase):
+    """Returns the whole stream's (tokens (requests, longest output), top logits) on every rank."""
+
+    workload = WORKLOAD
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.workload
+        self.marks = Marks(self.device)
+        mine = list(range(self.rank, len(self.requests), self.world))
+        cache = DenseKVCache(w.model, w.slots, w.stream.max_prompt + w.stream.max_output, self.device,
+                             dtype_on(self.device))
+        batcher = ContinuousBatcher(self.model, cache, w.slots, prefill_budget=w.prefill_budget)
+        batcher.on_tokens = lambda rids: self.marks.mark([mine[r] for r in rids])
+        local = batcher.run(self.local(mine))
+        out = Generated.empty(self.requests, self.device)
+        out.tokens[mine, :local.tokens.shape[1]] = local.tokens
+        out.top[mine, :local.top.shape[1]] = local.top
+        return share(out, mine).as_tuple()
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return Colocated()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

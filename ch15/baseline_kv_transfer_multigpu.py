@@ -1,0 +1,73 @@
+"""Baseline KV transfer (2 GPUs): the K/V pages go through pinned host memory.
+
+Baseline: 16 requests of 2,048 tokens hand their K/V (the chapter's decoder: 8 KiB per token,
+256 MiB in all, 2,048 scattered 16-token pages of a paged pool) from the prefill rank's GPU to the
+decode rank's GPU, the way a server without a GPU-to-GPU transport does it: rank 0 gathers the
+pages into one contiguous buffer, copies it to host memory that both rank processes map (a
+/dev/shm file, pinned with cudaHostRegister), and rank 1 copies it to its GPU and scatters the
+pages into its own pool. The two PCIe copies are pipelined through two 32 MiB slots (rank 0 fills
+one while rank 1 drains the other; a barrier per chunk), so the path runs at about one PCIe
+direction's pinned rate: ~55 GB/s on an H100/H200 host, ~5 ms plus one chunk.
+Optimized (optimized_kv_transfer_multigpu.py): the same gather and scatter, and between them one
+``dist.send`` / ``dist.recv`` of the contiguous buffer: NCCL copies GPU to GPU over NVLink
+(450 GB/s per direction on NVLink 4), never touching the host.
+Expect: (estimate, not yet measured; needs 2 GPUs, which no session has had) ~5-8x on two
+H100/H200 with NVLink; the optimized run at ~70% of NVLink's rate end to end (the gather and
+scatter read and write 256 MiB each in HBM, ~0.25 ms of the ~0.9 ms). Throughput is reported in
+KV bytes per second.
+Tolerance: exact (copies).
+Run: aisp bench run -t ch15:kv_transfer_multigpu  (two GPUs; the harness starts torchrun)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from ch15_kv_transfer import RECEIVER, SENDER, HostChannel, TransferBench, TransferWorkload
+
+import aisp
+
+
+def transfer_workload(w: TransferWorkload, requires: aisp.Requirements) -> TransferWorkload:
+    return TransferWorkload(model=w.model, requests=w.requests, tokens=w.tokens, page_size=w.page_size,
+                            chunk_bytes=w.chunk_bytes, items=w.nbytes(), item_unit="KV bytes", precision="exact",
+                            requires=requires)
+
+
+WORKLOAD = transfer_workload(TransferWorkload(), aisp.Requirements(gpus=2))
+"""No ``bytes``: ``Workload.link`` has no NVLink ceiling yet; throughput is in KV bytes/s."""
+
+
+class HostBounce(TransferBench):
+    workload = WORKLOAD
+
+    def setup(self) -> None:
+        super().setup()
+        self.channel = HostChannel(self.workload.chunk_bytes, self.device)
+
+    def teardown(self) -> None:
+        self.channel.close()
+
+    def run(self) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        chunks = self.staging.view(-1).view(torch.uint8).split(self.channel.slot)
+        if self.rank == SENDER:
+            self.gather()
+        for i in range(len(chunks) + 1):
+            if self.rank == SENDER and i < len(chunks):  # device -> host slot i % 2
+                self.channel.slots(i)[:chunks[i].numel()].copy_(chunks[i], non_blocking=True)
+            if self.rank == RECEIVER and i > 0:          # host slot (i - 1) % 2 -> device
+                chunks[i - 1].copy_(self.channel.slots(i - 1)[:chunks[i - 1].numel()], non_blocking=True)
+            if self.device.type == "cuda":
+                torch.cuda.current_stream().synchronize()
+            dist.barrier()  # chunk i is on the host and chunk i - 1 on the receiver: slots may flip
+        if self.rank == RECEIVER:
+            self.scatter()
+        return self.output()
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return HostBounce()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
