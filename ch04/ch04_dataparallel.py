@@ -87,8 +87,9 @@ class DataParallelStep(TrainingStep):
     where DataParallel keeps them, the gradients."""
 
     def prepare(self) -> None:
-        gpus = list(range(self.world)) if self.device.type == "cuda" else None
-        self.dp = nn.DataParallel(self.model, device_ids=gpus)
+        if self.rank == 0:
+            gpus = list(range(self.world)) if self.device.type == "cuda" else None
+            self.dp = nn.DataParallel(self.model, device_ids=gpus)
         self.host = HostLoss(self.world)
 
     def run(self) -> tuple[torch.Tensor, ...]:

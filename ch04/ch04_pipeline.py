@@ -1,8 +1,7 @@
 """Pipeline parallelism: one stage of ``layers_per_stage`` x (Linear + GELU) per rank, ``micro_batches``
-micro-batches per step, activations sent forward and their gradients sent back between
-neighbouring ranks (batched ``isend``/``irecv``; a send and the receive it must not wait behind
-go in one batch, so neither rank blocks the other). The last stage's loss is the mean square of
-its output, averaged over micro-batches. Two schedules, the same gradients:
+micro-batches per step, activations sent forward and gradients back between neighbouring ranks
+(a send and the receive it must not wait behind go in one ``batch_isend_irecv``). The last stage's
+loss is the mean square of its output, averaged over micro-batches. Two schedules, one gradient:
 
 - GPipe: all forwards, then all backwards; each stage holds every micro-batch's activations.
 - 1F1B (non-interleaved, as Megatron-LM runs it): stage s runs p - s - 1 forwards, then alternates
@@ -31,7 +30,6 @@ class PipelineWorkload(aisp.Workload):
     layers_per_stage: int = 4
     micro_batches: int = 8
     micro_batch: int = 512
-    world: int = 2
     dtype: str = "bf16"
 
 
@@ -61,8 +59,7 @@ class PipelineStage(aisp.Benchmark):
         self.device = rank_device(self)
         self.world, self.rank = world_and_rank()
         gen = shared(self)
-        stages = [mlp(w.width, w.layers_per_stage, gen, self.device, dtype) for _ in range(self.world)]
-        self.stage = stages[self.rank]
+        self.stage = [mlp(w.width, w.layers_per_stage, gen, self.device, dtype) for _ in range(self.world)][self.rank]
         self.x = torch.randn(w.micro_batches * w.micro_batch, w.width, generator=gen, device=self.device).to(dtype)
         self.first, self.last = self.rank == 0, self.rank == self.world - 1
 
@@ -88,6 +85,7 @@ class PipelineStage(aisp.Benchmark):
         return self.exchange(send_grad, self.rank - 1, True).requires_grad_()
 
     def send_back(self, grad: torch.Tensor | None) -> None:
+        """The gradient of a micro-batch's input back to the previous stage."""
         if not self.first:
             self.exchange(grad, self.rank - 1, False)
 
@@ -113,9 +111,6 @@ class PipelineStage(aisp.Benchmark):
         self.stage.zero_grad(set_to_none=True)
         self.fed = 0
 
-    def grads(self) -> list[torch.Tensor]:
-        return [p.grad for p in self.stage.parameters()]
-
 
 class GPipe(PipelineStage):
     def run(self) -> list[torch.Tensor]:
@@ -127,7 +122,7 @@ class GPipe(PipelineStage):
         for inp, out in held:
             grad = None if self.last else self.exchange(None, self.rank + 1, True)
             self.send_back(self.backward(inp, out, grad))
-        return self.grads()
+        return [p.grad for p in self.stage.parameters()]
 
 
 class OneFOneB(PipelineStage):
@@ -151,4 +146,4 @@ class OneFOneB(PipelineStage):
         for _ in range(warmup):
             grad = self.exchange(None, self.rank + 1, True)
             self.send_back(self.backward(*held.popleft(), grad))
-        return self.grads()
+        return [p.grad for p in self.stage.parameters()]

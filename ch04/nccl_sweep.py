@@ -4,9 +4,8 @@ Each of all-reduce, all-gather, reduce-scatter and all-to-all runs on fp32 buffe
 (sizes x2). ``size`` follows nccl-tests: the all-reduce buffer, the all-gather's output, the
 reduce-scatter's input, each rank's all-to-all buffer. ``algbw = size / time``; ``busbw = algbw x
 factor``, the factor making it comparable with the link's bandwidth whatever the rank count:
-2(n-1)/n for all-reduce, (n-1)/n for the other three. A sample is ``iters`` back-to-back calls
-(more for small sizes) after a barrier; the time is the slowest rank's, the median of ``--samples``.
-NVLink multicast (NVLS) stays off, as in the harness.
+2(n-1)/n for all-reduce, (n-1)/n for the others. A sample: back-to-back calls moving ~256 MB (1-50)
+after a barrier, the slowest rank's time; the median of ``--samples``. NVLink multicast stays off.
 
 Run: torchrun --nproc-per-node 2 ch04/nccl_sweep.py [--max-bytes 1G] [--png sweep.png] [--json sweep.json]
      torchrun --nproc-per-node 2 ch04/nccl_sweep.py --device cpu --max-bytes 64K   (gloo, for a check)
@@ -48,21 +47,14 @@ def parse_size(text: str) -> int:
 
 
 def sizes(low: int, high: int, factor: int = 2) -> list[int]:
-    out, size = [], low
-    while size <= high:
-        out.append(size)
-        size *= factor
-    return out
-
-
-def bus_factor(op: str, ranks: int) -> float:
-    return 2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks
+    return [low * factor**i for i in range(64) if low * factor**i <= high]
 
 
 def row(op: str, nbytes: int, ranks: int, seconds: float) -> Row:
     """A measurement in nccl-tests' units (GB/s = 1e9 bytes per second)."""
     algbw = nbytes / seconds / 1e9
-    return Row(op, nbytes, ranks, seconds * 1e6, algbw, algbw * bus_factor(op, ranks))
+    factor = 2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks
+    return Row(op, nbytes, ranks, seconds * 1e6, algbw, algbw * factor)
 
 
 def collective(op: str, nbytes: int, ranks: int, device: torch.device) -> tuple[int, Callable[[], object]]:
@@ -100,18 +92,11 @@ def print_table(rows: list[Row]) -> None:
     from rich.table import Table
 
     table = Table(title=f"collectives over {rows[0].ranks} ranks (fp32)" if rows else "no rows")
-    for name in ("op", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+    for name in ("op", "bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
         table.add_column(name, justify="left" if name == "op" else "right")
     for r in rows:
-        table.add_row(r.op, human(r.bytes), f"{r.time_us:,.1f}", f"{r.algbw_gbs:.4g}", f"{r.busbw_gbs:.4g}")
+        table.add_row(r.op, f"{r.bytes:,}", f"{r.time_us:,.1f}", f"{r.algbw_gbs:.4g}", f"{r.busbw_gbs:.4g}")
     Console().print(table)
-
-
-def human(nbytes: int) -> str:
-    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g}{unit}"
-    return f"{nbytes}B"
 
 
 def plot(rows: list[Row], path: str) -> None:
