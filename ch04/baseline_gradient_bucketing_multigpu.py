@@ -1,0 +1,74 @@
+"""Baseline gradient sync (2 GPUs): one NCCL all-reduce per parameter.
+
+Baseline: the gradients of a GPT-2-small-shaped model (12 layers of width 768: 144 tensors, 85 M
+fp32 values, 340 MB, from 3 KB layer-norm vectors to 9 MB MLP matrices) are averaged across ranks
+one tensor at a time, in backward order: per tensor a copy into its reduce buffer (where backward
+would have written it) and an all-reduce. 144 collectives: the ~100 small ones pay NCCL's latency
+(~10-20 us each) for a few KB, and the large ones run one after another without the pipelining
+of a few large calls.
+Optimized (optimized_gradient_bucketing_multigpu.py): the same tensors copied into flat ~25 MB
+buckets (DDP's default cap), one all-reduce per bucket (18 calls).
+Expect (estimate, not yet measured; needs 2 GPUs): 1.3-2.5x on 2 x H200; the optimized at
+>= 80% of the NCCL all-reduce bus bandwidth that ch04/nccl_sweep.py measures at 25 MB.
+Run: aisp bench run -t ch04:gradient_bucketing_multigpu  (the harness starts 2 ranks under torchrun)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch04_common import TWO_RANKS, all_reduce_mean_, own, rank_device
+
+import aisp
+
+
+@dataclass(frozen=True, kw_only=True)
+class GradSyncWorkload(aisp.Workload):
+    width: int = 768
+    layers: int = 12
+    bucket_mb: float = 25.0
+    """Bucket cap in MB (10^6 bytes), as DDP's ``bucket_cap_mb``."""
+
+
+def shapes(w: GradSyncWorkload) -> list[tuple[int, ...]]:
+    """A transformer block's parameters per layer: qkv, attention projection, MLP up and down
+    (weights and biases), two layer norms (weight and bias)."""
+    d = w.width
+    block = [(3 * d, d), (3 * d,), (d, d), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,), (d,), (d,), (d,), (d,)]
+    return block * w.layers
+
+
+WORKLOAD = GradSyncWorkload(precision="fp32", requires=TWO_RANKS, timeout_s=240)
+"""No ``bytes``: ``Workload.link`` has no NVLink ceiling yet; the README derives GB/s from the time."""
+
+
+class PerParameter(aisp.Benchmark):
+    """This rank's gradients (``grads``) averaged over ranks, one all-reduce per tensor."""
+
+    workload = WORKLOAD
+    inputs = ("grads",)
+    scratch = ("reduced",)
+
+    def setup(self) -> None:
+        self.device = rank_device(self)
+        gen = own(self)
+        self.grads = [torch.randn(s, generator=gen, device=self.device) for s in shapes(self.workload)]
+        self.prepare()
+
+    def prepare(self) -> None:
+        self.reduced = [torch.empty_like(g) for g in self.grads]
+
+    def run(self) -> list[torch.Tensor]:
+        for grad, out in zip(reversed(self.grads), reversed(self.reduced), strict=True):
+            out.copy_(grad)
+            all_reduce_mean_(out)
+        return self.reduced
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return PerParameter()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

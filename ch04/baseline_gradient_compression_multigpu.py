@@ -1,0 +1,59 @@
+"""Baseline gradient all-reduce in fp32 (2 GPUs): 256 MB of gradients averaged as they are.
+
+Baseline: each rank's 64 M fp32 gradients (one flat bucket space, 256 MB) are copied into the
+reduce buffer and averaged across ranks with one NCCL all-reduce: 4 bytes per value cross NVLink
+(2 x (n-1)/n x 256 MB of bus traffic per rank).
+Optimized (optimized_gradient_compression_multigpu.py): the same gradients cast to bf16 on the
+way into the buffer, all-reduced in bf16 (half the bytes), cast back to fp32.
+Expect (estimate, not yet measured; needs 2 GPUs): the baseline at >= 80% of the all-reduce bus
+bandwidth ch04/nccl_sweep.py measures at 256 MB.
+Run: aisp bench run -t ch04:gradient_compression_multigpu  (the harness starts 2 ranks under torchrun)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch04_common import TWO_RANKS, all_reduce_mean_, own, rank_device
+
+import aisp
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompressionWorkload(aisp.Workload):
+    numel: int = 64 * 2**20
+    """Gradient values per rank (fp32)."""
+
+
+WORKLOAD = CompressionWorkload(precision="bf16", requires=TWO_RANKS, timeout_s=240)
+"""bf16 tolerance: the optimized rounds each value to bf16 (8 significant bits) before and after
+the sum; on the CPU test the relative L2 error of the averaged gradients is ~2e-3 (README)."""
+
+
+class Fp32AllReduce(aisp.Benchmark):
+    workload = WORKLOAD
+    inputs = ("grads",)
+    scratch = ("out",)
+
+    def setup(self) -> None:
+        self.device = rank_device(self)
+        self.grads = torch.randn(self.workload.numel, generator=own(self), device=self.device)
+        self.out = torch.empty_like(self.grads)
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Untimed hook for the optimized variant's buffers."""
+
+    def run(self) -> torch.Tensor:
+        self.out.copy_(self.grads)
+        all_reduce_mean_(self.out)
+        return self.out
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return Fp32AllReduce()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

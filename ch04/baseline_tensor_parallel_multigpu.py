@@ -1,0 +1,87 @@
+"""Baseline tensor-parallel MLP (2 GPUs): all-gather, two GEMMs, reduce-scatter, one after another.
+
+Baseline: a Megatron-style MLP block with sequence parallelism, bf16: each rank holds 4,096 tokens
+of width 4,096 and a column shard of W1 (4,096 x 8,192 of 16,384) and the matching row shard of W2.
+Per call: all-gather the tokens (8,192 x 4,096), GELU(x W1_shard) W2_shard, reduce-scatter the
+partial sums so each rank gets its own 4,096 tokens' output. Each collective waits for the step
+before it, so NVLink idles during the GEMMs (1.1 TFLOP per rank, ~1.4 ms) and the tensor cores
+idle during the all-gather and reduce-scatter (64 MB buffers each).
+Optimized (optimized_tensor_parallel_multigpu.py): the same block in 4 token chunks, the all-gather
+of chunk c+1 and the reduce-scatter of chunk c-1 running on NCCL's stream during chunk c's GEMMs.
+Expect (estimate, not yet measured; needs 2 GPUs): 1.05-1.25x on 2 x H200; the ceiling is the
+GEMMs alone (flops below at the bf16 tensor-core rate) plus the first gather and last scatter.
+Run: aisp bench run -t ch04:tensor_parallel_multigpu  (the harness starts 2 ranks under torchrun)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from ch04_common import DTYPES, TWO_RANKS, gather_into, own, rank_device, scatter_reduced, shared
+
+import aisp
+from aisp.kits.multirank import world_and_rank
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorParallelWorkload(aisp.Workload):
+    tokens_per_rank: int = 4096
+    hidden: int = 4096
+    ffn: int = 16384
+    world: int = 2
+    chunks: int = 4
+    """Token chunks the optimized variant pipelines (tokens_per_rank must divide by it)."""
+    dtype: str = "bf16"
+
+
+def tp_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> TensorParallelWorkload:
+    """Per-rank FLOPs: two GEMMs over all world x tokens_per_rank tokens with 1/world of the FFN."""
+    w = TensorParallelWorkload(**kw)
+    rows = w.world * w.tokens_per_rank
+    return TensorParallelWorkload(**kw, flops=2 * 2.0 * rows * w.hidden * w.ffn / w.world, items=rows,
+                                  item_unit="tokens", precision=w.dtype, requires=requires, timeout_s=240)
+
+
+WORKLOAD = tp_workload()
+
+
+class BlockingTensorParallel(aisp.Benchmark):
+    workload: TensorParallelWorkload = WORKLOAD
+    inputs = ("x",)
+    scratch = ("gathered",)
+
+    def setup(self) -> None:
+        w, dtype = self.workload, DTYPES[self.workload.dtype]
+        self.device = rank_device(self)
+        world, rank = world_and_rank()
+        cols = slice(rank * w.ffn // world, (rank + 1) * w.ffn // world)
+        gen = shared(self)
+        w1 = torch.randn(w.hidden, w.ffn, generator=gen, device=self.device) / w.hidden**0.5
+        w2 = torch.randn(w.ffn, w.hidden, generator=gen, device=self.device) / w.ffn**0.5
+        self.w1, self.w2 = w1[:, cols].to(dtype).contiguous(), w2[cols].to(dtype).contiguous()
+        self.x = torch.randn(w.tokens_per_rank, w.hidden, generator=own(self), device=self.device).to(dtype)
+        self.world = world
+        self.prepare()
+
+    def prepare(self) -> None:
+        self.gathered = self.x.new_empty(self.world * self.workload.tokens_per_rank, self.workload.hidden)
+
+    def mlp(self, tokens: torch.Tensor) -> torch.Tensor:
+        """This rank's partial sum of the block's output for ``tokens`` (reduced across ranks next)."""
+        return F.gelu(tokens @ self.w1, approximate="tanh") @ self.w2
+
+    def run(self) -> torch.Tensor:
+        gather_into(self.gathered, self.x)
+        out = torch.empty_like(self.x)
+        scatter_reduced(out, self.mlp(self.gathered))
+        return out
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return BlockingTensorParallel()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,61 @@
+"""Baseline optimizer step (2 GPUs): all-reduce, then the whole AdamW step on every rank.
+
+Baseline: mixed-precision data parallelism on 128 M parameters: bf16 weights and gradients, fp32
+master weights and AdamW moments. Each call: copy this rank's bf16 gradients into the reduce
+buffer, all-reduce (average) them, cast to fp32, run the fused AdamW kernel over all 128 M master
+weights, cast them back into the bf16 weights. Every rank holds and updates the same optimizer
+state: 12 bytes per parameter (master, m, v) x 128 M = 1.5 GB, replicated on each GPU.
+Optimized (optimized_zero_sharding_multigpu.py): ZeRO stage 1/2: reduce-scatter the gradients,
+update only this rank's 1/world shard of master weights and moments, all-gather the bf16 weights.
+Headline: peak memory per rank (baseline / optimized); the time is reported too.
+Expect (estimate, not yet measured; needs 2 GPUs): peak memory ~22 -> ~14 bytes per parameter
+(1.5-1.6x less at 2 ranks; the state shrinks as 1/world); time about equal or faster (same bytes on
+NVLink: reduce-scatter + all-gather = all-reduce; half the AdamW work).
+Run: aisp bench run -t ch04:zero_sharding_multigpu  (the harness starts 2 ranks under torchrun)
+"""
+
+from __future__ import annotations
+
+import torch
+from ch04_common import all_reduce_mean_, own, rank_device, shared
+from ch04_zero import ZeroWorkload, adamw_
+
+import aisp
+
+WORKLOAD = ZeroWorkload()
+
+
+class ReplicatedAdamW(aisp.Benchmark):
+    """Gradients in (``grads``: this rank's, bf16), updated bf16 weights out (``params``)."""
+
+    workload = WORKLOAD
+    inputs = ("grads",)
+    scratch = ("params", "reduced")
+    state = ("master", "exp_avg", "exp_avg_sq", "steps")
+
+    def setup(self) -> None:
+        self.device = rank_device(self)
+        n = self.workload.params
+        self.master = torch.randn(n, generator=shared(self), device=self.device)
+        self.params = self.master.to(torch.bfloat16)
+        self.grads = torch.randn(n, generator=own(self), device=self.device).to(torch.bfloat16)
+        self.prepare()
+
+    def prepare(self) -> None:
+        self.exp_avg, self.exp_avg_sq = torch.zeros_like(self.master), torch.zeros_like(self.master)
+        self.steps = torch.zeros((), device=self.device)
+        self.reduced = torch.empty_like(self.grads)
+
+    def run(self) -> torch.Tensor:
+        self.reduced.copy_(self.grads)
+        all_reduce_mean_(self.reduced)
+        adamw_(self.master, self.reduced.float(), self.exp_avg, self.exp_avg_sq, self.steps)
+        return self.params.copy_(self.master)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return ReplicatedAdamW()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,113 @@
+"""Data-parallel training steps of the chapter's MLP: single-process ``nn.DataParallel``, gradients
+all-reduced after backward, and DDP (bucketed all-reduce during backward).
+
+Each step computes the gradients of the mean loss over the global batch; every rank holds the same
+global batch and trains on its slice (rank r: rows r*B/W to (r+1)*B/W), so all variants compute
+the same gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from ch04_common import TrainingStep, all_reduce_mean_, flat_grads
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+BUCKET_MB = 25
+"""DDP's default bucket cap: gradients are all-reduced in ~25 MB groups as backward produces them."""
+
+
+class AllReduceAfterBackward(TrainingStep):
+    """Forward and backward on this rank's slice, then one all-reduce of the flattened gradients."""
+
+    def run(self) -> torch.Tensor:
+        self.model.zero_grad(set_to_none=True)
+        part = self.local_slice()
+        self.loss(self.model, self.x[part], self.y[part]).backward()
+        grads = flat_grads(self.model)
+        all_reduce_mean_(grads)
+        return grads
+
+
+class DDPStep(TrainingStep):
+    """The same step through DDP: autograd hooks all-reduce each bucket as soon as its gradients exist,
+    while backward goes on computing earlier layers' gradients."""
+
+    def prepare(self) -> None:
+        self.ddp: nn.Module = self.model
+        if self.world > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp = DistributedDataParallel(self.model, device_ids=ids, bucket_cap_mb=BUCKET_MB)
+
+    def step(self) -> torch.Tensor:
+        """Gradients averaged over ranks into ``.grad``; returns this rank's loss (detached)."""
+        self.ddp.zero_grad(set_to_none=True)
+        part = self.local_slice()
+        loss = self.loss(self.ddp, self.x[part], self.y[part])
+        loss.backward()
+        return loss.detach()
+
+    def run(self) -> torch.Tensor:
+        self.step()
+        return flat_grads(self.model)
+
+
+class HostLoss:
+    """A gloo group beside the default one, for the loss a training loop reports to the host.
+
+    ``nn.DataParallel``'s rank 0 also drives the other ranks' GPUs; a collective kernel that another
+    rank left spinning there would contend with its work, so the loss crosses on the host (after a
+    sync a loop that logs the loss pays anyway), in both variants of the pair.
+    """
+
+    def __init__(self, world: int) -> None:
+        self.group = dist.new_group(backend="gloo") if world > 1 else None
+
+    def broadcast(self, loss: torch.Tensor | None) -> torch.Tensor:
+        """Rank 0's loss on every rank's host (``loss`` is None elsewhere)."""
+        host = torch.zeros(()) if loss is None else loss.float().cpu()
+        if self.group is not None:
+            dist.broadcast(host, 0, group=self.group)
+        return host
+
+    def mean(self, loss: torch.Tensor) -> torch.Tensor:
+        """The mean over ranks of each rank's loss, on every rank's host."""
+        host = loss.float().cpu()
+        if self.group is not None:
+            dist.all_reduce(host, group=self.group)
+            host /= dist.get_world_size()
+        return host
+
+
+class DataParallelStep(TrainingStep):
+    """Rank 0 runs the whole global batch through ``nn.DataParallel`` over all ranks' GPUs (each
+    call: scatter the batch, replicate the model, one thread per GPU, gather the outputs to GPU 0,
+    reduce the gradients to GPU 0); the other ranks wait for the loss. Returns (loss,) and, on rank 0
+    where DataParallel keeps them, the gradients."""
+
+    def prepare(self) -> None:
+        if self.rank == 0:
+            gpus = list(range(self.world)) if self.device.type == "cuda" else None
+            self.dp = nn.DataParallel(self.model, device_ids=gpus)
+        self.host = HostLoss(self.world)
+
+    def run(self) -> tuple[torch.Tensor, ...]:
+        if self.rank != 0:
+            return (self.host.broadcast(None),)
+        self.model.zero_grad(set_to_none=True)
+        loss = self.loss(self.dp, self.x, self.y)
+        loss.backward()
+        return self.host.broadcast(loss.detach()), flat_grads(self.model)
+
+
+class DDPReportingStep(DDPStep):
+    """DDP, returning what DataParallelStep returns: the global loss, and the gradients on rank 0."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.host = HostLoss(self.world)
+
+    def run(self) -> tuple[torch.Tensor, ...]:
+        loss = self.host.mean(self.step())
+        return (loss, flat_grads(self.model)) if self.rank == 0 else (loss,)
