@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aisp.harness.environment import hardware_key
+from aisp.peak.measure import load_peaks
+
 DISK_READ = "disk_read"
 """Name of the sequential-read ceiling in the peaks file (GB/s)."""
 DISK_WRITE = "disk_write"
@@ -72,13 +75,14 @@ def seeded_bytes(seed: int, nbytes: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8)
 
 
+def machine_key() -> str:
+    """The hardware key of one GPU of this machine (``cpu`` without one): where its peaks are kept."""
+    return hardware_key(torch.cuda.get_device_name(0), 1) if torch.cuda.is_available() else "cpu"
+
+
 def disk_ceiling(name: str = DISK_READ) -> float | None:
     """This machine's stored disk ceiling in GB/s (``disk_ceiling.py``), or None if not measured."""
-    from aisp.harness.environment import hardware_key
-    from aisp.peak.measure import load_peaks
-
-    key = hardware_key(torch.cuda.get_device_name(0), 1) if torch.cuda.is_available() else "cpu"
-    found = ((load_peaks(key) or {}).get("measurements") or {}).get(name)
+    found = ((load_peaks(machine_key()) or {}).get("measurements") or {}).get(name)
     return float(found["value"]) if found else None
 
 

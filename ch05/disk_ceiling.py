@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from ch05_io import DISK_READ, DISK_WRITE, io_root, remove, scratch_dir
+from ch05_io import DISK_READ, DISK_WRITE, io_root, machine_key, remove, scratch_dir
+
+from aisp.peak.measure import load_peaks, save_peaks
 
 
 @dataclass(frozen=True)
@@ -100,13 +102,7 @@ def measure(cfg: DiskConfig, folder: Path) -> dict[str, dict[str, object]]:
 
 def store(found: dict[str, dict[str, object]], save_to: Path | None) -> Path | None:
     """Add ``found`` to this machine's peaks file; None when ``aisp peak`` has not written one."""
-    import torch
-
-    from aisp.harness.environment import hardware_key
-    from aisp.peak.measure import load_peaks, save_peaks
-
-    key = hardware_key(torch.cuda.get_device_name(0), 1) if torch.cuda.is_available() else "cpu"
-    peaks = load_peaks(key)
+    peaks = load_peaks(machine_key())
     if peaks is None:
         return None
     peaks["measurements"].update(found)
