@@ -88,6 +88,7 @@ def read_probe(folder: Path) -> Check:
     try:
         data = seeded_bytes(0, 1 << 20)
         write_file(path, data)
+        os.environ.setdefault("CUFILE_LOGFILE_PATH", str(work / "cufile.log"))  # cuFile logs to the cwd otherwise
         dst = torch.empty(data.size, dtype=torch.uint8, device="cuda")
         torch.cuda.gds.GdsFile(str(path), os.O_RDONLY).load_storage(dst.untyped_storage(), offset=0)
         same = bool(torch.equal(dst.cpu(), torch.from_numpy(data)))
@@ -96,6 +97,7 @@ def read_probe(folder: Path) -> Check:
         return "cuFile read into GPU memory", False, f"failed: {exc}"
     finally:
         path.unlink(missing_ok=True)
+        (work / "cufile.log").unlink(missing_ok=True)
         if work != folder:
             remove(work)
 

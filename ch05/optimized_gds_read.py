@@ -37,6 +37,7 @@ class CuFileRead(PosixRead):
             raise RuntimeError(f"torch.cuda.gds cannot be used here: {why} (python ch05/gds_check.py)")
         w = self.workload
         self.parts = [torch.empty(w.chunk_bytes, dtype=torch.uint8, device=self.device) for _ in range(w.chunks)]
+        os.environ.setdefault("CUFILE_LOGFILE_PATH", str(self.folder / "cufile.log"))  # not into the cwd
         self.file = torch.cuda.gds.GdsFile(str(self.path), os.O_RDONLY)
 
     def run(self) -> torch.Tensor:

@@ -4,6 +4,7 @@ a verdict."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -38,9 +39,9 @@ def build(module: str, seed: int) -> aisp.Benchmark:
     if reason:
         pytest.skip(f"{module}: {reason}")
     if module == "optimized_gds_read":
-        usable, why = load("gds_check").torch_cufile_status()
-        if not usable:
-            pytest.skip(why)
+        name, ok, detail = load("gds_check").read_probe(Path(os.environ["AISP_IO_DIR"]))
+        if not ok:
+            pytest.skip(f"{name}: {detail} (python ch05/gds_check.py)")
     bench.device, bench.seed = torch.device("cuda"), seed
     return bench
 
