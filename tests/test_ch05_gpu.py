@@ -1,0 +1,68 @@
+"""Chapter 5 on a GPU: every variant that can run here matches its baseline through the harness's
+verified call (inputs unchanged, fresh output), also after its inputs are refilled; gds_check gives
+a verdict."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from conftest import variant_modules
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import guarded_run
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
+
+CH05 = Path(__file__).resolve().parents[1] / "ch05"
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def io_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AISP_IO_DIR", str(tmp_path))
+    return tmp_path
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH05 / f"{module}.py")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    reason = unmet_requirements(bench.workload.requires, torch.device("cuda"))
+    if reason:
+        pytest.skip(f"{module}: {reason}")
+    if module == "optimized_gds_read":
+        name, ok, detail = load("gds_check").read_probe(Path(os.environ["AISP_IO_DIR"]))
+        if not ok:
+            pytest.skip(f"{name}: {detail} (python ch05/gds_check.py)")
+    bench.device, bench.seed = torch.device("cuda"), seed
+    return bench
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH05))
+def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
+    base, opt = build(baseline, 3), build(optimized, 3)
+    base.setup()
+    ref = guarded_run(base)
+    base.teardown()
+    opt.setup()
+    compare(ref, guarded_run(opt), load(baseline).WORKLOAD)
+    opt.teardown()
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH05))
+def test_pair_matches_on_refilled_inputs_on_gpu(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), load(baseline).WORKLOAD)
+
+
+def test_gds_check_gives_a_verdict(capsys) -> None:
+    assert load("gds_check").main([]) == 0
+    out = capsys.readouterr().out
+    assert any(v in out for v in ("GPUDirect Storage usable", "compatibility mode only", "no cuFile path"))

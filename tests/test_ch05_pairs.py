@@ -1,0 +1,196 @@
+"""Chapter 5 on the CPU: the file-reading pairs and the checkpoint pair match their baselines and
+leave their inputs alone, clean up their files; the GPU pairs skip with the reason; the tools'
+logic (disk ceiling stored in the peaks file, GDS verdicts) on recorded inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+import torch
+from conftest import variant_modules
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.loader import import_module_at
+
+CH05 = Path(__file__).resolve().parents[1] / "ch05"
+
+
+@pytest.fixture(autouse=True)
+def io_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every file the chapter writes goes under this test's own folder."""
+    monkeypatch.setenv("AISP_IO_DIR", str(tmp_path))
+    return tmp_path
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH05 / f"{module}.py")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    return bench
+
+
+def runs_on_cpu(module: str) -> bool:
+    return unmet_requirements(load(module).get_benchmark().workload.requires, torch.device("cpu")) is None
+
+
+PAIRS = variant_modules(CH05)
+CPU_PAIRS = [p for p in PAIRS if runs_on_cpu(p[0]) and runs_on_cpu(p[1])]
+GPU_PAIRS = [p for p in PAIRS if p not in CPU_PAIRS]
+
+
+def test_the_cpu_pairs_are_the_ones_the_chapter_promises() -> None:
+    assert {b for b, _ in CPU_PAIRS} == {"baseline_packed_shards", "baseline_mmap_loading",
+                                         "baseline_async_checkpoint"}
+
+
+def snapshot(bench: aisp.Benchmark) -> dict[str, torch.Tensor]:
+    skip = set(bench.scratch) | set(bench.state)
+    return {k: v.clone() for k, v in vars(bench).items() if isinstance(v, torch.Tensor) and k not in skip}
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
+def test_cpu_pair_matches_keeps_inputs_and_cleans_up(baseline: str, optimized: str, io_dir: Path) -> None:
+    outs = []
+    for module in (baseline, optimized):
+        bench = build(module, seed=1)
+        bench.setup()
+        before = snapshot(bench)
+        outs.append(bench.run().clone())
+        for key, value in snapshot(bench).items():
+            assert torch.equal(before[key], value), f"{module} changed input {key}"
+        bench.teardown()
+    assert list(io_dir.iterdir()) == [], "teardown() left files behind"
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
+def test_cpu_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), load(baseline).WORKLOAD)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), GPU_PAIRS)
+def test_gpu_pair_skips_with_reason_on_cpu(baseline: str, optimized: str) -> None:
+    reason = unmet_requirements(load(optimized).get_benchmark().workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("module", sorted({m for p in PAIRS for m in p}))
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect:", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+
+
+def test_kvikio_variant_names_its_package() -> None:
+    req = load("optimized_gds_read_kvikio").get_benchmark().workload.requires
+    assert "kvikio" in req.packages and req.cuda
+
+
+@pytest.mark.parametrize("module", ["baseline_async_checkpoint", "optimized_async_checkpoint"])
+def test_the_checkpoint_on_disk_holds_the_trained_weights(module: str) -> None:
+    bench = build(module, seed=0)
+    bench.setup()
+    bench.run()
+    bench.run()
+    if hasattr(bench, "wait"):
+        bench.wait()
+    saved = torch.load(bench.path, map_location="cpu")
+    for name, value in bench.model.state_dict().items():
+        assert torch.equal(saved[name], value), name
+    bench.teardown()
+
+
+def test_uint8_normalize_matches_the_reference() -> None:
+    normalize = load("baseline_uint8_transfer").normalize
+    x = torch.randint(0, 256, (2, 5, 7, 3), dtype=torch.uint8)
+    mean, std = torch.tensor([0.4, 0.5, 0.6]).view(3, 1, 1), torch.tensor([0.2, 0.25, 0.3]).view(3, 1, 1)
+    got = normalize(x, mean, std, torch.empty(2, 3, 5, 7))
+    torch.testing.assert_close(got, (x.permute(0, 3, 1, 2).float() / 255 - mean) / std)
+
+
+def test_jpeg_pool_decodes_close_to_its_pixels() -> None:
+    pytest.importorskip("PIL")
+    import io
+
+    from PIL import Image
+
+    mod = load("baseline_gpu_jpeg_decode")
+    blobs = mod.encode_pool(mod.JpegWorkload(pool=2, size=64), seed=0)
+    img = Image.open(io.BytesIO(blobs[0].numpy()))
+    assert img.format == "JPEG" and img.size == (64, 64) and np.asarray(img.convert("RGB")).shape == (64, 64, 3)
+
+
+def test_pread_into_fills_the_buffer_and_reports_a_short_file(tmp_path: Path) -> None:
+    io_mod = load("ch05_io")
+    path = tmp_path / "f.bin"
+    io_mod.write_file(path, np.arange(64, dtype=np.uint8))
+    dst = torch.empty(16, dtype=torch.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        io_mod.pread_into(fd, dst, 16)
+        assert dst.tolist() == list(range(16, 32))
+        with pytest.raises(EOFError):
+            io_mod.pread_into(fd, dst, 56)
+    finally:
+        os.close(fd)
+
+
+def test_disk_ceiling_measures_and_stores_beside_the_other_peaks(tmp_path: Path, monkeypatch) -> None:
+    tool = load("disk_ceiling")
+    found = tool.measure(tool.DiskConfig(size_mib=32, block_mib=4, repeats=1), tmp_path)
+    assert found["disk_read"]["value"] > 0 and found["disk_write"]["value"] > 0
+    assert "O_DIRECT" in found["disk_read"]["detail"] or "DONTNEED" in found["disk_read"]["detail"]
+    assert list(tmp_path.iterdir()) == []
+    peaks_dir = tmp_path / "peaks"
+    peaks_dir.mkdir()
+    monkeypatch.setenv("AISP_PEAK_DIR", str(peaks_dir))
+    assert tool.store(found, None) is None, "no peaks file: nothing to add to"
+    doc = {"measurements": {"matmul_fp32": {"value": 1.0, "unit": "TFLOP/s", "detail": "x"}}, "skipped": {},
+           "errors": {}, "provenance": {"hardware_key": "cpu"}}
+    (peaks_dir / "peak_cpu.json").write_text(json.dumps(doc))
+    assert tool.store(found, None) == peaks_dir / "peak_cpu.json"
+    stored = json.loads((peaks_dir / "peak_cpu.json").read_text())["measurements"]
+    assert set(stored) == {"matmul_fp32", "disk_read", "disk_write"}
+    assert load("ch05_io").disk_ceiling() == pytest.approx(found["disk_read"]["value"])
+
+
+MOUNTS = """/dev/vda / ext4 rw,relatime 0 0
+tmpfs /dev/shm tmpfs rw 0 0
+overlay /work overlay rw 0 0
+/dev/nvme0n1 /work/data xfs rw 0 0
+"""
+
+
+@pytest.mark.parametrize(("path", "fstype"), [("/tmp/x", "ext4"), ("/dev/shm/a", "tmpfs"), ("/work/src", "overlay"),
+                                              ("/work/data/set", "xfs")])
+def test_gds_check_finds_the_file_system_of_a_path(path: str, fstype: str) -> None:
+    assert load("gds_check").mount_fstype(Path(path), MOUNTS) == fstype
+
+
+def test_gds_check_verdicts() -> None:
+    check = load("gds_check")
+    good = [("nvidia-fs kernel module", True, ""), ("file system", True, ""), ("libcufile", True, ""),
+            ("kvikio", False, ""), ("cuFile read into GPU memory", True, "")]
+    assert check.verdict(good).startswith("GPUDirect Storage usable")
+    compat = [("nvidia-fs kernel module", False, "")] + good[1:]
+    assert "compatibility mode only" in check.verdict(compat) and "nvidia-fs" in check.verdict(compat)
+    broken = compat[:-1] + [("cuFile read into GPU memory", False, "")]
+    assert check.verdict(broken).startswith("no cuFile path")
+
+
+def test_gds_check_says_why_not_on_this_machine(capsys) -> None:
+    check = load("gds_check")
+    assert check.main([]) == 0
+    out = capsys.readouterr().out
+    if not torch.cuda.is_available():
+        assert "no CUDA GPU" in out and "no cuFile path" in out
