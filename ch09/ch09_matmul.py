@@ -46,7 +46,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K_SPLIT: tl.constexpr, stride_am, s
     pid_n = (pid % per_group) // group_rows
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = pid_k.to(tl.int64) * K_SPLIT + tl.arange(0, BLOCK_K)
+    offs_k = pid_k * K_SPLIT + tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
