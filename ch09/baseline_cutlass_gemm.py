@@ -2,15 +2,16 @@
 
 Baseline: C = A @ B, 8,192^3 bf16 with fp32 accumulation (1.1 TFLOP), ``cutlass::gemm::device::Gemm``
 with ``OpClassSimt`` (cutlass_simt.cu): CUTLASS's default SIMT tiling (128 x 128 x 8 block tiles,
-32 x 64 warp tiles, double-buffered shared memory), FMAs on the CUDA cores. The same library,
-template and data as the optimized side; only the operator class and architecture change.
+32 x 64 warp tiles, double-buffered shared memory, one-element global loads: the SIMT default
+alignment), FMAs on the CUDA cores. Same library and data as the optimized side; what changes is
+the operator class (SIMT -> tensor cores) and the template generation (2.x -> 3.x for sm_90a).
 Optimized (optimized_cutlass_gemm.py): CUTLASS 3.x for sm_90a built by ``CollectiveBuilder``: TMA
 loads into a multi-stage ring, wgmma tensor cores, warp-specialized cooperative schedule, 2 x 1
 cluster, persistent tile scheduler, TMA-store epilogue.
-Needs the CUTLASS headers: ``pip install nvidia-cutlass`` (6.4 MB, headers only) or
+Needs the CUTLASS headers: ``pip install nvidia-cutlass`` (6.4 MB wheel) or
 ``CUTLASS_DIR``; skipped with the reason otherwise. First build: about 20 s (SIMT) and 2-4 min
 (sm90) of nvcc, cached in ~/.cache/aisp/native afterwards.
-Expect (estimate, not yet measured): 15-25x on an H100/H200; the sm90 kernel at 80-90% of the bf16
+Expect (estimate, not yet measured): 15-40x on an H100/H200; the sm90 kernel at 80-90% of the bf16
 tensor-core rate (~783 TFLOP/s on an H200), the SIMT one under the FP32 FMA peak (~67 TFLOP/s).
 Run: python ch09/baseline_cutlass_gemm.py  |  aisp bench run -t ch09:cutlass_gemm
 """

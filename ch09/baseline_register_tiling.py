@@ -2,11 +2,14 @@
 
 Baseline: C = A @ B, 4,096^3 fp32 (137 GFLOP), ``smem_tiled_f32`` (tiled_gemm.cu): 32 x 32 tiles of A
 and B staged in shared memory, 1,024 threads per block, each accumulating one element of C. Every
-FMA needs two shared-memory reads (one a broadcast): shared-memory bandwidth, not the FMA units,
-bounds it, at a small fraction of the FP32 FMA peak (~67 TFLOP/s on an H100/H200).
+FMA reads two 4-byte shared-memory words (one a broadcast): 0.25 FLOP per shared byte, so against
+~33 TB/s of shared memory it sits on the shared-memory roof (~8 TFLOP/s), far under the FP32 FMA
+peak (~67 TFLOP/s on an H100/H200). (Chapter 7's tiled_matmul takes the same step from global
+memory; here it is the roofline one level up.)
 Optimized (optimized_register_tiling.py): ``reg_tiled<float>``: each thread keeps an 8 x 8 block of
-C in registers and, per k, reads 8 + 8 operands with four 128-bit shared loads for 64 FMAs; the
-next k-slab is loaded from global memory while the current one is multiplied.
+C in registers and, per k, reads 8 + 8 operands with four 128-bit shared loads for 64 FMAs (2 FLOPs
+per shared byte: the FMA roof binds); the next k-slab is loaded from global memory while the
+current one is multiplied.
 Both add the products in the same k order with FMA: results equal to the last bit or nearly so.
 Expect (estimate, not yet measured): 2.5-4x on an H100/H200; register tiling at 60-80% of the
 fp32 matmul ceiling (cuBLAS SGEMM, 51 TFLOP/s measured on the H200). CPU: not run (CUDA C++).

@@ -8,6 +8,7 @@ CUTLASS is found, in order, at ``$CUTLASS_DIR`` (a CUTLASS checkout, or any fold
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from pathlib import Path
@@ -18,7 +19,7 @@ import aisp
 from aisp.kits import native
 
 HERE = Path(__file__).resolve().parent
-CUTLASS_HINT = "pip install nvidia-cutlass (6.4 MB wheel, headers only), or set CUTLASS_DIR to a CUTLASS checkout"
+CUTLASS_HINT = "pip install nvidia-cutlass (a 6.4 MB wheel holding the headers), or set CUTLASS_DIR to a CUTLASS checkout"
 
 
 def _roots() -> list[Path]:
@@ -28,16 +29,19 @@ def _roots() -> list[Path]:
     return roots + [Path(p) for p in (spec.submodule_search_locations or [])] if spec else roots
 
 
+LAYOUTS = ("", "targets/x86_64-linux", "targets/sbsa-linux", "cu13", "cu12")
+"""Where include/ and lib/ sit under a root: the toolkit, its targets/, the nvidia-cublas wheel."""
+
+
+@functools.cache
 def cublaslt_flags() -> tuple[str, ...]:
     """-I/-L/-l flags for cuBLASLt from the CUDA toolkit or the nvidia-cublas wheel; ("-lcublasLt",)
     (nvcc's own paths) when neither is found."""
-    for root in _roots():
-        for header in sorted(root.glob("**/include/cublasLt.h")):
-            home = header.parent.parent
-            libs = sorted(p for d in ("lib64", "lib") for p in (home / d).glob("libcublasLt.so*"))
-            if libs:
-                return (f"-I{header.parent}", f"-L{libs[0].parent}", f"-l:{libs[0].name}",
-                        f"-Xlinker=-rpath,{libs[0].parent}")
+    for home in (root / layout for root in _roots() for layout in LAYOUTS):
+        libs = sorted(p for d in ("lib64", "lib") for p in (home / d).glob("libcublasLt.so*"))
+        if (home / "include" / "cublasLt.h").is_file() and libs:
+            return (f"-I{home / 'include'}", f"-L{libs[0].parent}", f"-l:{libs[0].name}",
+                    f"-Xlinker=-rpath,{libs[0].parent}")
     return ("-lcublasLt",)
 
 
