@@ -5,7 +5,7 @@ rewrites the 512 MiB output: 1 GiB of extra HBM traffic and one more launch.
 Optimized: ``torch._addmm_activation(b, x, w.t(), use_gelu=True)`` asks cuBLASLt for a GEMM whose
 epilogue adds the bias and applies the tanh GELU to the fp32 accumulators in registers, then stores
 bf16 once: one kernel, the output written once. (PyTorch falls back to GEMM + in-place GELU
-where it cannot use cuBLASLt: the GPU test counts the kernels to show which path ran.)
+where it cannot use cuBLASLt: the GPU test checks the kernels to show which path ran.)
 Expect (estimate, not yet measured): 1.2-1.4x on an H100/H200, 80-90% of the bf16 tensor-core rate.
 Run: python ch09/optimized_gemm_epilogue.py  |  aisp bench run -t ch09:gemm_epilogue
 """
