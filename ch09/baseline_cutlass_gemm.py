@@ -1,0 +1,49 @@
+"""Baseline CUTLASS GEMM: CUTLASS 2.x's SIMT GEMM (CUDA cores) in bf16.
+
+Baseline: C = A @ B, 8,192^3 bf16 with fp32 accumulation (1.1 TFLOP), ``cutlass::gemm::device::Gemm``
+with ``OpClassSimt`` (cutlass_simt.cu): CUTLASS's default SIMT tiling (128 x 128 x 8 block tiles,
+32 x 64 warp tiles, double-buffered shared memory, one-element global loads: the SIMT default
+alignment), FMAs on the CUDA cores. Same library and data as the optimized side; what changes is
+the operator class (SIMT -> tensor cores) and the template generation (2.x -> 3.x for sm_90a).
+Optimized (optimized_cutlass_gemm.py): CUTLASS 3.x for sm_90a built by ``CollectiveBuilder``: TMA
+loads into a multi-stage ring, wgmma tensor cores, warp-specialized cooperative schedule, 2 x 1
+cluster, persistent tile scheduler, TMA-store epilogue.
+Needs the CUTLASS headers: ``pip install nvidia-cutlass`` (6.4 MB wheel) or
+``CUTLASS_DIR``; skipped with the reason otherwise. First build: about 20 s (SIMT) and 2-4 min
+(sm90) of nvcc, cached in ~/.cache/aisp/native afterwards.
+Expect (estimate, not yet measured): 15-40x on an H100/H200; the sm90 kernel at 80-90% of the bf16
+tensor-core rate (~783 TFLOP/s on an H200), the SIMT one under the FP32 FMA peak (~67 TFLOP/s).
+Run: python ch09/baseline_cutlass_gemm.py  |  aisp bench run -t ch09:cutlass_gemm
+"""
+
+from __future__ import annotations
+
+import ch09_native
+import torch
+from baseline_register_tiling import GemmWorkload, NativeGemm, gemm_workload
+
+import aisp
+
+WORKLOAD = gemm_workload(GemmWorkload(m=8192, n=8192, k=8192), 2, "bf16",
+                         requires=ch09_native.cutlass_requirements(), timeout_s=900.0)
+
+
+class CutlassSimtGemm(NativeGemm):
+    workload = WORKLOAD
+    library = ch09_native.cutlass_library("cutlass_simt.cu", hopper_only=False)
+    entry = "cutlass_simt_gemm"
+    dtype = torch.bfloat16
+    bound = 1e-2
+
+    def prepare(self) -> None:
+        if not self.lib.cutlass_headers():
+            raise RuntimeError(f"{self.library.name} was built without the CUTLASS headers: "
+                               f"{ch09_native.CUTLASS_HINT}")
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return CutlassSimtGemm()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

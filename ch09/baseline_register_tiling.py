@@ -1,0 +1,90 @@
+"""Baseline register tiling: a shared-memory tiled fp32 GEMM, one output element per thread.
+
+Baseline: C = A @ B, 4,096^3 fp32 (137 GFLOP), ``smem_tiled_f32`` (tiled_gemm.cu): 32 x 32 tiles of A
+and B staged in shared memory, 1,024 threads per block, each accumulating one element of C. Every
+FMA reads two 4-byte shared-memory words (one a broadcast): 0.25 FLOP per shared byte, so against
+~33 TB/s of shared memory it sits on the shared-memory roof (~8 TFLOP/s), far under the FP32 FMA
+peak (~67 TFLOP/s on an H100/H200). (Chapter 7's tiled_matmul takes the same step from global
+memory; here it is the roofline one level up.)
+Optimized (optimized_register_tiling.py): ``reg_tiled<float>``: each thread keeps an 8 x 8 block of
+C in registers and, per k, reads 8 + 8 operands with four 128-bit shared loads for 64 FMAs (2 FLOPs
+per shared byte: the FMA roof binds); the next k-slab is loaded from global memory while the
+current one is multiplied.
+Both add the products in the same k order with FMA: results equal to the last bit or nearly so.
+Expect (estimate, not yet measured): 2.5-4x on an H100/H200; register tiling at 60-80% of the
+fp32 matmul ceiling (cuBLAS SGEMM, 51 TFLOP/s measured on the H200). CPU: not run (CUDA C++).
+Run: python ch09/baseline_register_tiling.py  |  aisp bench run -t ch09:register_tiling
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import ch09_native
+import torch
+
+import aisp
+from aisp.kits import native
+
+INT, PTR = ctypes.c_int, ctypes.c_void_p
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmWorkload(aisp.Workload):
+    m: int = 4096
+    n: int = 4096
+    k: int = 4096
+
+
+def gemm_workload(shape: GemmWorkload, element_bytes: int, precision: str, **kw: object) -> GemmWorkload:
+    """FLOPs 2mnk; bytes: A and B read and C written once."""
+    s = shape
+    return GemmWorkload(m=s.m, n=s.n, k=s.k, flops=2.0 * s.m * s.n * s.k,
+                        bytes=float(element_bytes * (s.m * s.k + s.k * s.n + s.m * s.n)), items=1,
+                        item_unit="GEMMs", precision=precision, **kw)
+
+
+WORKLOAD = gemm_workload(GemmWorkload(), 4, "fp32", requires=native.REQUIRES)
+
+
+class NativeGemm(aisp.Benchmark):
+    """C = A @ B through an exported ``fn(a, b, c, m, n, k, stream)`` of a native library."""
+
+    workload = WORKLOAD
+    inputs = ("a", "b")
+    scratch = ("c",)
+    library = ch09_native.TILED
+    entry = "smem_gemm_f32"
+    dtype = torch.float32
+    bound = 1e-5
+    """Relative L2 error allowed against torch.matmul in fp32 (setup's check)."""
+
+    def setup(self) -> None:
+        w, gen, dev = self.workload, self.generator(), self.device
+        self.lib = self.library.load(dev)
+        self.fn = getattr(self.lib, self.entry)
+        self.fn.argtypes = [PTR, PTR, PTR, INT, INT, INT, PTR]
+        self.a = torch.randn(w.m, w.k, generator=gen, device=dev).to(self.dtype)
+        self.b = torch.randn(w.k, w.n, generator=gen, device=dev).to(self.dtype)
+        self.c = torch.empty(w.m, w.n, device=dev, dtype=self.dtype)
+        self.prepare()
+        ch09_native.check_gemm(self.run().clone(), self.a, self.b, self.bound, type(self).__name__)
+
+    def prepare(self) -> None:
+        """What a variant builds once before its first call (a cuBLASLt plan)."""
+
+    def run(self) -> torch.Tensor:
+        w = self.workload
+        status = self.fn(self.a.data_ptr(), self.b.data_ptr(), self.c.data_ptr(), w.m, w.n, w.k,
+                         native.stream(self.device))
+        native.check(status, f"{type(self).__name__} ({self.entry})")
+        return self.c
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return NativeGemm()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,87 @@
+"""Chapter 9's CUDA C++ plumbing (not a pair): where cuBLASLt and the CUTLASS headers are, the
+libraries its pairs build, and the check every native GEMM passes against PyTorch in setup().
+
+CUTLASS is found, in order, at ``$CUTLASS_DIR`` (a CUTLASS checkout, or any folder holding
+``include/cutlass/cutlass.h`` or ``cutlass/cutlass.h``) and in the ``nvidia-cutlass`` wheel
+(``pip install nvidia-cutlass``: the headers sit in ``cutlass_library/source/include``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+
+import aisp
+from aisp.kits import native
+
+HERE = Path(__file__).resolve().parent
+CUTLASS_HINT = "pip install nvidia-cutlass (a 6.4 MB wheel holding the headers), or set CUTLASS_DIR to a CUTLASS checkout"
+
+
+def _roots() -> list[Path]:
+    roots = [Path(p) for p in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if p]
+    roots.append(Path("/usr/local/cuda"))
+    spec = importlib.util.find_spec("nvidia")
+    return roots + [Path(p) for p in (spec.submodule_search_locations or [])] if spec else roots
+
+
+LAYOUTS = ("", "targets/x86_64-linux", "targets/sbsa-linux", "cu13", "cu12")
+"""Where include/ and lib/ sit under a root: the toolkit, its targets/, the nvidia-cublas wheel."""
+
+
+@functools.cache
+def cublaslt_flags() -> tuple[str, ...]:
+    """-I/-L/-l flags for cuBLASLt from the CUDA toolkit or the nvidia-cublas wheel; ("-lcublasLt",)
+    (nvcc's own paths) when neither is found."""
+    for home in (root / layout for root in _roots() for layout in LAYOUTS):
+        libs = sorted(p for d in ("lib64", "lib") for p in (home / d).glob("libcublasLt.so*"))
+        if (home / "include" / "cublasLt.h").is_file() and libs:
+            return (f"-I{home / 'include'}", f"-L{libs[0].parent}", f"-l:{libs[0].name}",
+                    f"-Xlinker=-rpath,{libs[0].parent}")
+    return ("-lcublasLt",)
+
+
+def cutlass_include() -> Path | None:
+    """The folder holding ``cutlass/cutlass.h`` ($CUTLASS_DIR first, then the nvidia-cutlass wheel)."""
+    candidates = []
+    if os.environ.get("CUTLASS_DIR"):
+        root = Path(os.environ["CUTLASS_DIR"]).expanduser()
+        candidates += [root / "include", root]
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec and spec.submodule_search_locations:
+        candidates += [Path(p) / "source" / "include" for p in spec.submodule_search_locations]
+    return next((c.resolve() for c in candidates if (c / "cutlass" / "cutlass.h").is_file()), None)
+
+
+def cutlass_requirements() -> aisp.Requirements:
+    """CUDA, nvcc, Hopper; and, where no CUTLASS headers are found, the wheel's module, so the pair
+    is skipped with a reason naming it."""
+    found = cutlass_include() is not None
+    return aisp.Requirements(cuda=True, executables=("nvcc",), min_compute_capability=(9, 0),
+                               packages=() if found else ("cutlass_library",))
+
+
+def cutlass_library(source: str, hopper_only: bool) -> native.Library:
+    """A CUTLASS source of this folder as a native Library, with the headers' -I when found (without
+    them the source builds to a stub; see cutlass_sm90.cu)."""
+    include = cutlass_include()
+    flags = ("--expt-relaxed-constexpr", "-DNDEBUG", *((f"-I{include}",) if include else ()))
+    headers = (include / "cutlass" / "version.h",) if include else ()
+    return native.Library((HERE / source,), flags=flags, headers=headers, hopper_only=hopper_only)
+
+
+TILED = native.Library((HERE / "tiled_gemm.cu",))
+"""tiled_gemm.cu: the shared-memory and register-tiled CUDA-core GEMMs."""
+
+
+def check_gemm(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bound: float, what: str) -> None:
+    """A native GEMM's first result against ``torch.matmul`` in fp32, before anything is timed:
+    relative L2 error under ``bound``."""
+    want = a.float() @ b.float()
+    error = float((got.float() - want).norm() / want.norm())
+    if not error < bound:
+        raise AssertionError(f"{what}: relative L2 error {error:.2e} against torch.matmul (bound {bound:.0e})")

@@ -1,0 +1,124 @@
+"""Chapter 9 on a CPU: every pair is discovered, documents itself and skips with its reason (all
+need a GPU); the CUTLASS pair finds its headers through CUTLASS_DIR or the nvidia-cutlass wheel and
+names the wheel when neither is there; the roofline tool places each pair from its Workload and
+reads measured rates from a run summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+from aisp.peak.measure import load_peaks
+
+CH09 = Path(__file__).resolve().parents[1] / "ch09"
+PAIRS = ["cublaslt_gemm", "cutlass_gemm", "fused_rmsnorm", "fused_softmax", "gemm_epilogue", "register_tiling",
+         "split_k", "triton_matmul"]
+MODULES = [f.stem for pair in pairs_in(CH09) for f in (pair.baseline, *pair.optimized)]
+
+
+def load(module: str):
+    return import_module_at(CH09 / f"{module}.py")
+
+
+def test_discovery_finds_exactly_the_chapter_pairs() -> None:
+    assert sorted(p.name for p in pairs_in(CH09)) == PAIRS
+    assert all(p.problem is None for p in pairs_in(CH09))
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_pair_file_documents_itself(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+    assert "not yet measured" in doc  # no figure is claimed before the GPU run
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_pair_skips_on_cpu_with_reason(module: str) -> None:
+    reason = unmet_requirements(load(module).get_benchmark().workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_workload_declares_flops_bytes_and_precision(pair: str) -> None:
+    w = load(f"baseline_{pair}").WORKLOAD
+    assert w.flops > 0 and w.bytes > 0 and w.precision in {"fp32", "bf16"}
+
+
+@pytest.fixture
+def native_mod(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("CUTLASS_DIR", raising=False)
+    return import_module_at(CH09 / "ch09_native.py")
+
+
+def test_cutlass_found_through_cutlass_dir(native_mod, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "include" / "cutlass").mkdir(parents=True)
+    (tmp_path / "include" / "cutlass" / "cutlass.h").write_text("// header\n")
+    monkeypatch.setenv("CUTLASS_DIR", str(tmp_path))
+    assert native_mod.cutlass_include() == (tmp_path / "include").resolve()
+    assert native_mod.cutlass_requirements().packages == ()
+    lib = native_mod.cutlass_library("cutlass_sm90.cu", hopper_only=True)
+    assert f"-I{(tmp_path / 'include').resolve()}" in lib.flags and lib.target("90") == "90a"
+
+
+def test_without_cutlass_the_reason_names_the_wheel(native_mod, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_mod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setenv("CUTLASS_DIR", str(tmp_path))  # a folder without the headers
+    assert native_mod.cutlass_include() is None
+    req = native_mod.cutlass_requirements()
+    assert req.packages == ("cutlass_library",) and req.min_compute_capability == (9, 0)
+    assert not any(f.startswith("-I") for f in native_mod.cutlass_library("cutlass_simt.cu", False).flags)
+
+
+def test_cublaslt_flags_link_cublaslt(native_mod) -> None:
+    flags = native_mod.cublaslt_flags()
+    assert any("cublasLt" in f for f in flags)
+
+
+@pytest.fixture
+def roofline():
+    return import_module_at(CH09 / "roofline_table.py")
+
+
+def test_roofline_rows_place_each_pair(roofline) -> None:
+    peaks = load_peaks("h200")
+    rows = {r["pair"]: r for r in (roofline.roof_row(n, w, peaks) for n, w in roofline.chapter_workloads())}
+    assert sorted(rows) == PAIRS
+    assert rows["fused_rmsnorm"]["bound"] == rows["fused_softmax"]["bound"] == "memory"
+    assert all(rows[p]["bound"] == "compute" for p in ("cublaslt_gemm", "gemm_epilogue", "split_k"))
+    copy_gbps = peaks["measurements"]["memory_copy"]["value"]
+    norm = rows["fused_rmsnorm"]
+    assert norm["floor ms"] == pytest.approx(norm["GB"] / copy_gbps * 1e3)  # memory-bound: bytes / bandwidth
+    gemm = rows["cublaslt_gemm"]
+    assert gemm["roof TFLOP/s"] == peaks["measurements"]["matmul_bf16"]["value"]
+    assert rows["register_tiling"]["precision"] == "fp32"
+
+
+def test_roofline_reads_measured_rates_from_a_run(roofline, tmp_path: Path, capsys) -> None:
+    peaks = load_peaks("h200")
+    w = load("baseline_cublaslt_gemm").WORKLOAD
+    workload = {"flops": w.flops, "bytes": w.bytes, "precision": "bf16", "link": "hbm"}
+    result = {"target": "ch09:cublaslt_gemm", "workload": workload, "best": "optimized_cublaslt_gemm",
+              "baseline": {"name": "baseline", "summary": {"median": 22.0}},
+              "variants": [{"name": "optimized_cublaslt_gemm", "summary": {"median": 1.5}}]}
+    found = roofline.measured({"results": [result]}, peaks)["cublaslt_gemm"]
+    assert found["best TFLOP/s"] == pytest.approx(w.flops / 1.5e-3 / 1e12)
+    bf16 = peaks["measurements"]["matmul_bf16"]["value"]
+    assert found["% of roof"] == pytest.approx(100 * found["best TFLOP/s"] / bf16)
+    (tmp_path / "summary.json").write_text(json.dumps({"results": [result]}))
+    assert roofline.main(["--peaks", "h200", "--run", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("| cublaslt_gemm"))
+    assert "optimized_cublaslt_gemm" in line and f"{found['% of roof']:.3g}" in line
+
+
+def test_roofline_without_peaks_says_what_to_do(roofline, capsys) -> None:
+    assert roofline.main(["--peaks", "no_such_gpu"]) == 2
+    assert "aisp peak" in capsys.readouterr().out
