@@ -25,7 +25,8 @@ import aisp
 from aisp.kits.llm import TOP, DenseKVCache, build_decoder, decode, greedy_top, prefill
 
 
-def _workload(w: DecodeWorkload = DecodeWorkload()) -> DecodeWorkload:
+def _workload() -> DecodeWorkload:
+    w = DecodeWorkload()
     return DecodeWorkload(flops=w.step_flops(), bytes=w.step_bytes(), items=w.batch * w.steps, item_unit="tokens",
                           precision="bf16", requires=GPU_SIZED)
 

@@ -36,7 +36,8 @@ class SpecWorkload(DecodeWorkload):
     """Share of the draft head's rows shuffled among themselves (the draft's disagreement)."""
 
 
-def _workload(w: SpecWorkload = SpecWorkload(batch=1, prompt=512, steps=48)) -> SpecWorkload:
+def _workload() -> SpecWorkload:
+    w = SpecWorkload(batch=1, prompt=512, steps=48)
     return SpecWorkload(batch=w.batch, prompt=w.prompt, steps=w.steps, flops=w.step_flops(), bytes=w.step_bytes(),
                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED)
 
