@@ -53,17 +53,20 @@ class DecodeWorkload(aisp.Workload):
 
 class StepGraph:
     """``fn()`` (reading and writing only static tensors) captured once in a CUDA graph and replayed,
-    or called directly on a CPU (the same logic, for the tests)."""
+    or called directly on a CPU (the same logic, for the tests). ``prime()`` resets the static
+    inputs before each warm-up call and the capture."""
 
-    def __init__(self, fn: Callable[[], None], device: torch.device) -> None:
+    def __init__(self, fn: Callable[[], None], prime: Callable[[], None], device: torch.device) -> None:
         self.fn, self.graph = fn, None
         if device.type == "cuda":
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):  # warm up: kernels picked and compiled before capture
                 for _ in range(3):
+                    prime()
                     fn()
             torch.cuda.current_stream().wait_stream(side)
+            prime()
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 fn()
@@ -79,7 +82,9 @@ class GraphedDecode:
     """One greedy decode step of ``batch`` rows over ``cache`` with static buffers: ``tok`` and
     ``pos`` (batch,) in, ``next_tok`` (batch,) and ``top`` (batch, TOP) out. The step attends to
     all ``kv_len`` cache slots (a fixed shape; slots after a row's position are masked), then feeds
-    its token back (``tok`` <- next token, ``pos`` += 1) so that replays chain with no copy in."""
+    its token back (``tok`` <- next token, ``pos`` += 1) so that replays chain with no copy in.
+    Warm-up and capture write at position ``kv_len - 1`` (token 0): past every prompt, so no
+    prefilled key is overwritten; a real step writes that slot before any query can see it."""
 
     def __init__(self, model: torch.nn.Module, cache: DenseKVCache, batch: int, kv_len: int) -> None:
         device = cache.k.device
@@ -88,7 +93,11 @@ class GraphedDecode:
         self.pos = torch.zeros(batch, dtype=torch.long, device=device)
         self.next_tok = torch.zeros(batch, dtype=torch.long, device=device)
         self.top = torch.zeros(batch, TOP, device=device)
-        self.step = StepGraph(self._step, device)
+        self.step = StepGraph(self._step, self._prime, device)
+
+    def _prime(self) -> None:
+        self.tok.zero_()
+        self.pos.fill_(self.kv_len - 1)
 
     def _step(self) -> None:
         token, top = greedy_top(decode(self.model, self.cache, self.tok, self.pos, self.kv_len), TOP)
