@@ -25,16 +25,8 @@ from ch16_decode import GPU_SIZED, MODEL, GraphedDecode, dtype_on, weight_bytes
 from ch16_scheduler import Scheduler
 
 import aisp
-from aisp.kits.llm import (
-    LLMConfig,
-    PagedKVCache,
-    PageLayout,
-    PagePool,
-    build_decoder,
-    greedy,
-    pages_for,
-    prefill,
-)
+from aisp.kits import llm
+from aisp.kits.llm import LLMConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,17 +65,17 @@ class SerialLoop(aisp.Benchmark):
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
         lengths = w.prompts()
-        width = pages_for(max(lengths) + w.steps, w.page_size)
-        total = 1 + sum(pages_for(n + w.steps, w.page_size) for n in lengths)
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
-        layout = PageLayout(pages=total, page_size=w.page_size, rows=w.slots, max_pages=width)
-        cache = PagedKVCache(w.model, layout, self.device, dtype_on(self.device))
-        pool = PagePool(total)
-        pages = [pool.allocate(pages_for(n, w.page_size)) for n in lengths]
+        width = llm.pages_for(max(lengths) + w.steps, w.page_size)
+        total = 1 + sum(llm.pages_for(n + w.steps, w.page_size) for n in lengths)
+        self.model = llm.build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        layout = llm.PageLayout(pages=total, page_size=w.page_size, rows=w.slots, max_pages=width)
+        cache = llm.PagedKVCache(w.model, layout, self.device, dtype_on(self.device))
+        pool = llm.PagePool(total)
+        pages = [pool.allocate(llm.pages_for(n, w.page_size)) for n in lengths]
         for s, row in enumerate(pages):
             cache.assign(s, row)
         prompts = [torch.randint(w.model.vocab, (n,), generator=gen, device=self.device) for n in lengths]
-        self.first = greedy(prefill(self.model, cache, prompts))
+        self.first = llm.greedy(llm.prefill(self.model, cache, prompts))
         self.pool_k, self.pool_v, self.table = cache.k, cache.v, cache.table
         self.scheduler = Scheduler(pool, pages, lengths, cache.table.cpu(), w.page_size)
         self.step = GraphedDecode(self.model, cache, w.slots, width * w.page_size)
