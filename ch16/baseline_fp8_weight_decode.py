@@ -5,7 +5,7 @@ heads, SwiGLU 14,336; 32k vocabulary) decodes 16 greedy tokens for 8 sequences w
 prompts were prefilled at setup (the cache is the server's state; each call rewrites positions
 512..527 from the call's first tokens). Each step is a CUDA graph replay (as in decode_cuda_graph),
 so the GPU's time is the step's kernels, and their cost is reading 1.13 GB of bf16 weights (QKV,
-output, SwiGLU, LM head: ~0.27 ms at 4.2 TB/s) plus 16 MB of cache; at 8 tokens each weight byte
+output, SwiGLU, LM head: ~0.27 ms at 4.2 TB/s) plus ~34 MB of cache; at 8 tokens each weight byte
 feeds 8 FLOPs, far below the bf16 ridge (~190 FLOP/byte).
 Optimized (optimized_fp8_weight_decode.py): the same step with every linear layer's weights in
 e4m3 with a scale per output channel, through the kit's weight-only fp8 Triton kernel
