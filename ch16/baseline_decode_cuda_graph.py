@@ -1,0 +1,74 @@
+"""Baseline decode CUDA graph: eager greedy decode, one kernel launch per op per step.
+
+Baseline: 8 prompts of 512 tokens are prefilled into a preallocated KV cache (the kit's
+``DenseKVCache``), then 31 greedy decode steps run eagerly with the chapter's 156M-parameter
+decoder (the kit's ``decode``: one token per row, attention over the cache up to the longest
+position). A step is ~250 small kernels (8 blocks of norms, QKV, RoPE, cache writes, masked SDPA,
+SwiGLU, residual adds; then the head and top-k); each costs ~6 µs of host launch time while the
+GPU needs only ~80 µs in all to read the step's 0.31 GB of weights and ~35 MB of cache.
+Optimized (optimized_decode_cuda_graph.py): the same step captured once in a CUDA graph with
+static input/output buffers; each step is one replay.
+Expect: ~3-5x on an H100/H200 (estimate, not yet measured): eager steps bound by launches
+(~1.5 ms), graphed steps by the GPU's own kernel time (~0.2-0.3 ms, of which ~0.1 ms is the HBM
+floor of the bytes a step must read).
+Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
+step at the bf16 defaults (the graphed step attends to a longer, masked key range).
+Run: python ch16/baseline_decode_cuda_graph.py  |  aisp bench run -t ch16:decode_cuda_graph
+"""
+
+from __future__ import annotations
+
+import torch
+from ch16_decode import GPU_SIZED, DecodeWorkload, dtype_on
+
+import aisp
+from aisp.kits.llm import TOP, DenseKVCache, build_decoder, decode, greedy_top, prefill
+
+
+def _workload() -> DecodeWorkload:
+    w = DecodeWorkload()
+    return DecodeWorkload(flops=w.step_flops(), bytes=w.step_bytes(), items=w.batch * w.steps, item_unit="tokens",
+                          precision="bf16", requires=GPU_SIZED)
+
+
+WORKLOAD = _workload()
+
+
+class EagerDecode(aisp.Benchmark):
+    """Prefill, then ``steps - 1`` decode steps; returns (tokens (batch, steps), top logits
+    (batch, steps, TOP))."""
+
+    workload: DecodeWorkload = WORKLOAD
+    inputs = ("prompts",)
+    state = ("cache_k", "cache_v")
+
+    def setup(self) -> None:
+        w = self.workload
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.prompts = torch.randint(w.model.vocab, (w.batch, w.prompt), generator=self.generator(),
+                                     device=self.device)
+        self.cache = DenseKVCache(w.model, w.batch, self.cache_len(), self.device, dtype_on(self.device))
+        self.cache_k, self.cache_v = self.cache.k, self.cache.v
+
+    def cache_len(self) -> int:
+        return self.workload.prompt + self.workload.steps
+
+    def first_token(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return greedy_top(prefill(self.model, self.cache, list(self.prompts)), TOP)
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.workload
+        steps = [self.first_token()]
+        positions = torch.full((w.batch,), w.prompt, device=self.device)
+        for t in range(1, w.steps):
+            steps.append(greedy_top(decode(self.model, self.cache, steps[-1][0], positions, w.prompt + t), TOP))
+            positions = positions + 1
+        return torch.stack([s[0] for s in steps], 1), torch.stack([s[1] for s in steps], 1)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return EagerDecode()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,97 @@
+"""Baseline GPU sampling: each step's logits go to the CPU, where top-p sampling picks the tokens.
+
+Baseline: 8 decode steps of a batch of 8 sequences over a 32k vocabulary: the step's logits
+(the per-call input, fp32 on the GPU) are copied to the host (``.cpu()``: a sync and 1 MB over
+PCIe), top-p (p = 0.9) runs there (softmax, a stable descending sort of 32,000 probabilities per
+row, cumulative sum, cut), a token is drawn among the kept ones, and the tokens go back to the GPU
+for the next step. Sampling is an exponential race, argmax(kept prob / E) with E ~ Exp(1), which
+draws exactly from the kept distribution; E comes from a counter-based hash of (seed, step, row,
+token), so the CPU and the GPU draw the same numbers and the two variants must agree token for token.
+Optimized (optimized_gpu_sampling.py): the same function on the GPU tensors: no copy, no sync;
+the tokens never leave the device.
+Expect: ~10-50x on an H100/H200 (estimate, not yet measured): the baseline is bound by the host
+(a sort of 256k floats on one core, ~ms per step), the optimized by ~25 eager kernel launches per
+step (~0.15 ms); each step's 1 MB of logits is ~0.25 µs of HBM time, so launches, not bytes,
+bound the optimized variant (graphs or a fused sampling kernel would go further).
+Tolerance: tokens exactly. The CPU and GPU round softmax and cumsum differently in the last bit,
+which could flip a token only if its cumulative probability lands within ~1e-7 of p.
+Run: python ch16/baseline_gpu_sampling.py  |  aisp bench run -t ch16:gpu_sampling
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+import aisp
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingWorkload(aisp.Workload):
+    steps: int = 8
+    batch: int = 8
+    vocab: int = 32000
+    top_p: float = 0.9
+    spread: float = 4.0
+    """Standard deviation of the logits (a peaked next-token distribution)."""
+
+
+def _workload() -> SamplingWorkload:
+    w = SamplingWorkload()
+    return SamplingWorkload(bytes=4.0 * w.steps * w.batch * w.vocab, link="d2h", items=w.steps * w.batch,
+                            item_unit="tokens", precision="exact", requires=aisp.Requirements(cuda=True))
+
+
+WORKLOAD = _workload()
+
+
+def race_noise(keys: torch.Tensor) -> torch.Tensor:
+    """Exp(1) draws from integer ``keys`` (< 2^31) by an integer hash: the same on every device."""
+    x = keys
+    for mult in (0x2545F491, 0x5851F42D, 0x4C957F2D):
+        x = ((x ^ (x >> 15)) * mult) & 0x7FFFFFFF
+    return -torch.log((x.float() + 0.5) / 2.0**31)
+
+
+def top_p_race(logits: torch.Tensor, p: float, keys: torch.Tensor) -> torch.Tensor:
+    """A token per row (batch,) drawn from the smallest set of most likely tokens reaching
+    probability ``p``; ``keys`` (batch, vocab) seed each token's exponential draw."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    kept = sorted_probs.masked_fill(before >= p, 0.0)
+    pick = (kept / race_noise(keys).gather(-1, order)).argmax(dim=-1, keepdim=True)
+    return order.gather(-1, pick).squeeze(-1)
+
+
+class CPUSampling(aisp.Benchmark):
+    """Returns the sampled tokens (steps, batch)."""
+
+    workload: SamplingWorkload = WORKLOAD
+    inputs = ("logits",)
+
+    def setup(self) -> None:
+        w = self.workload
+        self.logits = w.spread * torch.randn(w.steps, w.batch, w.vocab, generator=self.generator(), device=self.device)
+
+    def keys(self, step: int, device: torch.device) -> torch.Tensor:
+        """(batch, vocab) hash keys of this step, distinct per seed, step, row and token."""
+        w = self.workload
+        start = ((self.seed % 64) * w.steps + step) * w.batch * w.vocab
+        return torch.arange(start, start + w.batch * w.vocab, device=device).view(w.batch, w.vocab)
+
+    def run(self) -> torch.Tensor:
+        w, tokens = self.workload, []
+        for t in range(w.steps):
+            host = self.logits[t].cpu()
+            tokens.append(top_p_race(host, w.top_p, self.keys(t, host.device)).to(self.device))
+        return torch.stack(tokens)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return CPUSampling()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

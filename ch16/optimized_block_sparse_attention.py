@@ -1,0 +1,46 @@
+"""Optimized block-sparse attention: FlexAttention visits only the blocks the pattern keeps.
+
+Baseline (baseline_block_sparse_attention.py): SDPA with a dense (8192, 8192) boolean mask (sliding
+window 1,024 + 128 sink tokens): every 128 x 128 block scored, ~1.1 TFLOP.
+Optimized: the pattern as a ``mask_mod`` and a ``BlockMask`` built once (setup: a property of the
+pattern, as the dense mask is): per 128-row query block, the list of key blocks with any visible
+pair, and which of them are full (no per-element mask needed). ``flex_attention`` compiled with
+``torch.compile`` generates one Triton flash-attention kernel that iterates only those blocks:
+~10 of 64 key blocks per query block (the diagonal window, the sink block), ~0.16 TFLOP.
+Expect: ~5-8x on an H100/H200 (estimate, not yet measured), at a fair share of the bf16
+tensor-core peak on the kept FLOPs (a generated kernel: expect 40-60%).
+Run: python ch16/optimized_block_sparse_attention.py  |  aisp bench run -t ch16:block_sparse_attention
+"""
+
+from __future__ import annotations
+
+import torch
+from baseline_block_sparse_attention import DenseMasked
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+import aisp
+
+compiled_flex = torch.compile(flex_attention, dynamic=False)
+
+
+class FlexBlockSparse(DenseMasked):
+    def prepare(self) -> None:
+        w = self.workload
+
+        def keep(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+            return w.visible(q, kv)
+
+        self.block_mask = create_block_mask(keep, None, None, w.seq, w.seq, device=self.device)
+        self.attend = compiled_flex if self.device.type == "cuda" else flex_attention
+        self.run()  # compiles the kernel for these shapes (setup, untimed)
+
+    def run(self) -> torch.Tensor:
+        return self.attend(self.q, self.k, self.v, block_mask=self.block_mask)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return FlexBlockSparse()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

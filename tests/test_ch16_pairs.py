@@ -1,0 +1,151 @@
+"""Chapter 16 pairs on a CPU (tiny sizes, same code): every variant gives its baseline's output on
+two seeds and on refilled inputs, another seed's answer is rejected, every pair file documents
+itself, the GPU-sized pairs skip on a CPU with the reason, and each optimization does what it
+claims (fewer target forwards, kept blocks only, host work between launch and wait).
+The fp8 pairs (Triton kernels) are checked under the Triton interpreter in test_ch16_triton.py."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from conftest import variant_modules
+from refill_check import check_refilled_pair
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import guarded_run as guarded
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import VerificationError, compare
+from aisp.kits.llm import LLMConfig
+
+CH16 = Path(__file__).resolve().parents[1] / "ch16"
+TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
+TRITON_PAIRS = ("fp8_kv_cache", "fp8_weight_decode")
+
+SMALL = {
+    "decode_cuda_graph": dict(model=TINY, batch=2, prompt=12, steps=6),
+    "speculative_decoding": dict(model=TINY, prompt=12, steps=20, draft_layers=1, draft_miss=0.3),
+    "gpu_sampling": dict(steps=3, batch=2, vocab=300),
+    "block_sparse_attention": dict(batch=1, heads=2, seq=512, head_dim=32, window=128, sink=32),
+    "async_scheduling": dict(model=TINY, slots=3, shortest=5, span=9, steps=7, page_size=4),
+}
+"""Per CPU-checked pair, workload sizes that keep a run to a second or two."""
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH16 / f"{module}.py")
+
+
+def cpu_pairs() -> list[tuple[str, str]]:
+    return [(b, o) for b, o in variant_modules(CH16) if b.removeprefix("baseline_") not in TRITON_PAIRS]
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    name = next(b for b, o in variant_modules(CH16) if module in (b, o)).removeprefix("baseline_")
+    bench.workload = dataclasses.replace(bench.workload, **SMALL[name])
+    return bench
+
+
+def test_every_pair_is_checked_on_a_cpu() -> None:
+    names = sorted(b.removeprefix("baseline_") for b, _ in variant_modules(CH16))
+    assert names == sorted([*SMALL, *TRITON_PAIRS])
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), cpu_pairs())
+def test_pair_matches_on_two_seeds_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
+    workload = build(baseline, 0).workload
+    refs = {}
+    for seed in (0, 1):
+        base, opt = build(baseline, seed), build(optimized, seed)
+        base.setup()
+        opt.setup()
+        refs[seed] = guarded(base)
+        compare(refs[seed], guarded(opt), workload)
+    with pytest.raises(VerificationError):
+        compare(refs[0], refs[1], workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), cpu_pairs())
+def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), build(baseline, 0).workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH16))
+def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str, optimized: str) -> None:
+    workload = load(baseline).WORKLOAD
+    reason = unmet_requirements(workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+    assert workload.items > 0 and (workload.flops > 0 or workload.bytes > 0)
+
+
+@pytest.mark.parametrize("path", sorted(CH16.glob("*_*.py")), ids=lambda p: p.stem)
+def test_pair_file_documents_itself(path: Path) -> None:
+    assert len(path.read_text().splitlines()) < 150
+    if not path.stem.startswith(("baseline_", "optimized_")):
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    for line in ("Baseline", "Optimized", "Expect:", "Run:", "not yet measured"):
+        assert line in doc, f"{path.name} docstring lacks '{line}'"
+    if path.stem.startswith("baseline_"):
+        assert "Tolerance:" in doc
+
+
+def test_speculation_runs_fewer_target_forwards_and_reports_acceptance() -> None:
+    forwards = {}
+    for module in ("baseline_speculative_decoding", "optimized_speculative_decoding"):
+        bench = build(module, 0)
+        bench.setup()
+        calls, forward = [], bench.model.forward
+        bench.model.forward = lambda *a, f=forward, n=calls, **k: n.append(1) or f(*a, **k)
+        bench.run()
+        forwards[module] = len(calls)
+    assert forwards["optimized_speculative_decoding"] < forwards["baseline_speculative_decoding"] / 1.5
+    stats = bench.metrics()
+    assert 0.3 < stats["acceptance_rate"] < 1.0 and stats["tokens_per_target_pass"] > 1.5
+
+
+def test_draft_with_no_miss_agrees_on_every_token() -> None:
+    bench = build("optimized_speculative_decoding", 0)
+    bench.workload = dataclasses.replace(bench.workload, draft_miss=0.0)
+    bench.setup()
+    assert bench.metrics()["acceptance_rate"] == 1.0
+
+
+def test_block_sparse_flops_count_only_kept_pairs() -> None:
+    w = build("baseline_block_sparse_attention", 0).workload
+    pos = torch.arange(w.seq)
+    assert w.kept_pairs() == int(w.visible(pos[:, None], pos[None, :]).sum())
+    full = load("baseline_block_sparse_attention").WORKLOAD
+    assert full.flops < 0.2 * 4.0 * full.batch * full.heads * full.head_dim * full.seq**2
+
+
+def test_graph_warm_up_leaves_the_prefilled_cache_alone() -> None:
+    from ch16_decode import GraphedDecode
+
+    bench = build("baseline_decode_cuda_graph", 0)
+    bench.setup()
+    bench.first_token()
+    before = bench.cache.k[:, :, :, :bench.workload.prompt].clone()
+    GraphedDecode(bench.model, bench.cache, bench.workload.batch, bench.cache_len())._prime()
+    assert torch.equal(bench.cache.k[:, :, :, :bench.workload.prompt], before)
+
+
+def test_pipelined_loop_prepares_the_next_step_before_waiting_for_this_one() -> None:
+    events = []
+    bench = build("optimized_async_scheduling", 0)
+    bench.setup()
+    sched = bench.scheduler
+    prepare, process = sched.prepare, sched.process
+    sched.prepare = lambda *a: events.append("prepare") or prepare(*a)
+    sched.process = lambda *a: events.append("process") or process(*a)
+    bench.run()
+    steps = bench.workload.steps
+    assert events[:3] == ["prepare", "prepare", "process"]  # step 1 prepared before step 0's tokens are used
+    assert events.count("prepare") == events.count("process") == steps
