@@ -12,7 +12,10 @@ per query block the pattern touches, masking elements only in partial blocks.
 Expect: ~5-8x on an H100/H200 (estimate, not yet measured). The workload's FLOPs are the kept
 (query, key) pairs' (4 x dim per pair), so the optimized variant's TFLOP/s is its share of the
 bf16 tensor-core peak (block granularity adds ~10% of masked work it must still do).
-Tolerance: bf16 defaults (both accumulate in fp32, in different orders).
+Tolerance: bf16 rtol, atol 8e-3 (one bf16 step at magnitude 1). Both kernels round the softmax
+weights P to bf16 before P @ V, in different blocks: an output that is a near-cancelling sum of
+|V| ~ 1 terms carries ~2^-9 absolute error however small it is, while the default atol scales with
+the outputs' RMS (~0.03): on the H200 1 of 33.5M elements exceeded the default 0.0013.
 Run: python ch16/baseline_block_sparse_attention.py  |  aisp bench run -t ch16:block_sparse_attention
 """
 
@@ -51,7 +54,7 @@ class SparseWorkload(aisp.Workload):
 def _workload() -> SparseWorkload:
     w = SparseWorkload()
     return SparseWorkload(flops=4.0 * w.batch * w.heads * w.head_dim * w.kept_pairs(), items=w.batch * w.seq,
-                          item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True))
+                          item_unit="tokens", precision="bf16", atol=8e-3, requires=aisp.Requirements(cuda=True))
 
 
 WORKLOAD = _workload()
