@@ -8,7 +8,8 @@ Storage (``nvidia-fs`` loaded, a supported file system on NVMe) the drive DMAs i
 host memory is never touched; without it cuFile's compatibility mode does O_DIRECT POSIX reads
 through its own pinned buffers and copies: this variant then measures that mode, which
 ``python ch05/gds_check.py`` reports. PyTorch without cuFile support (``torch._C`` lacks the GDS
-functions) or a cuFile that cannot open its driver ends this variant with the reason.
+functions) or a cuFile that cannot register the file (no ``nvidia-fs``: the H200 machine here)
+skips this variant with the reason (``aisp.Unavailable``).
 Expect: estimate, not yet measured: 1.0-1.3x in compatibility mode, more with real GDS.
 Run: python ch05/optimized_gds_read.py  |  aisp bench run -t ch05:gds_read
 """
@@ -34,11 +35,14 @@ class CuFileRead(PosixRead):
     def prepare(self) -> None:
         usable, why = torch_cufile_status()
         if not usable:
-            raise RuntimeError(f"torch.cuda.gds cannot be used here: {why} (python ch05/gds_check.py)")
+            raise aisp.Unavailable(f"torch.cuda.gds cannot be used here: {why} (python ch05/gds_check.py)")
         w = self.workload
         self.parts = [torch.empty(w.chunk_bytes, dtype=torch.uint8, device=self.device) for _ in range(w.chunks)]
         os.environ.setdefault("CUFILE_LOGFILE_PATH", str(self.folder / "cufile.log"))  # not into the cwd
-        self.file = torch.cuda.gds.GdsFile(str(self.path), os.O_RDONLY)
+        try:
+            self.file = torch.cuda.gds.GdsFile(str(self.path), os.O_RDONLY)
+        except RuntimeError as exc:  # e.g. no nvidia-fs module: "cuFileHandleRegister failed"
+            raise aisp.Unavailable(f"cuFile cannot open {self.path.name}: {exc} (python ch05/gds_check.py)") from exc
 
     def run(self) -> torch.Tensor:
         self.log.start()

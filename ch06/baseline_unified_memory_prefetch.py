@@ -9,8 +9,8 @@ before the kernel: the whole range moves in large DMA transfers, in stream order
 reads device-resident pages. Same bytes over the link, same kernel, bitwise the same answer.
 Each call first sends x back to the host (``cudaMemPrefetchAsync`` to the CPU, ~5 ms at the link
 rate, the same step in both variants) so every call migrates the same 256 MiB; the timings include
-it. Needs GPU page faulting (``cudaDevAttrConcurrentManagedAccess``): setup() raises with that
-reason where the GPU or its VM lacks it.
+it. Needs GPU page faulting (``cudaDevAttrConcurrentManagedAccess``): where the GPU or its VM lacks
+it, setup() raises ``aisp.Unavailable`` and the pair is skipped with that reason.
 Expect: measured on an H200: 40.7 -> 20.2 ms, 2.04x [1.77, 2.36]; the prefetched call at 13.3
 GB/s for its 256 MiB host-to-device (24% of the ~55 GB/s pinned H2D rate; each call also sends
 the buffer back to the host first, so ~27 GB/s counting both directions).
@@ -60,8 +60,8 @@ class FaultedManaged(aisp.Benchmark):
         self.lib = bind(LIBRARY.load(self.device), {"um_run": [INT, PTR, PTR, FLOAT, FLOAT, LONG, PTR],
                                                     "um_free": [PTR]})
         if not self.lib.um_supported():
-            raise RuntimeError("GPU page faulting is not available here (cudaDevAttrConcurrentManagedAccess "
-                               "= 0, e.g. a VM without UVM fault support): unified_memory_prefetch cannot run")
+            raise aisp.Unavailable("GPU page faulting is not available here (cudaDevAttrConcurrentManagedAccess "
+                                   "= 0, e.g. a VM without UVM fault support): unified_memory_prefetch cannot run")
         self.lib.um_alloc.restype, self.lib.um_alloc.argtypes = PTR, [ctypes.c_size_t]
         self.ptr = self.lib.um_alloc(4 * w.n)
         if not self.ptr:

@@ -51,6 +51,8 @@ EXPECTED = {
     "out_of_memory": ("error", "out of memory"),
     "hangs": ("timeout", "timed out"),
     "needs_gpu": ("skipped", "CUDA"),
+    "unavailable": ("ok", "optimized_unavailable: deliberately unavailable"),
+    "unavailable_baseline": ("skipped", "deliberately unavailable"),
     "good": ("ok", None),
 }
 

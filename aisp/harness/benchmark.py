@@ -125,6 +125,11 @@ class Benchmark:
         return {}
 
 
+class Unavailable(RuntimeError):
+    """Raised by ``setup()`` when only trying shows this machine lacks what the variant needs (a
+    driver feature, a kernel module): the variant is skipped with the message, not failed."""
+
+
 def default_device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")

@@ -94,10 +94,8 @@ def all_pairs(root: Path, extra_roots: tuple[Path, ...] = ()) -> list[Pair]:
 
 
 def resolve_targets(targets: list[str], root: Path, extra_roots: tuple[Path, ...] = ()) -> list[Pair]:
-    """Pairs named by ``ch01``, ``ch1``, ``ch01:name`` (or a --root folder's name).
-
-    No targets: every pair (only the --root folders' pairs when any are given).
-    """
+    """Pairs named by ``ch01``, ``ch1``, ``ch01:name`` (or a --root folder's name). No targets: every
+    pair (only the --root folders' pairs when any are given)."""
     pairs = all_pairs(root, extra_roots)
     if not targets:
         names = {r.resolve().name for r in extra_roots}

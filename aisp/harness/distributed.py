@@ -99,11 +99,9 @@ def launch_env() -> dict[str, str]:
 
 def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[Workload], None],
                        spec_path: str) -> None:
-    """Replace this worker with torchrun when the pair needs several ranks and can run here.
-
-    Returns when the pair runs in one process, when this already is a rank, or when a requirement
-    is unmet (the normal path then reports the skip).
-    """
+    """Replace this worker with torchrun when the pair needs several ranks and can run here. Returns
+    when the pair runs in one process, when this already is a rank, or when a requirement is unmet
+    (the normal path then reports the skip)."""
     if current_rank() is not None:
         return
     workload = load_benchmark(first).workload
@@ -179,9 +177,7 @@ def agree(variants: list[Variant]) -> None:
 
 def slowest(variants: list[Variant], info: dict[str, Any]) -> None:
     """Each sample becomes the slowest rank's; throttle flags are merged from every rank.
-
-    ``info["median_ms_per_rank"]`` gets each variant's median on each rank (the imbalance).
-    """
+    ``info["median_ms_per_rank"]`` gets each variant's median on each rank (the imbalance)."""
     everyone = gather([(v.samples_ms, v.host_samples_ms, v.throttled) for v in variants])
     medians = info.setdefault("median_ms_per_rank", {})
     for i, var in enumerate(variants):

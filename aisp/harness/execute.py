@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from aisp.harness.benchmark import Benchmark, Workload, unmet_requirements
+from aisp.harness.benchmark import Benchmark, Unavailable, Workload, unmet_requirements
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.settings import ProcessSettings
@@ -280,6 +280,8 @@ def apply_reproducible(seed: int) -> None:
 
 def describe_error(exc: BaseException, reproducible: bool) -> tuple[str, str]:
     """(verdict, reason) for an exception that stopped a variant."""
+    if isinstance(exc, Unavailable):
+        return "skipped", str(exc)
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return "error", f"out of memory: {str(exc).splitlines()[0]}"
     text = f"{type(exc).__name__}: {exc}"

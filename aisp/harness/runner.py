@@ -229,10 +229,8 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
 
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,
               hooks: Hooks = Hooks()) -> tuple[list[dict[str, Any]], Path]:
-    """Run every pair, write artifacts, and return the results and the run folder.
-
-    Each of ``hooks.post`` may amend each result (expectations add ``regressed``).
-    """
+    """Run every pair, write artifacts, and return the results and the run folder. Each of
+    ``hooks.post`` may amend each result (expectations add ``regressed``)."""
     reporter = reporter or Reporter()
     run_dir = new_run_dir(options.artifacts_dir)
     manifest = environment.manifest(PACKAGE_PARENT, options.to_dict())
