@@ -1,7 +1,7 @@
 """Baseline continuous batching: static batches, padded to their longest request.
 
-Baseline: 16 requests (prompts ~256 tokens, log-normal up to 1,024; outputs ~32 tokens, log-normal
-(spread 0.8) up to 128) served 8 at a time in arrival order, the way a first `generate(batch)` server does:
+Baseline: 32 requests (prompts ~256 tokens, log-normal up to 1,024; outputs ~24 tokens, log-normal
+up to 128) served 8 at a time in arrival order, the way a first `generate(batch)` server does:
 prefill the padded batch, then decode all 8 rows until the batch's longest output is done. A row
 whose request finished keeps stepping (its tokens are discarded), and the next batch waits for the
 slowest request: with outputs spread like this, a batch's longest is ~3x its median, so most
@@ -9,11 +9,12 @@ decode-step rows are padding.
 Optimized (optimized_continuous_batching.py): iteration-level scheduling (Orca, vLLM): after every
 decode step a finished request leaves its slot and the next waiting request is prefilled into it,
 so every decode step works on 8 live requests.
-Expect: ~1.4-1.8x on an H100/H200 (estimate; a first H200 run at 32 requests (outputs up to 128)
-measured 1.65x, 1.7 s per call; one with outputs up to 96, 1.09x: each admission's own prefill
-costs a forward, so short outputs leave too few decode steps to save): the decode steps (eager-launch
-bound, ~5 ms each in a first H200 run) fall from sum-of-batch-maxima to ~total tokens / 8; tokens/s rises by
-the same factor. The optimized variant pays more, smaller prefills.
+Expect: measured on the H200 (2026-11-23, assembled from the first run's raw record; that run was
+cut short, so its expectations entry is still to be written): 1684 -> 1021 ms, 1.65x [1.40, 1.94].
+At ~1.7 s per call this pair takes ~80 s of the chapter's run. Smaller streams were measured too
+and won nothing (16 requests: 1.09x with outputs up to 96, 0.99x up to 128): each admission costs
+its own prefill forward plus host bookkeeping (the decode steps are eager-launch bound, ~5 ms each),
+so a short stream leaves too few padded decode steps to win back.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
 step at the bf16 defaults (rows see other batch neighbours and paddings).
 Run: python ch15/baseline_continuous_batching.py  |  aisp bench run -t ch15:continuous_batching
@@ -27,7 +28,7 @@ from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, w
 import aisp
 from aisp.kits.llm import DenseKVCache, StreamConfig, static_generate
 
-STREAM = StreamConfig(requests=16, prompt_mean=256, output_mean=32, spread=0.8, max_prompt=1024, max_output=128)
+STREAM = StreamConfig(requests=32, prompt_mean=256, output_mean=24, spread=0.6, max_prompt=1024, max_output=128)
 
 
 def _workload(w: StreamWorkload) -> StreamWorkload:
