@@ -11,8 +11,9 @@ C in registers and, per k, reads 8 + 8 operands with four 128-bit shared loads f
 per shared byte: the FMA roof binds); the next k-slab is loaded from global memory while the
 current one is multiplied.
 Both add the products in the same k order with FMA: results equal to the last bit or nearly so.
-Expect (estimate, not yet measured): 2.5-4x on an H100/H200; register tiling at 60-80% of the
-fp32 matmul ceiling (cuBLAS SGEMM, 51 TFLOP/s measured on the H200). CPU: not run (CUDA C++).
+Expect (measured, H200, 2026-11-23): 5.3x [5.25, 5.28]: 32x32 shared-memory tiles 15.48 ms (8.9
+TFLOP/s, on the shared-memory roof), 8x8 register tiles 2.94 ms (46.7 TFLOP/s, 91% of cuBLAS SGEMM's
+51 TFLOP/s, 70% of the ~67 TFLOP/s FMA peak). CPU: not run (CUDA C++).
 Run: python ch09/baseline_register_tiling.py  |  aisp bench run -t ch09:register_tiling
 """
 

