@@ -9,8 +9,8 @@ Optimized (optimized_cooperative_persistent.py): one cooperative kernel with one
 each block keeps its 15,888-point chunk in shared memory for all 256 steps, trading only its two
 edge values per step through global memory, with ``grid.sync()`` between steps.
 Same operands into the same expression: the outputs should agree bit for bit.
-Expect (estimate, not yet measured): ~2-3 us per launched step against ~1-2 us per grid-wide
-barrier on an H200, ~1.5-2x.
+Expect (measured, H200, 2026-11-23): 1.79 ms for 256 steps, 7.0 us per launched step (launch, fill
+and drain, 16 MB through L2).
 Run: python ch10/baseline_cooperative_persistent.py  |  aisp bench run -t ch10:cooperative_persistent
 """
 

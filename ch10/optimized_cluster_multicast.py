@@ -12,8 +12,12 @@ the whole 32 KB stage. Before a stage is refilled both blocks must be done with 
 warp arrives on ``empty[s]`` of both blocks (``mapa`` + ``mbarrier.arrive.release.cluster``), and
 a final cluster barrier keeps a block's shared memory alive while its peer still signals it. A
 crosses L2 -> SM once per pair: 48 instead of 64 KB per pair and K step.
-Expect (estimate, not yet measured): ~1.0-1.15x on an H200; the gain is bounded by how far L2
-bandwidth, not the mma.sync issue rate, limits the baseline.
+Expect (measured, H200, 2026-11-23): 1.62 → 2.53 ms, 218 TFLOP/s (28% of 783), 0.64x [0.64, 0.64]:
+SLOWER than the baseline, not yet diagnosed. Likely: thread 0 computes and refills, and in the
+cluster it must wait on empty[s] for the peer block's warps (remote arrives) before the next
+multicast can complete either block's full[s], so every K step carries a cross-SM barrier round trip
+and the pair runs in lockstep; the baseline, at 43% of peak, is not L2-bound, so the A traffic saved
+cannot pay for that.
 Run: python ch10/optimized_cluster_multicast.py  |  aisp bench run -t ch10:cluster_multicast
 """
 

@@ -11,7 +11,8 @@ then per step computes from shared memory, publishes its first and last value to
 (double-buffered by step parity, read with ``__ldcg`` so no stale L1 line is seen) and waits at
 ``grid.sync()``. One launch instead of 256; 2 floats per block per step leave the SM instead of
 the whole chunk.
-Expect (estimate, not yet measured): ~1.5-2x on an H200; bound by the grid barrier's latency.
+Expect (measured, H200, 2026-11-23): 1.79 → 1.02 ms, 4.0 us per step, 1.75x [1.64, 1.86]: inside the
+estimated 1.5-2x, though a step costs more than the ~1-2 us estimated for the grid barrier alone.
 Run: python ch10/optimized_cooperative_persistent.py  |  aisp bench run -t ch10:cooperative_persistent
 """
 

@@ -48,7 +48,7 @@ def test_pair_files_document_themselves(pair: str) -> None:
         doc = load(f"{side}_{pair}").__doc__ or ""
         for line in ("Baseline", "Optimized", "Expect", "Run:", f"ch10:{pair}"):
             assert line in doc, f"{side}_{pair} docstring lacks '{line}'"
-        assert "not yet measured" in doc, f"{side}_{pair}: an unmeasured figure must say so"
+        assert "not yet measured" in doc or "measured, H200" in doc, f"{side}_{pair}: say whether measured"
 
 
 @pytest.mark.parametrize("pair", PAIRS)
