@@ -9,11 +9,12 @@ The draft is the target's first 2 of 8 blocks, sharing its embedding, blocks and
 is the target's with 20% of the rows shuffled among themselves (``draft_miss``), standing in for a
 small model trained to imitate the target: the kit's synthetic decoder is so regular that a shared
 head would agree on every token (measured on a CPU: 100% even with 0 blocks), which no real draft does.
-Expect: ~1.3-1.6x on an H100/H200 (estimate, not yet measured), bound by the acceptance rate:
-the draft agrees with the target on ~80% of single tokens, so of 4 proposals ~2.4 survive on
-average (a miss ends the round); measured on a CPU in fp32: ``acceptance_rate`` (accepted /
-proposed) 0.61 and 0.43, 3.2 and 2.5 tokens per target forward (seeds 0 and 1). A round costs
-4 draft steps (~0.27 of a target step's launches each) plus one target step.
+Expect (measured, H200, 2026-11-23): 1.12x [1.01, 1.25] (estimated 1.3-1.6x): 281.7 ms target-only
+vs 268.6 ms speculative for 48 tokens, both noisy (p10-p90 238-434 and 205-404 ms); acceptance_rate
+0.44, 2.67 tokens per target forward (CPU, fp32: 0.61 and 0.43, 3.2 and 2.5 at seeds 0 and 1). Both
+run eagerly at batch 1, host/launch-bound at ~1% of HBM (42-44 GB/s). The estimate priced a round (4
+draft steps + one target step) at ~2.1 target steps; 1.12x at 2.67 tokens per pass implies ~2.4 (the
+draft's head and the per-round sync included).
 Tolerance: tokens exactly (verification keeps exactly the target's greedy tokens); the top-4
 logits at the bf16 defaults (the target scores 5 positions at once instead of one).
 Run: python ch16/baseline_speculative_decoding.py  |  aisp bench run -t ch16:speculative_decoding

@@ -5,8 +5,9 @@ host, tokens back to the GPU.
 Optimized: the same ``top_p_race`` (softmax, stable sort, cumsum, cut, exponential race with
 hashed draws) on the GPU tensors: per step ~25 kernels, no copy, no host sync, so the steps queue
 back to back and the host is free to launch the next decode step.
-Expect: ~10-50x on an H100/H200 (estimate, not yet measured); launch-bound (~25 eager kernels per
-step), the sort of 8 x 32,000 probabilities a few µs of GPU time.
+Expect (measured, H200, 2026-11-23): 4.19 ms vs 88.6 ms with host sampling, 23x [19, 28] (estimated
+10-50x): 0.52 ms per step, above the ~0.15 ms estimated for ~25 eager launches; launch/host-bound,
+the sort of 8 x 32,000 probabilities a few µs of GPU time.
 Run: python ch16/optimized_gpu_sampling.py  |  aisp bench run -t ch16:gpu_sampling
 """
 
