@@ -10,9 +10,12 @@ and the 16 decode tokens share one forward's matmuls, so the weights are read on
 no gap between decode steps is longer than one step carrying one chunk.
 Headline: the p99 gap between decode steps (``metric:decode_gap_p99_ms``, from CUDA events between
 steps), since chunking trades some total time for it; time is reported beside it.
-Expect (estimate): p99 gap 1.5-2x lower on an H200. A first run (8,192-token prompt, 512-token
-chunks) measured p99 11.3 → 9.3 ms but total time 261 → 319 ms: each 512-token chunk added ~4 ms
-to its step, far more than its share of the 10 ms whole prefill; under investigation.
+Expect (measured, H200, 2026-11-23): p99 gap between decode steps 11.37 -> 8.08 ms (1.41x, below the
+1.5-2x estimated; max 14.81 -> 8.11 ms, p50 4.55 -> 4.60 ms), while total time rose 250.6 -> 293.5
+ms (0.85x). The whole prefill takes ~10 ms (~2.6 TFLOP at ~260 TFLOP/s; estimated 4-5 ms), yet each
+512-token chunk adds ~4 ms to its decode step, far more than its ~0.6 ms share: the kit's mixed step
+runs the chunk's attention over the cache with an explicit boolean mask (a non-flash SDPA path),
+probably the cause; not yet fixed.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits at the
 bf16 defaults (chunks attend to earlier chunks through the cache instead of causal flash).
 Run: python ch15/baseline_chunked_prefill.py  |  aisp bench run -t ch15:chunked_prefill

@@ -7,8 +7,10 @@ the 16 decode tokens and the next 512 prompt tokens go through the same matmuls 
 once for both); attention runs per segment: the decode rows over their caches, the chunk over the
 long request's cache row (earlier chunks) and causally over itself. After 16 steps the last
 chunk's final position gives the long request's first token.
-Expect: total time about the same (estimate, not yet measured); the longest gap between decode
-steps falls from a decode step plus the whole prefill to one step with one chunk (metrics).
+Expect (measured, H200, 2026-11-23): decode-gap p99 11.37 -> 8.08 ms (1.41x, the headline), max
+14.81 -> 8.11 ms; total time 250.6 -> 293.5 ms (17% slower): each chunk adds ~4 ms to its step
+instead of its ~0.6 ms share of the prefill, probably the chunk's masked (non-flash) SDPA over the
+cache; not yet fixed.
 Run: python ch15/optimized_chunked_prefill.py  |  aisp bench run -t ch15:chunked_prefill
 """
 
