@@ -12,8 +12,10 @@ says which mode this machine has. ``optimized_gds_read_kvikio.py`` does the same
 thread pool (parallel reads; skipped without the ``kvikio`` package, as on our H200 machine).
 Ceiling: the disk's sequential read (``disk_read``, disk_ceiling.py): ``pct_of_disk_read`` in the
 metrics; the roofline shows the 256 MiB against pinned H2D.
-Expect: estimate, not yet measured: ~1x in cuFile compatibility mode (same POSIX reads, no
+Expect: estimate, not measured: ~1x in cuFile compatibility mode (same POSIX reads, no
 bounce-then-copy tail: 1.0-1.3x), more with real GDS on NVMe; the baseline near the disk ceiling.
+Not run on the H200 (2026-11-23): no nvidia-fs there, so cuFile could not register the file, and
+kvikio was not installed (README, example 7).
 Run: python ch05/baseline_gds_read.py  |  aisp bench run -t ch05:gds_read  |  python ch05/gds_check.py
 """
 

@@ -9,8 +9,9 @@ a batch gathers only its 512 rows (2 MiB) straight from the mapped pages into a 
 buffer (``np.take(..., out=)``), then one ``non_blocking`` DMA to the device: 16x fewer bytes copied.
 Page cache: warm on both sides, on purpose (files written in setup() stay cached): the lesson is
 bytes copied per batch, not disk speed; a cold shard would cost the baseline a 32 MiB disk read.
-Expect: estimate, not yet measured: 5-20x on a CPU and on the H200 (baseline ~32 MiB page-cache
-memcpy + page faults per batch; optimized bound by the 2 MiB gather and the pinned H2D copy).
+Expect (measured, H200, 2026-11-23): 5.63 -> 0.328 ms, 17.6x [17.0, 18.3] (our 2-core CPU box:
+67.7x); the optimized reaches 6.4 GB/s, 12% of pinned H2D: the host's 512-row gather bounds it, not
+the 0.04 ms DMA.
 Run: python ch05/baseline_mmap_loading.py  |  aisp bench run -t ch05:mmap_loading
 """
 

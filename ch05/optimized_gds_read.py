@@ -10,7 +10,8 @@ through its own pinned buffers and copies: this variant then measures that mode,
 ``python ch05/gds_check.py`` reports. PyTorch without cuFile support (``torch._C`` lacks the GDS
 functions) or a cuFile that cannot register the file (no ``nvidia-fs``: the H200 machine here)
 skips this variant with the reason (``aisp.Unavailable``).
-Expect: estimate, not yet measured: 1.0-1.3x in compatibility mode, more with real GDS.
+Expect: estimate, not measured: 1.0-1.3x in compatibility mode, more with real GDS. On the H200
+(2026-11-23) cuFileHandleRegister failed (no nvidia-fs): this variant is skipped there.
 Run: python ch05/optimized_gds_read.py  |  aisp bench run -t ch05:gds_read
 """
 

@@ -7,7 +7,8 @@ touched); a batch gathers its 512 rows (2 MiB) from the mapped pages straight in
 staging buffer, page-locked on a GPU (``np.take(..., out=)``, ``mode="clip"`` so numpy writes in
 place instead of buffering), then one ``non_blocking`` copy into a preallocated device buffer.
 Same rows, same values. Page cache warm on both sides (see the baseline).
-Expect: estimate, not yet measured: 5-20x on a CPU and on the H200.
+Expect (measured, H200, 2026-11-23): 5.63 -> 0.328 ms, 17.6x [17.0, 18.3]; 12% of pinned H2D (the
+row gather on the host bounds it).
 Run: python ch05/optimized_mmap_loading.py  |  aisp bench run -t ch05:mmap_loading
 """
 

@@ -87,7 +87,7 @@ def test_gpu_pair_skips_with_reason_on_cpu(baseline: str, optimized: str) -> Non
 @pytest.mark.parametrize("module", sorted({m for p in PAIRS for m in p}))
 def test_pair_file_documents_itself(module: str) -> None:
     doc = load(module).__doc__ or ""
-    for line in ("Baseline", "Optimized", "Expect:", "Run:"):
+    for line in ("Baseline", "Optimized", "Expect", "Run:"):
         assert line in doc, f"{module} docstring lacks '{line}'"
 
 
