@@ -3,18 +3,23 @@ own copy of the A tile that its neighbour also reads.
 
 Baseline: C = A @ W^T (a linear layer: A 8,192 x 4,096, W 8,192 x 4,096, bf16, fp32
 accumulation; 550 GFLOP per call), ``linear_tma<1>`` in cluster_multicast.cu: 128 x 128 C tiles,
-8 warps of ``mma.sync`` m16n8k16 (SASS ``HMMA.16816.F32.BF16``) fed by ``ldmatrix`` from
-128-byte-swizzled tiles that TMA (``UTMALDG.2D``) brings through a 4-stage mbarrier ring. The two
-blocks computing C tiles (m, n) and (m, n+1) read the same 128 x 64 A tile every K step, each
-through its own TMA load: per K step a pair of blocks moves 2 x 16 KB of A and 2 x 16 KB of W
-from L2 into shared memory.
+8 consumer warps of ``mma.sync`` m16n8k16 (SASS ``HMMA.16816.F32.BF16``) fed by ``ldmatrix`` from
+128-byte-swizzled tiles that a ninth, producer warp brings by TMA (``UTMALDG.2D``) through a
+6-stage mbarrier ring (192 KB of shared memory): only the producer waits for a stage to drain, the
+consumers only for its bytes to land. Tiles go in grouped order (8 M tiles at a time) so that the
+blocks resident at once share A and W tiles in L2. The two blocks computing C tiles (m, n) and
+(m, n+1) read the same 128 x 64 A tile every K step, each through its own TMA load: per K step a
+pair of blocks moves 2 x 16 KB of A and 2 x 16 KB of W from L2 into shared memory.
 Optimized (optimized_cluster_multicast.py): the two blocks form a 2-block cluster; each loads one
 half of the shared A tile with ``.multicast::cluster`` into both blocks' shared memory
 (``UTMALDG.2D.MULTICAST``): 48 KB instead of 64 KB per pair and K step, a quarter less L2 -> SM
 traffic, at the price of a cluster-wide handshake before a stage is refilled.
 Same tiles and MMA order: the outputs should agree bit for bit.
-Expect (measured, H200, 2026-11-23): 1.62 ms per call, 340 TFLOP/s (43% of the 783 TFLOP/s bf16
-peak). The multicast side is slower, 0.64x: see optimized_cluster_multicast.py.
+Expect (estimate, not yet measured, for this kernel): the first one (thread 0 both producer and
+consumer, 4 stages, row-major tile order) measured 1.62 ms per call on an H200 (measured, H200,
+2026-11-23: 340 TFLOP/s, 43% of the 783 TFLOP/s bf16 peak); with a producer warp, 6 stages and
+grouped tile order, ~1.4-1.6 ms (~45-50% of peak; the bound: the mma.sync issue rate, or L2 -> SM
+bandwidth, of which the first kernel drew ~5.3 TB/s).
 Run: python ch10/baseline_cluster_multicast.py  |  aisp bench run -t ch10:cluster_multicast
 """
 

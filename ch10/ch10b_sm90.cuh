@@ -27,10 +27,14 @@ __device__ __forceinline__ void bar_wait(uint64_t* bar, int parity) {
 }
 
 // Arrive on the barrier at `bar`'s offset in the shared memory of cluster block `rank` (itself included).
+// The default semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id) uses:
+// a consumer frees a stage of its own block's shared memory, whose reads (ldmatrix into the mma
+// operands issued before the arrive) are done. Spelled .release.cluster, ptxas puts MEMBAR.ALL.GPU
+// (+ ERRBAR, CGAERRBAR) before every such arrive: two GPU-wide fences per warp and K step.
 __device__ __forceinline__ void bar_arrive_cluster(uint64_t* bar, uint32_t rank) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)), "r"(rank)
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_u32(bar)), "r"(rank)
       : "memory");
 }
 

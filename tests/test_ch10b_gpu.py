@@ -1,8 +1,8 @@
 """Chapter 10, second half, on a GPU: every pair's variants match (each also checks itself against
 PyTorch in setup(); the CUDA pairs bit for bit, as their headers claim) and pass the harness's
 refill check, and the kernels are right at small shapes: a K loop shorter and longer than the
-4-stage ring (phase wrap), heat chunks that leave trailing blocks empty, one step and odd step
-counts, a few rows, a persistent grid that does not divide the tiles."""
+6-stage ring (its phases wrapping once and twice), heat chunks that leave trailing blocks empty, one
+step and odd step counts, a few rows, a persistent grid that does not divide the tiles."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def entry(module: str):
     return getattr(COMMON.load(load(module).LIBRARY, torch.device("cuda"), {name: argtypes}), name)
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(128, 256, 64), (256, 512, 192), (384, 768, 64 * 11)])
+@pytest.mark.parametrize(("m", "n", "k"), [(128, 256, 64), (256, 512, 192), (384, 768, 64 * 11), (1280, 512, 64 * 19)])
 @pytest.mark.parametrize("cluster", [1, 2])
 def test_multicast_gemm_small_shapes(m: int, n: int, k: int, cluster: int) -> None:
     skip_unless_hopper()

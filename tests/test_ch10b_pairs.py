@@ -98,6 +98,17 @@ def test_multicast_kernel_loads_the_shared_tile_once_per_cluster() -> None:
         assert "HMMA.16816.F32.BF16" in body and "LDSM.16.M88.4" in body and "UTMALDG.2D" in body
     assert "UTMALDG.2D.MULTICAST" in shared and "UCGABAR_WAIT" in shared
     assert "MULTICAST" not in own and "UCGABAR" not in own
+    # The consumers' per-step arrives on both blocks' empty[s] carry no fence: the GPU-wide
+    # MEMBARs are the cluster barriers' own (start and end), one per UCGABAR_ARV.
+    assert shared.count("MEMBAR.ALL.GPU") == shared.count("UCGABAR_ARV") == 2
+    assert "MEMBAR.ALL.GPU" not in own
+
+
+@needs_sass
+def test_multicast_kernels_fit_one_block_of_nine_warps_per_sm() -> None:
+    """8 consumer warps and a producer warp (288 threads): registers for one block, no spills."""
+    usage = {name: regs for name, (regs, _) in resource_usage("cluster_multicast.cu").items() if "linear_tma" in name}
+    assert len(usage) == 2 and all(regs * 288 <= 65536 for regs in usage.values()), usage
 
 
 @needs_sass
