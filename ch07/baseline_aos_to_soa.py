@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch07_common import FLOAT, LONG, PTR, library, load, ptr
+from ch07_common import FLOAT, LONG, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 FIELDS = ("x", "y", "z", "vx", "vy", "vz", "mass", "charge")
 
@@ -53,7 +54,7 @@ class AosAdvance(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         values = torch.randn(w.particles, len(FIELDS), device=self.device, generator=self.generator())
         self.particles = self.layout(values)
         self.out = torch.empty(w.particles, device=self.device)

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch07_common import INT, LONG, PTR, library, load, ptr
+from ch07_common import INT, LONG, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +54,7 @@ class SyncScan(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, {"cumsum_rows_run": [INT, PTR, PTR, INT, LONG, PTR]})
+        self.lib = LIBRARY.load(self.device, {"cumsum_rows_run": [INT, PTR, PTR, INT, LONG, PTR]})
         self.x = torch.randn(w.rows, w.length, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         torch.testing.assert_close(self.run(), self.x.double().cumsum(1).float(), rtol=1e-4, atol=1e-2)

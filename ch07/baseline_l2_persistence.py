@@ -25,10 +25,11 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch07_common import LONG, PTR, SIZE, library, load, ptr
+from ch07_common import LONG, PTR, SIZE, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +63,7 @@ class StreamedGather(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen, dev = self.workload, self.generator(), self.device
-        self.lib = load(LIBRARY, dev, SIGNATURES)
+        self.lib = LIBRARY.load(dev, SIGNATURES)
         self.side = torch.cuda.Stream(dev)
         self.x = torch.randn(w.rows, w.width, device=dev, generator=gen)
         self.table = torch.randn(w.table_rows, w.width, device=dev, generator=gen)

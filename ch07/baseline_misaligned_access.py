@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch07_common import LONG, PTR, library, load, ptr
+from ch07_common import LONG, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +54,7 @@ class ScalarCopy(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.x = torch.randn(w.offset + w.elements, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         if self.x[w.offset:].data_ptr() % 16 != 4:

@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch07_common import INT, PTR, library, load, ptr
+from ch07_common import INT, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +55,7 @@ class NaiveMatmul(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = load(LIBRARY, self.device, {"matmul_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"matmul_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
         self.a = torch.randn(w.m, w.k, device=self.device, generator=gen)
         self.b = torch.randn(w.k, w.n, device=self.device, generator=gen)
         self.c = torch.empty(w.m, w.n, device=self.device)

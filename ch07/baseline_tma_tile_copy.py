@@ -25,10 +25,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from ch07_common import INT, PTR, library, load, ptr
+from ch07_common import INT, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +67,7 @@ class ThreadTileStencil(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, {"stencil_run": [INT, PTR, PTR, INT, INT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"stencil_run": [INT, PTR, PTR, INT, INT, PTR]})
         self.x = torch.randn(w.rows, w.cols, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         torch.testing.assert_close(self.run(), stencil_reference(self.x), rtol=1e-5, atol=1e-5)

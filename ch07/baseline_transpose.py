@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch07_common import INT, PTR, library, load, ptr
+from ch07_common import INT, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +51,7 @@ class NaiveTranspose(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, {"transpose_run": [INT, PTR, PTR, INT, INT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"transpose_run": [INT, PTR, PTR, INT, INT, PTR]})
         self.x = torch.randn(w.rows, w.cols, device=self.device, generator=self.generator())
         self.out = torch.empty(w.cols, w.rows, device=self.device)
         torch.testing.assert_close(self.run(), self.x.t(), rtol=0, atol=0)

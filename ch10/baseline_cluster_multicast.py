@@ -28,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch10b_common import HOPPER, INT, PTR, library, load, ptr
+from ch10b_common import HOPPER, INT, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +65,7 @@ class OwnCopyGemm(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = load(LIBRARY, self.device, {"mc_gemm_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"mc_gemm_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
         self.a = torch.randn(w.m, w.k, generator=gen, device=self.device).bfloat16()
         self.w = torch.randn(w.n, w.k, generator=gen, device=self.device).bfloat16()
         self.c = torch.empty(w.m, w.n, device=self.device, dtype=torch.bfloat16)

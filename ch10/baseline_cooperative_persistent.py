@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from ch10b_common import FLOAT, INT, PTR, library, load, ptr
+from ch10b_common import FLOAT, INT, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +65,7 @@ class LaunchPerStep(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, {"heat_run": [INT, PTR, PTR, PTR, PTR, INT, INT, FLOAT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"heat_run": [INT, PTR, PTR, PTR, PTR, INT, INT, FLOAT, PTR]})
         self.u0 = torch.randn(w.n, device=self.device, generator=self.generator())
         self.out, self.tmp = torch.empty_like(self.u0), torch.empty_like(self.u0)
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count

@@ -21,10 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch10b_common import FLOAT, HOPPER, INT, PTR, library, load, ptr
+from ch10b_common import FLOAT, HOPPER, INT, PTR, library
 
 import aisp
 from aisp.kits import native
+from aisp.kits.native import ptr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +63,7 @@ class TwoPassRms(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, {"rms_rows_run": [INT, PTR, PTR, PTR, INT, INT, FLOAT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"rms_rows_run": [INT, PTR, PTR, PTR, INT, INT, FLOAT, PTR]})
         self.x = torch.randn(w.rows, w.cols, device=self.device, generator=self.generator())
         self.y = torch.empty_like(self.x)
         self.partials = torch.empty(w.rows, 8, device=self.device)

@@ -24,17 +24,6 @@ def library(source: str, *, hopper_only: bool | None = None) -> native.Library:
     return native.Library((HERE / source,), hopper_only=hopper_only)
 
 
-def load(lib: native.Library, device: torch.device, signatures: dict[str, list]) -> ctypes.CDLL:
-    """``lib`` built for ``device`` and loaded, each C function given its argument types."""
-    handle = lib.load(device)
-    for name, argtypes in signatures.items():
-        getattr(handle, name).argtypes = argtypes
-    return handle
-
-
-def ptr(t: torch.Tensor) -> ctypes.c_void_p:
-    """A tensor's first element's address, for a C function's pointer argument."""
-    return ctypes.c_void_p(t.data_ptr())
 
 
 @dataclass(frozen=True, kw_only=True)

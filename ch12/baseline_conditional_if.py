@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, floats, library, load, microseconds_per_call
+from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, floats, library, microseconds_per_call
 
 import aisp
 from aisp.kits import native
@@ -72,7 +72,7 @@ class HostBranch(aisp.Benchmark):
     def setup(self) -> None:
         w = self.workload
         stages = len(w.ratios)
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.x = torch.randn(w.n, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         self.flags = torch.zeros(stages, dtype=torch.int32, device=self.device)

@@ -21,7 +21,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, library, load, microseconds_per_call
+from ch12_common import FLT, GRAPH_ENTRY_POINTS, INT, PTR, library, microseconds_per_call
 
 import aisp
 from aisp.kits import native
@@ -62,7 +62,7 @@ class HostDrivenLoop(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.x = torch.randn(w.n, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         self.loop = torch.zeros(2, dtype=torch.int32, device=self.device)  # flag "still moving", passes run

@@ -21,7 +21,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import DBL, INT, PTR, library, load
+from ch12_common import DBL, INT, PTR, library
 
 import aisp
 from aisp.kits import native
@@ -67,7 +67,7 @@ class HostLevels(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.u = torch.randn(w.cells, device=self.device, generator=gen)
         self.v = torch.randn(w.cells, device=self.device, generator=gen)
         self.out = torch.empty(w.cells, dtype=torch.float64, device=self.device)

@@ -26,7 +26,6 @@ from ch12_common import (
     PTR,
     affine_chain_reference,
     library,
-    load,
     microseconds_per_call,
 )
 
@@ -65,7 +64,7 @@ class EagerChain(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.x = torch.randn(w.n, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         self.prepare()

@@ -19,7 +19,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import FLT, INT, PTR, affine_chain_reference, floats, library, load, microseconds_per_call
+from ch12_common import FLT, INT, PTR, affine_chain_reference, floats, library, microseconds_per_call
 
 import aisp
 from aisp.kits import native
@@ -63,7 +63,7 @@ class RecapturedGraph(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.x = torch.randn(w.n, device=self.device, generator=self.generator())
         self.out = torch.empty_like(self.x)
         self.coefs = floats(w.coefs())

@@ -25,7 +25,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import INT, PTR, library, load
+from ch12_common import INT, PTR, library
 
 import aisp
 from aisp.kits import native
@@ -76,7 +76,7 @@ class RoundRobinRows(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = load(LIBRARY, self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
         lengths = w.lengths()
         self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).to(self.device)
         self.x = torch.randn(int(lengths.sum()), device=self.device, generator=self.generator())

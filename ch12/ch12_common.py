@@ -27,14 +27,6 @@ def library(stem: str, *flags: str) -> native.Library:
     return native.Library((HERE / f"{stem}.cu",), flags=flags)
 
 
-def load(lib: native.Library, device: torch.device, signatures: dict[str, list]) -> ctypes.CDLL:
-    """``lib`` built for ``device``'s GPU, with each entry point's argument types set (all return int)."""
-    handle = lib.load(device)
-    for name, argtypes in signatures.items():
-        fn = getattr(handle, name)
-        fn.argtypes, fn.restype = argtypes, ctypes.c_int
-    return handle
-
 
 def floats(values: Sequence[float]) -> ctypes.Array:
     """A host float array for an entry point that takes ``const float*`` on the host."""

@@ -48,7 +48,8 @@ def test_variant_shares_its_baselines_workload_and_skips_on_cpu(baseline: str, o
 @pytest.mark.parametrize("module", sorted({m for p in variant_files() for m in p}))
 def test_pair_file_documents_itself(module: str) -> None:
     doc = load(module).__doc__ or ""
-    for line in ("Baseline", "Optimized", "Expect (estimate, not yet measured):", "Run:"):
+    assert "Expect (estimate, not yet measured):" in doc or "Expect (measured, H200" in doc
+    for line in ("Baseline", "Optimized", "Run:"):
         assert line in doc, f"{module} docstring lacks '{line}'"
     assert len((CH12 / f"{module}.py").read_text().splitlines()) < 150
 

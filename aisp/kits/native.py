@@ -24,7 +24,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,11 @@ def cache_dir() -> Path:
 def stream(device: torch.device | None = None) -> ctypes.c_void_p:
     """The caller's current CUDA stream on ``device``, for a kernel to launch on."""
     return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+
+
+def ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    """A tensor's first element's address, for a C function's pointer argument."""
+    return ctypes.c_void_p(t.data_ptr())
 
 
 def check(status: int, what: str) -> None:
@@ -212,9 +217,15 @@ class Library:
         finally:
             Path(tmp).unlink(missing_ok=True)
 
-    def load(self, device: torch.device | None = None) -> ctypes.CDLL:
-        """The library built for ``device``'s GPU (cached), loaded with ctypes."""
-        return ctypes.CDLL(str(self.build(device_arch(device))))
+    def load(self, device: torch.device | None = None,
+             signatures: Mapping[str, Sequence[type]] | None = None) -> ctypes.CDLL:
+        """The library built for ``device``'s GPU (cached), loaded with ctypes; each entry point
+        named in ``signatures`` gets those argument types and an int (status) result."""
+        handle = ctypes.CDLL(str(self.build(device_arch(device))))
+        for name, argtypes in (signatures or {}).items():
+            fn = getattr(handle, name)
+            fn.argtypes, fn.restype = list(argtypes), ctypes.c_int
+        return handle
 
     def sass(self, arch: str) -> str:
         """The SASS of the library built for ``arch`` ("90"; no GPU needed), from ``cuobjdump -sass``:
