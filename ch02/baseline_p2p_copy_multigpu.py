@@ -8,8 +8,8 @@ the peer's, so the harness's timing (on this rank's GPU) covers the whole transf
 Optimized (optimized_p2p_copy_multigpu.py): ``dst.copy_(src)`` between the devices: PyTorch enables
 peer access and the copy engine moves the data GPU to GPU over NVLink, never touching the host.
 Expect (estimate, not yet measured; needs 2 GPUs, which no session has had): 8-15x on two H100/H200
-with NVLink 4; the peer copy at >= 80% of 450 GB/s per direction (measure it with this pair until
-``aisp peak`` has an NVLink probe); on GPUs joined only by PCIe, P2P still saves the host hop (~2x).
+with NVLink 4; the peer copy at >= 80% of 450 GB/s per direction (the roofline judges it against
+``aisp peak``'s measured p2p_copy); on GPUs joined only by PCIe, P2P still saves the host hop (~2x).
 Run: aisp bench run -t ch02:p2p_copy_multigpu  (launches 2 ranks under torchrun)
 """
 
@@ -27,8 +27,8 @@ class PeerCopyWorkload(aisp.Workload):
     mib: int = 256
 
 
-WORKLOAD = PeerCopyWorkload(precision="exact", requires=aisp.Requirements(gpus=2))
-"""No ``bytes``: ``Workload.link`` has no NVLink ceiling yet; the README derives GB/s from the time."""
+WORKLOAD = PeerCopyWorkload(bytes=256.0 * 2**20, link="nvlink", precision="exact", requires=aisp.Requirements(gpus=2))
+"""``bytes``: the 256 MiB (``mib``) each rank sends one way, judged against ``aisp peak``'s p2p_copy."""
 
 
 def peer_of(device: torch.device) -> torch.device:

@@ -20,7 +20,8 @@ def peak(
     refresh: Annotated[bool, typer.Option(
         "--refresh", help="Re-measure even when peaks are cached for this machine.")] = False,
 ) -> None:
-    """Measure this machine's ceilings (matmul per dtype, bandwidths, launch cost, compile time)."""
+    """Measure this machine's ceilings (matmul per dtype, bandwidths, launch cost, compile time; with
+    2+ GPUs, peer copies per direction and NCCL all-reduce bus bandwidth)."""
     console = Console(stderr=as_json)
     key = hardware_key()
     cached = None if (quick or refresh) else load_peaks(key)

@@ -53,9 +53,9 @@ class Workload:
     """Floating-point operations one ``run()`` performs (0: not declared)."""
     bytes: float = 0.0
     """The fewest bytes one ``run()`` must move (0: not declared), over the link named by ``link``."""
-    link: Literal["hbm", "h2d", "d2h"] = "hbm"
-    """Which link ``bytes`` cross, so the roofline uses its ceiling: device memory (hbm) or the
-    host-to-device / device-to-host copy path (pinned rates from ``aisp peak``)."""
+    link: Literal["hbm", "h2d", "d2h", "nvlink"] = "hbm"
+    """Which link ``bytes`` cross, so the roofline uses its ceiling (from ``aisp peak``): device memory
+    (hbm), pinned host-to-device / device-to-host copies, or one direction of GPU-GPU peer copies."""
     items: float = 0.0
     """Useful items one ``run()`` processes (samples, tokens, requests), for goodput."""
     item_unit: str = "items"

@@ -74,6 +74,7 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[tuple[str, Callable[[
                ("transfers", partial(probes.transfers, cfg, device)),
                ("launch", partial(probes.launch_cost, cfg, device)),
                ("p2p_copy", partial(probes.peer_copy, cfg, device)),
+               ("nccl_allreduce", partial(probes.nccl_allreduce, cfg, device)),
                ("compile", partial(probes.compile_time, cfg, device))]
     return listed
 

@@ -1,6 +1,7 @@
 """Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth, launch
-cost, GPU-to-GPU bandwidth and torch.compile time. Each probe returns named measurements or raises
-:class:`ProbeSkipped` with the reason it does not apply here.
+cost, GPU-to-GPU copy bandwidth and NCCL all-reduce bus bandwidth (2+ GPUs), torch.compile time.
+Each probe returns named measurements or raises :class:`ProbeSkipped` with the reason it does not
+apply here.
 
 Inputs are always fresh random data: zeros let the tensor cores and the memory system run faster
 than real data does, which would inflate every ceiling.
@@ -20,6 +21,8 @@ from typing import Any
 import torch
 
 from aisp.harness.timing import gc_disabled, synchronize, time_call
+from aisp.kits.collectives import size_label, sizes
+from aisp.peak.allreduce import sweep
 
 GIB = 1 << 30
 
@@ -41,18 +44,22 @@ class PeakConfig:
     repeats: int = 10
     """Timed samples per figure; the figure is their median."""
     copy_bytes: int = 1 * GIB
-    """Buffer size of the device memory copy (read and write are both counted)."""
+    """Buffer size of the device memory copy (read and write are both counted) and GPU<->GPU copies."""
     transfer_bytes: int = 256 << 20
-    """Buffer size of the host<->device and GPU<->GPU copies."""
+    """Buffer size of the host<->device copies."""
     launch_kernels: int = 1000
     """Tiny kernels per timed sample of the launch-cost probe."""
+    allreduce_min_bytes: int = 1 << 20
+    """Smallest all-reduce of the NCCL sweep (sizes x4 up to ``allreduce_max_bytes``; 2+ GPUs)."""
+    allreduce_max_bytes: int = 1 * GIB
+    """Largest all-reduce of the NCCL sweep."""
     compile: bool = True
     """Measure the torch.compile cold/warm compile baseline (seconds of work)."""
 
 
 FULL = PeakConfig()
 QUICK = PeakConfig(matmul_n=4096, cpu_matmul_n=1024, matmul_iters=2, repeats=3, copy_bytes=256 << 20,
-                   transfer_bytes=64 << 20, launch_kernels=200, compile=False)
+                   transfer_bytes=64 << 20, launch_kernels=200, allreduce_max_bytes=64 << 20, compile=False)
 
 
 def measurement(value: float, unit: str, detail: str) -> dict[str, Any]:
@@ -193,28 +200,83 @@ def launch_cost(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, An
             "launch_graph": measurement(median_ms(graph.replay, device, cfg.repeats) * 1e3 / k, "us", detail)}
 
 
-def peer_copy(cfg: PeakConfig, device: torch.device) -> dict[str, Any]:
-    """GPU 0 -> GPU 1 copy bandwidth in GB/s (one direction)."""
-    if device.type != "cuda" or torch.cuda.device_count() < 2:
-        raise ProbeSkipped("needs two or more GPUs; this machine has "
-                           f"{torch.cuda.device_count() if device.type == 'cuda' else 0}")
-    src = torch.rand(cfg.transfer_bytes // 4, device="cuda:0")
-    dst = torch.empty_like(src, device="cuda:1")
+def gpu_pair_count(device: torch.device) -> int:
+    """The GPUs the GPU-to-GPU probes use: every local one. Raises :class:`ProbeSkipped` below two."""
+    found = torch.cuda.device_count() if device.type == "cuda" and torch.cuda.is_available() else 0
+    if found < 2:
+        raise ProbeSkipped(f"needs 2 GPUs (found {found})")
+    return found
 
-    def copy() -> float:
+
+def _seconds_on_both(fn: Callable[[], Any], repeats: int) -> float:
+    """Median host time (s) of ``fn`` with GPUs 0 and 1 idle before and synchronized after it."""
+    def once() -> float:
         torch.cuda.synchronize(0)
         torch.cuda.synchronize(1)
         t0 = time.perf_counter()
-        dst.copy_(src)
+        fn()
         torch.cuda.synchronize(0)
         torch.cuda.synchronize(1)
         return time.perf_counter() - t0
 
-    copy()
-    seconds = statistics.median(copy() for _ in range(cfg.repeats))
-    peer = "peer access" if torch.cuda.can_device_access_peer(0, 1) else "no peer access (staged)"
-    detail = f"cuda:0 -> cuda:1, {cfg.transfer_bytes >> 20} MiB, {peer}, median of {cfg.repeats}"
-    return measurement(cfg.transfer_bytes / seconds / 1e9, "GB/s", detail)
+    once()
+    once()
+    with gc_disabled():
+        return statistics.median(once() for _ in range(repeats))
+
+
+def peer_copy(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]]:
+    """GPU 0 <-> GPU 1 copy bandwidth in GB/s: each direction alone, and both at once (their sum).
+
+    ``p2p_copy`` is the per-direction ceiling (the faster direction), the one a workload whose
+    bytes cross the GPU-GPU link (``link="nvlink"``) is judged against. ``dst.copy_(src)`` runs on
+    the source GPU's current stream with peer access enabled by PyTorch; the reverse copy of the
+    bidirectional run goes on a second pair of streams so the two overlap.
+    """
+    gpu_pair_count(device)
+    nbytes = cfg.copy_bytes
+    a0, b1 = torch.rand(nbytes // 4, device="cuda:0"), torch.rand(nbytes // 4, device="cuda:1")
+    a1, b0 = torch.empty_like(a0, device="cuda:1"), torch.empty_like(b1, device="cuda:0")
+    back0, back1 = torch.cuda.Stream("cuda:0"), torch.cuda.Stream("cuda:1")
+
+    def reverse() -> None:
+        with torch.cuda.stream(back0), torch.cuda.stream(back1):
+            b0.copy_(b1)
+
+    def both() -> None:
+        a1.copy_(a0)
+        reverse()
+
+    peer = ("peer access" if torch.cuda.can_device_access_peer(0, 1) and torch.cuda.can_device_access_peer(1, 0)
+            else "no peer access (staged through the host)")
+    how = f"{nbytes >> 20} MiB, {peer}, median of {cfg.repeats}"
+    rates = {"0to1": nbytes / _seconds_on_both(lambda: a1.copy_(a0), cfg.repeats) / 1e9,
+             "1to0": nbytes / _seconds_on_both(lambda: b0.copy_(b1), cfg.repeats) / 1e9,
+             "bidir": 2 * nbytes / _seconds_on_both(both, cfg.repeats) / 1e9}
+    return {
+        "p2p_copy": measurement(max(rates["0to1"], rates["1to0"]), "GB/s",
+                                f"GPU-GPU, per direction: the faster of cuda:0->cuda:1 ({rates['0to1']:.1f}) "
+                                f"and cuda:1->cuda:0 ({rates['1to0']:.1f}); {how}"),
+        "p2p_copy_0to1": measurement(rates["0to1"], "GB/s", f"cuda:0 -> cuda:1, {how}"),
+        "p2p_copy_1to0": measurement(rates["1to0"], "GB/s", f"cuda:1 -> cuda:0, {how}"),
+        "p2p_copy_bidir": measurement(rates["bidir"], "GB/s",
+                                      f"both directions at once, bytes of both counted, {how}"),
+    }
+
+
+def nccl_allreduce(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]]:
+    """NCCL all-reduce bus bandwidth (nccl-tests' busbw = algbw x 2(n-1)/n) over every local GPU,
+    one figure per message size from ``allreduce_min_bytes`` to ``allreduce_max_bytes`` (x4), and
+    ``allreduce_busbw``, the best of them. fp32 buffers; NVLink multicast (NVLS) off."""
+    ranks = gpu_pair_count(device)
+    rows = sweep(ranks, "cuda", sizes(cfg.allreduce_min_bytes, cfg.allreduce_max_bytes, 4), cfg.repeats)
+    how = f"NCCL all-reduce, {ranks} ranks, fp32, NVLS off, median of {cfg.repeats} bursts"
+    found = {f"allreduce_busbw_{size_label(r.bytes)}": measurement(
+        r.busbw_gbs, "GB/s", f"{how}; algbw {r.algbw_gbs:.1f} GB/s, {r.time_us:,.1f} us per call") for r in rows}
+    best = max(rows, key=lambda r: r.busbw_gbs)
+    return {"allreduce_busbw": measurement(best.busbw_gbs, "GB/s",
+                                           f"{how}; best of {len(rows)} sizes, at {size_label(best.bytes)}"),
+            **found}
 
 
 def _compile_target(x: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 Arithmetic intensity is FLOPs per byte of the workload. The attainable rate at that intensity is
 ``min(peak compute, intensity × peak bandwidth)``: below the ridge point the memory system is the
 bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak.measure` (``matmul_<precision>``
-in TFLOP/s and ``memory_copy`` in GB/s).
+in TFLOP/s; ``memory_copy``, ``h2d_pinned``, ``d2h_pinned`` or ``p2p_copy`` in GB/s, by ``Workload.link``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, flo
     return name, measured[f"matmul_{name}"]["value"]
 
 
-LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned"}
+LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "nvlink": "p2p_copy"}
 
 
 def peak_bandwidth(peaks: dict[str, Any], link: str = "hbm") -> float:
     """Bandwidth ceiling in GB/s of the link a workload's bytes cross: device memory (buffer copy,
-    read and write counted) or the pinned host<->device copy path."""
+    read and write counted), the pinned host<->device copy path, or one direction of the GPU-GPU
+    link (the faster direction of the peer copy, measured on hosts with 2+ GPUs)."""
     measured = peaks["measurements"]
     key = LINK_PEAKS.get(link, "memory_copy")
     if key not in measured:

@@ -1,0 +1,77 @@
+"""The NCCL all-reduce ceiling: bus bandwidth against message size over every local GPU.
+
+:func:`sweep` (in ``aisp peak``'s process) starts ``torchrun --standalone --nproc-per-node N -m
+aisp.peak.allreduce`` with NVLink multicast off (``NVLS_OFF``, as the harness's multi-rank runs
+have it); each rank joins the group as chapter scripts do (:func:`aisp.kits.multirank.script_init`:
+NCCL on ``cuda:LOCAL_RANK``, gloo on a CPU), measures all-reduce at each size with
+:func:`aisp.kits.collectives.measure` (nccl-tests' algbw and busbw), and rank 0 writes the rows as
+JSON for the parent to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import torch.distributed as dist
+
+from aisp.harness.distributed import NVLS_OFF
+from aisp.kits.collectives import Row, measure
+from aisp.kits.multirank import script_init, world_and_rank
+
+
+def launch_argv(ranks: int, device: str, sizes: list[int], samples: int, out: Path) -> list[str]:
+    """The torchrun command that runs this module's sweep once per rank on this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+            "-m", "aisp.peak.allreduce", "--device", device, "--samples", str(samples), "--out", str(out),
+            *map(str, sizes)]
+
+
+def launch_env() -> dict[str, str]:
+    """This environment with NVLink multicast off, and this ``aisp`` importable in the ranks."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, **NVLS_OFF, "PYTHONPATH": path}
+
+
+def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: float = 600.0) -> list[Row]:
+    """All-reduce rows (one per size) measured by ``ranks`` processes on ``device`` ("cuda": NCCL,
+    one GPU each; "cpu": gloo, which only proves the plumbing). Raises RuntimeError with the
+    ranks' last output when the launch fails."""
+    with tempfile.TemporaryDirectory(prefix="aisp_peak_allreduce_") as tmp:
+        out = Path(tmp) / "rows.json"
+        try:
+            proc = subprocess.run(launch_argv(ranks, device, sizes, samples, out), env=launch_env(),
+                                  capture_output=True, text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"the all-reduce sweep over {ranks} ranks ran past {timeout_s:.0f} s") from exc
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-8:]
+            raise RuntimeError(f"torchrun exited {proc.returncode}: " + " | ".join(tail))
+        return [Row(**r) for r in json.loads(out.read_text())]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="One rank of aisp peak's all-reduce sweep (torchrun starts it).")
+    ap.add_argument("sizes", nargs="+", type=int, help="message sizes in bytes")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--out", type=Path, required=True, help="rank 0 writes the rows here (JSON)")
+    args = ap.parse_args(argv)
+    device = script_init(args.device)
+    rows = [measure("all_reduce", n, device, args.samples) for n in args.sizes]
+    if world_and_rank()[1] == 0:
+        args.out.write_text(json.dumps([asdict(r) for r in rows]))
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
