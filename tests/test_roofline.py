@@ -98,3 +98,14 @@ def test_plot_has_a_labelled_arrow_per_pair_and_writes_png(tmp_path) -> None:
     assert len(ax.get_legend().get_texts()) == 2
     path = plot(points, PEAKS, tmp_path / "sub" / "roof.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_link_without_a_ceiling_here_is_noted_not_fatal() -> None:
+    """An NVLink pair's result judged with a 1-GPU machine's peaks: a note, no roofline, no crash."""
+    from aisp.report.roofline import add_roofline
+    workload = {"flops": 1e9, "bytes": 2e9, "precision": "bf16"}
+    assert pair_points([{**_result("ch02:p2p", 1e9, 2e9, 4.0, 1.0), "workload": workload}], PEAKS)
+    result = {**_result("ch02:p2p", 1e9, 2e9, 4.0, 1.0), "workload": {**workload, "link": "nvlink"}}
+    annotated = add_roofline(result, PEAKS)
+    assert any("no roofline" in n and "nvlink" in n for n in annotated["notes"])
+    assert "roofline" not in annotated["baseline"] and pair_points([result], PEAKS) == []

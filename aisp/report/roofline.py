@@ -102,7 +102,11 @@ def add_roofline(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[s
         return result
     notes = list(result.get("notes", []))
     for var in [result["baseline"], *result["variants"]]:
-        roof = annotate(var, result["workload"], peaks)
+        try:
+            roof = annotate(var, result["workload"], peaks)
+        except KeyError as exc:  # a ceiling this machine's peaks lack (an NVLink one on a 1-GPU run)
+            notes.append(f"no roofline: {exc.args[0]}")
+            break
         if roof is None:
             continue
         var["roofline"] = roof
@@ -120,8 +124,11 @@ def pair_points(results: list[dict[str, Any]], peaks: dict[str, Any]) -> list[Pa
         best = next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
         if not result.get("baseline") or not best:
             continue
-        base = annotate(result["baseline"], result.get("workload", {}), peaks)
-        opt = annotate(best, result.get("workload", {}), peaks)
+        try:
+            base = annotate(result["baseline"], result.get("workload", {}), peaks)
+            opt = annotate(best, result.get("workload", {}), peaks)
+        except KeyError:  # no ceiling for its link here: add_roofline noted it
+            continue
         if base and opt and base["intensity"] is not None:
             points.append(PairPoints(result["target"], base["peak_precision"], base["intensity"],
                                      base["achieved_tflops"], opt["achieved_tflops"]))
