@@ -5,7 +5,7 @@ Baseline: 8 prompts of 512 tokens are prefilled into a preallocated KV cache (th
 decoder (the kit's ``decode``: one token per row, attention over the cache up to the longest
 position). A step is ~250 small kernels (8 blocks of norms, QKV, RoPE, cache writes, masked SDPA,
 SwiGLU, residual adds; then the head and top-k); each costs ~6 µs of host launch time while the
-GPU needs only ~80 µs in all to read the step's 0.31 GB of weights and ~35 MB of cache.
+GPU needs only ~80 µs in all to read the step's 0.25 GB of block and head weights and ~35 MB of cache.
 Optimized (optimized_decode_cuda_graph.py): the same step captured once in a CUDA graph with
 static input/output buffers; each step is one replay.
 Expect (measured, H200, 2026-11-23): 6.4x [5.1, 8.0] (estimated 3-5x): 196.5 ms eager (p10-p90

@@ -2,7 +2,7 @@
 
 Baseline: one 512-token prompt (batch 1: the latency case speculation is for) is prefilled, then
 47 greedy decode steps run eagerly with the chapter's 156M-parameter decoder (the target): every
-token costs one full forward, ~250 kernel launches (~1.5 ms) to read 0.31 GB of weights.
+token costs one full forward, ~250 kernel launches (~1.5 ms) to read 0.25 GB of block and head weights.
 Optimized (optimized_speculative_decoding.py): a draft model proposes 4 tokens, the target checks
 them in one forward over 5 positions and keeps the longest agreeing prefix plus its own next token.
 The draft is the target's first 2 of 8 blocks, sharing its embedding, blocks and cache; its LM head
