@@ -48,7 +48,7 @@ def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
 
 def library(module: str, signatures: dict[str, list]) -> ctypes.CDLL:
     """The CUDA library a pair's baseline declares, loaded for this GPU."""
-    return COMMON.load(load(module).LIBRARY, torch.device("cuda"), signatures)
+    return load(module).LIBRARY.load(torch.device("cuda"), signatures)
 
 
 def call(status: int) -> None:

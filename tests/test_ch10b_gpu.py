@@ -66,7 +66,7 @@ def test_pair_passes_the_refill_check(pair: str) -> None:
 
 
 COMMON = import_module_at(CH10 / "ch10b_common.py")
-INT, PTR, FLOAT, ptr = COMMON.INT, COMMON.PTR, COMMON.FLOAT, COMMON.ptr
+INT, PTR, FLOAT, ptr = COMMON.INT, COMMON.PTR, COMMON.FLOAT, native.ptr
 ENTRY = {"baseline_cluster_multicast": ("mc_gemm_run", [INT, PTR, PTR, PTR, INT, INT, INT, PTR]),
          "baseline_dsmem_reduction": ("rms_rows_run", [INT, PTR, PTR, PTR, INT, INT, FLOAT, PTR]),
          "baseline_cooperative_persistent": ("heat_run", [INT, PTR, PTR, PTR, PTR, INT, INT, FLOAT, PTR])}
@@ -75,7 +75,7 @@ ENTRY = {"baseline_cluster_multicast": ("mc_gemm_run", [INT, PTR, PTR, PTR, INT,
 def entry(module: str):
     """The C entry point of the library a pair's baseline declares, loaded for this GPU."""
     name, argtypes = ENTRY[module]
-    return getattr(COMMON.load(load(module).LIBRARY, torch.device("cuda"), {name: argtypes}), name)
+    return getattr(load(module).LIBRARY.load(torch.device("cuda"), {name: argtypes}), name)
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(128, 256, 64), (256, 512, 192), (384, 768, 64 * 11), (1280, 512, 64 * 19)])
