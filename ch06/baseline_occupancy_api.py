@@ -8,9 +8,11 @@ thread slots work (37.5% occupancy), and 4,224 blocks each load the codebook aga
 Optimized (optimized_occupancy_api.py): ``cudaOccupancyMaxPotentialBlockSize`` picks the block
 size with the highest occupancy for this kernel's registers and shared memory (1,024 threads,
 2 blocks per SM: 100%) and the smallest grid that fills every SM. Same bytes (2 in, 4 out per
-element), same answer.
-Expect: measured on an H200: 0.283 -> 0.131 ms, 2.16x [2.13, 2.18]; the optimized at 3,067 GB/s
-(73% of the 4.2 TB/s copy ceiling).
+element), same answer. Both launch the same kernel: 8 codes per 128-bit load, two float4 stores.
+Expect: measured on an H200 with the earlier scalar kernel (LDG.E.U16 per code): 0.283 -> 0.131 ms,
+2.16x [2.13, 2.18]; the optimized at 3,067 GB/s (73% of the 4.2 TB/s copy ceiling). Changed
+after that measurement (vector loads and stores in the shared kernel), not yet re-measured.
+Now (estimate, not yet measured): optimized 80-88% of the copy ceiling, 1.5-2.2x.
 Run: python ch06/baseline_occupancy_api.py  |  aisp bench run -t ch06:occupancy_api
      |  python ch06/occupancy.py (registers, shared memory and blocks/SM of every ch06 kernel)
 """

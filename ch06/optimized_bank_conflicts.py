@@ -7,7 +7,12 @@ in bank (j + d) % 32, so the 32 lanes hit 32 banks and each load is one pass. 12
 per tile; nothing else changes (same loads, same FMAs, same order: bitwise the same answer).
 Swizzling the column index (d ^ j) does the same without the padding; CUTLASS and TMA layouts do.
 Expect: measured on an H200: 0.167 ms, 2.29x [2.28, 2.30] over the baseline, 2,415 GB/s (57%
-of the HBM copy ceiling; what stops it is not profiled).
+of the HBM copy ceiling). Why under 80% (SASS, sm_90; not profiled): per thread 128 FFMA, 32
+LDS.128 (Q, broadcast) and 32 LDS (K column): 64 shared loads per 128 FMAs, so shared memory (one
+warp load per cycle per SM) takes ~64 us for the 32,768 tiles (8 warps x 64 x 248 tiles per SM
+/ ~1.98 GHz) and HBM ~96 us (402 MB); 160 us is their sum, 96% of the measured 167 us. Each block
+loads, waits at __syncthreads(), then computes: overlapping the two is ch07's async_copy lesson,
+not this pair's (the bank conflict): an inherent limit here.
 Run: python ch06/optimized_bank_conflicts.py  |  aisp bench run -t ch06:bank_conflicts
 """
 

@@ -9,7 +9,10 @@ thread, hits in L1). Twice the warps per SM hide the load latency and the 47-ste
 Same arithmetic in the same order: bitwise the same answer. (Asking for too many blocks would
 spill the loop's working set and lose; check ptxas -v or cuobjdump -res-usage.)
 Expect: measured on an H200: 0.240 ms, 1.13x [1.12, 1.13]; 26.3 TFLOP/s, 2,238 GB/s (53% of
-the HBM copy ceiling).
+the HBM copy ceiling). Not a memory-bound kernel: 94 FLOPs per 8 bytes (11.75 FLOP/B) is at the
+fp32 ridge. HBM alone takes >= 128 us (512 MiB at 4.2 TB/s); issue alone ~120 us (SASS: 141
+FFMA, 16 LDL, 9 STL per 3 elements, ~60 instructions per element at 4 per cycle per SM, ~1.98
+GHz). The measured 240 us is about their sum (not profiled): bound by both, not by HBM.
 Run: python ch06/optimized_launch_bounds.py  |  aisp bench run -t ch06:launch_bounds
 """
 

@@ -95,3 +95,29 @@ def test_unpadded_column_reads_are_vector_loads_padded_are_scalar() -> None:
     assert len(re.findall(r"\bLDS\.128\b", unpadded)) == 40
     assert len(re.findall(r"\bLDS\.128\b", padded)) == 32
     assert len(re.findall(r"\bLDS R", padded)) == 32
+
+
+def memory_ops(sass: str) -> tuple[list[str], list[str]]:
+    """The global load and store opcodes (with their width suffixes) of one kernel's SASS."""
+    return re.findall(r"\bLDG\.\S+", sass), re.findall(r"\bSTG\.\S+", sass)
+
+
+def test_vector_add_grids_move_float4s_and_per_element_stays_scalar() -> None:
+    fns = functions("vector_add.cu")
+    for name in ("add_one_block", "add_grid_stride"):
+        loads, stores = memory_ops(next(v for k, v in fns.items() if name in k))
+        assert loads and all(".128" in op for op in loads), (name, loads)
+        assert stores and all(".128" in op for op in stores), (name, stores)
+    loads, _ = memory_ops(next(v for k, v in fns.items() if "add_per_element" in k))
+    assert loads and not any(".128" in op for op in loads), loads
+    regs, stack, _ = kernel(resources("vector_add.cu"), "add_grid_stride")
+    assert regs <= 32 and stack == 0, (regs, stack)  # 8 blocks of 256 per SM, no spill
+
+
+def test_dequantize_reads_eight_codes_and_writes_two_float4s_per_step() -> None:
+    [sass] = functions("occupancy_api.cu").values()
+    loads, stores = memory_ops(sass)
+    assert "LDG.E.128.CONSTANT" in loads and not any("U16" in op for op in loads), loads
+    assert stores and all(op == "STG.E.128" for op in stores), stores
+    regs, stack, _ = kernel(resources("occupancy_api.cu"), "dequantize")
+    assert regs <= 32 and stack == 0, (regs, stack)  # 2 blocks of 1,024 per SM, no spill
