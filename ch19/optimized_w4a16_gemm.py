@@ -7,10 +7,20 @@ ones), their two group scales and the matching 16 x 128 slices of x. Decoding is
 per weight: OR-ing a nibble into the bf16 pattern 0x4300 gives exactly 128 + u, no conversion
 instruction (those run at 16/clk/SM on Hopper and would bound the kernel); the tensor cores
 multiply x by it, and each group's result is corrected once per output: (dot - 136 sum x) * scale.
-256 programs, one wave at two per SM; the only DRAM traffic is the 268 MB of packed weights (x,
-512 KB, stays in L2).
-Expect (measured, H200): 0.793 -> 0.326 ms, 2.44x [2.36, 2.52]; 855 GB/s on the packed weights
-(20% of HBM; not profiled).
+The only DRAM traffic is the 268 MB of packed weights (x, 512 KB, stays in L2).
+Expect (measured, H200, the previous version): 0.793 -> 0.326 ms, 2.44x [2.36, 2.52]; 855 GB/s on
+the packed weights (20% of HBM). Changed after the H200 measurement, not yet re-measured. Cause,
+from its sm_90 TTGIR/PTX (compiled on a CPU): 256 programs of 4 warps, about 2 per SM = 8 warps per
+SM, each walking all 64 K steps with 12 bar.sync per step (the 136 * sum(x) correction was a
+cross-warp reduction, the scales a layout conversion through shared memory): too few warps to hide
+the latency of a long dependent loop, not HBM (its cp.async pipeline kept ~64 KB per SM ahead).
+Fixes: split-K (SPLIT = 4 slices of K, 1024 programs, fp32 partials summed after: +4 MB of traffic,
+two small kernels), num_stages 3 (49 KB of shared memory and 128 registers: 4 programs = 16 warps
+per SM, 1.94 waves), and the weights enter the dot as (128 + code) - 136 = code - 8 (one native
+add.bf16x2 per two weights) so no reduction remains: 6 bar.sync per step. Remaining limit (estimate):
+the loop issues ~1,110 instructions per thread per 16 KB step (decoding on 16-bit lanes: cvt, shr,
+prmt, or per weight pair); at 4 warps per program and 4 issue slots per clock that caps an SM near
+13 B/clk, ~3.4 TB/s at 1.98 GHz. Estimate, not yet measured: 0.09-0.12 ms (2.2-3 TB/s).
 Run: python ch19/optimized_w4a16_gemm.py  |  aisp bench run -t ch19:w4a16_gemm
 """
 
@@ -25,6 +35,7 @@ from ch19_w4 import GROUP
 import aisp
 
 BN, BK = 128, 128
+SPLIT = 4  # K slices: 256 column blocks x 4 = 1024 programs (see the header)
 
 
 @triton.jit
@@ -39,28 +50,32 @@ def codes_plus_128(nibbles, dtype: tl.constexpr):
 
 @triton.jit
 def _group_product(x, nibbles, scale):
-    """sum_k x[m, k] * scale[n] * (code[n, k] - 8) over one 128-wide group, fp32 (BM, BN): the dot
-    runs on 128 + code and subtracts 136 * sum_k x; the group's scale is applied once per output."""
-    dot = tl.dot(x, tl.trans(codes_plus_128(nibbles, x.dtype)))
-    x_sum = tl.sum(x.to(tl.float32), axis=1)
-    return (dot - 136.0 * x_sum[:, None]) * scale[None, :].to(tl.float32)
+    """sum_k x[m, k] * scale[n] * (code[n, k] - 8) over one 128-wide group, fp32 (BM, BN): the
+    weights enter the dot as (128 + code) - 136 = code - 8, exact in bf16 (one packed bf16x2
+    subtraction per two weights); the group's scale is applied once per output."""
+    w = codes_plus_128(nibbles, x.dtype) - 136.0
+    return tl.dot(x, tl.trans(w.to(x.dtype))) * scale[None, :].to(tl.float32)
 
 
 @triton.jit
-def _w4a16_gemm(x_ptr, p_ptr, s_ptr, y_ptr, M, N, K, GROUPS, HALF: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+def _w4a16_gemm(x_ptr, p_ptr, s_ptr, part_ptr, M, N, K, GROUPS, HALF: tl.constexpr, SPLIT: tl.constexpr,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    """Program (i, s): columns i*BN.., the s-th of SPLIT slices of the packed K range; fp32 partial
+    sums to part[s]."""
     rm = tl.arange(0, BM)
     rn = tl.program_id(0) * BN + tl.arange(0, BN)
+    split = tl.program_id(1)
     rows = rm[:, None] < M
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, HALF, BK):
+    for step in range(0, HALF // SPLIT, BK):
+        k0 = split * (HALF // SPLIT) + step
         rk = k0 + tl.arange(0, BK)
         packed = tl.load(p_ptr + rn[:, None] * HALF + rk[None, :])
         x_lo = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=rows, other=0.0)
         x_hi = tl.load(x_ptr + rm[:, None] * K + HALF + rk[None, :], mask=rows, other=0.0)
         acc += _group_product(x_lo, packed & 0xF, tl.load(s_ptr + rn * GROUPS + k0 // GROUP))
         acc += _group_product(x_hi, packed >> 4, tl.load(s_ptr + rn * GROUPS + (k0 + HALF) // GROUP))
-    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=rows)
+    tl.store(part_ptr + split * M * N + rm[:, None] * N + rn[None, :], acc, mask=rows)
 
 
 def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -68,12 +83,13 @@ def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> 
     a GPU; fp32 in the CPU tests: the Triton interpreter multiplies bf16 tiles wrongly)."""
     m, k = x.shape
     n = packed.shape[0]
+    split = SPLIT if (k // 2) % (SPLIT * BK) == 0 else 1
     if m > 16 or (k // 2) % BK or n % BN or not x.is_contiguous():
         raise ValueError(f"w4a16_matmul needs M <= 16, K a multiple of {2 * BK}, N of {BN}")
-    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
-    _w4a16_gemm[(n // BN,)](x, packed, scale, y, m, n, k, k // GROUP, HALF=k // 2, BM=16, BN=BN, BK=BK,
-                            GROUP=GROUP, num_warps=4, num_stages=4)
-    return y
+    part = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
+    _w4a16_gemm[(n // BN, split)](x, packed, scale, part, m, n, k, k // GROUP, HALF=k // 2, SPLIT=split,
+                                  BM=16, BN=BN, BK=BK, GROUP=GROUP, num_warps=4, num_stages=3)
+    return part.sum(0).to(x.dtype)
 
 
 class FusedW4A16(DequantizeThenGemm):

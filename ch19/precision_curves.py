@@ -34,7 +34,7 @@ class CurveConfig:
     steps: int = 300
     """Training steps per variant."""
     tokens: int = 512
-    """Rows per batch (a multiple of 64 for the GPU cast kernel)."""
+    """Rows per batch (a multiple of 128 for the GPU cast kernel)."""
     dim: int = 256
     """Model width (a multiple of 128)."""
     layers: int = 2

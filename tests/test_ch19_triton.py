@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CAST = """
 import torch
 from ch19_cast import cast_transpose
-x = (torch.randn(192, 384) * 3).bfloat16()
+x = (torch.randn(256, 384) * 3).bfloat16()
 history = torch.tensor([2.0, 5.0, 4.0, 1.0])
 amax = torch.zeros(1)
 q, qt, scale = cast_transpose(x, history, torch.float32, 448.0, amax)
@@ -70,3 +70,43 @@ def test_cast_transpose_kernel_indexing_amax_and_scale() -> None:
 
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
     run_interpreted(W4)
+
+
+def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str, object], num_warps: int,
+                 num_stages: int = 3):
+    """``module.kernel`` compiled for sm_90 on this machine (no GPU), 16-divisible pointers and sizes
+    as the GPU launch specializes them."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    sys.path[:0] = [str(ROOT / "ch19")]
+    try:
+        fn = getattr(__import__(module), kernel)
+    finally:
+        del sys.path[0]
+    sig = sig | dict.fromkeys(consts, "constexpr")
+    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t != "constexpr"}
+    return triton.compile(triton.compiler.ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+def test_w4a16_sm90_loop_streams_weights_without_reductions() -> None:
+    ptrs = {"x_ptr": "*bf16", "p_ptr": "*u8", "s_ptr": "*bf16", "part_ptr": "*fp32"}
+    consts = {"HALF": 8192, "SPLIT": 4, "BM": 16, "BN": 128, "BK": 128, "GROUP": 128}
+    k = compile_sm90("optimized_w4a16_gemm", "_w4a16_gemm", ptrs | dict.fromkeys(("M", "N", "K", "GROUPS"), "i32"),
+                     consts, num_warps=4)
+    ttgir, ptx = k.asm["ttgir"], k.asm["ptx"]
+    assert "tt.reduce" not in ttgir, "a cross-warp reduction is back in the loop"
+    assert "add.bf16x2" in ptx, "the -136 offset is not one packed bf16x2 op per two weights"
+    assert ttgir.count("ttg.async_copy_global_to_local") >= 3, "packed weights and x must be cp.async-pipelined"
+    assert k.metadata.shared <= 56 * 1024, "more shared memory than 4 programs per SM allow"
+
+
+def test_cast_transpose_sm90_atomic_has_no_fence_and_16_byte_accesses() -> None:
+    ptrs = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "qt_ptr": "*fp8e4nv", "hist_ptr": "*fp32", "amax_ptr": "*fp32",
+            "scale_ptr": "*fp32", "M": "i32", "N": "i32"}
+    k = compile_sm90("ch19_cast", "_cast_transpose", ptrs, {"FP8_MAX": 448.0, "HIST": 16, "BM": 128, "BN": 128},
+                     num_warps=8)
+    ptx = k.asm["ptx"]
+    assert "atom.global.gpu.relaxed.max" in ptx and "acq_rel" not in ptx and "fence." not in ptx
+    assert ptx.count("ld.global.v4.b32") == 8 and ptx.count("st.global.v4.b32") == 8
