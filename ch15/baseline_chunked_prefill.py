@@ -15,7 +15,7 @@ Expect (measured, H200, 2026-11-23): p99 gap between decode steps 11.37 -> 8.08 
 ms (0.85x). The whole prefill takes ~10 ms (~2.6 TFLOP at ~260 TFLOP/s; estimated 4-5 ms), yet each
 512-token chunk adds ~4 ms to its decode step, far more than its ~0.6 ms share: the kit's mixed step
 runs the chunk's attention over the cache with an explicit boolean mask (a non-flash SDPA path),
-probably the cause; not yet fixed.
+probably the cause (the chunk now takes a flash path; not yet measured).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits at the
 bf16 defaults (chunks attend to earlier chunks through the cache instead of causal flash).
 Run: python ch15/baseline_chunked_prefill.py  |  aisp bench run -t ch15:chunked_prefill

@@ -28,6 +28,7 @@ from aisp.kits.llm import (
     summarize,
     top_p,
 )
+from aisp.kits.llm.rope import apply_rope, rope_tables, rotate_, rotation
 
 CPU = torch.device("cpu")
 CFG = LLMConfig(vocab=512, dim=128, layers=2, heads=4, kv_heads=2, ffn=256)
@@ -212,3 +213,41 @@ def test_a_mixed_forward_equals_its_segments_run_apart(model):
     whole = DenseKVCache(CFG, 1, 16, CPU, torch.float32)
     prefill(model, whole, [chunks[0]])
     torch.testing.assert_close(caches[0].k[:, 2, :, :12], whole.k[:, 0, :, :12], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_a_tail_chunk_attends_as_the_masked_path_does(model, paged):
+    """A chunk bound with ``tail`` (its positions end at kv_len - 1: lower-right causal attention over
+    the cache, no mask) gives the masked path's hidden states and keys, alone and in a mixed forward."""
+    gen = torch.Generator().manual_seed(6)
+    prompt, tokens = torch.randint(CFG.vocab, (1, 14), generator=gen), torch.tensor([[3], [4]])
+    caches = []
+    for _ in range(2):
+        if paged:
+            cache = PagedKVCache(CFG, PageLayout(pages=16, page_size=4, rows=3, max_pages=5), CPU, torch.float32)
+            for row, pages in enumerate(([1, 2, 3], [4, 5, 6], [9, 7, 12, 10])):
+                cache.assign(row, pages)
+        else:
+            cache = DenseKVCache(CFG, 3, 16, CPU, torch.float32)
+        prefill(model, cache, [prompt[0, :5], prompt[0, 2:8]])
+        prefill(model, cache, [prompt[0, :6]], rows=torch.tensor([2]))
+        caches.append(cache)
+    chunk_pos, decode_pos, rows = torch.arange(6, 14)[None], torch.tensor([[5], [6]]), torch.tensor([2])
+    masked = model.hidden(prompt[:, 6:], chunk_pos, caches[0].bind(chunk_pos, 14, rows))
+    tail = model.hidden_segments([Segment(tokens, decode_pos, caches[1].bind(decode_pos, 7)),
+                                  Segment(prompt[:, 6:], chunk_pos, caches[1].bind(chunk_pos, 14, rows, tail=True))])[1]
+    torch.testing.assert_close(tail, masked, rtol=1e-5, atol=1e-5)
+    k = [c.bind(chunk_pos, 14, rows).read(1)[0] for c in caches]
+    torch.testing.assert_close(k[1], k[0])
+    whole = model.hidden(prompt, torch.arange(14)[None])
+    torch.testing.assert_close(tail, whole[:, 6:], rtol=1e-4, atol=1e-4)
+
+
+def test_in_place_rope_matches_the_fp32_reference():
+    positions = torch.tensor([0, 3, 700, 9000])
+    x = torch.randn(4, 6, CFG.head_dim, generator=torch.Generator().manual_seed(0))
+    cos, sin = rope_tables(CFG, positions[None])
+    reference = apply_rope(x[None], cos, sin)[0]
+    rotated = x.clone()
+    rotate_(rotated, *rotation(CFG, positions, torch.float32))
+    torch.testing.assert_close(rotated, reference, rtol=1e-5, atol=1e-5)

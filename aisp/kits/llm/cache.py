@@ -2,8 +2,9 @@
 
 Both hold keys and values of every layer and are *bound* to one forward with ``bind(positions,
 rows)``: which cache rows (sequences) the batch's rows are, and the position of every new token.
-The bound step writes the new keys/values at those positions, reads back every key up to the
-longest position, and masks keys after each query's own position. Storage starts zeroed, so
+The bound step writes the new keys/values at those positions (one indexed store per layer and K/V
+into the flat (slots, dim) view of the storage), reads back every key up to the longest position,
+and masks keys after each query's own position. Storage starts zeroed, so
 masked slots never hold NaN (a masked NaN would still poison attention's weighted sum).
 
 * :class:`DenseKVCache` reserves ``max_len`` slots per row: (layers, rows, kv_heads, max_len, dim).
@@ -28,12 +29,15 @@ class KVCache(Protocol):
 
     fresh: bool
     """Every row starts at position 0: attention needs only the new keys (no read, no mask)."""
+    tail: bool
+    """Every row's new tokens are its last ones, positions kv_len - tokens .. kv_len - 1: attention
+    reads the cache (exactly kv_len keys) and is causal aligned to the lower right (no mask)."""
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store new keys/values (batch, tokens, kv_heads, dim) at the bound positions."""
 
     def read(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values (batch, kv_heads, keys, dim) up to the longest bound position."""
+        """Keys and values (batch, kv_heads, kv_len, dim): every slot before the bound ``kv_len``."""
 
     def mask(self, positions: torch.Tensor) -> torch.Tensor:
         """Boolean (batch, 1, tokens, keys): key j is visible to the query at position p iff j <= p."""
@@ -41,6 +45,13 @@ class KVCache(Protocol):
 
 def visible(positions: torch.Tensor, keys: int) -> torch.Tensor:
     return (torch.arange(keys, device=positions.device) <= positions[..., None])[:, None]
+
+
+def slots(blocks: torch.Tensor, offsets: torch.Tensor, heads: int, block_len: int) -> torch.Tensor:
+    """Indices (batch, tokens, heads) into storage (blocks, heads, block_len, dim) viewed as (slots, dim)
+    of every new token's key/value head: token (i, j) is at offset ``offsets[i, j]`` of block ``blocks[i, j]``."""
+    head = torch.arange(heads, device=offsets.device)
+    return (blocks[..., None] * heads + head) * block_len + offsets[..., None]
 
 
 class DenseKVCache:
@@ -52,11 +63,12 @@ class DenseKVCache:
         self.v = torch.zeros(shape, device=device, dtype=dtype)
 
     def bind(self, positions: torch.Tensor, kv_len: int, rows: torch.Tensor | None = None,
-             fresh: bool = False) -> DenseStep:
+             fresh: bool = False, tail: bool = False) -> DenseStep:
         """A step writing at ``positions`` (batch, tokens) of cache ``rows`` (the first batch rows when None);
         ``kv_len`` bounds every position + 1 (known on the host, so no sync); ``fresh``: the rows
-        start at position 0 (a prefill)."""
-        return DenseStep(self, positions, kv_len, rows, fresh)
+        start at position 0 (a prefill); ``tail``: every row's positions are kv_len - tokens ..
+        kv_len - 1 (a prefill chunk after cached ones; the caller's promise, as kv_len is)."""
+        return DenseStep(self, positions, kv_len, rows, fresh, tail)
 
     def nbytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
@@ -64,19 +76,23 @@ class DenseKVCache:
 
 class DenseStep:
     def __init__(self, cache: DenseKVCache, positions: torch.Tensor, kv_len: int, rows: torch.Tensor | None,
-                 fresh: bool) -> None:
-        self.cache, self.positions, self.kv_len, self.rows, self.fresh = cache, positions, kv_len, rows, fresh
-        self.count = positions.shape[0]
-        rows_index = torch.arange(self.count, device=positions.device) if rows is None else rows
-        self.row_index = rows_index[:, None]
+                 fresh: bool, tail: bool = False) -> None:
+        self.kv_len, self.rows, self.fresh, self.tail = kv_len, rows, fresh, tail
+        count = positions.shape[0]
+        rows_index = torch.arange(count, device=positions.device) if rows is None else rows
+        layers, _, heads, max_len, dim = cache.k.shape
+        self.slots = slots(rows_index[:, None].expand_as(positions), positions, heads, max_len)
+        self.flat = cache.k.view(layers, -1, dim), cache.v.view(layers, -1, dim)
+        live = slice(None, count if rows is None else None)  # the rows read (all, then indexed, when given)
+        self.live = cache.k[:, live, :, :kv_len], cache.v[:, live, :, :kv_len]
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.cache.k[layer][self.row_index, :, self.positions] = k
-        self.cache.v[layer][self.row_index, :, self.positions] = v
+        self.flat[0][layer].index_put_((self.slots,), k)
+        self.flat[1][layer].index_put_((self.slots,), v)
 
     def read(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        k, v = self.cache.k[layer][:, :, :self.kv_len], self.cache.v[layer][:, :, :self.kv_len]
-        return (k[:self.count], v[:self.count]) if self.rows is None else (k[self.rows], v[self.rows])
+        k, v = self.live[0][layer], self.live[1][layer]
+        return (k, v) if self.rows is None else (k[self.rows], v[self.rows])
 
     def mask(self, positions: torch.Tensor) -> torch.Tensor:
         return visible(positions, self.kv_len)
@@ -125,14 +141,14 @@ class PagedKVCache:
 
     def assign(self, row: int, pages: list[int]) -> None:
         """Row ``row``'s positions 0.. live in ``pages`` (the rest of its table: the trash page)."""
-        entries = torch.zeros(self.table.shape[1], dtype=torch.long)
+        entries = torch.zeros(self.table.shape[1], dtype=torch.long, pin_memory=self.table.is_cuda)
         entries[:len(pages)] = torch.tensor(pages, dtype=torch.long)
         self.table[row].copy_(entries, non_blocking=True)
 
     def bind(self, positions: torch.Tensor, kv_len: int, rows: torch.Tensor | None = None,
-             fresh: bool = False) -> PagedStep:
+             fresh: bool = False, tail: bool = False) -> PagedStep:
         """As :meth:`DenseKVCache.bind`, through the rows' block tables."""
-        return PagedStep(self, positions, kv_len, rows, fresh)
+        return PagedStep(self, positions, kv_len, rows, fresh, tail)
 
     def nbytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
@@ -140,22 +156,24 @@ class PagedKVCache:
 
 class PagedStep:
     def __init__(self, cache: PagedKVCache, positions: torch.Tensor, kv_len: int, rows: torch.Tensor | None,
-                 fresh: bool) -> None:
-        ps, self.fresh = cache.page_size, fresh
+                 fresh: bool, tail: bool = False) -> None:
+        ps, self.fresh, self.tail, self.kv_len = cache.page_size, fresh, tail, kv_len
         table = cache.table[:positions.shape[0]] if rows is None else cache.table[rows]
         self.cache, self.pages = cache, table[:, :pages_for(kv_len, ps)]
-        self.page, self.offset = table.gather(1, positions // ps), positions % ps
+        layers, _, heads, _, dim = cache.k.shape
+        self.slots = slots(table.gather(1, positions // ps), positions % ps, heads, ps)
+        self.flat = cache.k.view(layers, -1, dim), cache.v.view(layers, -1, dim)
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.cache.k[layer][self.page, :, self.offset] = k
-        self.cache.v[layer][self.page, :, self.offset] = v
+        self.flat[0][layer].index_put_((self.slots,), k)
+        self.flat[1][layer].index_put_((self.slots,), v)
 
     def read(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         def gather(pool: torch.Tensor) -> torch.Tensor:
             b, n = self.pages.shape
             g = pool[self.pages]  # (batch, pages, kv_heads, page_size, dim)
-            return g.transpose(1, 2).reshape(b, g.shape[2], n * g.shape[3], g.shape[4])
+            return g.transpose(1, 2).reshape(b, g.shape[2], n * g.shape[3], g.shape[4])[:, :, :self.kv_len]
         return gather(self.cache.k[layer]), gather(self.cache.v[layer])
 
     def mask(self, positions: torch.Tensor) -> torch.Tensor:
-        return visible(positions, self.pages.shape[1] * self.cache.page_size)
+        return visible(positions, self.kv_len)

@@ -40,6 +40,12 @@ class Generated:
         return self.tokens, self.top
 
 
+def on_device(values: Sequence[int], device: torch.device) -> torch.Tensor:
+    """int64 ``values`` on ``device`` without blocking the host: staged in pinned memory on CUDA
+    (``torch.tensor(values, device=cuda)`` copies from pageable memory and waits for the GPU)."""
+    return torch.tensor(values, dtype=torch.long, pin_memory=device.type == "cuda").to(device, non_blocking=True)
+
+
 def right_pad(prompts: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     """(batch, longest) token ids, zeros after each prompt."""
     return torch.nn.utils.rnn.pad_sequence([p.to(device) for p in prompts], batch_first=True)
@@ -52,7 +58,7 @@ def prefill(model: Decoder, cache: Cache, prompts: Sequence[torch.Tensor], rows:
     b, p = tokens.shape
     positions = torch.arange(p, device=tokens.device).expand(b, p)
     hidden = model.hidden(tokens, positions, cache.bind(positions, p, rows, fresh=True))
-    last = torch.tensor([len(x) - 1 for x in prompts], device=tokens.device)
+    last = on_device([len(x) - 1 for x in prompts], tokens.device)
     return model.head(hidden[torch.arange(b, device=tokens.device), last])
 
 
@@ -67,8 +73,8 @@ def finish(out: Generated, group: Sequence[Request], steps: list[tuple[torch.Ten
     request's output length."""
     tokens, top = torch.stack([t for t, _ in steps], 1), torch.stack([v for _, v in steps], 1)
     cols = torch.arange(tokens.shape[1], device=tokens.device)
-    over = cols >= torch.tensor([r.output_len for r in group], device=tokens.device)[:, None]
-    rids = torch.tensor([r.rid for r in group], device=tokens.device)
+    over = cols >= on_device([r.output_len for r in group], tokens.device)[:, None]
+    rids = on_device([r.rid for r in group], tokens.device)
     out.tokens[rids, :tokens.shape[1]] = tokens.masked_fill(over, -1)
     out.top[rids, :tokens.shape[1]] = top.masked_fill(over[..., None], 0.0)
 
@@ -81,7 +87,7 @@ def static_generate(model: Decoder, cache: DenseKVCache, requests: Sequence[Requ
     for start in range(0, len(requests), batch):
         group = requests[start:start + batch]
         steps = [greedy_top(prefill(model, cache, [r.prompt for r in group]), TOP)]
-        positions = torch.tensor([len(r.prompt) for r in group], device=device)
+        positions = on_device([len(r.prompt) for r in group], device)
         kv_len = max(len(r.prompt) for r in group)
         for _ in range(max(r.output_len for r in group) - 1):
             kv_len += 1
@@ -112,6 +118,7 @@ class ContinuousBatcher:
         out = Generated.empty(requests, self.device)
         zeros = torch.zeros(self.slots, dtype=torch.long, device=self.device)
         self.tok, self.pos, self.col, self.active = zeros.clone(), zeros.clone(), zeros.clone(), zeros.clone()
+        self.all_rows = torch.arange(self.slots, device=self.device)
         longest = out.tokens.shape[1]
         self.buf = torch.full((self.slots, longest + 1), -1, dtype=torch.long, device=self.device)
         self.buf_top = torch.zeros(self.slots, longest + 1, TOP, device=self.device)
@@ -140,10 +147,10 @@ class ContinuousBatcher:
             if self.pool is not None and isinstance(self.cache, PagedKVCache):
                 self.pages[s] = self.pool.allocate(pages_for(len(r.prompt) + r.output_len, self.cache.page_size))
                 self.cache.assign(s, self.pages[s])
-        rows = torch.tensor(free, device=self.device)
+        rows = on_device(free, self.device)
         first, top = self.fill(group, free, rows)
         self.tok[rows], self.buf[rows, 0], self.buf_top[rows, 0], self.col[rows] = first, first, top, 1
-        self.pos[rows] = torch.tensor([len(r.prompt) for r in group], device=self.device)
+        self.pos[rows] = on_device([len(r.prompt) for r in group], self.device)
         self.active[rows] = 1
         self._notify([r.rid for r in group])
         for s in free:
@@ -160,8 +167,7 @@ class ContinuousBatcher:
     def _step(self, out: Generated) -> None:
         kv_len = 1 + max(self.length[s] for s in range(self.slots) if self.held[s] is not None)
         self.tok, top = greedy_top(decode(self.model, self.cache, self.tok, self.pos, kv_len), TOP)
-        slots = torch.arange(self.slots, device=self.device)
-        self.buf[slots, self.col], self.buf_top[slots, self.col] = self.tok, top
+        self.buf[self.all_rows, self.col], self.buf_top[self.all_rows, self.col] = self.tok, top
         self.pos += self.active
         self.col += self.active
         self._notify([r.rid for r in self.held if r is not None])

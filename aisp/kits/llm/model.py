@@ -19,23 +19,23 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right
 
 from aisp.kits.llm.cache import KVCache
 from aisp.kits.llm.config import LLMConfig
+from aisp.kits.llm.rope import apply_rope, rope_tables, rotate_, rotation
+
+__all__ = ["Decoder", "Segment", "additive_mask", "apply_rope", "build_decoder", "rope_tables", "rotate_", "rotation"]
 
 
-def rope_tables(cfg: LLMConfig, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of shape (batch, tokens, 1, head_dim / 2) for integer ``positions`` (batch, tokens)."""
-    half = cfg.head_dim // 2
-    inv = cfg.rope_base ** (-torch.arange(half, device=positions.device, dtype=torch.float32) / half)
-    angles = positions.float()[..., None] * inv
-    return angles.cos()[:, :, None], angles.sin()[:, :, None]
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs (first half, second half) of ``x`` (batch, tokens, heads, head_dim), in fp32."""
-    a, b = x.float().chunk(2, dim=-1)
-    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1).to(x.dtype)
+def additive_mask(visible: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask (batch, 1, tokens, keys) as SDPA's additive one (0 / -inf) in ``dtype`` for
+    query rows folded as (group, token), built once per forward: SDPA would convert a boolean mask in
+    every layer. Rows are padded to 8 keys so the memory-efficient kernel takes it without a copy."""
+    b, _, t, keys = visible.shape
+    bias = torch.zeros(b, 1, groups, t, -(-keys // 8) * 8, dtype=dtype, device=visible.device)
+    bias[..., :keys].masked_fill_(visible.logical_not()[:, :, None], float("-inf"))
+    return bias.view(b, 1, groups * t, -1)[..., :keys]
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,20 @@ class Segment:
 
 @dataclass(frozen=True)
 class _Bound:
-    """A segment as attention sees it: its shape, RoPE tables and mask (None: causal, own keys)."""
+    """A segment as attention sees it: its shape, cache step and mask: None (causal over its own
+    keys, or over the cache ending at its last token when ``cache.tail``), or additive (folded rows)."""
 
     shape: tuple[int, int]
-    rope: tuple[torch.Tensor, torch.Tensor]
     cache: KVCache | None
     mask: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """What every layer of one forward shares: the segments and the RoPE tables of all tokens."""
+
+    segments: list[_Bound]
+    rope: tuple[torch.Tensor, torch.Tensor]
 
 
 class Attention(nn.Module):
@@ -67,30 +75,41 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.dim, cfg.dim + 2 * kv, bias=False)
         self.out = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, segments: list[_Bound], layer: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, fwd: _Forward, layer: int) -> torch.Tensor:
         """``x`` (all segments' tokens, dim) -> attention output, same shape."""
-        qkv, outs, start = self.qkv(x), [], 0
-        for seg in segments:
+        cfg = self.cfg
+        heads = self.qkv(x).view(len(x), -1, cfg.head_dim)  # query heads, then K heads, then V heads
+        rotate_(heads[:, :cfg.heads + cfg.kv_heads], *fwd.rope)
+        if len(fwd.segments) == 1:
+            return self.out(self._attend(heads.view(*fwd.segments[0].shape, *heads.shape[1:]), fwd.segments[0], layer))
+        outs, start = [], 0
+        for seg in fwd.segments:
             n = seg.shape[0] * seg.shape[1]
-            outs.append(self._attend(qkv[start:start + n].view(*seg.shape, -1), seg, layer))
+            outs.append(self._attend(heads[start:start + n].view(*seg.shape, *heads.shape[1:]), seg, layer))
             start += n
-        return self.out(outs[0] if len(outs) == 1 else torch.cat(outs))
+        return self.out(torch.cat(outs))
 
-    def _attend(self, qkv: torch.Tensor, seg: _Bound, layer: int) -> torch.Tensor:
-        """Causal self-attention over the new tokens when ``seg.mask`` is None, else over the cache."""
-        cfg, (b, t, _) = self.cfg, qkv.shape
+    def _attend(self, heads: torch.Tensor, seg: _Bound, layer: int) -> torch.Tensor:
+        """Attention of one segment's rotated ``heads`` (batch, tokens, heads + 2 kv_heads, head_dim):
+        see :class:`_Bound`."""
+        cfg, (b, t, _, _) = self.cfg, heads.shape
         kv, groups = cfg.kv_heads, cfg.heads // cfg.kv_heads
-        q, k, v = qkv.split([cfg.dim, kv * cfg.head_dim, kv * cfg.head_dim], -1)
-        qk = apply_rope(torch.cat([q, k], -1).view(b, t, cfg.heads + kv, cfg.head_dim), *seg.rope)
-        q, k, v = qk[:, :, :cfg.heads], qk[:, :, cfg.heads:], v.view(b, t, kv, cfg.head_dim)
+        q, k, v = heads.split([cfg.heads, kv, kv], dim=2)
         if seg.cache is not None:
             seg.cache.write(layer, k, v)
-        if seg.mask is None:  # K/V heads repeated for the query heads they serve (a prefill-sized copy)
-            keys, values = (z.transpose(1, 2).repeat_interleave(groups, 1) for z in (k, v))
-            y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, is_causal=True).transpose(1, 2)
+        if seg.mask is None:  # flash attention (GQA without a copy of the K/V heads)
+            if seg.cache is None or seg.cache.fresh:
+                keys, values, causal = k.transpose(1, 2), v.transpose(1, 2), None
+            else:  # the new tokens are the cache's last ones: causal aligned to the lower right
+                keys, values = seg.cache.read(layer)
+                causal = causal_lower_right(t, keys.shape[2])
+            y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=causal,
+                                               is_causal=causal is None, enable_gqa=True).transpose(1, 2)
         else:  # each K/V head's query heads folded into its rows: no copy of the cache
-            assert seg.cache is not None
             keys, values = seg.cache.read(layer)
+            if t == 1:  # a decode step: the heads already are (K/V head, group) rows
+                return F.scaled_dot_product_attention(q.view(b, kv, groups, -1), keys, values,
+                                                      attn_mask=seg.mask).view(b, cfg.dim)
             q = q.reshape(b, t, kv, groups, cfg.head_dim).permute(0, 2, 3, 1, 4).reshape(b, kv, groups * t, -1)
             y = F.scaled_dot_product_attention(q, keys, values, attn_mask=seg.mask)
             y = y.view(b, kv, groups, t, cfg.head_dim).permute(0, 3, 1, 2, 4)
@@ -104,11 +123,12 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.gate_up = nn.Linear(cfg.dim, 2 * cfg.ffn, bias=False)
         self.down = nn.Linear(cfg.ffn, cfg.dim, bias=False)
+        self.ffn = cfg.ffn
 
-    def forward(self, x: torch.Tensor, segments: list[_Bound], layer: int) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), segments, layer)
-        gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+    def forward(self, x: torch.Tensor, fwd: _Forward, layer: int) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), fwd, layer)
+        gate_up, ffn = self.gate_up(self.norm2(x)), self.ffn
+        return x + self.down(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:])
 
 
 class Decoder(nn.Module):
@@ -120,21 +140,24 @@ class Decoder(nn.Module):
         self.norm = nn.RMSNorm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
 
-    def _bind(self, seg: Segment) -> _Bound:
-        groups = self.cfg.heads // self.cfg.kv_heads
-        cache = seg.cache
-        mask = None if cache is None or cache.fresh else cache.mask(seg.positions).repeat(1, 1, groups, 1)
-        return _Bound(tuple(seg.tokens.shape), rope_tables(self.cfg, seg.positions), cache, mask)
+    def _bind(self, seg: Segment, dtype: torch.dtype) -> _Bound:
+        cache, groups = seg.cache, self.cfg.heads // self.cfg.kv_heads
+        if cache is None or cache.fresh or cache.tail:
+            return _Bound(tuple(seg.tokens.shape), cache, None)
+        mask = additive_mask(cache.mask(seg.positions), groups, dtype)
+        return _Bound(tuple(seg.tokens.shape), cache, mask)
 
     def hidden_segments(self, segments: list[Segment]) -> list[torch.Tensor]:
         """Final-norm hidden states (batch, tokens, dim) of every segment, from one forward."""
-        bound = [self._bind(s) for s in segments]
-        embedded = [self.embed(s.tokens.reshape(-1)) for s in segments]
-        x = embedded[0] if len(embedded) == 1 else torch.cat(embedded)
+        one = len(segments) == 1
+        positions = segments[0].positions.reshape(-1) if one else torch.cat([s.positions.reshape(-1) for s in segments])
+        tokens = segments[0].tokens.reshape(-1) if one else torch.cat([s.tokens.reshape(-1) for s in segments])
+        x = self.embed(tokens)
+        fwd = _Forward([self._bind(s, x.dtype) for s in segments], rotation(self.cfg, positions, x.dtype))
         for i, block in enumerate(self.blocks):
-            x = block(x, bound, i)
-        sizes = [b.shape[0] * b.shape[1] for b in bound]
-        return [h.view(*b.shape, -1) for h, b in zip(self.norm(x).split(sizes), bound, strict=True)]
+            x = block(x, fwd, i)
+        sizes = [b.shape[0] * b.shape[1] for b in fwd.segments]
+        return [h.view(*b.shape, -1) for h, b in zip(self.norm(x).split(sizes), fwd.segments, strict=True)]
 
     def hidden(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Final-norm hidden states (batch, tokens, dim) of ``tokens`` (batch, tokens) at ``positions``.
