@@ -2,7 +2,8 @@
 two seeds and on refilled inputs, another seed's answer is rejected, every pair file documents
 itself, the GPU-sized pairs skip on a CPU with the reason, and each optimization does what it
 claims (fewer target forwards, kept blocks only, host work between launch and wait).
-The fp8 pairs (Triton kernels) are checked under the Triton interpreter in test_ch16_triton.py."""
+The fp8 pairs (Triton kernels) are checked under the Triton interpreter in test_ch16_triton.py, the
+two-rank pair on two gloo ranks in test_ch16_tp.py."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from aisp.kits.llm import LLMConfig
 CH16 = Path(__file__).resolve().parents[1] / "ch16"
 TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
 TRITON_PAIRS = ("fp8_kv_cache", "fp8_weight_decode")
+MULTIRANK_PAIRS = ("tp_decode_multigpu",)
 
 SMALL = {
     "decode_cuda_graph": dict(model=TINY, batch=2, prompt=12, steps=6),
@@ -42,7 +44,7 @@ def load(module: str) -> ModuleType:
 
 
 def cpu_pairs() -> list[tuple[str, str]]:
-    return [(b, o) for b, o in variant_modules(CH16) if b.removeprefix("baseline_") not in TRITON_PAIRS]
+    return [(b, o) for b, o in variant_modules(CH16) if b.removeprefix("baseline_") not in TRITON_PAIRS + MULTIRANK_PAIRS]
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -55,7 +57,7 @@ def build(module: str, seed: int) -> aisp.Benchmark:
 
 def test_every_pair_is_checked_on_a_cpu() -> None:
     names = sorted(b.removeprefix("baseline_") for b, _ in variant_modules(CH16))
-    assert names == sorted([*SMALL, *TRITON_PAIRS])
+    assert names == sorted([*SMALL, *TRITON_PAIRS, *MULTIRANK_PAIRS])
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), cpu_pairs())
