@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from aisp.harness.discovery import pairs_in
+from aisp.harness.discovery import pairs_in, resolve_targets
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_PAIRS = Path(__file__).resolve().parent / "fixtures" / "pairs"
@@ -26,3 +29,12 @@ def variant_modules(folder: Path) -> list[tuple[str, str]]:
     """(baseline module, optimized module) for every optimized file in ``folder``, matched as the
     harness's discovery matches them (the longest baseline name)."""
     return [(pair.baseline.stem, opt.stem) for pair in pairs_in(folder) for opt in pair.optimized]
+
+
+def run_fixture_pairs(fixtures: Path, chapter: Path, options: RunOptions) -> list[dict]:
+    """Every pair in the ``fixtures`` folder through the real harness (multi-rank ones under
+    torchrun), with the ``chapter`` folder on the workers' PYTHONPATH; the results."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(chapter), os.environ.get("PYTHONPATH")])))
+        results, _ = run_suite(resolve_targets([], fixtures, (fixtures,)), options)
+    return results

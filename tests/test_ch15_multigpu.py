@@ -4,18 +4,15 @@ variant that verification must reject; the GPU-sized pairs skip without two GPUs
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, run_fixture_pairs
 
 from aisp.harness.benchmark import unmet_requirements
-from aisp.harness.discovery import resolve_targets
 from aisp.harness.loader import import_module_at
 from aisp.harness.options import RunOptions
-from aisp.harness.runner import run_suite
 
 CH15 = REPO / "ch15"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed_ch15"
@@ -24,17 +21,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed_ch15"
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """Both pairs, two gloo ranks each; ch15/ on the workers' PYTHONPATH."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CH15), before]))
-    try:
-        pairs = resolve_targets([], FIXTURES, (FIXTURES,))
-        options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
-        results, _ = run_suite(pairs, options)
-    finally:
-        if before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = before
+    results = run_fixture_pairs(FIXTURES, CH15, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")))
     return {r["name"]: {v["name"]: v for v in [r["baseline"], *r["variants"]]} for r in results}
 
 

@@ -15,13 +15,11 @@ from types import ModuleType
 import pytest
 import torch
 from conftest import variant_modules
-from refill_check import check_refilled_pair
+from refill_check import check_refilled_pair, check_two_seeds
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
-from aisp.harness.execute import guarded_run as guarded
 from aisp.harness.loader import import_module_at
-from aisp.harness.verify import VerificationError, compare
 from aisp.kits.llm import LLMConfig
 
 CH16 = Path(__file__).resolve().parents[1] / "ch16"
@@ -62,16 +60,7 @@ def test_every_pair_is_checked_on_a_cpu() -> None:
 
 @pytest.mark.parametrize(("baseline", "optimized"), cpu_pairs())
 def test_pair_matches_on_two_seeds_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
-    workload = build(baseline, 0).workload
-    refs = {}
-    for seed in (0, 1):
-        base, opt = build(baseline, seed), build(optimized, seed)
-        base.setup()
-        opt.setup()
-        refs[seed] = guarded(base)
-        compare(refs[seed], guarded(opt), workload)
-    with pytest.raises(VerificationError):
-        compare(refs[0], refs[1], workload)
+    check_two_seeds(build, baseline, optimized)
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), cpu_pairs())

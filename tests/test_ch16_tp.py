@@ -7,18 +7,15 @@ without two GPUs."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, run_fixture_pairs
 
 from aisp.harness.benchmark import unmet_requirements
-from aisp.harness.discovery import resolve_targets
 from aisp.harness.loader import import_module_at
 from aisp.harness.options import RunOptions
-from aisp.harness.runner import run_suite
 from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, decode, greedy_top, prefill
 
 CH16 = REPO / "ch16"
@@ -66,17 +63,7 @@ def test_two_shards_need_two_ranks() -> None:
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """The pair and its wrong variant, two gloo ranks; ch16/ on the workers' PYTHONPATH."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CH16), before]))
-    try:
-        pairs = resolve_targets([], FIXTURES, (FIXTURES,))
-        options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
-        results, _ = run_suite(pairs, options)
-    finally:
-        if before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = before
+    results = run_fixture_pairs(FIXTURES, CH16, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")))
     return {v["name"]: v for r in results for v in [r["baseline"], *r["variants"]]}
 
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from refill_check import check_refilled_pair
+from refill_check import check_refilled_pair, check_two_seeds
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -55,16 +55,7 @@ def test_discovery_finds_the_chapter_pairs() -> None:
 
 @pytest.mark.parametrize("pair", CPU_PAIRS)
 def test_cpu_pair_matches_and_rejects_another_seeds_answer(pair: str) -> None:
-    refs = {}
-    workload = build(f"baseline_{pair}", 0).workload
-    for seed in (0, 1):
-        base, opt = build(f"baseline_{pair}", seed), build(f"optimized_{pair}", seed)
-        base.setup()
-        opt.setup()
-        refs[seed] = guarded(base)
-        compare(refs[seed], guarded(opt), workload)
-    with pytest.raises(VerificationError):
-        compare(refs[0], refs[1], workload)
+    check_two_seeds(build, f"baseline_{pair}", f"optimized_{pair}")
 
 
 @pytest.mark.parametrize("pair", CPU_PAIRS)

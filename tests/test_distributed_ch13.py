@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +14,10 @@ from types import ModuleType
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, run_fixture_pairs
 
 from aisp.harness.benchmark import unmet_requirements
-from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
-from aisp.harness.runner import run_suite
 
 CH13 = REPO / "ch13"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed_ch13"
@@ -30,17 +27,7 @@ PAIRS = ("context_parallel_multigpu", "expert_parallel_multigpu")
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """Both pairs at CPU sizes, three ranks each; ch13/ on the workers' PYTHONPATH."""
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CH13), before]))
-    try:
-        pairs = resolve_targets([], FIXTURES, (FIXTURES,))
-        options = RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
-        results, _ = run_suite(pairs, options)
-    finally:
-        if before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = before
+    results = run_fixture_pairs(FIXTURES, CH13, RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")))
     return {r["name"]: {v["name"]: v for v in r["variants"]} for r in results}
 
 
