@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch06_common import HERE, INT, PTR, bind
+from ch06_common import HERE, INT, PTR
 
 import aisp
 from aisp.kits import native
@@ -55,7 +55,7 @@ class ColumnReadScores(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = bind(LIBRARY.load(self.device), {"scores_run": [INT, PTR, PTR, PTR, INT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"scores_run": [INT, PTR, PTR, PTR, INT, PTR]})
         shape = (w.tiles, w.tile, w.tile)
         self.q = torch.randn(shape, device=self.device, generator=gen)
         self.k = torch.randn(shape, device=self.device, generator=gen)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch06_common import FLOAT, HERE, INT, LONG, PTR, bind
+from ch06_common import FLOAT, HERE, INT, LONG, PTR
 
 import aisp
 from aisp.kits import native
@@ -74,7 +74,7 @@ class DependentChain(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = bind(LIBRARY.load(self.device), {"ilp_run": [INT, PTR, PTR, PTR, INT, LONG, FLOAT, PTR]})
+        self.lib = LIBRARY.load(self.device, {"ilp_run": [INT, PTR, PTR, PTR, INT, LONG, FLOAT, PTR]})
         self.x = draw_points(w, gen, self.device)
         self.coef = torch.randn(w.pattern, device=self.device, generator=gen)
         self.out = torch.empty_like(self.x)

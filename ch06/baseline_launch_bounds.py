@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch06_common import HERE, INT, LONG, PTR, bind
+from ch06_common import HERE, INT, LONG, PTR
 
 import aisp
 from aisp.kits import native
@@ -62,7 +62,7 @@ class FreeRegistersPolynomial(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = bind(LIBRARY.load(self.device), {"horner_run": [INT, INT, PTR, PTR, PTR, LONG, PTR]})
+        self.lib = LIBRARY.load(self.device, {"horner_run": [INT, INT, PTR, PTR, PTR, LONG, PTR]})
         if self.lib.horner_terms() != w.terms:
             raise RuntimeError("launch_bounds.cu's kCoefficients differs from the workload's terms")
         self.grid = self.lib.horner_grid(self.bounded)

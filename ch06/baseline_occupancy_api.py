@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch06_common import HERE, INT, LONG, PTR, bind
+from ch06_common import HERE, INT, LONG, PTR
 
 import aisp
 from aisp.kits import native
@@ -55,7 +55,7 @@ class HandPickedDequantize(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.lib = bind(LIBRARY.load(self.device), {
+        self.lib = LIBRARY.load(self.device, {
             "dequantize_fixed": [PTR, PTR, PTR, LONG, PTR],
             "dequantize_launch": [PTR, PTR, PTR, LONG, INT, INT, PTR]})
         if self.lib.codebook_size() != w.codebook:

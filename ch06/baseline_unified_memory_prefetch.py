@@ -23,7 +23,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch06_common import FLOAT, HERE, INT, LONG, PTR, bind
+from ch06_common import FLOAT, HERE, INT, LONG, PTR
 
 import aisp
 from aisp.kits import native
@@ -57,7 +57,7 @@ class FaultedManaged(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.lib = bind(LIBRARY.load(self.device), {"um_run": [INT, PTR, PTR, FLOAT, FLOAT, LONG, PTR],
+        self.lib = LIBRARY.load(self.device, {"um_run": [INT, PTR, PTR, FLOAT, FLOAT, LONG, PTR],
                                                     "um_free": [PTR]})
         if not self.lib.um_supported():
             raise aisp.Unavailable("GPU page faulting is not available here (cudaDevAttrConcurrentManagedAccess "

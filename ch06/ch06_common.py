@@ -32,13 +32,6 @@ VECTOR = vector_workload()
 VECTOR_LIBRARY = native.Library((HERE / "vector_add.cu",))
 
 
-def bind(lib: ctypes.CDLL, signatures: dict[str, list[type]]) -> ctypes.CDLL:
-    """Set each named function's ctypes argument types (all return an int status)."""
-    for name, args in signatures.items():
-        fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, ctypes.c_int
-    return lib
-
 
 class VectorAdd(aisp.Benchmark):
     """c = a + b on the GPU through one of vector_add.cu's launches (``launch``)."""
@@ -49,7 +42,7 @@ class VectorAdd(aisp.Benchmark):
 
     def setup(self) -> None:
         gen, n = self.generator(), self.workload.n
-        self.lib = bind(VECTOR_LIBRARY.load(self.device), {
+        self.lib = VECTOR_LIBRARY.load(self.device, {
             "add_one_block_run": [PTR, PTR, PTR, LONG, PTR],
             "add_grid_stride_run": [PTR, PTR, PTR, LONG, INT, PTR],
             "add_per_element_run": [PTR, PTR, PTR, LONG, INT, PTR]})
