@@ -70,21 +70,22 @@ def all_reduce_mean_(t: torch.Tensor, async_op: bool = False) -> dist.Work | Non
     return dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=async_op)
 
 
-def gather_into(full: torch.Tensor, part: torch.Tensor, async_op: bool = False) -> dist.Work | None:
+def gather_into(full: torch.Tensor, part: torch.Tensor, async_op: bool = False,
+                group: dist.ProcessGroup | None = None) -> dist.Work | None:
     """Every rank's ``part``, in rank order, into ``full`` (a copy in a world of one)."""
     if world_and_rank()[0] == 1:
         full.copy_(part)
         return None
-    return dist.all_gather_into_tensor(full, part, async_op=async_op)
+    return dist.all_gather_into_tensor(full, part, async_op=async_op, group=group)
 
 
 def scatter_reduced(out: torch.Tensor, full: torch.Tensor, op: dist.ReduceOp = dist.ReduceOp.SUM,
-                    async_op: bool = False) -> dist.Work | None:
+                    async_op: bool = False, group: dist.ProcessGroup | None = None) -> dist.Work | None:
     """This rank's 1/world slice of ``full`` reduced over ranks (a copy in a world of one)."""
     if world_and_rank()[0] == 1:
         out.copy_(full)
         return None
-    return dist.reduce_scatter_tensor(out, full, op=op, async_op=async_op)
+    return dist.reduce_scatter_tensor(out, full, op=op, async_op=async_op, group=group)
 
 
 def wait(work: dist.Work | None) -> None:

@@ -19,10 +19,15 @@ from baseline_tensor_parallel_multigpu import BlockingTensorParallel
 from ch04_common import gather_into, scatter_reduced, wait
 
 import aisp
+from aisp.kits.multirank import lean_group
 
 
 class OverlappedTensorParallel(BlockingTensorParallel):
+    comm_ctas: int | None = None
+    """At most this many SMs for the collectives (a communicator of its own); None: NCCL's choice."""
+
     def prepare(self) -> None:
+        self.group = lean_group(self.comm_ctas)
         w = self.workload
         rows = self.world * w.tokens_per_rank // w.chunks
         self.gathered = [self.x.new_empty(rows, w.hidden) for _ in range(w.chunks)]
@@ -30,13 +35,13 @@ class OverlappedTensorParallel(BlockingTensorParallel):
     def run(self) -> torch.Tensor:
         out = torch.empty_like(self.x)
         parts, outs = self.x.chunk(self.workload.chunks), out.chunk(self.workload.chunks)
-        arriving = gather_into(self.gathered[0], parts[0], async_op=True)
+        arriving = gather_into(self.gathered[0], parts[0], async_op=True, group=self.group)
         leaving = []
         for c, gathered in enumerate(self.gathered):
             wait(arriving)
             if c + 1 < len(parts):
-                arriving = gather_into(self.gathered[c + 1], parts[c + 1], async_op=True)
-            leaving.append(scatter_reduced(outs[c], self.mlp(gathered), async_op=True))
+                arriving = gather_into(self.gathered[c + 1], parts[c + 1], async_op=True, group=self.group)
+            leaving.append(scatter_reduced(outs[c], self.mlp(gathered), async_op=True, group=self.group))
         for work in leaving:
             wait(work)
         return out

@@ -235,3 +235,19 @@ def check_all(out: Path) -> None:
 
 if __name__ == "__main__":
     check_all(Path(sys.argv[1]))
+
+
+@pytest.mark.multigpu
+def test_dataparallel_threads_keep_bf16_only_inside_forward() -> None:
+    """nn.DataParallel's replica threads take autocast's on/off but not its dtype: fp16 comes out
+    unless autocast is entered inside forward (BF16Forward), as the baseline does."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    BF16Forward = load("ch04_dataparallel").BF16Forward  # noqa: N806
+    layer = torch.nn.Linear(64, 64).cuda()
+    x = torch.randn(8, 64, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        plain = torch.nn.DataParallel(layer, device_ids=[0, 1])(x)
+        wrapped = torch.nn.DataParallel(BF16Forward(layer), device_ids=[0, 1])(x)
+    assert plain.dtype == torch.float16
+    assert wrapped.dtype == torch.bfloat16

@@ -44,3 +44,20 @@ def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -
     worst = torch.tensor(samples, dtype=torch.float64, device=device)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     return worst.tolist()
+
+
+_LEAN: dict[int, Any] = {}
+
+
+def lean_group(ctas: int | None) -> dist.ProcessGroup | None:
+    """A second NCCL communicator over every rank whose kernels use at most ``ctas`` thread blocks
+    (SMs), so collectives overlapped with GEMMs take fewer SMs from them; None (use the default
+    group) for ``ctas`` None, a world of one, or a backend other than NCCL. Every rank must call it
+    with the same ``ctas``; built once per process and count."""
+    if ctas is None or world_and_rank()[0] == 1 or dist.get_backend() != "nccl":
+        return None
+    if ctas not in _LEAN:
+        options = dist.ProcessGroupNCCL.Options()
+        options.config.max_ctas = ctas
+        _LEAN[ctas] = dist.new_group(backend="nccl", pg_options=options)
+    return _LEAN[ctas]
