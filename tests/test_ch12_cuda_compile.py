@@ -1,6 +1,7 @@
 """ch12's CUDA C++ libraries, as its pairs declare them, build through aisp.kits.native for sm_90
 (no GPU needed; skipped without nvcc) and export their entry points; the SASS holds what each pair
-is about: the device-side launch (CDP2) for dynamic parallelism, the atomic queue for work_queue.
+is about: the device-side launch (CDP2) for dynamic parallelism, the device-side cudaGraphLaunch for
+device_graph_launch, the atomic queue for work_queue.
 (Every .cu's plain sm_90 compile check is also in test_kits_native.)"""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,8 @@ from aisp.kits import native
 
 CH12 = Path(__file__).resolve().parents[1] / "ch12"
 BASELINES = ("baseline_graph_replay", "baseline_graph_update", "baseline_conditional_while",
-             "baseline_conditional_if", "baseline_dynamic_parallelism", "baseline_work_queue")
+             "baseline_conditional_if", "baseline_dynamic_parallelism", "baseline_work_queue",
+             "baseline_device_graph_launch")
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_cuobjdump = pytest.mark.skipif(native.cuobjdump() is None, reason="cuobjdump is not available")
 
@@ -31,8 +34,9 @@ def test_every_cuda_source_is_a_declared_library() -> None:
     assert {declared(m)[0].sources for m in BASELINES} == {(src,) for src in sorted(CH12.glob("*.cu"))}
 
 
-def test_dynamic_parallelism_builds_relocatable_device_code() -> None:
-    assert {"-rdc=true", "-lcudadevrt"} <= set(declared("baseline_dynamic_parallelism")[0].flags)
+@pytest.mark.parametrize("module", ["baseline_dynamic_parallelism", "baseline_device_graph_launch"])
+def test_device_launches_build_relocatable_device_code(module: str) -> None:
+    assert {"-rdc=true", "-lcudadevrt"} <= set(declared(module)[0].flags)
 
 
 @needs_nvcc
@@ -70,3 +74,18 @@ def test_queue_kernel_takes_rows_with_a_global_atomic() -> None:
     static = next(body for name, body in funcs.items() if "wq_static_kernel" in name)
     assert "ATOMG" in dynamic and "ATOMG" not in static
     assert "LDG.E.128" in dynamic and "LDG.E.128" in static
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_scheduler_gate_launches_graphs_from_the_device() -> None:
+    """gate<true> (the scheduler's node) calls the device runtime; gate<false> (the host loop's) calls
+    nothing; the device code links against device-side cudaGraphLaunch."""
+    lib = declared("baseline_device_graph_launch")[0]
+    funcs = kernels(lib.sass("90"))
+    device = next(body for name, body in funcs.items() if name.startswith("_Z4gateILb1E"))
+    host = next(body for name, body in funcs.items() if name.startswith("_Z4gateILb0E"))
+    assert "CALL" in device and "CALL" not in host
+    elf = subprocess.run([native.cuobjdump(), "-elf", str(lib.build("90"))], capture_output=True, text=True,
+                         check=True).stdout
+    assert "cudaGraphLaunch" in elf and "cudaGetCurrentGraphExec" in elf

@@ -4,6 +4,7 @@ control flow runs the same number of passes, branches and levels as the host-dri
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +15,7 @@ from test_ch12_pairs import variant_files
 
 import aisp
 from aisp.harness.loader import import_module_at
+from aisp.kits import native
 
 pytestmark = pytest.mark.gpu
 CH12 = Path(__file__).resolve().parents[1] / "ch12"
@@ -82,8 +84,40 @@ def test_refinement_never_overflows_its_lists_on_another_seed() -> None:
 @pytest.mark.parametrize(("module", "metric"), [("optimized_graph_replay", "us_per_kernel"),
                                                 ("optimized_graph_update", "us_per_kernel"),
                                                 ("optimized_conditional_while", "us_per_pass"),
-                                                ("optimized_conditional_if", "us_per_stage")])
+                                                ("optimized_conditional_if", "us_per_stage"),
+                                                ("optimized_device_graph_launch", "us_per_request"),
+                                                ("optimized_device_graph_launch_fire_and_forget",
+                                                 "us_per_request")])
 def test_per_node_figures_are_positive_and_below_a_millisecond(module: str, metric: str) -> None:
     bench = built(module)
     assert 0 < bench.metrics()[metric] < 1000
     bench.teardown()
+
+
+def test_device_graph_launches_take_the_host_loops_paths() -> None:
+    """Both launch modes run every request (no device launch failed) on the paths the host loop took,
+    and repeated calls reset the loop (same bits)."""
+    base = built("baseline_device_graph_launch", seed=2)
+    base_out, base_routes = (t.clone() for t in base.run())
+    for module in ("optimized_device_graph_launch", "optimized_device_graph_launch_fire_and_forget"):
+        opt = built(module, seed=2)
+        for _ in range(3):
+            out, routes = opt.run()
+        torch.cuda.synchronize()
+        assert opt.ctl.tolist()[0::3] == [opt.workload.requests, 0]
+        assert torch.equal(routes, base_routes) and 0 < int(routes.sum()) < opt.workload.requests
+        assert torch.equal(out, base_out)
+        assert opt.metrics()["reestimates"] == base.metrics()["reestimates"]
+        opt.teardown()
+    base.teardown()
+
+
+def test_scheduler_refuses_without_relocatable_device_code(tmp_path, monkeypatch) -> None:
+    """Built without -rdc=true (as the plain compile check builds it), dgl_scheduler returns
+    cudaErrorNotSupported instead of a scheduler that would run one request."""
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    mod = load("baseline_device_graph_launch")
+    plain = native.Library(mod.LIBRARY.sources).load(torch.device("cuda"), mod.SIGNATURES)
+    exec_ = mod.PTR()
+    status = plain.dgl_scheduler(mod.Requests(), (mod.PTR * 2)(), mod.TAIL, ctypes.byref(exec_), None)
+    assert status == 801  # cudaErrorNotSupported

@@ -19,7 +19,8 @@ from aisp.harness.discovery import pairs_in
 from aisp.harness.loader import import_module_at
 
 CH12 = Path(__file__).resolve().parents[1] / "ch12"
-PAIRS = ("conditional_if", "conditional_while", "dynamic_parallelism", "graph_replay", "graph_update", "work_queue")
+PAIRS = ("conditional_if", "conditional_while", "device_graph_launch", "dynamic_parallelism", "graph_replay",
+         "graph_update", "work_queue")
 
 
 def load(module: str) -> ModuleType:
@@ -31,7 +32,7 @@ def variant_files() -> list[tuple[str, str]]:
     return variant_modules(CH12)
 
 
-def test_the_harness_discovers_the_six_pairs() -> None:
+def test_the_harness_discovers_the_seven_pairs() -> None:
     assert sorted(p.name for p in pairs_in(CH12)) == sorted(PAIRS)
 
 
@@ -165,3 +166,54 @@ def test_row_sums_reference_sums_each_row() -> None:
     offsets = torch.tensor([0, 4, 4, 10])
     got = load("baseline_work_queue").row_sums_reference(x, offsets)
     assert got.tolist() == [6.0, 0.0, 39.0] and not math.isnan(got.sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_device_graph_launch_takes_both_paths_far_from_the_threshold(seed: int) -> None:
+    """fp32 on the GPU and float64 here choose alike only with a margin; both paths must be exercised."""
+    mod = load("baseline_device_graph_launch")
+    w = mod.WORKLOAD
+    z = w.measurements(torch.Generator().manual_seed(seed))
+    assert z.shape == (w.requests, w.n) and w.items == w.requests
+    _, routes, innovations = mod.gate_reference(z, w)
+    update = [v for v, r in zip(innovations, routes, strict=True) if not r]
+    reestimate = [v for v, r in zip(innovations, routes, strict=True) if r]
+    assert len(update) >= 32 and len(reestimate) >= 8
+    assert max(update) < 0.5 * w.thr2 and min(reestimate) > 1.5 * w.thr2
+
+
+def test_device_graph_launch_paths_are_the_smoothing_and_blend() -> None:
+    mod = load("baseline_device_graph_launch")
+    y = torch.randn(64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    padded = torch.nn.functional.pad(y[None, None], (1, 1), mode="replicate")
+    kernel = torch.tensor([[[0.25, 0.5, 0.25]]], dtype=torch.float64)
+    torch.testing.assert_close(mod.smooth(y), torch.nn.functional.conv1d(padded, kernel)[0, 0])
+    w = mod.GateWorkload(n=64, requests=2, thr2=1e9)  # never re-estimates: two blended, smoothed updates
+    z = torch.randn(2, 64, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    out, routes, _ = mod.gate_reference(z, w)
+    first = mod.smooth(w.k * z[0])
+    assert routes == [0, 0]
+    torch.testing.assert_close(out[1], mod.smooth(first + w.k * (z[1] - first)))
+
+
+def test_requests_struct_matches_the_cuda_layout() -> None:
+    req = load("baseline_device_graph_launch").Requests
+    assert (req.ctl.offset, req.n.offset, req.k.offset, ctypes.sizeof(req)) == (40, 48, 56, 64)
+
+
+def test_device_graph_launch_check_fires_on_each_fault() -> None:
+    mod = load("baseline_device_graph_launch")
+    w = mod.GateWorkload(n=64, requests=8)
+    z = w.measurements(torch.Generator().manual_seed(0))
+    ref, routes, _ = mod.gate_reference(z, w)
+    out, routes = ref.float(), torch.tensor(routes, dtype=torch.int32)
+    ok = torch.tensor([w.requests, w.requests - 1, int(routes[-1]), 0])
+    mod.check_loop(out, routes, ok, z, w)
+    with pytest.raises(RuntimeError, match="failed with status 201"):
+        mod.check_loop(out, routes, torch.tensor([3, 2, 0, 201]), z, w)
+    with pytest.raises(RuntimeError, match="ran 1 of 8 requests"):
+        mod.check_loop(out, routes, torch.tensor([1, 0, 0, 0]), z, w)
+    with pytest.raises(AssertionError, match="differ from the reference"):
+        mod.check_loop(out, 1 - routes, ok, z, w)
+    with pytest.raises(AssertionError):
+        mod.check_loop(out + 1e-2, routes, ok, z, w)
