@@ -24,9 +24,9 @@ from aisp.harness.discovery import pairs_in
 from aisp.harness.loader import import_module_at
 
 CH04 = REPO / "ch04"
-PAIRS = ("cpu_reduction", "dataparallel_multigpu", "ddp_overlap_multigpu", "gradient_bucketing_multigpu",
-         "gradient_compression_multigpu", "pipeline_parallel_multigpu", "small_allreduce_multigpu",
-         "tensor_parallel_multigpu", "zero_sharding_multigpu")
+PAIRS = ("cpu_reduction", "dataparallel_multigpu", "ddp_overlap_multigpu", "device_initiated_put_multigpu",
+         "gradient_bucketing_multigpu", "gradient_compression_multigpu", "pipeline_parallel_multigpu",
+         "small_allreduce_multigpu", "tensor_parallel_multigpu", "zero_sharding_multigpu")
 SMALL = {  # the multi-rank pairs at CPU sizes
     "dataparallel_multigpu": {"batch": 16, "width": 32, "layers": 2},
     "ddp_overlap_multigpu": {"batch": 16, "width": 32, "layers": 2},
@@ -231,6 +231,8 @@ def check_all(out: Path) -> None:
     small = replace(load("baseline_ddp_overlap_multigpu").WORKLOAD, requires=GLOO, **SMALL["ddp_overlap_multigpu"])
     report["no_sync"] = check_pair(dp.AllReduceAfterBackward(), NoSync(), small)
     (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()  # gloo's threads stopped before exit (else, at times, an abort there)
 
 
 if __name__ == "__main__":

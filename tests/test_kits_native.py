@@ -183,7 +183,13 @@ def test_hopper_only_code_compiles_for_sm90a_only(tmp_path: Path) -> None:
 
 
 def cublas_flags(src: Path) -> tuple[str, ...]:
-    """cuBLAS's -I/-l flags for a source that includes it (ch01's finder); a skip when it is absent."""
+    """cuBLAS's -I/-l flags for a source that includes it (ch01's finder), NVSHMEM's for one that
+    includes nvshmem.h (ch04's); a skip when the library is absent."""
+    if "<nvshmem.h>" in src.read_text():
+        finder = import_module_at(REPO / "ch04" / "ch04_nvshmem.py")
+        if (home := finder.nvshmem_home()) is None:
+            pytest.skip(finder.MISSING)
+        return finder.nvcc_flags(home)
     if "cublas" not in src.read_text():
         return ()
     flags = import_module_at(REPO / "ch01" / "find_cublas.py").cublas_flags()
