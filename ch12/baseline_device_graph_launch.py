@@ -101,7 +101,7 @@ class HostDispatch(aisp.Benchmark):
 
     workload = WORKLOAD
     inputs = ("z",)
-    scratch = ("x", "tmp", "out", "routes", "ctl")
+    scratch = ("x", "tmp", "out", "routes", "ctl", "pinned_choice")
     device_launch = False  # whether the path graphs are instantiated for launch from the GPU
 
     def setup(self) -> None:

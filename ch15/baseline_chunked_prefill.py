@@ -1,21 +1,20 @@
 """Baseline chunked prefill: a long prompt's prefill runs alone and stalls every running decode.
 
 Baseline: 16 requests (1,024-token prompts) are decoding, 48 tokens each; before their 8th decode
-step an 8,192-token prompt arrives and is prefilled in one forward, then decoding resumes. For the
-length of that prefill (~2.6 TFLOP: ~4-5 ms on an H200) no running request gets a token: its
-time between tokens jumps from one decode step to one decode step plus the whole prefill.
-Optimized (optimized_chunked_prefill.py): the prompt is prefilled in 512-token chunks, one chunk
+step a 32,768-token prompt arrives and is prefilled in one forward, then decoding resumes. For the
+length of that prefill (~22 TFLOP, attention's share included) no running request gets a token:
+its time between tokens jumps from one decode step to one decode step plus the whole prefill.
+Optimized (optimized_chunked_prefill.py): the prompt is prefilled in 2,048-token chunks, one chunk
 in each of the next 16 decode steps (Sarathi-Serve, vLLM's chunked prefill): the chunk's tokens
 and the 16 decode tokens share one forward's matmuls, so the weights are read once for both, and
 no gap between decode steps is longer than one step carrying one chunk.
 Headline: the p99 gap between decode steps (``metric:decode_gap_p99_ms``, from CUDA events between
 steps), since chunking trades some total time for it; time is reported beside it.
-Expect (measured, H200, 2026-11-23): p99 gap between decode steps 11.37 -> 8.08 ms (1.41x, below the
-1.5-2x estimated; max 14.81 -> 8.11 ms, p50 4.55 -> 4.60 ms), while total time rose 250.6 -> 293.5
-ms (0.85x). The whole prefill takes ~10 ms (~2.6 TFLOP at ~260 TFLOP/s; estimated 4-5 ms), yet each
-512-token chunk adds ~4 ms to its decode step, far more than its ~0.6 ms share: the kit's mixed step
-runs the chunk's attention over the cache with an explicit boolean mask (a non-flash SDPA path),
-probably the cause (the chunk now takes a flash path; not yet measured).
+Expect (estimate, not yet measured at these sizes): p99 gap 2-3x lower. History (measured, H200):
+with an 8,192-token prompt in 512-token chunks the p99 gap went 11.37 -> 8.08 ms (1.41x) on
+2026-11-23, then 7.74 -> 7.82 ms (0.99x) on 2026-11-26 once the kit's prefill took the flash path
+and shed host work: the whole 8K prefill added only ~3 ms to one step, less than the fixed cost a
+chunk adds to each of 16 steps. Chunking pays where the prefill is long against a decode step.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits at the
 bf16 defaults (chunks attend to earlier chunks through the cache instead of causal flash).
 Run: python ch15/baseline_chunked_prefill.py  |  aisp bench run -t ch15:chunked_prefill
@@ -42,11 +41,11 @@ class ChunkedWorkload(aisp.Workload):
     """Prompt tokens of each running request."""
     steps: int = 48
     """Tokens each running request generates (the first from its prefill)."""
-    long: int = 8192
+    long: int = 32768
     """Prompt tokens of the arriving request (a multiple of ``chunk``)."""
     arrive: int = 8
     """Decode step before which the long prompt arrives."""
-    chunk: int = 512
+    chunk: int = 2048
     """Prefill chunk (tokens per mixed step)."""
 
 

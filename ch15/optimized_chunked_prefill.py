@@ -1,18 +1,17 @@
-"""Optimized chunked prefill: the long prompt in 512-token chunks, each riding along a decode step.
+"""Optimized chunked prefill: the long prompt in 2,048-token chunks, each riding along a decode step.
 
-Baseline (baseline_chunked_prefill.py): the 8,192-token prefill runs alone; the 16 decoding
+Baseline (baseline_chunked_prefill.py): the 32,768-token prefill runs alone; the 16 decoding
 requests wait for all of it.
 Optimized: from the arrival on, each decode step is one mixed forward (the kit's ``Segment``s):
-the 16 decode tokens and the next 512 prompt tokens go through the same matmuls (weights read
+the 16 decode tokens and the next 2,048 prompt tokens go through the same matmuls (weights read
 once for both); attention runs per segment: the decode rows over their caches, the chunk over the
 long request's cache row (earlier chunks) and causally over itself: the chunk is the row's tail
 (``bind(..., tail=True)``), so that is flash attention with a lower-right causal mask, no explicit
 mask. After 16 steps the last chunk's final position gives the long request's first token.
-Expect (measured, H200, 2026-11-23): decode-gap p99 11.37 -> 8.08 ms (1.41x, the headline), max
-14.81 -> 8.11 ms; total time 250.6 -> 293.5 ms (17% slower): each chunk adds ~4 ms to its step
-instead of its ~0.6 ms share of the prefill, probably the chunk's masked (non-flash) SDPA over the
-cache. Since then the chunk runs flash attention (tail) and the kit's steps issue ~30% fewer host
-ops: the total should come near the baseline's (estimate, not yet measured).
+Expect (estimate, not yet measured at these sizes): p99 gap 2-3x lower, total time within ~15%.
+Measured at 8,192 tokens in 512-token chunks (H200): 1.41x on 2026-11-23, 0.99x on 2026-11-26 after
+the kit's prefill sped up (see the baseline): a chunk's fixed cost per step (~3 ms) outgrew the
+whole short prefill.
 Run: python ch15/optimized_chunked_prefill.py  |  aisp bench run -t ch15:chunked_prefill
 """
 
