@@ -80,7 +80,7 @@ class ReplicaDecode(aisp.Benchmark):
         w, dtype = self.workload, dtype_on(self.device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())  # this rank's GPU
-        full = build_decoder(w.model, self.seed, self.device, dtype)
+        full = build_decoder(w.model, self.seed, self.device, dtype, draw_on_device=True)
         prompts = torch.randint(w.model.vocab, (w.batch, w.prompt), generator=self.generator(), device=self.device)
         cache = DenseKVCache(w.model, w.batch, w.prompt + w.steps, self.device, dtype)
         with torch.no_grad():

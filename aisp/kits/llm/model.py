@@ -172,16 +172,21 @@ class Decoder(nn.Module):
         return self.head(self.hidden(tokens, positions, cache))
 
 
-def build_decoder(cfg: LLMConfig, seed: int, device: torch.device, dtype: torch.dtype | None = None) -> Decoder:
+def build_decoder(cfg: LLMConfig, seed: int, device: torch.device, dtype: torch.dtype | None = None,
+                  draw_on_device: bool = False) -> Decoder:
     """The decoder with weights drawn from ``seed``: N(0, 1) embedding, head rows = the embedding
     permuted, N(0, 0.02) input projections, output projections N(0, 4 / sqrt(fan_in * layers)) (the blocks'
     residual contribution is ~1.5x the embedding's at the default size). ``dtype``: bf16 on
-    CUDA, fp32 on a CPU when None."""
-    gen = torch.Generator().manual_seed(seed)
-    model = Decoder(cfg)
+    CUDA, fp32 on a CPU when None. The weights are drawn on the CPU (the same on every device)
+    unless ``draw_on_device``: then on ``device`` with its generator, for billion-parameter
+    decoders, which a CPU thread takes tens of seconds to draw."""
+    where = device if draw_on_device else torch.device("cpu")
+    gen = torch.Generator(device=where).manual_seed(seed)
+    with where:
+        model = Decoder(cfg)
     with torch.no_grad():
         model.embed.weight.normal_(0.0, 1.0, generator=gen)
-        perm = torch.randperm(cfg.vocab, generator=gen)
+        perm = torch.randperm(cfg.vocab, generator=gen, device=where)
         model.head.weight.copy_(model.embed.weight[perm.argsort()] / cfg.dim ** 0.5)
         for block in model.blocks:
             block.attn.qkv.weight.normal_(0.0, 0.02, generator=gen)
