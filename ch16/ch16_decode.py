@@ -68,7 +68,8 @@ class StepGraph:
             torch.cuda.current_stream().wait_stream(side)
             prime()
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
+            # thread_local: a process group's watchdog thread may query its events meanwhile
+            with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
                 fn()
 
     def __call__(self) -> None:
