@@ -33,7 +33,7 @@ Run: aisp bench run -t ch16:tp_decode_multigpu  (two GPUs; the harness starts tw
 from __future__ import annotations
 
 import torch
-from ch16_decode import DecodeWorkload, GraphedDecode, dtype_on, weight_bytes
+from ch16_decode import DecodeWorkload, dtype_on, weight_bytes
 from ch16_tp import Shard, ShardedDecoder, shard_cache
 
 import aisp
@@ -69,8 +69,6 @@ class ReplicaDecode(aisp.Benchmark):
     inputs = ("first",)
     state = ("cache_k", "cache_v")
     shards = 1
-    graphed = True
-    """Each decode step replays a CUDA graph (False: eager steps, as first measured)."""
 
     def shard(self) -> Shard:
         world, rank = world_and_rank()
@@ -90,12 +88,8 @@ class ReplicaDecode(aisp.Benchmark):
         shard = self.shard()
         self.model, self.cache = ShardedDecoder(full, shard), shard_cache(cache, w.model, shard)
         self.cache_k, self.cache_v = self.cache.k, self.cache.v
-        # one step captured in a CUDA graph (all-reduces included), attending to all cache slots
-        self.step = GraphedDecode(self.model, self.cache, w.batch, w.prompt + w.steps) if self.graphed else None
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.step is not None:
-            return self.replay()
         w, tok = self.workload, self.first
         tokens, tops = [], []
         positions = torch.full((w.batch,), w.prompt, device=self.device)
@@ -105,18 +99,6 @@ class ReplicaDecode(aisp.Benchmark):
             tokens.append(tok)
             tops.append(top)
             positions = positions + 1
-        return torch.stack(tokens, 1), torch.stack(tops, 1)
-
-    def replay(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The same steps as graph replays: the token and position feed back inside the graph."""
-        w, step = self.workload, self.step
-        step.tok.copy_(self.first)
-        step.pos.fill_(w.prompt)
-        tokens, tops = [], []
-        for _ in range(w.steps - 1):
-            step()
-            tokens.append(step.next_tok.clone())
-            tops.append(step.top.clone())
         return torch.stack(tokens, 1), torch.stack(tops, 1)
 
 
