@@ -9,7 +9,11 @@ process, so rank 1 only waits for the loss (on the host, so no kernel of its own
 rank 0 uses it). Rank 0 returns (loss, gradients), rank 1 (loss,); the time is the slowest rank's.
 Optimized (optimized_dataparallel_multigpu.py): DDP, one process per GPU, each on its 4,096 samples;
 no per-step replication, scatter or gather, gradients all-reduced in buckets during backward.
-Expect (estimate, not yet measured; needs 2 GPUs, which no session has had): 1.5-3x on 2 x H200.
+Expect (measured, 2 x H200, 2026-11-26): 10.24 -> 5.739 ms, 1.78x [1.50, 2.11] (estimated 1.5-3x). The
+first run failed verification: DataParallel's replica threads inherit autocast's on/off but not its
+dtype (thread-local, fp16 by default), so the replicas ran in fp16 and 85% of the gradient elements
+were off by more than 5% (fp16's range flushes the MLP's ~1e-5 gradients). Autocast now opens
+inside the module's forward (ch04_dataparallel.BF16Forward), and a multigpu test shows the dtype.
 Run: aisp bench run -t ch04:dataparallel_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

@@ -7,9 +7,12 @@ way to sync after backward (see gradient_bucketing_multigpu for one call per par
 idles during backward and the GPU's SMs idle during the all-reduce.
 Optimized (optimized_ddp_overlap_multigpu.py): DDP's ~25 MB buckets, all-reduced as backward
 produces them, so communication overlaps the earlier layers' gradient GEMMs.
-Expect (estimate, not yet measured; needs 2 GPUs): 1.1-1.3x on 2 x H200; the ceiling is
-max(backward, all-reduce) + forward instead of their sum (the all-reduce ~0.4 ms at ~360 GB/s bus
-bandwidth against ~1.4 ms of GEMMs).
+Expect (measured, 2 x H200, 2026-11-26): SLOWER (estimated 1.1-1.3x). Best variant, the lean one:
+3.846 -> 4.383 ms, 0.86x [0.78, 0.96] (plain DDP 4.646 ms, 0.84x, in the same run; first run 3.20 ->
+3.753 ms, 0.84x [0.81, 0.88]). The 134 MB all-reduce takes ~0.45 ms at ~300 GB/s against ~3 ms of
+step, so overlap can hide at most ~0.45 ms, and DDP's per-step costs plus NCCL's kernels beside
+backward's GEMMs cost more. A documented negative result; next: a smaller per-rank batch
+(communication a larger share) and a profile of the DDP step.
 Run: aisp bench run -t ch04:ddp_overlap_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

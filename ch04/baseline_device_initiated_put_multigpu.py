@@ -16,8 +16,9 @@ waits on the signal the previous rank sets, runs the same stage and puts the 32 
 rank's inbox with ``nvshmemx_putmem_signal_block`` (stores over NVLink, then the signal).
 Ceiling: the per-hop latency of NVLink (a put and a signal, ~2 us) plus the stage (~2 us): 127 hops
 x ~4 us = ~0.5 ms. The 4 MB moved are nothing to 450 GB/s: this is latency, not bandwidth.
-Expect (estimate, not yet measured; needs 2 GPUs and NVSHMEM): ~2-3 ms -> ~0.5-0.8 ms, 3-6x on
-2 x H200 (~15-25 us a hop -> ~4-6 us).
+Expect (measured, 2 x H200, 2026-11-26; NVSHMEM 3.x wheel): 5.48 -> 0.8544 ms, 6.35x [6.09, 6.61]
+(estimated ~2-3 -> ~0.5-0.8 ms, 3-6x): ~43 us -> ~6.7 us per message. The host-driven hop costs
+more than the ~15-25 us estimated, and its calls vary (CV 35%).
 Run: aisp bench run -t ch04:device_initiated_put_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

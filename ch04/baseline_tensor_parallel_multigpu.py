@@ -8,8 +8,12 @@ before it, so NVLink idles during the GEMMs (1.1 TFLOP per rank, ~1.4 ms) and th
 idle during the all-gather and reduce-scatter (64 MB buffers each).
 Optimized (optimized_tensor_parallel_multigpu.py): the same block in 4 token chunks, the all-gather
 of chunk c+1 and the reduce-scatter of chunk c-1 running on NCCL's stream during chunk c's GEMMs.
-Expect (estimate, not yet measured; needs 2 GPUs): 1.05-1.25x on 2 x H200; the ceiling is the
-GEMMs alone (flops below at the bf16 tensor-core rate) plus the first gather and last scatter.
+Expect (measured, 2 x H200, 2026-11-26): SLOWER (estimated 1.05-1.25x): 1.849 -> 1.932 ms, 0.93x
+[0.91, 0.96]; second run 2.124 -> 2.251 ms, 0.92x [0.88, 0.96] (lean variant 2.604 ms, slower
+still; in both runs all samples but one were taken while power-throttled, sw_power_cap). The GEMMs
+take ~1.57 of the 1.85 ms, the collectives ~0.2 ms, the most overlap could hide; 4x smaller GEMMs
+and NCCL's SMs cost more. A documented negative result; next: a fused all-gather-matmul on
+symmetric memory (torch.ops.symm_mem), or 2 chunks.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

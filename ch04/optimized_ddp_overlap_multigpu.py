@@ -6,7 +6,10 @@ Optimized: the same model wrapped in DistributedDataParallel (bucket_cap_mb=25).
 mark each gradient ready; when a bucket is full its all-reduce starts on NCCL's stream while
 backward goes on with the earlier layers, so only the last bucket's all-reduce is exposed.
 Same bytes on NVLink, same FLOPs; the gain is the overlap.
-Expect (estimate, not yet measured; needs 2 GPUs): 1.1-1.3x on 2 x H200.
+Expect (measured, 2 x H200, 2026-11-26): SLOWER: 3.20 -> 3.753 ms, 0.84x [0.81, 0.88]; in a second
+run 3.846 -> 4.646 ms, 0.84x [0.78, 0.92], behind the lean variant's 0.86x. The overlap can hide at
+most the ~0.45 ms all-reduce of a ~3 ms step; DDP's per-step costs and NCCL's kernels beside the
+GEMMs cost more (see the baseline for the next steps).
 Run: aisp bench run -t ch04:ddp_overlap_multigpu
 """
 

@@ -8,9 +8,9 @@ copy into it, then ``torch.ops.symm_mem.one_shot_all_reduce_out``: one kernel th
 peers at a barrier in the buffers' signal pads, loads every peer's buffer over NVLink (P2P, plain
 loads: no NVLink multicast, which stays off here, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``), sums
 and writes the output. No proxy thread, no protocol setup: one launch and one barrier.
-If the one-shot kernel refused to run with multicast off the pair would end as an error with that
-message (no measurement yet says either way).
-Expect (estimate, not yet measured; needs 2 GPUs): 1.3-2x on 2 x H200.
+The one-shot kernel runs with multicast off (2 x H200; were it to refuse, the pair would end as an
+error with that message).
+Expect (measured, 2 x H200, 2026-11-26): 0.7291 -> 0.3666 ms, 2.03x [1.89, 2.18] (estimated 1.3-2x).
 Run: aisp bench run -t ch04:small_allreduce_multigpu
 """
 

@@ -5,7 +5,9 @@ Optimized: the chunked overlap of optimized_tensor_parallel_multigpu.py, its col
 NCCL communicator created with ``max_ctas=4`` (``ProcessGroupNCCL.Options().config``). With NCCL's
 default channel count its kernels hold some 16-32 SMs while they overlap the GEMMs, which then run
 on fewer SMs; four SMs still move a chunk (16 MB each way) faster than its GEMMs take.
-Expect (estimate, not yet measured): above the uncapped variant's 0.93x on 2 x H200.
+Expect (measured, 2 x H200, 2026-11-26): SLOWER, and slower than the uncapped variant: 2.124 ->
+2.604 ms, 0.81x [0.76, 0.85] (uncapped 0.92x in the same run; estimated above 0.93x). Capping NCCL's
+SMs does not buy back the chunked GEMMs' loss.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 

@@ -14,8 +14,10 @@ Ceiling: the disk's sequential read (``disk_read``, disk_ceiling.py): ``pct_of_d
 metrics; the roofline shows the 256 MiB against pinned H2D.
 Expect: estimate, not measured: ~1x in cuFile compatibility mode (same POSIX reads, no
 bounce-then-copy tail: 1.0-1.3x), more with real GDS on NVMe; the baseline near the disk ceiling.
-Not run on the H200 (2026-11-23): no nvidia-fs there, so cuFile could not register the file, and
-kvikio was not installed (README, example 7).
+Not measured on the H200: on 2026-11-23 the cuFile variant ended with an error (no nvidia-fs, so
+cuFile could not register the file); on 2026-11-26 the pair was skipped with the reason ("cuFile
+cannot open data.bin: cuFileHandleRegister failed: ...", through aisp.Unavailable; no GDS-capable
+file system in the container), and kvikio was not installed (README, example 7).
 Run: python ch05/baseline_gds_read.py  |  aisp bench run -t ch05:gds_read  |  python ch05/gds_check.py
 """
 

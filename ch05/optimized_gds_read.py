@@ -11,7 +11,8 @@ through its own pinned buffers and copies: this variant then measures that mode,
 functions) or a cuFile that cannot register the file (no ``nvidia-fs``: the H200 machine here)
 skips this variant with the reason (``aisp.Unavailable``).
 Expect: estimate, not measured: 1.0-1.3x in compatibility mode, more with real GDS. On the H200
-(2026-11-23) cuFileHandleRegister failed (no nvidia-fs): this variant is skipped there.
+cuFileHandleRegister failed (2026-11-23: an error; 2026-11-26: skipped with the reason, "cuFile
+cannot open data.bin: ...", no GDS-capable file system in the container).
 Run: python ch05/optimized_gds_read.py  |  aisp bench run -t ch05:gds_read
 """
 

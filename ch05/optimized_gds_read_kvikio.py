@@ -7,8 +7,8 @@ here, ``KVIKIO_NTHREADS``). With GDS, cuFile DMAs into HBM; without it KvikIO's 
 mode does parallel POSIX reads into pinned bounce buffers and copies each piece as it lands, so
 reads and copies overlap; ``python ch05/gds_check.py`` says which mode KvikIO picks here.
 Needs the ``kvikio`` package (wheels ``kvikio-cu13`` + ``libkvikio-cu13``, ~4 MB): skipped without it.
-Expect: estimate, not measured (kvikio absent on the H200 machine): 1.1-1.5x in compatibility
-mode (parallel reads, overlapped copies), more with real GDS.
+Expect: estimate, not measured (kvikio absent on the H200 machine: skipped there on 2026-11-23
+and 2026-11-26): 1.1-1.5x in compatibility mode (parallel reads, overlapped copies), more with real GDS.
 Run: python ch05/optimized_gds_read_kvikio.py  |  aisp bench run -t ch05:gds_read
 """
 

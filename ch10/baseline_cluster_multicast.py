@@ -15,11 +15,11 @@ half of the shared A tile with ``.multicast::cluster`` into both blocks' shared 
 (``UTMALDG.2D.MULTICAST``): 48 KB instead of 64 KB per pair and K step, a quarter less L2 -> SM
 traffic, at the price of a cluster-wide handshake before a stage is refilled.
 Same tiles and MMA order: the outputs should agree bit for bit.
-Expect (estimate, not yet measured, for this kernel): the first one (thread 0 both producer and
-consumer, 4 stages, row-major tile order) measured 1.62 ms per call on an H200 (measured, H200,
-2026-11-23: 340 TFLOP/s, 43% of the 783 TFLOP/s bf16 peak); with a producer warp, 6 stages and
-grouped tile order, ~1.4-1.6 ms (~45-50% of peak; the bound: the mma.sync issue rate, or L2 -> SM
-bandwidth, of which the first kernel drew ~5.3 TB/s).
+Expect (measured, H200, 2026-11-26): 1.432 ms per call, 384 TFLOP/s, 49% of the 783 TFLOP/s bf16
+peak (estimated ~1.4-1.6 ms; every sample taken while power-throttled, sw_power_cap). The producer
+warp, 6 stages and grouped tile order took it from the first kernel's 1.62 ms (thread 0 both
+producer and consumer, 4 stages, row-major order; measured, H200, 2026-11-23: 340 TFLOP/s, 43%).
+It is bound by the mma.sync tensor-core issue rate, not by L2 -> SM bandwidth.
 Run: python ch10/baseline_cluster_multicast.py  |  aisp bench run -t ch10:cluster_multicast
 """
 

@@ -13,14 +13,13 @@ both blocks must be done with it: each consumer warp arrives on ``empty[s]`` of 
 (``mapa`` + ``mbarrier.arrive.shared::cluster``, no fence), only the producer warp waits on it,
 6 stages deep, and a final cluster barrier keeps a block's shared memory alive while its peer
 still signals it. A crosses L2 -> SM once per pair: 48 instead of 64 KB per pair and K step.
-Expect (estimate, not yet measured, for this kernel): ~1.0-1.2x, as far as L2 -> SM bandwidth
-limits the baseline (at 1.62 ms its blocks drew ~5.3 TB/s from L2). The first kernel measured
-0.64x (measured, H200, 2026-11-23: 1.62 -> 2.53 ms, 218 TFLOP/s): thread 0 was both the producer
-and a consumer, so each K step warp 0 waited for all 16 warps of both blocks (remote arrives
-included) before refilling, and the pair advanced in lockstep at compute + a cross-SM round trip
-per step; and every remote arrive was spelled ``.release.cluster``, which ptxas compiles to a
-``MEMBAR.ALL.GPU`` before it: two GPU-wide fences per warp and K step that the baseline's local
-arrives did not pay. Both are gone (a producer warp; the CTA-scope arrive CUTLASS uses).
+Expect (measured, H200, 2026-11-26): still SLOWER: 1.432 -> 1.493 ms, 0.96x [0.95, 0.98], 368
+TFLOP/s (47% of 783; estimated ~1.0-1.2x). The baseline's producer-warp kernel itself improved
+(1.62 -> 1.43 ms), and this mma.sync kernel is bound by its tensor-core issue rate, not by L2 -> SM
+bandwidth: halving the A tile's L2 traffic buys nothing while the cluster's cross-SM handshakes
+cost ~4%. Multicast can pay only in a kernel that L2 -> SM traffic binds. The first kernel measured
+0.64x (measured, H200, 2026-11-23: 1.62 -> 2.53 ms): thread 0 was both producer and consumer, and
+each remote arrive (``.release.cluster``) compiled to a ``MEMBAR.ALL.GPU``; both are gone here.
 Run: python ch10/optimized_cluster_multicast.py  |  aisp bench run -t ch10:cluster_multicast
 """
 

@@ -13,8 +13,10 @@ order queued once the launching graph has finished, so the path runs, then the g
 r + 1. The caller's stream sees one launch, complete when the last path is. Same kernels, same
 paths, same bits. (A device graph holds only kernel, memcpy, memset and child-graph nodes, no
 kernel may use dynamic parallelism, and one exec cannot run twice at once.)
-Expect (estimate, not yet measured): 1.5-2.5x; ~10-15 us per request (kernel time plus one device
-graph launch per gate and per path).
+Expect (measured, H200, 2026-11-26): 1.697 -> 1.118 ms, 1.53x [1.44, 1.62] (estimated 1.5-2.5x,
+~10-15 us per request). The fire-and-forget variant was faster, 0.9481 ms, 1.80x [1.67, 1.93]
+(26.5 -> 14.8 us per request), and is the pair's best. The first run failed verification: the
+baseline's pinned choice buffer was not declared scratch (fixed).
 Run: python ch12/optimized_device_graph_launch.py  |  aisp bench run -t ch12:device_graph_launch
 """
 
