@@ -10,11 +10,13 @@ and the 16 decode tokens share one forward's matmuls, so the weights are read on
 no gap between decode steps is longer than one step carrying one chunk.
 Headline: the p99 gap between decode steps (``metric:decode_gap_p99_ms``, from CUDA events between
 steps), since chunking trades some total time for it; time is reported beside it.
-Expect (estimate, not yet measured at these sizes): p99 gap 2-3x lower. History (measured, H200):
-with an 8,192-token prompt in 512-token chunks the p99 gap went 11.37 -> 8.08 ms (1.41x) on
-2026-11-23, then 7.74 -> 7.82 ms (0.99x) on 2026-11-26 once the kit's prefill took the flash path
-and shed host work: the whole 8K prefill added only ~3 ms to one step, less than the fixed cost a
-chunk adds to each of 16 steps. Chunking pays where the prefill is long against a decode step.
+Expect (measured, H200, 2026-11-26): p99 gap 32.95 -> 9.82 ms, 3.36x lower (estimated 2-3x); max gap
+55.52 -> 9.83 ms, p50 3.62 -> 3.42 ms; total time 219.5 -> 242.6 ms, 10% slower (the chunks' fixed
+cost per step). 17-18 of 20 samples of each ran under sw_power_cap (cv 21% and 16%). History: with
+an 8,192-token prompt in 512-token chunks the p99 gap went 11.37 -> 8.08 ms (1.41x) on 2026-11-23,
+then 7.74 -> 7.82 ms (0.99x) on 2026-11-26 once the kit's prefill took the flash path and shed host
+work: the whole 8K prefill added only ~3 ms to one step, less than the fixed cost a chunk adds to
+each of 16 steps; hence these sizes. Chunking pays where the prefill is long against a decode step.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits at the
 bf16 defaults (chunks attend to earlier chunks through the cache instead of causal flash).
 Run: python ch15/baseline_chunked_prefill.py  |  aisp bench run -t ch15:chunked_prefill

@@ -9,12 +9,13 @@ decode-step rows are padding.
 Optimized (optimized_continuous_batching.py): iteration-level scheduling (Orca, vLLM): after every
 decode step a finished request leaves its slot and the next waiting request is prefilled into it,
 so every decode step works on 8 live requests.
-Expect: measured on the H200 (2026-11-23, assembled from the first run's raw record; that run was
-cut short, so its expectations entry is still to be written): 1684 -> 1021 ms, 1.65x [1.40, 1.94].
-At ~1.7 s per call this pair takes ~80 s of the chapter's run. Smaller streams were measured too
-and won nothing (16 requests: 1.09x with outputs up to 96, 0.99x up to 128): each admission costs
-its own prefill forward plus host bookkeeping (the decode steps are eager-launch bound, ~5 ms each),
-so a short stream leaves too few padded decode steps to win back.
+Expect (measured, H200, 2026-11-26): 1180 -> 716.7 ms, 1.53x [1.47, 1.59] (2026-11-23, from a
+cut-short first run's raw record: 1684 -> 1021 ms, 1.65x [1.40, 1.94]); 25.6 -> 42.1 GB/s and 2.0 ->
+3.3 TFLOP/s, at most 1% of HBM and under 0.5% of bf16 dense. At ~1.2 s per baseline call this is the
+chapter's longest call. Smaller streams were measured too (2026-11-23) and won nothing (16 requests:
+1.09x with outputs up to 96, 0.99x up to 128): each admission costs its own prefill forward plus
+host bookkeeping (the decode steps are eager-launch bound), so a short stream leaves too few padded
+decode steps to win back.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
 step at the bf16 defaults (rows see other batch neighbours and paddings).
 Run: python ch15/baseline_continuous_batching.py  |  aisp bench run -t ch15:continuous_batching

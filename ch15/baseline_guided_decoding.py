@@ -11,10 +11,12 @@ the next mask, and the host cannot queue the next step ahead of the GPU.
 Optimized (optimized_guided_decoding.py): the same compiled tables on the GPU; the mask is a row
 gather ``blocked[state]`` (8.2 MB read from HBM, ~4 us) and the state advance
 ``next_cls[state, cls[token]]`` runs on the GPU too: no host work, no copy, no sync per step.
-Expect (measured, H200, 2026-11-23): 1.21x [1.14, 1.28], 168.4 -> 139.4 ms, below the 1.3-2x
-estimated: the host mask, copy and sync cost ~0.9 ms per step, as estimated, but an eager decode
-step here takes ~4 ms, not ~1.5 ms, so they are a smaller share. 95 -> 115 GB/s and 27 -> 33 TFLOP/s
-(under 3% of HBM, 5% of bf16 dense): both launch-bound.
+Expect (measured, H200, 2026-11-26): 1.17x [0.85, 1.62], 175.1 -> 152.6 ms: the interval reaches
+below 1 because both loops are host-bound and noisy (p10-p90 148-204 and 117-179 ms, cv 12% and
+19%). 2026-11-23: 168.4 -> 139.4 ms, 1.21x [1.14, 1.28], below the 1.3-2x estimated: the host mask,
+copy and sync cost ~0.9 ms per step, as estimated, but an eager decode step took ~4 ms, not ~1.5 ms,
+so they are a smaller share. 92 -> 105 GB/s and 26 -> 30 TFLOP/s (2-4% of HBM and bf16 dense): both
+launch-bound.
 Tolerance: identical tokens and logits expected (both variants run the same kernels on the same
 shapes; only where the mask comes from differs); checked at the bf16 defaults.
 Run: python ch15/baseline_guided_decoding.py  |  aisp bench run -t ch15:guided_decoding

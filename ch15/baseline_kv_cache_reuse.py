@@ -10,13 +10,14 @@ Optimized (optimized_kv_cache_reuse.py): one prefill writes every prompt token's
 preallocated cache; each of the 15 decode steps runs the model on one new token per sequence and
 attends to the cache: ~3.5 TFLOP in all (the prefill), and a decode step reads the weights
 (0.25 GB) and the cache (0.14 GB) instead of recomputing them.
-Expect (measured, H200, 2026-11-23): 1.72x [1.09, 2.74], 207.3 -> 126.2 ms with 16 generated tokens
-(a first run with 32 tokens: 414 -> 171 ms, 2.4x). The baseline recomputes ~56 TFLOP at ~270 TFLOP/s
-(35% of bf16 dense; the harness's 22 TFLOP/s divides the optimized variant's 4.6 TFLOP by both
-times). The optimized call is the prefill (~3.5 TFLOP, ~13 ms) plus 15 eager decode steps of ~5 ms
-each, not the ~1.5 ms estimated: launch-bound (45 GB/s, 1% of HBM), and its p10-p90 spread (85-148
-ms) in that host-bound loop makes the interval wide. CUDA graphs take it next (ch16
-decode_cuda_graph, 6.4x).
+Expect (measured, H200, 2026-11-26): 2.91x [2.35, 3.60], 167.1 -> 57.09 ms with 16 generated tokens
+(2026-11-23: 207.3 -> 126.2 ms, 1.72x; a first run with 32 tokens: 414 -> 171 ms, 2.4x). The
+baseline recomputes ~56 TFLOP (the harness's 27.6 TFLOP/s divides the optimized variant's 4.6 TFLOP
+by the baseline's time). The optimized call is the prefill (~3.5 TFLOP) plus 15 eager decode steps;
+between the two runs the kit's eager steps shed ~30% of their host ops and the call more than
+halved, but it is still launch-bound (100 GB/s, 2% of HBM), and its p10-p90 spread (53.9-67.2 ms) in
+that host-bound loop keeps the interval wide. CUDA graphs take it next (ch16 decode_cuda_graph,
+4.49x).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
 step at the bf16 defaults (the two variants sum attention and matmuls in different orders).
 Run: python ch15/baseline_kv_cache_reuse.py  |  aisp bench run -t ch15:kv_cache_reuse

@@ -11,10 +11,11 @@ direction's pinned rate: ~55 GB/s on an H100/H200 host, ~5 ms plus one chunk.
 Optimized (optimized_kv_transfer_multigpu.py): the same gather and scatter, and between them one
 ``dist.send`` / ``dist.recv`` of the contiguous buffer: NCCL copies GPU to GPU over NVLink
 (450 GB/s per direction on NVLink 4), never touching the host.
-Expect: (estimate, not yet measured; needs 2 GPUs, which no session has had) ~5-8x on two
-H100/H200 with NVLink; the optimized run at ~70% of NVLink's rate end to end (the gather and
-scatter read and write 256 MiB each in HBM, ~0.25 ms of the ~0.9 ms). Throughput is reported in
-KV bytes per second.
+Expect (measured, 2 x H200, 2026-11-26): 7.725 -> 2.048 ms, 3.80x [3.64, 3.98] (estimated 5-8x):
+34.8 -> 131.0 GB/s of KV bytes end to end. The host path ran at 34.8 GB/s, not the ~55 GB/s
+estimated; the NCCL path at 33% of these GPUs' 392.4 GB/s peer-copy peak (`aisp peak`), not ~70%.
+Per rank (median): the sender finishes at 6.898 and 1.216 ms, the receiver (scatter included) at
+7.725 and 2.048 ms; the split is not yet profiled. Throughput is reported in KV bytes per second.
 Tolerance: exact (copies).
 Run: aisp bench run -t ch15:kv_transfer_multigpu  (two GPUs; the harness starts torchrun)
 """

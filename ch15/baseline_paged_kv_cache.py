@@ -9,11 +9,12 @@ Optimized (optimized_paged_kv_cache.py): the same scheduler over a paged cache (
 PagedAttention layout): 16-token pages in one pool and a block table per slot; a request takes
 the pages its prompt and output need when admitted and returns them when done, so the pool holds
 only what the 32 longest requests can need at once.
-Expect (measured, H200, 2026-11-23): headline peak memory 1.50 GB -> 0.57 GB, 2.61x lower (estimated
-~2x: 0.31 GB of weights + 1 GiB reserved -> + ~0.2 GiB of pages, plus activations). Time 367.8 ->
-417.2 ms (0.88x): the paged variant gathers a step's pages (a copy of the live K/V per layer) before
-SDPA; both are launch-bound (12-13 GB/s, 0.3% of HBM). A paged-attention kernel reads the pages in
-place (chapter 18).
+Expect (measured, H200, 2026-11-26): headline peak memory 1.49 GB -> 0.57 GB, 2.64x lower (2.61x on
+2026-11-23; estimated ~2x: 0.31 GB of weights + 1 GiB reserved -> + ~0.2 GiB of pages, plus
+activations). Time 275.8 -> 330.7 ms (0.83x; 2026-11-23: 367.8 -> 417.2 ms, 0.88x): the paged
+variant gathers a step's pages (a copy of the live K/V per layer) before SDPA; both are launch-bound
+(17.6 and 14.7 GB/s, under 0.5% of HBM). A paged-attention kernel reads the pages in place (chapter
+18).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
 step at the bf16 defaults (keys padded to whole pages are masked, so sums differ only in order).
 Run: python ch15/baseline_paged_kv_cache.py  |  aisp bench run -t ch15:paged_kv_cache

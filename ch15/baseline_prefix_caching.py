@@ -8,11 +8,11 @@ Optimized (optimized_prefix_caching.py): the system prompt's pages are prefilled
 every request's block table starts with the same 128 prefix pages (SGLang's RadixAttention and
 vLLM's automatic prefix caching find them by hashing page contents; here the prefix is known),
 and only the 32 x 256 user tokens are prefilled, attending to prefix + own keys: ~2.5 TFLOP.
-Expect (measured, H200, 2026-11-23): 3.32x [3.25, 3.38], 58.6 -> 17.8 ms; peak memory 3.06 -> 0.84
-GB. The baseline's ~16 TFLOP run at ~275 TFLOP/s (35% of bf16 dense; the estimate assumed ~600
-TFLOP/s, ~27 ms); the optimized ~2.5 TFLOP at ~140 TFLOP/s (18%; the harness's 178 TFLOP/s counts
-3.17 TFLOP, the LM head over every token included): its two passes' launches and the page gather per
-layer keep it at 3.3x of a 6.4x FLOP ratio.
+Expect (measured, H200, 2026-11-26): 3.26x [3.17, 3.36], 47.45 -> 14.64 ms; peak memory 2.91 -> 0.77
+GB (2026-11-23: 58.6 -> 17.8 ms, 3.32x). The baseline's ~16 TFLOP run at ~340 TFLOP/s (43% of bf16
+dense); the optimized ~2.5 TFLOP at ~170 TFLOP/s (the harness's 216.6 TFLOP/s counts 3.17 TFLOP, the
+LM head over every token included): its two passes' launches and the page gather per layer keep it
+at 3.3x of a 6.4x FLOP ratio.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits at the
 bf16 defaults (the user tokens attend through a masked gather rather than causal flash attention).
 Run: python ch15/baseline_prefix_caching.py  |  aisp bench run -t ch15:prefix_caching

@@ -7,10 +7,10 @@ slots take the next waiting requests, prefilled into those rows (their prompts o
 step, a request that produced its last token releases its slot. Every decode step then carries up
 to 8 live requests, and no request waits for an unrelated slow one. No host sync: lengths are
 known on the host, tokens stay on the GPU.
-Expect (measured, H200, 2026-11-23): 1.65x [1.40, 1.94] (1684 -> 1021 ms, 32 requests, first run),
-inside the 1.5-2x estimate but below the decode-step ratio (305 static steps vs at least 119): each
-admission pays its own prefill forward and host bookkeeping, and every decode step costs ~5 ms of
-eager launches. Smaller streams won nothing (see the baseline's header).
+Expect (measured, H200, 2026-11-26): 1.53x [1.47, 1.59] (1180 -> 716.7 ms, 32 requests; 1.65x on
+2026-11-23), inside the 1.5-2x estimate but below the decode-step ratio (305 static steps vs at
+least 119): each admission pays its own prefill forward and host bookkeeping, and every decode step
+its eager launches (42 GB/s, 1% of HBM). Smaller streams won nothing (see the baseline's header).
 Run: python ch15/optimized_continuous_batching.py  |  aisp bench run -t ch15:continuous_batching
 """
 

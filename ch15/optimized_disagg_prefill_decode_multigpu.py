@@ -10,9 +10,10 @@ the kit's ``ContinuousBatcher`` with 16 slots whose ``fill`` receives instead of
 into the slot's cache row, decode steps otherwise as before. NCCL receives are stream-ordered, so
 rank 1's host never waits: it queues the receive, the copy into the cache and the next decode step.
 KV traffic: ~0.8 GB for the stream, ~2 ms at NVLink's ~400 GB/s, spread over the run.
-Expect: (estimate, not yet measured; needs 2 GPUs) ~1.1-1.4x on two H100/H200, decode TPOT p99
-several times lower (no prefill stalls); TTFT similar (one GPU prefills everything, but
-without decode steps between its prefills).
+Expect (measured, 2 x H200, 2026-11-26): 359.8 -> 313.0 ms, 1.13x [1.07, 1.20] (estimated 1.1-1.4x);
+TPOT p50 5.39 -> 3.89 ms, but TPOT p99 7.20 -> 7.37 ms, not several times lower as estimated (not
+yet analysed); TTFT p50 56.0 -> 63.6 ms (one GPU prefills everything), p99 151.4 -> 111.8 ms. Peak
+memory 1.30 -> 1.65 GB (the prefill rank's; the decode rank's 1.51 GB).
 Run: aisp bench run -t ch15:disagg_prefill_decode_multigpu  (two GPUs; the harness starts torchrun)
 """
 

@@ -7,9 +7,10 @@ Optimized: the same tables built once on the GPU (``blocked``: 11 states x 128,2
 ``next_cls``: 11 x 8; ``cls``: the vocabulary's classes). A step is three small kernels: gather
 ``blocked[state]``, mask and pick, ``state = next_cls[state, cls[token]]``. Nothing crosses PCIe,
 nothing waits for the GPU, so the host queues the next decode step while this one runs.
-Expect (measured, H200, 2026-11-23): 1.21x [1.14, 1.28] (168.4 -> 139.4 ms): the ~0.9 ms of host
-work, copy and sync per step is gone; the ~4 ms eager decode step stays (launch-bound; 115 GB/s, 3%
-of HBM). Large vocabularies and batches make the baseline's per-step host mask dearer.
+Expect (measured, H200, 2026-11-26): 1.17x [0.85, 1.62] (175.1 -> 152.6 ms; 1.21x [1.14, 1.28] on
+2026-11-23): the host work, copy and sync per step is gone, but the eager decode step stays
+(launch-bound; 105 GB/s, 2% of HBM), and the noise of two host-bound loops (cv 12% and 19%) makes
+the interval wide. Large vocabularies and batches make the baseline's per-step host mask dearer.
 Run: python ch15/optimized_guided_decoding.py  |  aisp bench run -t ch15:guided_decoding
 """
 

@@ -6,9 +6,10 @@ Optimized: the prefill writes the prompts' keys/values into a cache reserved for
 tokens (the kit's ``DenseKVCache``, allocated per call); each decode step runs one token per
 sequence, writes its key/value at its position and attends to the cached ones: the prompt is
 processed once, and a step costs the weight and cache reads (~0.4 GB) plus its launches.
-Expect (measured, H200, 2026-11-23): 1.72x [1.09, 2.74] (207.3 -> 126.2 ms; 45 GB/s, 1% of HBM): the
-15 decode steps take ~5 ms each (estimated ~1.5 ms), bound by eager launches; the p10-p90 spread
-(85-148 ms) of that host-bound loop widens the interval. See the baseline's header.
+Expect (measured, H200, 2026-11-26): 2.91x [2.35, 3.60] (167.1 -> 57.09 ms; 100 GB/s, 2% of HBM;
+1.72x on 2026-11-23): the 15 decode steps are still bound by eager launches, though the kit's steps
+shed ~30% of their host ops since; the p10-p90 spread (53.9-67.2 ms) of that host-bound loop widens
+the interval. See the baseline's header.
 Run: python ch15/optimized_kv_cache_reuse.py  |  aisp bench run -t ch15:kv_cache_reuse
 """
 

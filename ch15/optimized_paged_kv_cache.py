@@ -6,8 +6,8 @@ maps its position p to pool page ``table[s, p // 16]``, offset ``p % 16``. On ad
 takes ceil((prompt + output) / 16) pages from a free list (``PagePool``) and gives them back when
 it finishes; idle table entries point to a trash page. The pool is sized for the 32 longest
 requests of the stream (the most that can be live at once), not for 32 x 4,096 tokens.
-Expect (measured, H200, 2026-11-23): peak memory 1.50 -> 0.57 GB (2.61x lower, the headline); 13%
-slower (367.8 -> 417.2 ms), from the per-layer page gather, as expected.
+Expect (measured, H200, 2026-11-26): peak memory 1.49 -> 0.57 GB (2.64x lower, the headline; 2.61x
+on 2026-11-23); 20% slower (275.8 -> 330.7 ms), from the per-layer page gather, as expected.
 Run: python ch15/optimized_paged_kv_cache.py  |  aisp bench run -t ch15:paged_kv_cache
 """
 

@@ -7,9 +7,9 @@ request a block table that starts with those 128 pages followed by its own pages
 32 x 256 user tokens at positions 2,048.. in one batch: each writes its keys into its own pages
 and attends to the shared prefix's keys and its own earlier ones through the table. 2,048 +
 8,192 tokens instead of 73,728.
-Expect (measured, H200, 2026-11-23): 3.32x [3.25, 3.38] (58.6 -> 17.8 ms), peak memory 3.06 -> 0.84
-GB; ~2.5 TFLOP at ~140 TFLOP/s (18% of bf16 dense): two passes and a page gather per layer keep it
-below the 6.4x FLOP ratio.
+Expect (measured, H200, 2026-11-26): 3.26x [3.17, 3.36] (47.45 -> 14.64 ms; 3.32x on 2026-11-23),
+peak memory 2.91 -> 0.77 GB; ~2.5 TFLOP at ~170 TFLOP/s (22% of bf16 dense): two passes and a page
+gather per layer keep it below the 6.4x FLOP ratio.
 Run: python ch15/optimized_prefix_caching.py  |  aisp bench run -t ch15:prefix_caching
 """
 

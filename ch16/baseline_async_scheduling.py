@@ -9,10 +9,10 @@ check a stop string). The GPU idles while the host prepares and processes; the h
 the GPU runs.
 Optimized (optimized_async_scheduling.py): one step ahead: while the GPU runs step t, the host
 processes step t-1's tokens and prepares step t+1's batch.
-Expect (measured, H200, 2026-11-23): 1.07x [1.05, 1.08] (estimated 1.2-1.6x): 63.0 ms in turn vs
-59.0 ms pipelined for 32 steps; the GPU step is 1.78 ms and the host work only ~0.19 ms per step, so
-overlap can hide ~10% at most. Metric ``gpu_busy`` (GPU time in decode steps / wall time, CUDA
-events): 0.90 -> 0.95.
+Expect (measured, H200, 2026-11-26): 1.07x [1.05, 1.09] (estimated 1.2-1.6x): 58.29 ms in turn vs
+54.58 ms pipelined for 32 steps (2026-11-23: 63.0 -> 59.0 ms, 1.07x); the GPU step is 1.64 ms and
+the host work only ~0.18 ms per step, so overlap can hide ~10% at most. Metric ``gpu_busy`` (GPU
+time in decode steps / wall time, CUDA events): 0.88 -> 0.95.
 Tolerance: tokens exactly (the same graphed step on the same inputs).
 Run: python ch16/baseline_async_scheduling.py  |  aisp bench run -t ch16:async_scheduling
 """

@@ -8,10 +8,11 @@ SwiGLU, residual adds; then the head and top-k); each costs ~6 µs of host launc
 GPU needs only ~80 µs in all to read the step's 0.25 GB of block and head weights and ~35 MB of cache.
 Optimized (optimized_decode_cuda_graph.py): the same step captured once in a CUDA graph with
 static input/output buffers; each step is one replay.
-Expect (measured, H200, 2026-11-23): 6.4x [5.1, 8.0] (estimated 3-5x): 196.5 ms eager (p10-p90
-174-241) vs 30.9 ms graphed per call (the eager prefill + 31 steps). The eager step took up to 6.3
-ms, ~4x the ~1.5 ms that 250 launches x 5.9 µs predict; the graphed step up to 1.0 ms (282 GB/s,
-6.7% of HBM; the step's HBM floor is ~0.07 ms): small kernels' fixed cost, not bytes, bounds it.
+Expect (measured, H200, 2026-11-26): 4.49x [4.29, 4.70] (estimated 3-5x): 110.0 ms eager vs 24.6 ms
+graphed per call (the eager prefill + 31 steps). 2026-11-23: 196.5 -> 30.9 ms, 6.41x: since then the
+kit's eager steps shed ~30% of their host ops, so the eager baseline got faster (at most ~3.5 ms per
+step, from up to 6.3 ms) and the ratio shrank. The graphed step takes at most ~0.79 ms (354 GB/s,
+8.4% of HBM; the step's HBM floor is ~0.07 ms): small kernels' fixed cost, not bytes, bounds it.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
 step at the bf16 defaults (the graphed step attends to a longer, masked key range).
 Run: python ch16/baseline_decode_cuda_graph.py  |  aisp bench run -t ch16:decode_cuda_graph

@@ -10,11 +10,12 @@ feeds 8 FLOPs, far below the bf16 ridge (~190 FLOP/byte).
 Optimized (optimized_fp8_weight_decode.py): the same step with every linear layer's weights in
 e4m3 with a scale per output channel, through the kit's weight-only fp8 Triton kernel
 (``aisp.kits.fp8``, written for ch13:quantization): half the weight bytes.
-Expect (measured, H200, 2026-11-23): 1.21x [1.21, 1.21] (estimated 1.4-1.7x): 9.45 ms bf16 vs 7.79
-ms fp8 for 16 graphed steps (0.59 vs 0.49 ms per step). The bf16 step streams ~1.16 GB at ~2.0 TB/s
-(47% of HBM); the fp8 step reads half the bytes at 1.24 TB/s (29% of HBM; ch13 measured 2.5 TB/s for
-this kernel), so it is ~0.49 ms against a ~0.14 ms HBM floor. The workload's bytes are the optimized
-variant's (fp8 weights + cache): its GB/s is its share of HBM.
+Expect (measured, H200, 2026-11-26): 1.23x [1.23, 1.23] (estimated 1.4-1.7x; 2026-11-23: 9.45 ->
+7.79 ms, 1.21x): 8.541 ms bf16 vs 6.964 ms fp8 for 16 graphed steps (~0.53 vs ~0.44 ms per step).
+The bf16 step streams ~1.16 GB at ~2.2 TB/s (~51% of HBM); the fp8 step reads half the bytes at 1.38
+TB/s (33% of HBM; ch13 measured 2.5 TB/s for this kernel), so it is ~0.44 ms against a ~0.14 ms HBM
+floor. The workload's bytes are the optimized variant's (fp8 weights + cache): its GB/s is its share
+of HBM.
 Tolerance: fp8 defaults. Emulated on a CPU in fp32 (weights quantized and dequantized) at this
 size: the greedy tokens are identical and the top-4 logits differ by at most 0.30 (rms 7.8;
 relative L2 0.013), inside the fp8 default (0.05 x rms + 0.15 x |r|); another seed's weights

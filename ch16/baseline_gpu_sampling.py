@@ -9,11 +9,12 @@ draws exactly from the kept distribution; E comes from a counter-based hash of (
 token), so the CPU and the GPU draw the same numbers and the two variants must agree token for token.
 Optimized (optimized_gpu_sampling.py): the same function on the GPU tensors: no copy, no sync;
 the tokens never leave the device.
-Expect (measured, H200, 2026-11-23): 23x [19, 28] (estimated 10-50x): 88.6 ms with host top-p (11 ms
-per step, bound by the host sort and sync: 0.09 GB/s over a 55 GB/s link) vs 4.19 ms on the GPU
-(0.52 ms per step, ~3.5x the ~0.15 ms that ~25 launches x 5.9 µs predict; kernel count not
-profiled). Each step's 1 MB of logits is ~0.25 µs of HBM time, so launches, not bytes, bound the
-optimized variant (graphs or a fused sampling kernel would go further).
+Expect (measured, H200, 2026-11-26): 21.0x [19.6, 22.5] (estimated 10-50x; 2026-11-23: 88.6 -> 4.19
+ms, 23x): 70.94 ms with host top-p (~8.9 ms per step, bound by the host sort and sync: 0.12 GB/s
+over a 55 GB/s link) vs 3.275 ms on the GPU (~0.41 ms per step, above the ~0.15 ms that ~25 launches
+x 5.9 us predict; kernel count not profiled). Each step's 1 MB of logits is ~0.25 us of HBM time, so
+launches, not bytes, bound the optimized variant (graphs or a fused sampling kernel would go
+further).
 Tolerance: tokens exactly. The CPU and GPU round softmax and cumsum differently in the last bit,
 which could flip a token only if its cumulative probability lands within ~1e-7 of p.
 Run: python ch16/baseline_gpu_sampling.py  |  aisp bench run -t ch16:gpu_sampling

@@ -9,12 +9,13 @@ The draft is the target's first 2 of 8 blocks, sharing its embedding, blocks and
 is the target's with 20% of the rows shuffled among themselves (``draft_miss``), standing in for a
 small model trained to imitate the target: the kit's synthetic decoder is so regular that a shared
 head would agree on every token (measured on a CPU: 100% even with 0 blocks), which no real draft does.
-Expect (measured, H200, 2026-11-23): 1.12x [1.01, 1.25] (estimated 1.3-1.6x): 281.7 ms target-only
-vs 268.6 ms speculative for 48 tokens, both noisy (p10-p90 238-434 and 205-404 ms); acceptance_rate
-0.44, 2.67 tokens per target forward (CPU, fp32: 0.61 and 0.43, 3.2 and 2.5 at seeds 0 and 1). Both
-run eagerly at batch 1, host/launch-bound at ~1% of HBM (42-44 GB/s). The estimate priced a round (4
-draft steps + one target step) at ~2.1 target steps; 1.12x at 2.67 tokens per pass implies ~2.4 (the
-draft's head and the per-round sync included).
+Expect (measured, H200, 2026-11-26): NOT faster: 0.97x [0.92, 1.02], 177.4 ms target-only vs 175.3
+ms speculative for 48 tokens, both noisy (cv 14% and 31%; p10-p90 165-214 and 167-236 ms);
+acceptance_rate 0.50, 2.82 tokens per target forward (~17 target forwards instead of 47).
+2026-11-23: 281.7 -> 268.6 ms, 1.12x [1.01, 1.25] (estimated 1.3-1.6x). Since then the kit's leaner
+eager steps shrank the target's step, while the 4 eager draft steps per round (plus the draft's head
+and the per-round sync) cost about what the fewer target passes save. Both run eagerly at batch 1,
+host/launch-bound at ~1.6% of HBM (66-67 GB/s). Next: graph the draft and verify steps.
 Tolerance: tokens exactly (verification keeps exactly the target's greedy tokens); the top-4
 logits at the bf16 defaults (the target scores 5 positions at once instead of one).
 Run: python ch16/baseline_speculative_decoding.py  |  aisp bench run -t ch16:speculative_decoding

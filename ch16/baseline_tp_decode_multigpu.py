@@ -14,16 +14,19 @@ would give it another batch (a data-parallel replica, twice the throughput at th
 Optimized (optimized_tp_decode_multigpu.py): 2-way tensor parallelism over NCCL, eager: each GPU
 holds half the heads and half the SwiGLU width (1.71 GB of blocks + the 0.52 GB replicated head)
 and all-reduces the attention and MLP outputs (2 per block, 8 x 8192 bf16 = 128 KB each).
-Expect (estimate, not yet measured; needs 2 GPUs, which no session has had): 1.0-1.2x on 2 x H200,
-possibly below 1. TP halves the weight bytes per GPU (3.95 -> 2.24 GB per step, at best 1.77x) but
-adds 2 all-reduces per block (~20-40 us each), and it pays only where a GPU's HBM time dominates
-the step. At 2 TB/s (the bf16 step of fp8_weight_decode) to 3 TB/s one GPU needs 1.3-2.0 ms per step
-for the bytes, while an eager step costs ~0.7 ms of host time per block (decode_cuda_graph: up to
-6.3 ms for 8 narrower blocks) plus the head: ~1.6 ms. The one-GPU step is about even between host
-and HBM; the TP step's HBM time (0.9-1.3 ms with the all-reduces) hides behind the same host time.
-This is why the model is 70B-wide: at width 4096 a block reads 0.44 GB (~0.2 ms) and both variants
-would wait on the host alike. Graphed (as in decode_cuda_graph) the host drops out and the estimate
-is 1.5-1.7x; capturing NCCL collectives in the graph is the next step (README).
+Expect (measured, 2 x H200, 2026-11-26): SLOWER, 0.79x [0.76, 0.82]: 44.74 ms (one GPU, the slowest
+replica) vs 56.59 ms 2-way TP for 16 eager decode steps, 2.8 -> 3.5 ms per step. The eager step is
+launch-bound: each GPU's weight bytes halve (3.95 -> 2.24 GB per step; peak memory 4.51 -> 2.78 GB
+per GPU), but that does not show while the host launches set the step's time, and the 4 all-reduces
+per step add their latency. The two replica ranks took 26.18 and 44.74 ms (the harness times the
+slowest; the gap is not yet explained). Estimated 1.0-1.2x eager, possibly below 1: the one-GPU step
+needs 1.3-2.0 ms for its bytes at 2-3 TB/s, while an eager step costs host time per block plus the
+head (decode_cuda_graph's eager step of 8 narrower blocks, measured, H200, 2026-11-26: at most ~3.5
+ms). Next: capture the sharded step, all-reduces included, in a CUDA graph (estimated 1.5-1.7x; a
+first graphed variant produced no output within 120 s on 2 x H200, in capture or teardown, not
+diagnosed, and was reverted). The first run of this pair did not finish in 150 s: each rank drew the
+weights on one CPU thread (torchrun sets OMP_NUM_THREADS=1); they are now drawn on the GPU
+(``build_decoder(..., draw_on_device=True)``).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin, ~90 logits at this width);
 top-4 logits per step at the bf16 defaults (each rank rounds its partial sums to bf16 before they are
 added).

@@ -10,9 +10,9 @@ make a round trip: the graph feeds each step's token to the next on the GPU. Two
 buffers and two token buffers: one is filled while the other is still being copied. (A worker
 thread would do the same host work with GIL hand-offs in between; a pipeline in one thread
 needs none.)
-Expect (measured, H200, 2026-11-23): 59.0 ms vs 63.0 ms in turn, 1.07x [1.05, 1.08] (estimated
-1.2-1.6x); ``gpu_busy`` 0.95 (0.90 in turn): the GPU step (1.77 ms) dwarfs the host's ~0.19 ms per
-step.
+Expect (measured, H200, 2026-11-26): 54.58 ms vs 58.29 ms in turn, 1.07x [1.05, 1.09] (estimated
+1.2-1.6x; 1.07x on 2026-11-23); ``gpu_busy`` 0.95 (0.88 in turn): the GPU step (1.64 ms) dwarfs the
+host's ~0.18 ms per step.
 Run: python ch16/optimized_async_scheduling.py  |  aisp bench run -t ch16:async_scheduling
 """
 

@@ -9,10 +9,11 @@ The graph feeds its token back into its input buffer, so a step is one ``replay(
 small copies of its outputs: the GPU runs the ~250 kernels back to back (~1.2 µs each to start in
 a graph) with no host launch per kernel. The prefill stays eager (one forward; launches amortized
 over 4,096 tokens).
-Expect (measured, H200, 2026-11-23): 30.9 ms vs 196.5 ms eager, 6.4x [5.1, 8.0] (estimated 3-5x); at
-most 1.0 ms per step (the call includes the eager prefill), 282 GB/s = 6.7% of HBM against a ~0.07
-ms floor per step: the rest is small kernels' fixed cost (next: fewer, fused kernels, e.g.
-torch.compile).
+Expect (measured, H200, 2026-11-26): 24.6 ms vs 110.0 ms eager, 4.49x [4.29, 4.70] (estimated 3-5x;
+6.41x on 2026-11-23, before the kit's eager steps shed ~30% of their host ops and the baseline got
+faster); at most ~0.79 ms per step (the call includes the eager prefill), 354 GB/s = 8.4% of HBM
+against a ~0.07 ms floor per step: the rest is small kernels' fixed cost (next: fewer, fused
+kernels, e.g. torch.compile).
 Run: python ch16/optimized_decode_cuda_graph.py  |  aisp bench run -t ch16:decode_cuda_graph
 """
 

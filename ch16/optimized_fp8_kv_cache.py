@@ -8,8 +8,9 @@ every SM streams); a program loads 64 keys at a time as e4m3, widens them to fp1
 scores its 4 query heads (padded to 16 rows) on the tensor cores with the K scale folded into the
 query, keeps an online softmax and accumulates P V, then a second small kernel merges the slices
 and applies the V scale. The only pass over the cache reads one byte per element.
-Expect (measured, H200, 2026-11-23): 0.295 ms vs 0.343 ms for SDPA on bf16, 1.16x [1.04, 1.31]
-(estimated 1.5-1.9x): 1.82 TB/s, 43% of HBM; the kernel, not HBM, bounds it (not yet profiled).
+Expect (measured, H200, 2026-11-26): 0.3009 ms vs 0.3427 ms for SDPA on bf16, 1.15x [1.15, 1.16]
+(estimated 1.5-1.9x; 1.16x on 2026-11-23): 1.78 TB/s, 42% of HBM; the kernel, not HBM, bounds it
+(not yet profiled).
 Run: python ch16/optimized_fp8_kv_cache.py  |  aisp bench run -t ch16:fp8_kv_cache
 """
 

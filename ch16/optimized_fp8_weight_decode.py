@@ -10,9 +10,9 @@ streams the fp8 weights, widens two per instruction to fp16 in registers and mul
 tensor cores, applying the channel scale in the epilogue; wide-K layers split K over ~256 CTAs
 (fp32 atomics). Norms, RoPE, attention and the cache stay bf16; the step is captured in a CUDA
 graph as in the baseline.
-Expect (measured, H200, 2026-11-23): 7.79 ms vs 9.45 ms bf16, 1.21x [1.21, 1.21] (estimated
-1.4-1.7x): 1.24 TB/s on the fp8 bytes, 29% of HBM, against ~2.0 TB/s for the bf16 step; not yet
-broken down per kernel.
+Expect (measured, H200, 2026-11-26): 6.964 ms vs 8.541 ms bf16, 1.23x [1.23, 1.23] (estimated
+1.4-1.7x; 1.21x on 2026-11-23): 1.38 TB/s on the fp8 bytes, 33% of HBM, against ~2.2 TB/s for the
+bf16 step; not yet broken down per kernel.
 Run: python ch16/optimized_fp8_weight_decode.py  |  aisp bench run -t ch16:fp8_weight_decode
 """
 

@@ -5,9 +5,9 @@ host, tokens back to the GPU.
 Optimized: the same ``top_p_race`` (softmax, stable sort, cumsum, cut, exponential race with
 hashed draws) on the GPU tensors: per step ~25 kernels, no copy, no host sync, so the steps queue
 back to back and the host is free to launch the next decode step.
-Expect (measured, H200, 2026-11-23): 4.19 ms vs 88.6 ms with host sampling, 23x [19, 28] (estimated
-10-50x): 0.52 ms per step, above the ~0.15 ms estimated for ~25 eager launches; launch/host-bound,
-the sort of 8 x 32,000 probabilities a few µs of GPU time.
+Expect (measured, H200, 2026-11-26): 3.275 ms vs 70.94 ms with host sampling, 21.0x [19.6, 22.5]
+(estimated 10-50x; 23x on 2026-11-23): ~0.41 ms per step, above the ~0.15 ms estimated for ~25 eager
+launches; launch/host-bound, the sort of 8 x 32,000 probabilities a few us of GPU time.
 Run: python ch16/optimized_gpu_sampling.py  |  aisp bench run -t ch16:gpu_sampling
 """
 

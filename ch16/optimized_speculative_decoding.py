@@ -10,10 +10,11 @@ with, and adds its own token there: every round yields 1-5 tokens, always exactl
 greedy ones. Keys/values written for rejected positions are overwritten by the next round and
 masked until then. One host sync per round reads the accepted count.
 A round costs 4 draft steps (~2/8 of a target step's launches, plus the head) and one target step.
-Expect (measured, H200, 2026-11-23): 268.6 ms vs 281.7 ms target-only, 1.12x [1.01, 1.25] (estimated
-1.3-1.6x); metrics ``acceptance_rate`` 0.44 (accepted / proposed; 0.61 at seed 0 on a CPU) and
-``tokens_per_target_pass`` 2.67: ~18 target forwards instead of 47, but the eager draft steps cost
-most of the saving.
+Expect (measured, H200, 2026-11-26): NOT faster: 175.3 ms vs 177.4 ms target-only, 0.97x [0.92,
+1.02] (1.12x on 2026-11-23; estimated 1.3-1.6x); metrics ``acceptance_rate`` 0.50 (accepted /
+proposed; 0.61 at seed 0 on a CPU) and ``tokens_per_target_pass`` 2.82: ~17 target forwards instead
+of 47, but since the kit's eager steps got leaner the 4 eager draft steps per round cost about what
+those passes save. Next: graph the draft and verify steps.
 Run: python ch16/optimized_speculative_decoding.py  |  aisp bench run -t ch16:speculative_decoding
 """
 

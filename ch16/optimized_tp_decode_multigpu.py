@@ -9,14 +9,16 @@ and up column-parallel, down row-parallel); norms, embedding and LM head replica
 all-reduces its attention output and its MLP output (8 x 8192 bf16, 128 KB each, NCCL over NVLink)
 and every rank computes the same logits, so both ranks pick the same tokens with no other
 collective. A rank reads 2.24 GB per step instead of 3.95 GB.
-Expect (estimate, not yet measured; needs 2 GPUs): 1.0-1.2x, possibly below 1: the eager step's
-host time (~1.6 ms: two blocks of ~0.7 ms of launches each, plus the head) does not shrink with the
-bytes, and TP adds 4 all-reduce launches per step (baseline header). The next step is capturing the
-sharded step, all-reduces included, in a CUDA graph (NCCL >= 2.9 supports capture; PyTorch's NCCL
-process group skips its watchdog bookkeeping while capturing): estimated 1.5-1.7x. Not done here:
-the first run on two GPUs should show the eager figures first, and a process group that captured
-collectives can hang in ``destroy_process_group`` (pytorch/pytorch#115388), which the harness calls
-after every multi-rank pair.
+Expect (measured, 2 x H200, 2026-11-26): SLOWER, 44.74 -> 56.59 ms, 0.79x [0.76, 0.82] (estimated
+1.0-1.2x, possibly below 1): 2.8 -> 3.5 ms per eager decode step. The step is launch-bound (as
+decode_cuda_graph's eager step, measured, H200, 2026-11-26: 4.49x from a graph), so halving each
+GPU's weight bytes does not show, and the 4 all-reduces per step add their latency (baseline
+header). Next: capture the sharded step, all-reduces included, in a CUDA graph (NCCL >= 2.9 supports
+capture; PyTorch's NCCL process group skips its watchdog bookkeeping while capturing): estimated
+1.5-1.7x. A first graphed variant produced no output within 120 s on 2 x H200 (a hang in capture or
+teardown, not diagnosed; a process group that captured collectives can hang in
+``destroy_process_group``, pytorch/pytorch#115388, which the harness calls after every multi-rank
+pair) and was reverted.
 Run: aisp bench run -t ch16:tp_decode_multigpu  (two GPUs; the harness starts two ranks under torchrun)
 """
 

@@ -7,10 +7,10 @@ tensor's amax with an atomic max in the same pass. Saves one full read of the te
 launch: 4 bytes per element instead of 6. The cost: a tensor whose amax jumps above its history
 saturates at the format's largest value for one step (Transformer Engine's recipe accepts this; the
 loss curves of precision_curves.py show training unaffected here).
-Expect: measured on an H200 (re-run): 0.258 -> 0.208 ms, 1.23x [1.20, 1.27] (estimated 1.3-1.5x);
-2,579 GB/s on 537 MB, 61% of the HBM copy (the fp8_cast_transpose kernel's rate). The shared kernel
-changed after that measurement (relaxed atomic, 128 x 128 tiles: see ch19_cast), not yet
-re-measured; estimate, not yet measured: 0.15-0.18 ms.
+Expect (measured, H200, 2026-11-26): 0.2631 -> 0.2304 ms, 1.17x [1.14, 1.20] (estimated 1.3-1.5x);
+2.33 TB/s on 537 MB, 55% of the HBM copy (about the fp8_cast_transpose kernel's rate), not the
+0.15-0.18 ms estimated for the changed kernel (relaxed atomic, 128 x 128 tiles: see ch19_cast).
+Before that change: 0.258 -> 0.208 ms, 1.23x [1.20, 1.27]. Noisy: cv 20% and 24%.
 Run: python ch19/optimized_fp8_delayed_scaling.py  |  aisp bench run -t ch19:fp8_delayed_scaling
 """
 

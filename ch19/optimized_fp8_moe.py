@@ -15,16 +15,17 @@ goes through GELU and row-wise quantization in one compiled pass; the down-proje
 row-wise ``_scaled_mm`` per expert. Row-wise scales keep each token's own range (an outlier token
 does not coarsen the others: rowwise_scaling.py) at no GEMM cost: the epilogue applies them. The
 padding (index building and the extra rows) is inside the timed call.
-Expect: measured on an H200 (re-run after the padding fix; the first run errored before timing):
-8.613 -> 7.776 ms, 1.11x [1.07, 1.15], 565.6 TFLOP/s, 39% of the fp8 peak (estimated 1.3-1.6x):
-per-expert GEMMs plus the quantize and pad passes (~0.8 GB); how the time splits is not profiled.
-Changed after the H200 measurement, not yet re-measured: the expert GEMMs now use fast fp8
-accumulation (``use_fast_accum=True``; they had PyTorch's default False, which on sm_90 selects the
-CUTLASS row-wise kernel that promotes partial sums to fp32 on the CUDA cores: the slower schedule).
-This is a forward-only pass, where fp8_linear_training uses fast accumulation too (pitfall 5).
-Arithmetic: 4.40 TFLOP take 3.07 ms at the fp8 peak; the passes around the GEMMs (gather,
-quantize x and GELU(h), combine: ~2.5 GB, ~0.7 ms at HBM rate) leave ~7.0 ms of GEMMs in the
-measured 7.78 ms, ~630 TFLOP/s (44% of the peak) for 16 GEMMs of ~4100 x 8192 x 4096.
+Expect (measured, H200, 2026-11-26): 8.771 -> 7.788 ms, 1.13x [1.12, 1.14], 564.7 TFLOP/s, 39% of
+the fp8 peak (estimated 1.3-1.6x), with the expert GEMMs on fast fp8 accumulation
+(``use_fast_accum=True``; they had PyTorch's default False, which on sm_90 selects the CUTLASS
+row-wise kernel that promotes partial sums to fp32 on the CUDA cores). That change bought nothing:
+the first measurement (after the padding fix; the first run errored before timing) was 8.613 ->
+7.776 ms, 1.11x [1.07, 1.15], so the accumulation mode is not what holds the GEMMs back; how the
+time splits is not profiled. This is a forward-only pass, where fp8_linear_training uses fast
+accumulation too (pitfall 5). Arithmetic: 4.40 TFLOP take 3.07 ms at the fp8 peak; the passes around
+the GEMMs (gather, quantize x and GELU(h), combine: ~2.5 GB, ~0.7 ms at HBM rate) leave ~7.1 ms of
+GEMMs in the measured 7.79 ms, ~620 TFLOP/s (43% of the peak) for 16 GEMMs of ~4100 x 8192 x 4096.
+Every sample of both variants ran under sw_power_cap.
 Run: python ch19/optimized_fp8_moe.py  |  aisp bench run -t ch19:fp8_moe
 """
 

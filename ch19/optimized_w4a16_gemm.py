@@ -6,21 +6,23 @@ tile of packed bytes (256 weights per row: columns k0.. in the low nibbles, k0 +
 ones), their two group scales and the matching 16 x 128 slices of x. Decoding is two integer ops
 per weight: OR-ing a nibble into the bf16 pattern 0x4300 gives exactly 128 + u, no conversion
 instruction (those run at 16/clk/SM on Hopper and would bound the kernel); the tensor cores
-multiply x by it, and each group's result is corrected once per output: (dot - 136 sum x) * scale.
+multiply x by (128 + code) - 136 = code - 8, and each group's dot is scaled once per output.
 The only DRAM traffic is the 268 MB of packed weights (x, 512 KB, stays in L2).
-Expect (measured, H200, the previous version): 0.793 -> 0.326 ms, 2.44x [2.36, 2.52]; 855 GB/s on
-the packed weights (20% of HBM). Changed after the H200 measurement, not yet re-measured. Cause,
-from its sm_90 TTGIR/PTX (compiled on a CPU): 256 programs of 4 warps, about 2 per SM = 8 warps per
-SM, each walking all 64 K steps with 12 bar.sync per step (the 136 * sum(x) correction was a
-cross-warp reduction, the scales a layout conversion through shared memory): too few warps to hide
-the latency of a long dependent loop, not HBM (its cp.async pipeline kept ~64 KB per SM ahead).
-Fixes: split-K (SPLIT = 4 slices of K, 1024 programs, fp32 partials summed after: +4 MB of traffic,
+Expect (measured, H200, 2026-11-26): 0.7275 -> 0.2196 ms, 3.38x [3.31, 3.44]; 1,268 GB/s on the
+packed weights (30% of HBM): about 2x the 0.09-0.12 ms estimated (at the end), not yet profiled on a GPU.
+The previous version measured 0.793 -> 0.326 ms, 2.44x [2.36, 2.52], 855 GB/s (20% of HBM); from its
+sm_90 TTGIR/PTX (compiled on a CPU): 256 programs of 4 warps, about 2 per SM = 8 warps per SM, each
+walking all 64 K steps with 12 bar.sync per step (the 136 * sum(x) correction was a cross-warp
+reduction, the scales a layout conversion through shared memory): too few warps to hide the latency
+of a long dependent loop, not HBM (its cp.async pipeline kept ~64 KB per SM ahead). Fixes (measured
+above): split-K (SPLIT = 4 slices of K, 1024 programs, fp32 partials summed after: +4 MB of traffic,
 two small kernels), num_stages 3 (49 KB of shared memory and 128 registers: 4 programs = 16 warps
 per SM, 1.94 waves), and the weights enter the dot as (128 + code) - 136 = code - 8 (one native
-add.bf16x2 per two weights) so no reduction remains: 6 bar.sync per step. Remaining limit (estimate):
-the loop issues ~1,110 instructions per thread per 16 KB step (decoding on 16-bit lanes: cvt, shr,
-prmt, or per weight pair); at 4 warps per program and 4 issue slots per clock that caps an SM near
-13 B/clk, ~3.4 TB/s at 1.98 GHz. Estimate, not yet measured: 0.09-0.12 ms (2.2-3 TB/s).
+add.bf16x2 per two weights) so no reduction remains: 6 bar.sync per step. Remaining limit (the
+estimate's basis): the loop issues ~1,110 instructions per thread per 16 KB step (decoding on 16-bit
+lanes: cvt, shr, prmt, or per weight pair); at 4 warps per program and 4 issue slots per clock that
+caps an SM near 13 B/clk, ~3.4 TB/s at 1.98 GHz; estimated 0.09-0.12 ms (2.2-3 TB/s), measured 1.27
+TB/s.
 Run: python ch19/optimized_w4a16_gemm.py  |  aisp bench run -t ch19:w4a16_gemm
 """
 
