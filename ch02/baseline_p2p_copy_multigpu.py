@@ -7,7 +7,7 @@ hops over PCIe (~55 GB/s each, one after the other): ~10 ms. The rank's own stre
 the peer's, so the harness's timing (on this rank's GPU) covers the whole transfer.
 Optimized (optimized_p2p_copy_multigpu.py): ``dst.copy_(src)`` between the devices: PyTorch enables
 peer access and the copy engine moves the data GPU to GPU over NVLink, never touching the host.
-Expect (measured, H200 x 2, 2026-11-26; 2 x H200 joined by NV18): 9.754 -> 0.7182 ms, 13.59x
+Expect (measured, 2 x H200 joined by NV18, 2026-11-26): 9.754 -> 0.7182 ms, 13.59x
 [13.47, 13.71] (estimated 8-15x). The baseline moves its 256 MiB at 27.5 GB/s end to end (two PCIe
 hops in turn); the peer copy at 373.8 GB/s, 95% of the 392 GB/s per-direction p2p copy peak that
 ``aisp peak`` measured on the same pair (the roofline's p2p_copy ceiling). On GPUs joined only by

@@ -8,7 +8,7 @@ traffic) in a second step, holding a 256 MiB copy.
 Optimized (optimized_p2p_direct_access_multigpu.py): with peer access enabled, one CUDA C++ kernel
 (p2p_direct.cu) loads x from the peer's memory over NVLink and w locally, and writes out: one pass,
 no local copy of x.
-Expect (measured, H200 x 2, 2026-11-26; 2 x H200 joined by NV18): 0.9334 -> 0.8092 ms, 1.15x
+Expect (measured, 2 x H200 joined by NV18, 2026-11-26): 0.9334 -> 0.8092 ms, 1.15x
 [1.14, 1.17] (estimated 1.1-1.3x), and 256 MiB less peak memory per rank (805 -> 537 MB). Both are
 bound by the NVLink read of x: the baseline covers its 256 MiB at 287.6 GB/s end to end, the
 kernel's SM loads at 331.7 GB/s, 85% of the 392 GB/s the copy engine reaches (``aisp peak``'s

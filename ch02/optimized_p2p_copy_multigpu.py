@@ -6,7 +6,7 @@ Optimized: a device-to-device copy between the two GPUs. PyTorch enables peer ac
 (``cudaDeviceEnablePeerAccess``) and issues it on the source GPU's stream, with events both ways, so
 the peer's stream sees the data when it is there; the copy engine moves it over NVLink (NV18 in
 ``topology.py``: 18 links x 25 GB/s per direction), one hop, no host memory.
-Expect (measured, H200 x 2, 2026-11-26; 2 x H200, NV18): 9.754 -> 0.7182 ms, 13.59x [13.47, 13.71];
+Expect (measured, 2 x H200, NV18, 2026-11-26): 9.754 -> 0.7182 ms, 13.59x [13.47, 13.71];
 373.8 GB/s per direction, 95% of the 392 GB/s p2p copy peak ``aisp peak`` measured there (NV18's
 nominal rate: 450 GB/s).
 Run: aisp bench run -t ch02:p2p_copy_multigpu

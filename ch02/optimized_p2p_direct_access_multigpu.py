@@ -5,7 +5,7 @@ buffer, then ``torch.mul`` reads it back from local HBM.
 Optimized: ``enable_peer_access`` (p2p_direct.cu) once in setup, then ``multiply_peer`` reads x
 straight from the peer's memory (16-byte loads, 8 blocks per SM striding over it) and w from local
 HBM, and writes out: x crosses NVLink once and never lands in local memory.
-Expect (measured, H200 x 2, 2026-11-26; 2 x H200, NV18): 0.9334 -> 0.8092 ms, 1.15x [1.14, 1.17],
+Expect (measured, 2 x H200, NV18, 2026-11-26): 0.9334 -> 0.8092 ms, 1.15x [1.14, 1.17],
 256 MiB less peak memory per rank (805 -> 537 MB); x read over NVLink at 331.7 GB/s, 85% of the
 392 GB/s p2p copy peak.
 Run: aisp bench run -t ch02:p2p_direct_access_multigpu
