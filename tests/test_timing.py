@@ -17,6 +17,7 @@ from aisp.harness.execute import Variant, time_interleaved, warm_up
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble
 from aisp.harness.timing import unseen_work
+from aisp.harness.verify import CheckPlan, VerificationError
 
 CPU = torch.device("cpu")
 
@@ -154,3 +155,45 @@ def test_timing_flags_reach_the_core(monkeypatch):
     assert (seen["o"].timing, seen["o"].warmup_s, seen["o"].cold_runs) == ("sustained", 1.5, 4)
     for bad in (["--timing", "bursty"], ["--warmup-s", "-1"], ["--cold-runs", "0"]):
         assert CliRunner().invoke(app, ["bench", "run", "-t", "ch01", *bad]).exit_code == 2
+
+
+class Summing(aisp.Benchmark):
+    """Logs the sum of its declared input at each call (an input-dependent workload)."""
+
+    inputs = ("x",)
+
+    def __init__(self, log: list) -> None:
+        super().__init__()
+        self.log, self.device, self.x = log, CPU, torch.arange(8.0)
+
+    def run(self) -> torch.Tensor:
+        self.log.append(float(self.x.sum()))
+        return self.x * 2
+
+
+def test_the_checked_call_runs_on_refilled_inputs_and_later_calls_on_the_workloads_own():
+    """The checked iteration's inputs are refilled; the calls after it see the original values again
+    (else an input-dependent pair, such as ch12's device_graph_launch, times another mix afterwards)."""
+    log: list = []
+    var = Variant(Path("baseline_s.py"))
+    var.bench = Summing(log)
+    plan = CheckPlan(fresh_seed=1, refill_seed=99, at=2)
+    last = time_interleaved([var], RunOptions(iterations=5, warmup=0, warmup_s=0.0, device="cpu"), CPU, check=plan)
+    timed = log[-5:]
+    assert timed[2] != 28.0 and [timed[i] for i in (0, 1, 3, 4)] == [28.0] * 4
+    (_, out), = last[id(var)]()
+    assert float(out.sum()) == 2 * timed[2]  # the checked call's output, on the refilled values
+
+
+def test_a_checked_call_that_changes_its_inputs_fails_when_judged():
+    class Mutating(Summing):
+        def run(self) -> torch.Tensor:
+            self.x.add_(1.0)
+            return self.x * 2
+
+    var = Variant(Path("baseline_m.py"))
+    var.bench = Mutating([])
+    last = time_interleaved([var], RunOptions(iterations=3, warmup=0, warmup_s=0.0, device="cpu"), CPU,
+                            check=CheckPlan(fresh_seed=1, refill_seed=5, at=1))
+    with pytest.raises(VerificationError, match="changed its inputs"):
+        last[id(var)]()

@@ -11,7 +11,6 @@ import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +212,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
             checked = check is not None and i == check.at
             for var in _rotation(live, offset + i):
                 if checked:
-                    guard = check.prepare(var.bench, var.known_after_setup)
+                    guard, originals = check.prepare(var.bench, var.known_after_setup)
                 flush()
                 align()
                 var.enter()
@@ -223,7 +222,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                 var.host_samples_ms.append(timed.host_ms)
                 var.windows.append((timed.start_s, timed.end_s))
                 if checked:
-                    last[id(var)] = partial(guard.check, timed.output)
+                    last[id(var)] = guard.settle(timed.output, originals)
     return last
 
 

@@ -1,18 +1,19 @@
 """Verification: the optimized output must equal the baseline's before any timing counts.
 
-Checks (each has a test that makes it fire): same structure, shape and dtype; NaN/Inf only where
-the baseline has them; values within the precision's tolerance, per element and in relative L2;
-inputs unchanged by ``run()``; output not sharing storage with a tensor that existed before
-``run()``; and one timed call drawn at random, before which scratch is poisoned and the declared
-inputs are refilled with new values, so that an answer computed ahead no longer matches.
+Checks (each has a test that makes it fire): same structure, shape and dtype; NaN/Inf only where the
+baseline has them; values within the precision's tolerance, per element and in relative L2; inputs unchanged
+by ``run()``; output not sharing storage with a tensor that existed before ``run()``; and one timed call
+drawn at random, before which scratch is poisoned and the declared inputs are refilled with new values, so
+that an answer computed ahead no longer matches.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -237,6 +238,25 @@ class CallGuard:
                                     "`scratch` and state it updates in `state`, or leave inputs alone")
         return detach_copy(output)
 
+    def settle(self, output: Any, originals: dict[str, torch.Tensor]) -> Callable[[], Any]:
+        """Check the call now, then put back the input values the refill replaced (the calls after
+        it time the workload's own data: input-dependent paths keep their mix); the thunk returns
+        the output copy or raises the check's error."""
+        try:
+            result: Any = self.check(output)
+        except VerificationError as exc:
+            result = exc
+        with torch.no_grad():
+            for name, t in declared_inputs(self.bench).items():
+                _real(t).copy_(_real(originals[name]))
+        return partial(_raise_or_return, result)
+
+
+def _raise_or_return(result: Any) -> Any:
+    if isinstance(result, VerificationError):
+        raise result
+    return result
+
 
 def _real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t.detach()) if t.is_complex() else t.detach()
@@ -300,11 +320,13 @@ class CheckPlan:
         rng = random.SystemRandom()
         return cls(seed + rng.randrange(1, 2**31), rng.randrange(2**31), rng.randrange(iterations))
 
-    def prepare(self, bench: Benchmark, known: set[str]) -> CallGuard:
-        """Before the checked call, outside the window: poison scratch, refill the inputs, snapshot."""
+    def prepare(self, bench: Benchmark, known: set[str]) -> tuple[CallGuard, dict[str, torch.Tensor]]:
+        """Before the checked call, outside the window: keep the inputs' values, poison scratch,
+        refill the inputs, snapshot. Returns the guard and the kept values (for ``settle``)."""
+        originals = {name: t.detach().clone() for name, t in declared_inputs(bench).items()}
         poison_scratch(bench, known)
         refill(bench, self.refill_seed)
-        return CallGuard(bench)
+        return CallGuard(bench), originals
 
 
 def poison_scratch(bench: Benchmark, known: set[str]) -> None:
