@@ -8,12 +8,10 @@ thread slots work (37.5% occupancy), and 4,224 blocks each load the codebook aga
 Optimized (optimized_occupancy_api.py): ``cudaOccupancyMaxPotentialBlockSize`` picks the block
 size with the highest occupancy for this kernel's registers and shared memory (1,024 threads,
 2 blocks per SM: 100%) and the smallest grid that fills every SM. Same bytes (2 in, 4 out per
-element), same answer. Both launch the same kernel: 8 codes per 128-bit load, two float4 stores.
-Expect (measured, H200, 2026-11-26): 0.2723 -> 0.194 ms, 1.39x [1.37, 1.40]; the optimized at
-2.08 TB/s, 49% of the 4.2 TB/s copy ceiling (estimated 80-88%, 1.5-2.2x). Earlier, with the
-scalar kernel (LDG.E.U16 per code), measured on an H200: 0.283 -> 0.131 ms, 2.16x [2.13, 2.18],
-3,067 GB/s (73%). The vector kernel made the optimized launch slower (0.131 -> 0.194 ms, its calls
-varying by a CV of 15%) and the baseline only a little faster; why is not yet profiled.
+element), same answer.
+Expect: measured on an H200 (2026-11-23): 0.283 -> 0.131 ms, 2.16x [2.13, 2.18]; the optimized at 3,067 GB/s
+(73% of the 4.2 TB/s copy ceiling). A 128-bit-load version of the shared kernel measured 0.2723 ->
+0.194 ms, 1.39x, 49% (H200, 2026-11-26) and was reverted.
 Run: python ch06/baseline_occupancy_api.py  |  aisp bench run -t ch06:occupancy_api
      |  python ch06/occupancy.py (registers, shared memory and blocks/SM of every ch06 kernel)
 """

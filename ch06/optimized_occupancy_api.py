@@ -8,12 +8,10 @@ Optimized: ``cudaOccupancyMaxPotentialBlockSize(&grid, &block, dequantize)`` onc
 registers (32), its shared memory and the SM's limits and returns 1,024 threads per block, 2 per
 SM (100% occupancy), and the grid that fills every SM once (264 blocks on 132 SMs): 2.7x the
 warps in flight and 16x fewer codebook copies. Same bytes, same answer.
-Expect (measured, H200, 2026-11-26), the kernel (both variants) reading 8 codes per 128-bit load
-and writing two float4s, held at 32 registers by __launch_bounds__(1024, 2): 0.194 ms, 2.08 TB/s,
-49% of the HBM copy ceiling, 1.39x [1.37, 1.40] (estimated ~0.11-0.12 ms, 80-88%, 1.5-2.2x): SLOWER
-than the scalar kernel it replaced, measured on an H200 with one 2-byte code load (LDG.E.U16) and
-one 4-byte store per element: 0.131 ms, 3,067 GB/s (73%), 2.16x [2.13, 2.18]. Not yet profiled;
-until it is, the scalar kernel is the better one.
+Expect: measured on an H200 (2026-11-23): 0.131 ms, 3,067 GB/s (73% of the HBM copy ceiling), 2.16x
+[2.13, 2.18], with this scalar kernel (one 2-byte code load, LDG.E.U16, one 4-byte store per element).
+A version reading 8 codes per 128-bit load and writing two float4s measured 0.194 ms, 2.08 TB/s (49%),
+1.39x (H200, 2026-11-26): slower, so it was reverted; why is not yet profiled.
 Run: python ch06/optimized_occupancy_api.py  |  aisp bench run -t ch06:occupancy_api
 """
 
