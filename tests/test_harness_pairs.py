@@ -66,7 +66,10 @@ def suite(tmp_path_factory):
     def run(half: list) -> tuple[list, Path]:
         art = tmp_path_factory.mktemp("art")
         return run_suite(half, RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=art))
-    with ThreadPoolExecutor(2) as pool:
+    # One intra-op thread per worker: two suites of 2-thread workers (under pytest -n 2, four
+    # processes on a 2-core CI machine) made a 96x96 matmul take 0.05 or 15 ms by the scheduler's whim.
+    with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(2) as pool:
+        mp.setenv("OMP_NUM_THREADS", "1")
         done = list(pool.map(run, [pairs[0::2], pairs[1::2]]))
     results = {r["name"]: r for found, _ in done for r in found}
     return results, {r["name"]: run_dir for found, run_dir in done for r in found}
