@@ -1,32 +1,23 @@
-"""Baseline TP decode (2 GPUs): the whole decoder on one GPU, eager greedy decode of a batch of 8.
+"""Baseline TP decode (2 GPUs): the whole decoder on one GPU, greedy decode of a batch of 8, each
+step one CUDA-graph replay.
 
 Baseline: a wide decoder (2 blocks of a 70B-class layer: width 8192, 64 query heads on 8 K/V heads,
 SwiGLU 28,672; 32k vocabulary; 2.24B parameters, bf16) decodes 16 greedy tokens for 8 sequences
 whose 512-token prompts were prefilled at setup (each call rewrites positions 512..527). Every step
-reads 3.95 GB of weights (blocks 3.42 GB, LM head 0.52 GB) and ~34 MB of cache. The steps run
-eagerly with the chapter's tensor-parallel code at one shard (``ch16_tp.Shard(0, 1)``: the whole
-decoder, no collective; bit-identical to the kit's ``decode``). The harness starts two ranks; rank 1
-runs the same replica on its own GPU instead of idling: its GPU time equals rank 0's (separate GPUs,
-same work), so the slowest-rank sample is the one-GPU latency; both ranks then hold the tokens to
-verify against with no collective in the baseline, and both variants have two host processes
-launching kernels, as tensor parallelism needs. The second GPU's work is redundant here: a server
-would give it another batch (a data-parallel replica, twice the throughput at this latency).
-Optimized (optimized_tp_decode_multigpu.py): 2-way tensor parallelism over NCCL, eager: each GPU
-holds half the heads and half the SwiGLU width (1.71 GB of blocks + the 0.52 GB replicated head)
-and all-reduces the attention and MLP outputs (2 per block, 8 x 8192 bf16 = 128 KB each).
-Expect (measured, 2 x H200, 2026-11-26): SLOWER, 0.79x [0.76, 0.82]: 44.74 ms (one GPU, the slowest
-replica) vs 56.59 ms 2-way TP for 16 eager decode steps, 2.8 -> 3.5 ms per step. The eager step is
-launch-bound: each GPU's weight bytes halve (3.95 -> 2.24 GB per step; peak memory 4.51 -> 2.78 GB
-per GPU), but that does not show while the host launches set the step's time, and the 4 all-reduces
-per step add their latency. The two replica ranks took 26.18 and 44.74 ms (the harness times the
-slowest; the gap is not yet explained). Estimated 1.0-1.2x eager, possibly below 1: the one-GPU step
-needs 1.3-2.0 ms for its bytes at 2-3 TB/s, while an eager step costs host time per block plus the
-head (decode_cuda_graph's eager step of 8 narrower blocks, measured, H200, 2026-11-26: at most ~3.5
-ms). Next: capture the sharded step, all-reduces included, in a CUDA graph (estimated 1.5-1.7x; a
-first graphed variant produced no output within 120 s on 2 x H200, in capture or teardown, not
-diagnosed, and was reverted). The first run of this pair did not finish in 150 s: each rank drew the
-weights on one CPU thread (torchrun sets OMP_NUM_THREADS=1); they are now drawn on the GPU
-(``build_decoder(..., draw_on_device=True)``).
+reads 3.95 GB of weights (blocks 3.42 GB, LM head 0.52 GB) and ~34 MB of cache. The steps run the
+chapter's tensor-parallel code at one shard (``ch16_tp.Shard(0, 1)``: the whole decoder, no
+collective; bit-identical to the kit's ``decode``), each captured once in a CUDA graph
+(``ch16_decode.GraphedDecode``), so host launches do not set the step's time. The harness starts
+two ranks; rank 1 runs the same replica on its own GPU instead of idling: its GPU time equals rank
+0's (separate GPUs, same work), so the slowest-rank sample is the one-GPU latency; both ranks then
+hold the tokens to verify against with no collective in the baseline. The second GPU's work is
+redundant here: a server would give it another batch (a data-parallel replica, twice the throughput
+at this latency).
+Optimized (optimized_tp_decode_multigpu.py): 2-way tensor parallelism, the graphed step holding its
+4 all-reduces as one-shot symmetric-memory kernels: each GPU reads 2.24 GB per step.
+Expect (estimated, not yet measured on the redesign): 1.4-1.7x.
+History (measured, 2 x H200, 2026-11-26): eager on both sides, 44.74 ms one GPU vs 56.59 ms 2-way TP
+over NCCL, 0.79x [0.76, 0.82]; the two replica ranks took 26.18 and 44.74 ms (not explained).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin, ~90 logits at this width);
 top-4 logits per step at the bf16 defaults (each rank rounds its partial sums to bf16 before they are
 added).
@@ -36,8 +27,8 @@ Run: aisp bench run -t ch16:tp_decode_multigpu  (two GPUs; the harness starts tw
 from __future__ import annotations
 
 import torch
-from ch16_decode import DecodeWorkload, dtype_on, weight_bytes
-from ch16_tp import Shard, ShardedDecoder, shard_cache
+from ch16_decode import DecodeWorkload, GraphedDecode, dtype_on, weight_bytes
+from ch16_tp import Reduce, Shard, ShardedDecoder, nccl_reduce, shard_cache
 
 import aisp
 from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, greedy_top, prefill
@@ -65,8 +56,9 @@ WORKLOAD = tp_workload(DecodeWorkload(model=WIDE, batch=8, prompt=512, steps=17)
 
 
 class ReplicaDecode(aisp.Benchmark):
-    """``steps - 1`` eager greedy decode steps from the prefilled cache, starting at each row's
-    ``first`` token, with the decoder split over ``shards`` ranks; returns (tokens, top logits)."""
+    """``steps - 1`` greedy decode steps from the prefilled cache, starting at each row's ``first``
+    token, with the decoder split over ``shards`` ranks, each step one CUDA-graph replay
+    (``GraphedDecode``; called directly on a CPU); returns (tokens, top logits)."""
 
     workload: DecodeWorkload = WORKLOAD
     inputs = ("first",)
@@ -79,6 +71,9 @@ class ReplicaDecode(aisp.Benchmark):
             raise RuntimeError(f"{self.shards}-way tensor parallelism needs {self.shards} ranks; this world has {world}")
         return Shard(rank if self.shards > 1 else 0, self.shards)
 
+    def reducer(self, shard: Shard, dtype: torch.dtype) -> Reduce:
+        return nccl_reduce
+
     def setup(self) -> None:
         w, dtype = self.workload, dtype_on(self.device)
         if self.device.type == "cuda" and self.device.index is None:
@@ -89,20 +84,21 @@ class ReplicaDecode(aisp.Benchmark):
         with torch.no_grad():
             self.first = greedy_top(prefill(full, cache, list(prompts)), TOP)[0]
         shard = self.shard()
-        self.model, self.cache = ShardedDecoder(full, shard), shard_cache(cache, w.model, shard)
+        self.model = ShardedDecoder(full, shard, self.reducer(shard, dtype))
+        self.cache = shard_cache(cache, w.model, shard)
         self.cache_k, self.cache_v = self.cache.k, self.cache.v
+        self.step = GraphedDecode(self.model, self.cache, w.batch, w.prompt + w.steps)
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
-        w, tok = self.workload, self.first
-        tokens, tops = [], []
-        positions = torch.full((w.batch,), w.prompt, device=self.device)
+        w, step = self.workload, self.step
+        tokens = torch.empty(w.batch, w.steps - 1, dtype=torch.long, device=self.device)
+        tops = torch.empty(w.batch, w.steps - 1, TOP, device=self.device)
+        step.tok.copy_(self.first)
+        step.pos.fill_(w.prompt)
         for t in range(w.steps - 1):
-            step = self.cache.bind(positions[:, None], w.prompt + t + 1)
-            tok, top = greedy_top(self.model(tok[:, None], positions[:, None], step)[:, 0], TOP)
-            tokens.append(tok)
-            tops.append(top)
-            positions = positions + 1
-        return torch.stack(tokens, 1), torch.stack(tops, 1)
+            step()
+            tokens[:, t], tops[:, t] = step.next_tok, step.top
+        return tokens, tops
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -19,6 +19,7 @@ by the kit's decoder; :func:`shard_cache` copies the rank's K/V heads of that ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -63,10 +64,41 @@ class DecodeStep:
     mask: torch.Tensor
 
 
+Reduce = Callable[[torch.Tensor, int], torch.Tensor]
+"""(partial, call site) -> the sum over ranks of every rank's partial; sites are 2 * layer (+ 1 for the MLP)."""
+
+
+def nccl_reduce(partial: torch.Tensor, site: int) -> torch.Tensor:
+    dist.all_reduce(partial)
+    return partial
+
+
+class SymmetricReduce:
+    """One-shot all-reduce through symmetric memory (``torch.ops.symm_mem.one_shot_all_reduce_out``):
+    the partial is copied into this rank's buffer for its call site, then one kernel meets the peers at
+    a barrier in the buffers' signal pads, loads every peer's buffer over NVLink (plain P2P loads; NVLink
+    multicast stays off) and writes the sum back into the partial. No NCCL call, so a CUDA graph can
+    hold it. A buffer per call site: a rank may refill a buffer only after every peer has passed a later
+    site's barrier, i.e. finished reading it."""
+
+    def __init__(self, sites: int, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> None:
+        import torch.distributed._symmetric_memory as symm_mem
+
+        self.group = dist.group.WORLD.group_name
+        self.bufs = [symm_mem.empty(shape, dtype=dtype, device=device) for _ in range(sites)]
+        for buf in self.bufs:
+            symm_mem.rendezvous(buf, self.group)
+
+    def __call__(self, partial: torch.Tensor, site: int) -> torch.Tensor:
+        buf = self.bufs[site]
+        buf.copy_(partial)
+        return torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", self.group, partial)
+
+
 class ShardedBlock(nn.Module):
-    def __init__(self, block: Block, cfg: LLMConfig, shard: Shard) -> None:
+    def __init__(self, block: Block, cfg: LLMConfig, shard: Shard, layer: int = 0, reduce: Reduce = nccl_reduce) -> None:
         super().__init__()
-        self.local, self.shard = local_heads(cfg, shard), shard
+        self.local, self.shard, self.layer, self.all_reduce = local_heads(cfg, shard), shard, layer, reduce
         q, kv = cfg.dim, cfg.kv_heads * cfg.head_dim
         wq, wk, wv = block.attn.qkv.weight.split([q, kv, kv])
         gate, up = block.gate_up.weight.chunk(2)
@@ -77,16 +109,14 @@ class ShardedBlock(nn.Module):
         self.register_buffer("gate_up", torch.cat([gate[ffn], up[ffn]]))
         self.register_buffer("down", block.down.weight[:, ffn].contiguous())
 
-    def reduce(self, partial: torch.Tensor) -> torch.Tensor:
-        """The sum over ranks of every rank's partial output (in place)."""
-        if self.shard.count > 1:
-            dist.all_reduce(partial)
-        return partial
+    def reduce(self, partial: torch.Tensor, mlp: int) -> torch.Tensor:
+        """The sum over ranks of every rank's partial output."""
+        return self.all_reduce(partial, 2 * self.layer + mlp) if self.shard.count > 1 else partial
 
     def forward(self, x: torch.Tensor, step: DecodeStep, layer: int) -> torch.Tensor:
-        x = x + self.reduce(F.linear(self.attend(F.linear(self.norm1(x), self.qkv), step, layer), self.out))
+        x = x + self.reduce(F.linear(self.attend(F.linear(self.norm1(x), self.qkv), step, layer), self.out), 0)
         gate, up = F.linear(self.norm2(x), self.gate_up).chunk(2, dim=-1)
-        return x + self.reduce(F.linear(F.silu(gate) * up, self.down))
+        return x + self.reduce(F.linear(F.silu(gate) * up, self.down), 1)
 
     def attend(self, qkv: torch.Tensor, step: DecodeStep, layer: int) -> torch.Tensor:
         """The kit's cached attention on this rank's heads: (tokens, local qkv) -> (tokens, local dim)."""
@@ -104,13 +134,14 @@ class ShardedBlock(nn.Module):
 
 class ShardedDecoder(nn.Module):
     """One rank's part of ``model``; ``forward`` decodes over a bound cache (a ``DenseKVCache.bind``
-    step of :func:`shard_cache`'s cache) and returns the full logits (batch, tokens, vocab) on every rank."""
+    step of :func:`shard_cache`'s cache) and returns the full logits (batch, tokens, vocab) on every rank;
+    ``reduce`` sums the blocks' partial outputs over ranks (NCCL by default)."""
 
-    def __init__(self, model: Decoder, shard: Shard) -> None:
+    def __init__(self, model: Decoder, shard: Shard, reduce: Reduce = nccl_reduce) -> None:
         super().__init__()
         self.cfg = model.cfg
         self.embed, self.norm, self.head = model.embed, model.norm, model.head
-        self.blocks = nn.ModuleList(ShardedBlock(b, model.cfg, shard) for b in model.blocks)
+        self.blocks = nn.ModuleList(ShardedBlock(b, model.cfg, shard, i, reduce) for i, b in enumerate(model.blocks))
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         groups = self.cfg.heads // self.cfg.kv_heads

@@ -1,20 +1,20 @@
-"""Optimized speculative decoding: a draft proposes 4 tokens, the target verifies them in one pass.
+"""Optimized speculative decoding: a draft proposes 4 tokens, the target verifies them in one pass;
+the whole round is one CUDA-graph replay.
 
-Baseline (baseline_speculative_decoding.py): 47 target decode steps, one token each (~1.5 ms of
-launches per step, batch 1).
-Optimized: per round the draft (the target's first 2 blocks, a near-copy of its head) decodes 4
-tokens greedily, writing its keys/values into the first 2 layers of the target's own cache; the
-target then runs one forward over the last accepted token and the 4 proposals (5 positions,
-causal over the cache), keeps the proposals up to the first one its own greedy choice disagrees
-with, and adds its own token there: every round yields 1-5 tokens, always exactly the target's
-greedy ones. Keys/values written for rejected positions are overwritten by the next round and
-masked until then. One host sync per round reads the accepted count.
-A round costs 4 draft steps (~2/8 of a target step's launches, plus the head) and one target step.
-Expect (measured, H200, 2026-11-26): NOT faster: 175.3 ms vs 177.4 ms target-only, 0.97x [0.92,
-1.02] (1.12x on 2026-11-23; estimated 1.3-1.6x); metrics ``acceptance_rate`` 0.50 (accepted /
-proposed; 0.61 at seed 0 on a CPU) and ``tokens_per_target_pass`` 2.82: ~17 target forwards instead
-of 47, but since the kit's eager steps got leaner the 4 eager draft steps per round cost about what
-those passes save. Next: graph the draft and verify steps.
+Baseline (baseline_speculative_decoding.py): 47 graphed target steps, one token each, each reading
+the target's 5.9 GB of weights (memory-bound).
+Optimized: a round (``SpecRound``) is captured once: the draft (the target's first block and a
+near-copy of its head: 0.62 GB, ~10% of a target step's bytes) decodes 4 tokens greedily, writing
+its keys/values into the first layer of the target's own cache; the target then runs one forward
+over the last accepted token and the 4 proposals (5 positions, causal over the cache), keeps the
+proposals up to the first one its own greedy choice disagrees with and adds its own token there,
+all on the GPU: every round yields 1-5 tokens, always exactly the target's greedy ones. Keys/values
+written for rejected positions are overwritten by the next round and masked until then. One host
+sync per round reads the accepted count (the loop's length depends on it).
+A round costs ~4 x 0.1 + 1 target steps of bytes and yields 1 + accepted tokens (~2.8 at the
+draft's ~0.5 acceptance): estimated 1.6-2.2x.
+Expect (estimated, not yet measured on the redesign); metrics ``acceptance_rate`` (accepted /
+proposed) and ``tokens_per_target_pass``.
 Run: python ch16/optimized_speculative_decoding.py  |  aisp bench run -t ch16:speculative_decoding
 """
 
@@ -25,14 +25,17 @@ from dataclasses import replace
 
 import torch
 from baseline_speculative_decoding import TargetOnly
+from ch16_decode import StepGraph
 
 import aisp
-from aisp.kits.llm import TOP, Decoder, decode, greedy, greedy_top
+from aisp.kits.llm import TOP, Decoder, DenseKVCache, decode, greedy, greedy_top
 
 
 def build_draft(target: Decoder, layers: int, miss: float, gen: torch.Generator) -> Decoder:
     """The target's embedding, first ``layers`` blocks and final norm; its head with a ``miss``
-    share of the rows shuffled among themselves."""
+    share of the rows shuffled among themselves (standing in for a small model trained to imitate
+    the target: the kit's synthetic decoder is so regular that the target's own head would agree on
+    every token, which no real draft does)."""
     with torch.device("meta"):
         draft = Decoder(replace(target.cfg, layers=layers))
     draft.embed, draft.norm, draft.blocks = target.embed, target.norm, torch.nn.ModuleList(target.blocks[:layers])
@@ -45,41 +48,74 @@ def build_draft(target: Decoder, layers: int, miss: float, gen: torch.Generator)
     return draft
 
 
+class SpecRound:
+    """One speculative round over static buffers: ``tok`` (1,) at ``pos`` (1,) in; ``mine`` (k+1,)
+    the target's greedy tokens at the 5 positions, ``top`` (k+1, TOP) their logits and ``agree``
+    (1,) the accepted proposals out; then ``tok``/``pos`` advance to the round's last token, so
+    replays chain with no copy in. Warm-up and capture write the cache's last k+1 slots."""
+
+    def __init__(self, target: Decoder, draft: Decoder, cache: DenseKVCache, draft_cache: DenseKVCache,
+                 propose: int, kv_len: int) -> None:
+        device = cache.k.device
+        self.target, self.draft, self.cache, self.draft_cache = target, draft, cache, draft_cache
+        self.k, self.kv_len = propose, kv_len
+        self.tok = torch.zeros(1, dtype=torch.long, device=device)
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.offsets = torch.arange(propose + 1, device=device)
+        self.guess = torch.zeros(1, propose + 1, dtype=torch.long, device=device)
+        self.mine = torch.zeros(propose + 1, dtype=torch.long, device=device)
+        self.top = torch.zeros(propose + 1, TOP, device=device)
+        self.agree = torch.zeros(1, dtype=torch.long, device=device)
+        self.step = StepGraph(self._round, self._prime, device)
+
+    def _prime(self) -> None:
+        self.tok.zero_()
+        self.pos.fill_(self.kv_len - self.k - 1)
+
+    def _round(self) -> None:
+        self.guess[:, 0] = self.tok
+        for i in range(self.k):
+            logits = decode(self.draft, self.draft_cache, self.guess[:, i], self.pos + i, self.kv_len)
+            self.guess[:, i + 1] = greedy(logits)
+        at = (self.pos + self.offsets)[None]
+        mine, top = greedy_top(self.target(self.guess, at, self.cache.bind(at, self.kv_len))[0], TOP)
+        agree = (mine[:-1] == self.guess[0, 1:]).cumprod(0).sum(0, keepdim=True)
+        self.mine.copy_(mine)
+        self.top.copy_(top)
+        self.agree.copy_(agree)
+        self.tok.copy_(mine.gather(0, agree))
+        self.pos.add_(agree + 1)
+
+    def __call__(self) -> int:
+        self.step()
+        return int(self.agree)  # the round's one host sync
+
+
 class Speculative(TargetOnly):
-    def setup(self) -> None:
-        super().setup()
+    def build_steps(self) -> None:
         w = self.workload
         gen = torch.Generator().manual_seed(self.seed + 7)
         self.draft = build_draft(self.model, w.draft_layers, w.draft_miss, gen)
-        self.draft_cache = copy.copy(self.cache)  # the same storage: the draft's layers are the first ones
-        self.draft_cache.k, self.draft_cache.v = self.cache.k[:w.draft_layers], self.cache.v[:w.draft_layers]
+        draft_cache = copy.copy(self.cache)  # the same storage: the draft's layers are the first ones
+        draft_cache.k, draft_cache.v = self.cache.k[:w.draft_layers], self.cache.v[:w.draft_layers]
+        self.round = SpecRound(self.model, self.draft, self.cache, draft_cache, w.propose, self.cache_len())
         self.proposed = self.accepted = self.rounds = 0
 
-    def cache_len(self) -> int:
-        return self.workload.prompt + self.workload.steps + self.workload.propose
-
-    def _propose(self, token: torch.Tensor, pos: int) -> torch.Tensor:
-        """(1, propose + 1): ``token`` then the draft's greedy continuation, from position ``pos``."""
-        tokens = [token]
-        for i in range(self.workload.propose):
-            at = torch.full((1,), pos + i, device=self.device)
-            tokens.append(greedy(decode(self.draft, self.draft_cache, tokens[-1], at, pos + i + 1)))
-        return torch.stack(tokens, 1)
-
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
-        w = self.workload
-        token, top = self.first_token()
-        tokens, tops, pos, made = [token[:, None]], [top[:, None]], w.prompt, 1
+        w, rnd = self.workload, self.round
+        first, first_top = self.first_token()
+        tokens = torch.empty(1, w.steps + w.propose, dtype=torch.long, device=self.device)
+        top = torch.empty(1, w.steps + w.propose, first_top.shape[1], device=self.device)
+        tokens[:, 0], top[:, 0] = first, first_top
+        rnd.tok.copy_(first)
+        rnd.pos.fill_(w.prompt)
+        made = 1
         while made < w.steps:
-            guess = self._propose(token, pos)
-            at = torch.arange(pos, pos + w.propose + 1, device=self.device)[None]
-            mine, my_top = greedy_top(self.model(guess, at, self.cache.bind(at, pos + w.propose + 1))[0], TOP)
-            agree = int((mine[:-1] == guess[0, 1:]).cumprod(0).sum())  # the round's one host sync
-            tokens.append(mine[None, :agree + 1])
-            tops.append(my_top[None, :agree + 1])
-            token, pos, made = mine[agree:agree + 1], pos + agree + 1, made + agree + 1
+            agree = rnd()
+            tokens[0, made:made + agree + 1], top[0, made:made + agree + 1] = rnd.mine[:agree + 1], rnd.top[:agree + 1]
+            made += agree + 1
             self.proposed, self.accepted, self.rounds = self.proposed + w.propose, self.accepted + agree, self.rounds + 1
-        return torch.cat(tokens, 1)[:, :w.steps], torch.cat(tops, 1)[:, :w.steps]
+        return tokens[:, :w.steps], top[:, :w.steps]
 
     def metrics(self) -> dict[str, float]:
         self.proposed = self.accepted = self.rounds = 0

@@ -1,36 +1,44 @@
-"""Optimized TP decode (2 GPUs): the decoder split over two GPUs, Megatron-style, eager over NCCL.
+"""Optimized TP decode (2 GPUs): the decoder split over two GPUs, Megatron-style; each step one
+CUDA-graph replay, its all-reduces one-shot kernels over symmetric memory.
 
 Baseline (baseline_tp_decode_multigpu.py): each GPU decodes the batch of 8 with the whole 2.24B
-decoder (3.95 GB of weights per step), eagerly.
+decoder, one graph replay per step reading 3.95 GB of weights (memory-bound).
 Optimized: at setup each rank keeps its half of every block (``ch16_tp.ShardedDecoder``): 32 of the
 64 query heads and the 4 K/V heads they read (QKV column-parallel, and its half of the KV cache),
 the matching input columns of the attention output (row-parallel), half of the SwiGLU width (gate
 and up column-parallel, down row-parallel); norms, embedding and LM head replicated. Each block
-all-reduces its attention output and its MLP output (8 x 8192 bf16, 128 KB each, NCCL over NVLink)
-and every rank computes the same logits, so both ranks pick the same tokens with no other
-collective. A rank reads 2.24 GB per step instead of 3.95 GB.
-Expect (measured, 2 x H200, 2026-11-26): SLOWER, 44.74 -> 56.59 ms, 0.79x [0.76, 0.82] (estimated
-1.0-1.2x, possibly below 1): 2.8 -> 3.5 ms per eager decode step. The step is launch-bound (as
-decode_cuda_graph's eager step, measured, H200, 2026-11-26: 4.49x from a graph), so halving each
-GPU's weight bytes does not show, and the 4 all-reduces per step add their latency (baseline
-header). Next: capture the sharded step, all-reduces included, in a CUDA graph (NCCL >= 2.9 supports
-capture; PyTorch's NCCL process group skips its watchdog bookkeeping while capturing): estimated
-1.5-1.7x. A first graphed variant produced no output within 120 s on 2 x H200 (a hang in capture or
-teardown, not diagnosed; a process group that captured collectives can hang in
-``destroy_process_group``, pytorch/pytorch#115388, which the harness calls after every multi-rank
-pair) and was reverted.
+all-reduces its attention output and its MLP output (8 x 8192 bf16, 128 KB each) with
+``ch16_tp.SymmetricReduce``: a copy into a symmetric-memory buffer and one one-shot kernel that
+reads the peer's buffer over NVLink (P2P loads; multicast off). No NCCL call is in the step, so the
+whole sharded step, its 4 all-reduces included, is one CUDA graph replay. Every rank computes the
+same logits, so both pick the same tokens with no other collective. A rank reads 2.24 GB per step
+instead of 3.95 GB: at best 1.76x, less the 4 all-reduces' latency (~10-20 us each).
+Expect (estimated, not yet measured on the redesign): 1.4-1.7x.
+History (measured, 2 x H200, 2026-11-26): the eager NCCL version of this pair measured 0.79x [0.76,
+0.82] against an eager baseline (2.8 -> 3.5 ms per step); a version capturing NCCL all-reduces in
+the graph produced no output in 120 s (a process group that captured collectives can hang in
+``destroy_process_group``, pytorch/pytorch#115388) and was reverted: symmetric memory keeps NCCL
+out of the graph. On a CPU (gloo ranks, the tests) the all-reduces go through the process group.
 Run: aisp bench run -t ch16:tp_decode_multigpu  (two GPUs; the harness starts two ranks under torchrun)
 """
 
 from __future__ import annotations
 
+import torch
 from baseline_tp_decode_multigpu import ReplicaDecode
+from ch16_tp import Reduce, Shard, SymmetricReduce, nccl_reduce
 
 import aisp
 
 
 class TensorParallelDecode(ReplicaDecode):
     shards = 2
+
+    def reducer(self, shard: Shard, dtype: torch.dtype) -> Reduce:
+        if self.device.type != "cuda":
+            return nccl_reduce
+        w = self.workload
+        return SymmetricReduce(2 * w.model.layers, (w.batch, w.model.dim), dtype, self.device)
 
 
 def get_benchmark() -> aisp.Benchmark:
