@@ -6,9 +6,8 @@ overlap pays on a fast link: ``gradient_as_bucket_view=True`` (no 134 MB copy be
 and DDP's buckets each step) and its all-reduces on a second NCCL communicator created with
 ``max_ctas=8``, so the NCCL kernels running beside backward's GEMMs hold 8 SMs, not NCCL's default
 16-32.
-Expect (measured, 2 x H200, 2026-11-26): SLOWER, though the best of the pair's variants: 3.846 ->
-4.383 ms, 0.86x [0.78, 0.96] (estimated 1.0-1.15x; the uncapped, copying variant 0.84x in the same
-run). Neither setting recovers what the overlap costs: see the baseline.
+Expect (estimate, not yet measured on the new size): at or a little above the plain DDP variant.
+History (measured, 2 x H200, 2026-11-26, at the old size): 0.86x, the best of the pair's variants.
 Run: aisp bench run -t ch04:ddp_overlap_multigpu
 """
 
