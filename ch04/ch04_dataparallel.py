@@ -14,7 +14,7 @@ from ch04_common import TrainingStep, all_reduce_mean_, flat_grads
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from aisp.kits.multirank import lean_group
+from aisp.kits.multirank import gemm_carveout, lean_group
 
 BUCKET_MB = 25
 """DDP's default bucket cap: gradients are all-reduced in ~25 MB groups as backward produces them."""
@@ -40,6 +40,8 @@ class DDPStep(TrainingStep):
     """Gradients as views into DDP's buckets (no copy between them)."""
     comm_ctas: int | None = None
     """At most this many SMs for DDP's all-reduces (a communicator of its own); None: NCCL's choice."""
+    carveout: int | None = None
+    """SMs backward's GEMMs leave free for the all-reduces running beside them; None: all SMs."""
 
     def prepare(self) -> None:
         self.ddp: nn.Module = self.model
@@ -53,8 +55,9 @@ class DDPStep(TrainingStep):
         """Gradients averaged over ranks into ``.grad``; returns this rank's loss (detached)."""
         self.ddp.zero_grad(set_to_none=True)
         part = self.local_slice()
-        loss = self.loss(self.ddp, self.x[part], self.y[part])
-        loss.backward()
+        with gemm_carveout(self.carveout):
+            loss = self.loss(self.ddp, self.x[part], self.y[part])
+            loss.backward()
         return loss.detach()
 
     def run(self) -> torch.Tensor:

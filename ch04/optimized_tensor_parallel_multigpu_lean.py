@@ -1,25 +1,35 @@
-"""Optimized tensor-parallel MLP (2 GPUs), overlapped on a communicator capped at 4 SMs.
+"""Optimized tensor-parallel MLP (2 GPUs), overlapped on a 16-SM high-priority communicator, the
+GEMMs leaving those 16 SMs free.
 
 Baseline (baseline_tensor_parallel_multigpu.py): all-gather, GEMMs, reduce-scatter, in turn.
-Optimized: the chunked overlap of optimized_tensor_parallel_multigpu.py, its collectives on a second
-NCCL communicator created with ``max_ctas=4`` (``ProcessGroupNCCL.Options().config``). With NCCL's
-default channel count its kernels hold some 16-32 SMs while they overlap the GEMMs, which then run
-on fewer SMs; four SMs still move a chunk (16 MB each way) faster than its GEMMs take.
-Expect (measured, 2 x H200, 2026-11-26): SLOWER, and slower than the uncapped variant: 2.124 ->
-2.604 ms, 0.81x [0.76, 0.85] (uncapped 0.92x in the same run; estimated above 0.93x). Capping NCCL's
-SMs does not buy back the chunked GEMMs' loss.
+Optimized: the chunked overlap of optimized_tensor_parallel_multigpu.py, with the two settings that
+make the overlap real: a large cuBLAS GEMM launches a CTA per SM and keeps every SM until it ends,
+so a collective launched beside it waits for SMs. Here the GEMMs run under
+``kits.multirank.gemm_carveout(16)`` (they target 116 of 132 SMs) and the collectives on a second
+NCCL communicator (``lean_group(16)``: ``max_ctas=16``, a high-priority stream), so chunk c+1's
+all-gather and chunk c-1's reduce-scatter run while chunk c's GEMMs do.
+Expect (estimate, not yet measured): 1.0-1.15x: the collectives are ~0.3 ms of a ~2.3 ms call and
+the GEMMs lose ~12% of their SMs.
+History (measured, 2 x H200, 2026-11-26): the same variant capped at 4 CTAs with no carveout
+measured 0.81x and 0.83x.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 
 from __future__ import annotations
 
+import torch
 from optimized_tensor_parallel_multigpu import OverlappedTensorParallel
 
 import aisp
+from aisp.kits.multirank import gemm_carveout
 
 
 class LeanOverlap(OverlappedTensorParallel):
-    comm_ctas = 4
+    comm_ctas = 16
+
+    def run(self) -> torch.Tensor:
+        with gemm_carveout(16):
+            return super().run()
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -8,7 +8,8 @@ way, time a step on the slowest rank, and write code that also runs as a single 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -59,5 +60,22 @@ def lean_group(ctas: int | None) -> dist.ProcessGroup | None:
     if ctas not in _LEAN:
         options = dist.ProcessGroupNCCL.Options()
         options.config.max_ctas = ctas
+        options.is_high_priority_stream = True  # its kernels take SMs first as GEMM blocks retire
         _LEAN[ctas] = dist.new_group(backend="nccl", pg_options=options)
     return _LEAN[ctas]
+
+
+@contextmanager
+def gemm_carveout(sms: int | None) -> Iterator[None]:
+    """cuBLAS GEMMs run inside leave ``sms`` SMs idle (``torch._C._set_sm_carveout_experimental``):
+    a large GEMM otherwise holds every SM until it ends, so a collective launched beside it waits
+    for SMs and the overlap is lost. No-op for None or without CUDA; the previous setting is restored."""
+    if sms is None or not torch.cuda.is_available():
+        yield
+        return
+    before = torch._C._get_sm_carveout_experimental()
+    torch._C._set_sm_carveout_experimental(sms)
+    try:
+        yield
+    finally:
+        torch._C._set_sm_carveout_experimental(before)
