@@ -15,7 +15,8 @@ redundant here: a server would give it another batch (a data-parallel replica, t
 at this latency).
 Optimized (optimized_tp_decode_multigpu.py): 2-way tensor parallelism, the graphed step holding its
 4 all-reduces as one-shot symmetric-memory kernels: each GPU reads 2.24 GB per step.
-Expect (estimated, not yet measured on the redesign): 1.4-1.7x.
+Expect (measured, 2 x H200, 2026-11-26): 20.51 -> 15.06 ms, 1.36x [1.35, 1.37] (estimated 1.4-1.7x):
+1.28 ms per step here, 3.95 GB at 3.08 TB/s (74% of HBM).
 History (measured, 2 x H200, 2026-11-26): eager on both sides, 44.74 ms one GPU vs 56.59 ms 2-way TP
 over NCCL, 0.79x [0.76, 0.82]; the two replica ranks took 26.18 and 44.74 ms (not explained).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin, ~90 logits at this width);

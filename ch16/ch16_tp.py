@@ -73,28 +73,6 @@ def nccl_reduce(partial: torch.Tensor, site: int) -> torch.Tensor:
     return partial
 
 
-class SymmetricReduce:
-    """One-shot all-reduce through symmetric memory (``torch.ops.symm_mem.one_shot_all_reduce_out``):
-    the partial is copied into this rank's buffer for its call site, then one kernel meets the peers at
-    a barrier in the buffers' signal pads, loads every peer's buffer over NVLink (plain P2P loads; NVLink
-    multicast stays off) and writes the sum back into the partial. No NCCL call, so a CUDA graph can
-    hold it. A buffer per call site: a rank may refill a buffer only after every peer has passed a later
-    site's barrier, i.e. finished reading it."""
-
-    def __init__(self, sites: int, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> None:
-        import torch.distributed._symmetric_memory as symm_mem
-
-        self.group = dist.group.WORLD.group_name
-        self.bufs = [symm_mem.empty(shape, dtype=dtype, device=device) for _ in range(sites)]
-        for buf in self.bufs:
-            symm_mem.rendezvous(buf, self.group)
-
-    def __call__(self, partial: torch.Tensor, site: int) -> torch.Tensor:
-        buf = self.bufs[site]
-        buf.copy_(partial)
-        return torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", self.group, partial)
-
-
 class ShardedBlock(nn.Module):
     def __init__(self, block: Block, cfg: LLMConfig, shard: Shard, layer: int = 0, reduce: Reduce = nccl_reduce) -> None:
         super().__init__()
