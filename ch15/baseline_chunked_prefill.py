@@ -58,7 +58,7 @@ def _workload(w: ChunkedWorkload) -> ChunkedWorkload:
              + m.forward_flops(w.running * (w.steps - 1), w.context + w.steps / 2))
     return ChunkedWorkload(flops=flops, bytes=(w.steps - 1) * weight_bytes(m), items=w.running * w.steps,
                            item_unit="tokens", precision="bf16", headline="metric:decode_gap_p99_ms",
-                           requires=GPU_SIZED)
+                           requires=GPU_SIZED, iterations=10)
 
 
 WORKLOAD = _workload(ChunkedWorkload())
@@ -73,7 +73,7 @@ class WholePrefill(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device), draw_on_device=True)
         self.prompts = torch.randint(w.model.vocab, (w.running, w.context), generator=gen, device=self.device)
         self.long_prompt = torch.randint(w.model.vocab, (w.long,), generator=gen, device=self.device)
         self.clock = StepClock(self.device)

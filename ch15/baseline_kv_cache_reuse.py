@@ -52,7 +52,7 @@ def _workload(w: ReuseWorkload = ReuseWorkload()) -> ReuseWorkload:
     decode = sum(m.forward_flops(w.batch, w.prompt + t) for t in range(1, w.steps))
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return ReuseWorkload(flops=prefill + decode, bytes=(w.steps - 1) * weight_bytes(m) + kv,
-                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED)
+                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=12)
 
 
 WORKLOAD = _workload()
@@ -67,7 +67,7 @@ class Recompute(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device), draw_on_device=True)
         self.prompts = torch.randint(w.model.vocab, (w.batch, w.prompt), generator=self.generator(),
                                      device=self.device)
 

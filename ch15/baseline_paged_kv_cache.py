@@ -52,7 +52,7 @@ def _workload(w: PagedWorkload = PagedWorkload(stream=STREAM, slots=32)) -> Page
                          prefill_budget=w.prefill_budget,
                          flops=prefill + decode, bytes=tokens / w.slots * weight_bytes(m), items=tokens,
                          item_unit="tokens", precision="bf16", headline="memory",
-                         requires=GPU_SIZED)
+                         requires=GPU_SIZED, iterations=10)
 
 
 WORKLOAD = _workload()

@@ -71,7 +71,7 @@ class PrefillEveryPrefix(aisp.Benchmark):
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device), draw_on_device=True)
         self.system = torch.randint(w.model.vocab, (w.system,), generator=gen, device=self.device)
         self.user = torch.randint(w.model.vocab, (w.requests, w.user), generator=gen, device=self.device)
 

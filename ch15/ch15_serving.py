@@ -56,7 +56,7 @@ class StreamBenchmark(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.model = build_decoder(w.model, self.seed, self.device)
+        self.model = build_decoder(w.model, self.seed, self.device, draw_on_device=True)
         stream = w.requests()
         longest = max(len(r.prompt) for r in stream)
         self.prompts = torch.randint(w.model.vocab, (len(stream), longest), generator=self.generator(),

@@ -106,3 +106,16 @@ def test_variant_with_unmet_requirements_is_skipped_alone(tmp_path):
     assert "CUDA" in by_name["optimized_sum_gpuonly"]["reason"]
     assert by_name["optimized_sum"]["verdict"] in ("ok", "slower")
     assert result["verdict"] == by_name["optimized_sum"]["verdict"] and result["best"] == "optimized_sum"
+
+
+def test_a_workload_may_ask_for_fewer_timed_iterations_never_more(tmp_path):
+    """Workload.iterations caps the run's count (a second-long call takes fewer samples); the
+    checked call still lands inside the shorter window; a run asking for fewer still gets fewer."""
+    result = _run(tmp_path, ["modes:few"])["few"]
+    assert result["verdict"] in ("ok", "slower")
+    for var in (result["baseline"], *result["variants"]):
+        assert len(var["samples_ms"]) == 3
+    assert any("inputs refilled" in c for c in result["variants"][0]["verification"]["checks"])
+    options = RunOptions(iterations=2, warmup=1, device="cpu", artifacts_dir=tmp_path / "two")
+    two, _ = run_suite(resolve_targets(["modes:few"], REPO, (MODES,)), options, hooks=hooks_for(options))
+    assert len(two[0]["baseline"]["samples_ms"]) == 2

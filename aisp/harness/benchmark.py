@@ -77,6 +77,8 @@ class Workload:
     """What the pair needs to run here."""
     timeout_s: float = 300.0
     """Seconds one pair run may take before it is killed (times --timeout-multiplier)."""
+    iterations: int | None = None
+    """Timed iterations at most (2 or more): a pair whose call takes a second may take fewer than the run's."""
 
 
 class Benchmark:

@@ -208,8 +208,8 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
     last: dict[int, Callable[[], Any]] = {}
     with gc_disabled():
         calls = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
-        for i in range(options.iterations):
-            checked = check is not None and i == check.at
+        for i in range(count := min(options.iterations, live[0].bench.workload.iterations or options.iterations)):
+            checked = check is not None and i == check.at % count
             for var in _rotation(live, offset + i):
                 if checked:
                     guard, originals = check.prepare(var.bench, var.known_after_setup)
