@@ -9,7 +9,7 @@ experts' gate/up GEMM as one kernel over the sorted rows, with the per-expert ro
 ``index_add_`` scatters the gated outputs back. The host never waits for the GPU, so the launch
 queue stays full, and the grouped kernel's tiles span experts, so no expert's GEMM runs alone on a
 half-empty GPU. Where this torch lacks ``_grouped_mm`` it falls back to the padded bmm variant.
-Expect (estimated, not yet measured): H200 ~2.5-3 ms, 2-3x; 60-75% of the bf16 tensor-core peak.
+Expect (estimated, not yet measured): H200 ~2.7-3.5 ms, 2-2.5x; 60-75% of the bf16 tensor-core peak.
 Run: python ch17/optimized_moe_grouped_gemm.py  |  aisp bench run -t ch17:moe_grouped_gemm
 """
 
