@@ -10,10 +10,8 @@ next token is the full model's greedy token).
   whose token replaces theirs. q = 0 never escalates; q = 1 escalates everything.
 
 Rows on the Pareto frontier (no other row is both faster and at least as accurate) are marked.
-The decoder's weights are drawn from a seed (the kit's ``build_decoder``, with an untied random LM
-head so the prediction depends on every block), not trained: the curve shows the method and the
-measurement, not a real model's accuracy. Point it at real weights by
-loading them into the kit's ``Decoder`` before ``sweep``.
+The weights are drawn from a seed (the kit's ``build_decoder``, with an untied random LM head so the
+prediction depends on every block), not trained: the curve shows the method, not a model's accuracy.
 
 Run: python ch17/latency_accuracy_sweep.py [--requests 256 --prompt 128 --draft 2] [--plot sweep.png]
      python ch17/latency_accuracy_sweep.py --tiny --device cpu   (seconds on a CPU)
@@ -22,14 +20,14 @@ Run: python ch17/latency_accuracy_sweep.py [--requests 256 --prompt 128 --draft 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+from ch17_pareto import Point, pareto, plot, table
 from ch17_serving import MODEL, dtype_on
 from rich.console import Console
-from rich.table import Table
 
 from aisp.harness.timing import time_call
 from aisp.kits.llm import Decoder, LLMConfig, build_decoder
@@ -41,25 +39,14 @@ TINY = LLMConfig(vocab=256, dim=64, layers=4, heads=4, kv_heads=2, ffn=128)
 class SweepConfig:
     model: LLMConfig = MODEL
     requests: int = 256
-    """Requests (sequences) whose next token is predicted together."""
+    """Requests (sequences of ``prompt`` tokens) whose next token is predicted together."""
     prompt: int = 128
-    """Tokens per request."""
     draft: int = 2
     """Blocks of the cascade's small model."""
     quantiles: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75)
     """Shares of the least confident requests the cascade escalates."""
     iterations: int = 10
     seed: int = 0
-
-
-@dataclass(frozen=True)
-class Point:
-    name: str
-    latency_ms: float
-    agreement: float
-    escalated: float = 0.0
-    """Share of requests the full model ran again (cascades)."""
-    pareto: bool = False
 
 
 def truncated(model: Decoder, layers: int) -> Decoder:
@@ -88,27 +75,16 @@ def cascade(small: Decoder, full: Decoder, tokens: torch.Tensor, threshold: floa
     return token
 
 
-def pareto(points: Sequence[Point]) -> list[Point]:
-    """``points`` with ``pareto`` set where no other point is at most as slow and at least as
-    accurate, and strictly better in one of the two."""
-    def dominated(p: Point) -> bool:
-        return any(q.latency_ms <= p.latency_ms and q.agreement >= p.agreement
-                   and (q.latency_ms < p.latency_ms or q.agreement > p.agreement) for q in points)
-    return [replace(p, pareto=not dominated(p)) for p in points]
-
-
 def sweep(cfg: SweepConfig, device: torch.device) -> list[Point]:
     """Every early exit and every cascade quantile, timed (median of ``iterations`` calls)."""
     full = build_decoder(cfg.model, cfg.seed, device, dtype_on(device))
     gen = torch.Generator(device=device).manual_seed(cfg.seed + 1)
-    with torch.no_grad():  # an untied head: the kit's (a permuted embedding) lets layer 1 predict the token
-        full.head.weight.normal_(0.0, cfg.model.dim ** -0.5, generator=gen)
+    full.head.weight.normal_(0.0, cfg.model.dim ** -0.5, generator=gen)  # untied: the kit's lets layer 1 predict
     tokens = torch.randint(cfg.model.vocab, (cfg.requests, cfg.prompt), generator=gen, device=device)
 
     def timed(fn: Callable[[], torch.Tensor]) -> tuple[float, torch.Tensor]:
-        with torch.no_grad():
-            fn()
-            samples = [time_call(fn, device) for _ in range(cfg.iterations)]
+        fn()
+        samples = [time_call(fn, device) for _ in range(cfg.iterations)]
         return float(torch.tensor([s.ms for s in samples]).median()), samples[-1].output
 
     truth = next_token(full, tokens)[0]
@@ -125,34 +101,6 @@ def sweep(cfg: SweepConfig, device: torch.device) -> list[Point]:
         points.append(Point(f"cascade@{cfg.draft}>{q:g}", ms, (token == truth).float().mean().item(),
                             (margins < threshold).float().mean().item()))
     return pareto(points)
-
-
-def table(points: Sequence[Point], title: str) -> Table:
-    out = Table(title=title)
-    for col in ("config", "latency ms", "agreement", "escalated", "Pareto"):
-        out.add_column(col, justify="left" if col == "config" else "right")
-    for p in sorted(points, key=lambda p: p.latency_ms):
-        out.add_row(p.name, f"{p.latency_ms:.3f}", f"{p.agreement:.1%}", f"{p.escalated:.0%}", "*" if p.pareto else "")
-    return out
-
-
-def plot(points: Sequence[Point], path: Path) -> None:
-    """Agreement against latency, the frontier joined (needs matplotlib)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for p in points:
-        ax.scatter(p.latency_ms, p.agreement, c="C1" if p.name.startswith("cascade") else "C0")
-        ax.annotate(p.name, (p.latency_ms, p.agreement), fontsize=7)
-    front = sorted((p for p in points if p.pareto), key=lambda p: p.latency_ms)
-    ax.plot([p.latency_ms for p in front], [p.agreement for p in front], "k--", lw=0.8)
-    ax.set(xlabel="latency (ms)", ylabel="agreement with the full model", title="early exit and cascades")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> list[Point]:
