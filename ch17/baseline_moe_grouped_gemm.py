@@ -1,0 +1,87 @@
+"""Baseline MoE grouped GEMM: the expert loop of a first MoE layer, a boolean mask and a host sync per expert.
+
+Baseline: an MoE FFN over a 16,384-token prefill batch (width 2,048; 64 SwiGLU experts of width
+1,024; top-8 routing, so 131,072 token-expert assignments, ~2,048 per expert). Both sides route the
+same way (one router GEMM, top-8, softmax over the 8 logits). Then, as most first MoE layers are
+written: for each expert, ``(ids == e).nonzero()`` finds its tokens (a boolean mask over all
+assignments and a device-to-host sync to size the result), the tokens are gathered, two GEMMs and
+the SwiGLU run, and the gated outputs are added into the result with ``index_add_``. 64 syncs stall
+the launch queue 64 times; each expert's ~2,048 x 2,048 x 2,048 GEMM is too short to hide the gap.
+Optimized (optimized_moe_grouped_gemm.py): sort the assignments by expert once and run all experts
+as two grouped GEMMs over the sorted tokens (``torch._grouped_mm`` with per-expert row offsets held
+on the device): no mask per expert, no host sync, 2 GEMM launches instead of 128.
+Variant ``_padded_bmm``: where ``_grouped_mm`` is missing, two ``bmm`` over a buffer padded to the
+busiest expert's rows (one host sync for that size; the padding rows are wasted FLOPs).
+Ceiling: bf16 tensor cores (1.65 TFLOP per call, 783 TFLOP/s on an H200: ~2.1 ms).
+Expect (estimated, not yet measured): H200 ~6-8 ms -> ~2.7-3.5 ms (2-2.5x), the grouped GEMM at 60-75%
+of the bf16 peak; padded bmm ~3.2-4 ms.
+Tolerance: bf16 defaults (each assignment's product is the same; the fp32 index_add_ order differs).
+Run: python ch17/baseline_moe_grouped_gemm.py  |  aisp bench run -t ch17:moe_grouped_gemm
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch17_moe import dtype_on, expert_weights, route, swiglu
+
+import aisp
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoEWorkload(aisp.Workload):
+    tokens: int = 16384
+    dim: int = 2048
+    ffn: int = 1024
+    """Each expert's SwiGLU width."""
+    experts: int = 64
+    top_k: int = 8
+
+
+GPU_SIZED = aisp.Requirements(cuda=True)
+"""Sized for an H100/H200; tests/test_ch17_pairs.py runs the same code at tiny sizes on a CPU."""
+
+
+def moe_workload(requires: aisp.Requirements = GPU_SIZED, **kw: object) -> MoEWorkload:
+    w = MoEWorkload(**kw)
+    assignments = w.tokens * w.top_k
+    flops = 2.0 * w.tokens * w.dim * w.experts + 6.0 * assignments * w.dim * w.ffn
+    weights = 2.0 * w.experts * 3 * w.dim * w.ffn
+    return MoEWorkload(**kw, flops=flops, bytes=weights + 2.0 * w.tokens * w.dim * 3, items=w.tokens,
+                       item_unit="tokens", precision="bf16", requires=requires)
+
+
+WORKLOAD = moe_workload()
+
+
+class MaskedExpertLoop(aisp.Benchmark):
+    """Input ``x`` (tokens, dim); returns the MoE output (tokens, dim) in x's dtype."""
+
+    workload: MoEWorkload = WORKLOAD
+    inputs = ("x",)
+
+    def setup(self) -> None:
+        w, gen, dtype = self.workload, self.generator(), dtype_on(self.device)
+        self.x = torch.randn(w.tokens, w.dim, generator=gen, device=self.device).to(dtype)
+        self.w_router = (torch.randn(w.dim, w.experts, generator=gen, device=self.device) / w.dim ** 0.5).to(dtype)
+        self.w_gate_up, self.w_down = expert_weights(w.experts, w.dim, w.ffn, gen, self.device, dtype)
+
+    def run(self) -> torch.Tensor:
+        ids, gates = route(self.x, self.w_router, self.workload.top_k)
+        out = torch.zeros(self.x.shape, device=self.device)
+        for e in range(self.workload.experts):
+            token, slot = (ids == e).nonzero(as_tuple=True)  # host sync: the result's size
+            if token.numel() == 0:
+                continue
+            y = swiglu(self.x[token] @ self.w_gate_up[e]) @ self.w_down[e]
+            out.index_add_(0, token, y.float() * gates[token, slot, None])
+        return out.to(self.x.dtype)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return MaskedExpertLoop()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,122 @@
+"""Baseline prefill/decode priority: a long prefill and the running decodes share one CUDA stream.
+
+Baseline: 16 requests (1,024-token contexts) are decoding, 32 tokens each; before their 4th decode
+step a 32,768-token prompt arrives and its prefill (~22 TFLOP) is issued on the same stream as the
+decode steps, as one forward. A stream runs in order: every decode step issued after the prefill
+waits for all of it, so the gap between two decode steps (the running requests' time per output
+token) jumps from one step to one step plus the whole prefill, ~30 ms.
+Optimized (optimized_prefill_decode_priority.py): decode steps on a high-priority stream, the prefill
+on a low-priority stream in 2,048-token chunks, one chunk issued beside each decode step. The two
+streams run concurrently; when a prefill thread block retires, the block scheduler issues the
+pending decode blocks first, so a decode step waits for at most one wave of prefill blocks, never
+for the prefill. Variants: ``_chunked`` (chunks interleaved on one shared stream, no priority: each
+gap holds one chunk) and ``_whole`` (priority streams, the prefill unchunked), to tell the two
+effects apart. Unlike ch15:chunked_prefill, the chunk never shares a forward with the decode rows.
+Headline: the p99 gap between decode steps (``metric:decode_gap_p99_ms``; CUDA events recorded on
+the decode steps' stream); the time of the whole call is reported beside it.
+Expect (estimated, not yet measured): H200 p99 gap ~30 ms -> ~5-8 ms (4-6x); call time within ~15%.
+Tolerance: tokens exactly; top-4 logits at the bf16 defaults (chunks attend to earlier chunks
+through the cache, the whole prefill causally over itself).
+Run: python ch17/baseline_prefill_decode_priority.py  |  aisp bench run -t ch17:prefill_decode_priority
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from ch17_serving import GPU_SIZED, MODEL, StepClock, dtype_on, weight_bytes
+
+import aisp
+from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, decode, greedy_top, prefill
+
+
+@dataclass(frozen=True, kw_only=True)
+class PriorityWorkload(aisp.Workload):
+    model: LLMConfig = MODEL
+    running: int = 16
+    """Requests decoding when the long prompt arrives."""
+    context: int = 1024
+    """Prompt tokens of each running request."""
+    steps: int = 32
+    """Tokens each running request generates (the first from its prefill)."""
+    long: int = 32768
+    """Prompt tokens of the arriving request."""
+    arrive: int = 4
+    """Decode step before which the long prompt arrives."""
+    chunk: int = 2048
+    """Prefill chunk of the chunked variants (tokens)."""
+
+
+def priority_workload(**kw: object) -> PriorityWorkload:
+    w = PriorityWorkload(**kw)
+    assert w.long % w.chunk == 0 and w.arrive + w.long // w.chunk <= w.steps
+    m = w.model
+    flops = (m.forward_flops(w.running * w.context, w.context / 2) + m.forward_flops(w.long, w.long / 2)
+             + m.forward_flops(w.running * (w.steps - 1), w.context + w.steps / 2))
+    return PriorityWorkload(**kw, flops=flops, bytes=(w.steps - 1) * weight_bytes(m), items=w.running * w.steps,
+                            item_unit="tokens", precision="bf16", headline="metric:decode_gap_p99_ms",
+                            requires=GPU_SIZED)
+
+
+WORKLOAD = priority_workload()
+
+
+class SharedStream(aisp.Benchmark):
+    """Returns the running requests' tokens (running, steps) and top logits (running, steps, TOP),
+    and the long request's first token and top logits."""
+
+    workload: PriorityWorkload = WORKLOAD
+    inputs = ("prompts", "long_prompt")
+
+    def setup(self) -> None:
+        w, gen = self.workload, self.generator()
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.prompts = torch.randint(w.model.vocab, (w.running, w.context), generator=gen, device=self.device)
+        self.long_prompt = torch.randint(w.model.vocab, (w.long,), generator=gen, device=self.device)
+        self.long_row = torch.full((1,), w.running, device=self.device)  # the long request's cache row
+        self.clock = StepClock(self.device)
+
+    def start(self) -> tuple[DenseKVCache, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """A cache with the running requests prefilled (rows 0..running-1) and their first tokens."""
+        w = self.workload
+        cache = DenseKVCache(w.model, w.running + 1, max(w.context + w.steps, w.long), self.device,
+                             dtype_on(self.device))
+        self.clock = StepClock(self.device)
+        steps = [greedy_top(prefill(self.model, cache, list(self.prompts)), TOP)]
+        self.clock.tick()
+        return cache, steps
+
+    def prefill_long(self, cache: DenseKVCache, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Prefill tokens start..end of the long prompt into its cache row (attending to the earlier
+        ones through the cache); its first token and top logits once ``end`` is the prompt's end."""
+        pos = torch.arange(start, end, device=self.device)[None]
+        bound = cache.bind(pos, end, self.long_row, fresh=start == 0, tail=start > 0)
+        hidden = self.model.hidden(self.long_prompt[None, start:end], pos, bound)
+        return greedy_top(self.model.head(hidden[:, -1]), TOP) if end == self.workload.long else None
+
+    def decode_step(self, cache: DenseKVCache, steps: list, positions: torch.Tensor, s: int) -> None:
+        steps.append(greedy_top(decode(self.model, cache, steps[-1][0], positions, self.workload.context + s), TOP))
+        self.clock.tick()
+
+    def run(self) -> tuple[torch.Tensor, ...]:
+        w = self.workload
+        cache, steps = self.start()
+        positions = torch.full((w.running,), w.context, device=self.device)
+        for s in range(1, w.steps):
+            if s == w.arrive:
+                first = self.prefill_long(cache, 0, w.long)
+            self.decode_step(cache, steps, positions, s)
+            positions = positions + 1
+        return torch.stack([t for t, _ in steps], 1), torch.stack([v for _, v in steps], 1), *first
+
+    def metrics(self) -> dict[str, float]:
+        return self.clock.summary()
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return SharedStream()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,42 @@
+"""Baseline topology-aware MoE (2 GPUs): experts placed round-robin, so half the tokens cross NVLink.
+
+Baseline: expert-parallel MoE FFN over two ranks (16 SwiGLU experts of width 1,024 on width 4,096,
+top-2, bf16; 8 experts per GPU; 16,384 tokens per rank). Expert e lives on rank e mod 2, the
+placement a framework picks when it knows nothing about the traffic. Rank r's tokens lean towards
+expert group r (experts 8r..8r+7 get ~87% of its assignments: ch17_ep.py), but round-robin splits
+every group over both ranks, so ~50% of each rank's 32,768 assignments go over NVLink and come back:
+~270 MB each way per rank per call (tokens out, outputs back, bf16).
+Optimized (optimized_topology_aware_moe_multigpu.py): the same code with a locality-aware placement,
+planned at setup from a calibration batch's routing counts (an expert goes to the rank that sends it
+most tokens, 8 per rank): ~13% of the assignments cross, ~70 MB each way. Same experts, same routing,
+same math per assignment: only where each expert runs changes. Metrics: ``remote_share`` and
+``link_mb_per_rank`` of the last call.
+Ceiling: NVLink bytes (the expert GEMMs, ~0.83 TFLOP per rank, are the same on both sides).
+Expect (estimated, not yet measured): 2 x H200 ~2.6-3.2 ms -> ~2.0-2.4 ms (1.2-1.4x); the link time
+drops ~4x, the expert GEMMs stay.
+Tolerance: bf16 defaults (each assignment's product runs in another grouped GEMM, so rounding differs).
+Run: aisp bench run -t ch17:topology_aware_moe_multigpu  (two GPUs; the harness starts torchrun)
+"""
+
+from __future__ import annotations
+
+from ch17_ep import ExpertParallel, ep_workload, uniform_owner
+
+import aisp
+
+WORKLOAD = ep_workload()
+
+
+class RoundRobinExperts(ExpertParallel):
+    workload = WORKLOAD
+
+    def placement(self) -> list[int]:
+        return uniform_owner(self.workload.experts, self.world)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return RoundRobinExperts()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,155 @@
+"""Chapter 17 pairs on a CPU: vectorized_router at its own size (it needs no GPU); the GPU-sized
+one-GPU pairs at tiny sizes, same code. Every variant gives its baseline's output on two seeds and
+on refilled inputs, another seed's answer is rejected, every file documents itself, the GPU-sized
+pairs skip on a CPU with the reason, and each optimization does what it claims (no host sync per
+expert, one forward for the batch, decode steps ordered on their own stream). The two-rank pairs
+run on two gloo ranks in tests/test_ch17_multirank.py."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from conftest import variant_modules
+from refill_check import check_refilled_pair, check_two_seeds
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.discovery import pairs_in
+from aisp.harness.loader import import_module_at
+from aisp.kits.llm import LLMConfig
+
+CH17 = Path(__file__).resolve().parents[1] / "ch17"
+TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
+MULTIRANK = ("topology_aware_moe_multigpu", "pipeline_inference_multigpu")
+SMALL = {
+    "vectorized_router": {},
+    "moe_grouped_gemm": dict(tokens=96, dim=32, ffn=16, experts=8, top_k=2),
+    "decode_batching_roofline": dict(model=TINY, requests=5, context=12),
+    "prefill_decode_priority": dict(model=TINY, running=3, context=10, steps=9, long=24, arrive=2, chunk=8),
+}
+"""Per one-GPU pair, sizes that keep a CPU run to a second or two ({}: its own size)."""
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH17 / f"{module}.py")
+
+
+def pair_of(module: str) -> str:
+    return next(b for b, o in variant_modules(CH17) if module in (b, o)).removeprefix("baseline_")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    bench.workload = dataclasses.replace(bench.workload, **SMALL[pair_of(module)])
+    return bench
+
+
+def one_gpu_pairs() -> list[tuple[str, str]]:
+    return [(b, o) for b, o in variant_modules(CH17) if b.removeprefix("baseline_") not in MULTIRANK]
+
+
+def test_the_harness_discovers_every_pair_and_variant() -> None:
+    found = {p.name: sorted(o.stem for o in p.optimized) for p in pairs_in(CH17)}
+    assert sorted(found) == sorted([*SMALL, *MULTIRANK])
+    assert len(found["moe_grouped_gemm"]) == 2 and len(found["prefill_decode_priority"]) == 3
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), one_gpu_pairs())
+def test_pair_matches_on_two_seeds_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
+    check_two_seeds(build, baseline, optimized)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), one_gpu_pairs())
+def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), build(baseline, 0).workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH17))
+def test_requirements_and_accounting(baseline: str, optimized: str) -> None:
+    workload = load(baseline).WORKLOAD
+    assert load(optimized).get_benchmark().workload is workload
+    assert workload.items > 0 and workload.flops > 0
+    reason = unmet_requirements(workload.requires, torch.device("cpu"))
+    if baseline == "baseline_vectorized_router":
+        assert reason is None  # runs on a CPU as it is: CI times it
+    else:
+        assert reason and "CUDA" in reason
+
+
+@pytest.mark.parametrize("path", sorted(CH17.glob("*.py")), ids=lambda p: p.stem)
+def test_file_documents_itself(path: Path) -> None:
+    assert len(path.read_text().splitlines()) < 150
+    if not path.stem.startswith(("baseline_", "optimized_")):
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:", f"ch17:{pair_of(path.stem)}"):
+        assert line in doc, f"{path.name} docstring lacks '{line}'"
+    assert "not yet measured" in doc or re.search(r"measured, (2 x )?H200", doc)
+    if path.stem.startswith("baseline_"):
+        assert "Tolerance:" in doc
+
+
+def test_grouped_experts_never_wait_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline asks the device for a size once per expert; the grouped variant never does."""
+    calls = {"nonzero": 0}
+    real = torch.Tensor.nonzero
+    monkeypatch.setattr(torch.Tensor, "nonzero", lambda self, *a, **k: calls.__setitem__("nonzero", calls["nonzero"] + 1) or real(self, *a, **k))
+    for module in ("baseline_moe_grouped_gemm", "optimized_moe_grouped_gemm"):
+        bench = build(module, 0)
+        bench.setup()
+        calls["nonzero"] = 0
+        bench.run()
+        calls[module] = calls["nonzero"]
+    assert calls["baseline_moe_grouped_gemm"] == 8 and calls["optimized_moe_grouped_gemm"] == 0
+
+
+def test_padded_bmm_path_equals_the_grouped_gemm() -> None:
+    moe = load("ch17_moe")
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(6, (40, 2), generator=gen)
+    order, counts = moe.sort_by_expert(ids, 6)
+    xs = torch.randn(80, 16, generator=gen)
+    w1, w2 = moe.expert_weights(6, 16, 8, gen, torch.device("cpu"), torch.float32)
+    padded = moe.padded_ffn(xs, ids.reshape(-1)[order], counts, w1, w2)
+    loop = torch.cat([moe.swiglu(x @ w1[e]) @ w2[e] for e, x in enumerate(xs.split(counts.tolist()))])
+    torch.testing.assert_close(padded, loop)
+    if moe.HAS_GROUPED_MM:
+        torch.testing.assert_close(moe.grouped_ffn(xs, counts, w1, w2), loop)
+
+
+def test_batched_decode_is_one_forward_and_reports_its_intensity() -> None:
+    forwards = {}
+    for module in ("baseline_decode_batching_roofline", "optimized_decode_batching_roofline"):
+        bench = build(module, 0)
+        bench.setup()
+        calls, forward = [], bench.model.forward
+        bench.model.forward = lambda *a, f=forward, n=calls, **k: n.append(1) or f(*a, **k)
+        bench.run()
+        forwards[module] = (len(calls), bench.metrics())
+    (base_calls, base), (opt_calls, opt) = forwards.values()
+    assert (base_calls, opt_calls) == (5, 1) and (base["weight_reads"], opt["weight_reads"]) == (5, 1)
+    full = load("baseline_decode_batching_roofline").WORKLOAD
+    assert 60 < full.flops / full.bytes < 80  # the batched step's intensity at 64 requests: under the ~186 ridge
+
+
+def test_priority_variants_chunk_the_prompt_and_report_decode_gaps() -> None:
+    prefilled = {}
+    for module in ("baseline_prefill_decode_priority", "optimized_prefill_decode_priority",
+                   "optimized_prefill_decode_priority_whole"):
+        bench = build(module, 0)
+        bench.setup()
+        spans, real = [], bench.prefill_long
+        bench.prefill_long = lambda cache, start, end, n=spans, f=real: n.append((start, end)) or f(cache, start, end)
+        bench.run()
+        prefilled[module] = spans
+        gaps = bench.metrics()
+        assert 0 < gaps["decode_gap_p50_ms"] <= gaps["decode_gap_p99_ms"] <= gaps["decode_gap_max_ms"]
+    assert prefilled["baseline_prefill_decode_priority"] == [(0, 24)] == prefilled["optimized_prefill_decode_priority_whole"]
+    assert prefilled["optimized_prefill_decode_priority"] == [(0, 8), (8, 16), (16, 24)]
