@@ -68,7 +68,7 @@ def capture(fn: Callable[[], None], prime: Callable[[], None], device: torch.dev
     torch.cuda.current_stream().wait_stream(side)
     prime()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         fn()
     return graph
 
