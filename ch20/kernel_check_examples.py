@@ -1,0 +1,44 @@
+"""Kernels to try ``kernel_check.py`` on (and its tests' fixtures): a row softmax as a reference,
+a correct two-pass version, and one with a classic tile-tail bug.
+
+    cd ch20 && python kernel_check.py kernel_check_examples:softmax_two_pass \\
+        --reference kernel_check_examples:softmax_reference --shapes RxC --dims R=64 C=1024 --random 4   # all match
+    cd ch20 && python kernel_check.py kernel_check_examples:softmax_tail_bug \\
+        --reference kernel_check_examples:softmax_reference --shapes RxC --dims R=64 C=1024 --random 4   # 1024 matches, odd widths fail
+
+Any callable works the same way: a Triton kernel's Python wrapper, a CUDA C++ function loaded
+through ``aisp.kits.native``, a CuPy or Numba kernel wrapped to take and return torch tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BLOCK = 128
+"""Columns per tile in the tail-bug version."""
+
+
+def softmax_reference(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim, computed in fp32, returned in x's dtype."""
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+def softmax_two_pass(x: torch.Tensor) -> torch.Tensor:
+    """Pass 1: row max; pass 2: exp(x - max) and its sum; then normalize."""
+    xf = x.float()
+    e = (xf - xf.amax(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-1, keepdim=True)).to(x.dtype)
+
+
+def softmax_tail_bug(x: torch.Tensor) -> torch.Tensor:
+    """As if written tile by tile: the row sum only covers whole BLOCK-wide tiles, so the columns
+    after the last whole tile are left out of the denominator (right when the width divides by BLOCK)."""
+    xf = x.float()
+    e = (xf - xf.amax(dim=-1, keepdim=True)).exp()
+    whole = x.shape[-1] // BLOCK * BLOCK or x.shape[-1]
+    return (e / e[..., :whole].sum(dim=-1, keepdim=True)).to(x.dtype)
+
+
+def softmax_raises(x: torch.Tensor) -> torch.Tensor:
+    """A kernel that fails to launch (to show how an exception is reported)."""
+    raise RuntimeError("invalid configuration argument")

@@ -1,0 +1,79 @@
+"""Optimized LLM inference, stage 4 of 4: e4m3 weights for decode (ch16: fp8_weight_decode; the
+kernel is ch13:quantization's, in ``aisp.kits.fp8``).
+
+Baseline (baseline_llm_inference_e2e.py): recompute decode. Stages 1-3 added a KV cache, a
+CUDA-graphed decode step and continuous batching; a graphed step of 8 rows is bound by reading
+1.68 GB of bf16 weights (each weight byte feeds 8 FLOPs, far below the bf16 ridge).
+Optimized: stage 3 with every linear layer (QKV, attention output, SwiGLU, LM head) stored at
+model load as e4m3 with one fp32 scale per output channel (0.84 GB). A decode step (at most 16
+rows) runs the kit's weight-only fp8 Triton kernel: it streams the fp8 weights, widens them to fp16
+in registers and multiplies on the tensor cores, scale in the epilogue; half the bytes per step.
+Prefill forwards (hundreds of rows, compute-bound) widen the weights to bf16 first and use
+cuBLAS. Norms, RoPE, attention and the KV cache stay bf16; the step is captured as in stage 2.
+Expect (estimated, not yet measured, H200): ~1.2-1.4x over stage 3 (ch16 measured 1.23x for the
+same kernel on a graphed step of this width): ~35 ms per call, ~10-15x over the baseline.
+Run: python ch20/optimized_llm_inference_e2e_s4_fp8_weights.py  |  aisp bench run -t ch20:llm_inference_e2e
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from optimized_llm_inference_e2e_s3_continuous_batching import ContinuousGraphedDecode
+from torch import nn
+
+import aisp
+
+DECODE_ROWS = 16
+"""Most rows the weight-only fp8 kernel takes (one mma row block)."""
+
+
+class FP8Linear(nn.Module):
+    """``linear``'s weight as e4m3 bits (uint8) and a scale per output channel."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        from aisp.kits.fp8 import quantize_rows
+
+        super().__init__()
+        w8, scale = quantize_rows(linear.weight)
+        self.register_buffer("w8", w8)
+        self.register_buffer("scale", scale)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The e4m3 bits (the kit's loops read ``head.weight.device``)."""
+        return self.w8
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
+        if x.is_cuda and len(rows) <= DECODE_ROWS:
+            from aisp.kits.fp8 import fp8_linear
+
+            y = fp8_linear(rows.to(torch.float16).contiguous(), self.w8.view(torch.float8_e4m3fn), self.scale,
+                           False, x.dtype)
+        else:  # prefill (or a CPU): the same fp8 weights widened, then one GEMM
+            w = self.w8.view(torch.float8_e4m3fn).to(x.dtype) * self.scale[:, None].to(x.dtype)
+            y = F.linear(rows, w)
+        return y.view(*x.shape[:-1], -1)
+
+
+def to_fp8(module: nn.Module) -> None:
+    """Replaces every ``nn.Linear`` under ``module`` by an :class:`FP8Linear` (the bf16 weights are freed)."""
+    for name, child in module.named_children():
+        if isinstance(child, nn.Linear):
+            setattr(module, name, FP8Linear(child))
+        else:
+            to_fp8(child)
+
+
+class FP8ContinuousDecode(ContinuousGraphedDecode):
+    def convert(self) -> None:
+        to_fp8(self.model)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return FP8ContinuousDecode()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
