@@ -4,17 +4,18 @@ Baseline: prefill attention for 4 sequences of 4,096 tokens, 32 heads of dim 128
 eager attention code writes it: S = (Q / sqrt(d)) K^T (a batched GEMM that writes the 4 x 32 x
 4,096 x 4,096 score matrix, 4.3 GB in bf16), mask the future in place, softmax (fp32 inside, bf16
 out: another 4.3 GB), then P V. Each of the three passes over S reads and writes it through HBM
-(~26 GB in all, ~6 ms at 4.2 TB/s), and both GEMMs do the full square:
-1.1 TFLOP where causal needs 0.55.
+(~26 GB in all, ~6 ms at 4.2 TB/s), and both GEMMs do the full square: 1.1 TFLOP where causal
+needs 0.55.
 Optimized (optimized_flash_attention_triton.py): our FlashAttention-2-style Triton kernel
 (ch18_attention.py): one pass, S and P stay on chip, only the causal half of the key blocks is
 visited; reads Q, K, V and writes O (537 MB). Two more variants run PyTorch's SDPA on the same
 inputs: its flash backend (``_sdpa``, FlashAttention-2) and cuDNN's (``_cudnn``).
 Expect (estimated, not yet measured): baseline ~8-10 ms (bound by the ~26 GB of score traffic);
 Triton ~1.2-1.6 ms (350-450 TFLOP/s on the causal 0.55 TFLOP, 45-57% of the 783 TFLOP/s bf16
-peak), SDPA flash ~1.5-1.7 ms (FA2 is not Hopper-tuned), cuDNN ~1.0-1.2 ms: 5-9x. The workload's FLOPs
-are the causal pairs' (4 x head_dim per (query, key) pair, keys at or before the query), so every
-variant's TFLOP/s is its share of the tensor-core peak; its bytes are the flash floor (Q, K, V, O).
+peak), SDPA flash ~1.5-1.7 ms (FA2 is not Hopper-tuned), cuDNN ~1.0-1.2 ms: 5-9x. The workload's
+FLOPs are the causal pairs' (4 x head_dim per (query, key) pair, keys at or before the query), so
+every variant's TFLOP/s is its share of the tensor-core peak; its bytes are the flash floor (Q, K,
+V, O).
 Tolerance: bf16 rtol, atol 0.03 (absolute), rel L2 default. The baseline rounds the scores to bf16
 before the softmax (its own error vs fp64: up to 0.016), the fused kernels keep them in fp32 (up to
 0.008). Measured on a CPU (bf16, 7 seeds, up to 8 heads x 2,048 tokens): baseline vs a flash-style

@@ -2,7 +2,7 @@
 
 Baseline (baseline_flash_attention_triton.py): Q K^T, mask, softmax and P V as separate ops; the
 4.3 GB bf16 score matrix goes through HBM three times and both GEMMs do the full square.
-Optimized: ``flash_attention`` (ch18_attention.py). A program owns 128 queries of one head; it walks
+Optimized: ``flash_attention`` (ch18_attention.py). A program owns 128 (or 64) queries of one head; it walks
 K and V in tiles (64 or 128 keys), scores them on the tensor cores (wgmma on Hopper), keeps an
 online softmax (running max and sum, accumulator rescaled by exp2(m_old - m_new)) and accumulates
 P V in fp32 registers. Causal: only key blocks at or before the query block are visited, and only

@@ -210,3 +210,25 @@ def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:
     consts = {"SPLIT_LEN": 1024, "KV_HEADS": 8, "PAGE": 16, "GROUPS": 4, "G_PAD": 16, "D": 128, "BLOCK_N": 64}
     code = sass("ch18_decode:_paged", sig, consts, 4, 4)
     assert "HMMA" in code or "HGMMA" in code, "the paged kernel's products do not run on the tensor cores"
+
+
+DECODE_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*fp32", "ml_ptr": "*fp32",
+              "out_ptr": "*bf16", "ctx": "i32", "qk_scale": "fp32"}
+ROPE_SIG = {"qkv_ptr": "*bf16", "pos_ptr": "*i64", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "q_ptr": "*bf16",
+            "k_ptr": "*bf16", "v_ptr": "*bf16", "max_len": "i32"}
+
+
+@pytest.mark.parametrize(("kernel", "sig", "consts", "warps"), [
+    ("ch18_decode:_contiguous", DECODE_SIG, {"SPLIT_LEN": 32768, "GROUPS": 4, "G_PAD": 16, "D": 128, "BLOCK_N": 64,
+                                             "FINAL": True}, 4),
+    ("ch18_decode:_contiguous", DECODE_SIG, {"SPLIT_LEN": 1024, "GROUPS": 4, "G_PAD": 16, "D": 128, "BLOCK_N": 64,
+                                             "FINAL": False}, 4),
+    ("ch18_decode:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
+     {"SPLITS": 32, "GROUPS": 4, "D": 128}, 4),
+    ("ch18_rope:_rope_write", ROPE_SIG, {"HEADS": 32, "KV_HEADS": 8, "D": 128}, 1),
+], ids=["decode_one_split", "decode_split", "merge", "rope_write"])
+def test_sm90_kernels_compile(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int) -> None:
+    code = sass(kernel, sig, consts, warps, 4)
+    assert "EXIT" in code
+    if kernel.endswith("_contiguous"):
+        assert "HMMA" in code or "HGMMA" in code, "the decode kernel's products do not run on the tensor cores"
