@@ -1,0 +1,116 @@
+"""Chapter 18's Triton pairs on a GPU: each verifies at its H200 size (two calls per variant; the
+harness does the timing), the kernels match SDPA in bf16 at the pairs' shapes (the CPU tests run
+them in fp32 under the interpreter), the flash kernel's autotune stays within its compile budget,
+and its speed is within reach of SDPA's best backend (printed: run with -s to see the TFLOP/s)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import aisp
+from aisp.harness.execute import guarded_run
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
+
+CH18 = Path(__file__).resolve().parents[1] / "ch18"
+VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn"), "split_kv_decode": ("",),
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",)}
+pytestmark = pytest.mark.gpu
+
+
+def cuda_bench(module: str):
+    bench = import_module_at(CH18 / f"{module}.py").get_benchmark()
+    bench.device = torch.device("cuda")
+    try:
+        bench.setup()
+    except aisp.Unavailable as err:  # cuDNN attention missing from this build
+        pytest.skip(str(err))
+    return bench
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels_importable():
+    sys.path.insert(0, str(CH18))
+    yield
+    sys.path.remove(str(CH18))
+
+
+@pytest.mark.parametrize(("name", "variant"), [(n, v) for n, vs in VARIANTS.items() for v in vs])
+def test_pair_verifies_at_full_size(name: str, variant: str) -> None:
+    workload = import_module_at(CH18 / f"baseline_{name}.py").WORKLOAD
+    outs = []
+    for module in (f"baseline_{name}", f"optimized_{name}{variant}"):
+        bench = cuda_bench(module)
+        outs += [guarded_run(bench), guarded_run(bench)]
+        bench.teardown()
+        del bench
+        torch.cuda.empty_cache()
+    compare(outs[0], outs[2], workload)
+    compare(outs[2], outs[3], workload)
+
+
+def timed_ms(fn, reps: int = 10) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
+def test_flash_kernel_matches_sdpa_and_is_within_reach_of_its_best_backend() -> None:
+    from ch18_attention import flash_attention
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(4, 32, 4096, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
+    start = time.perf_counter()
+    out = flash_attention(q, k, v, causal=True)
+    torch.cuda.synchronize()
+    tuning_s = time.perf_counter() - start
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, ref, rtol=0.05, atol=0.03)
+    torch.testing.assert_close(flash_attention(q[:, :2], k[:, :2], v[:, :2], causal=False),
+                               F.scaled_dot_product_attention(q[:, :2], k[:, :2], v[:, :2]), rtol=0.05, atol=0.03)
+    flops = 4.0 * 128 * 4 * 32 * 4096 * 4097 / 2
+    times = {"triton": timed_ms(lambda: flash_attention(q, k, v, causal=True))}
+    for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel(backend):
+                times[name] = timed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        except RuntimeError:
+            continue
+    print({n: f"{t:.3f} ms, {flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()}, f"autotune {tuning_s:.1f} s")
+    assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
+    assert times["triton"] < 2.0 * min(t for n, t in times.items() if n != "triton"), times
+
+
+def test_decode_kernels_match_sdpa_at_the_pairs_shapes() -> None:
+    from ch18_decode import decode_attention, paged_decode_attention
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q = torch.randn(2, 8, 4, 128, generator=gen, device="cuda").bfloat16()
+    k, v = (torch.randn(2, 8, 32768, 128, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    for splits in (1, 32):
+        torch.testing.assert_close(decode_attention(q, k, v, splits).float(), ref, rtol=2e-2, atol=2e-3)
+    lens = torch.tensor([1000, 1024, 4097, 8192], device="cuda", dtype=torch.int32)
+    need = [math.ceil(n / 16) for n in lens.tolist()]
+    table = torch.zeros(4, max(need), dtype=torch.long)
+    pages = (torch.randperm(sum(need)) + 1).tolist()
+    for r, n in enumerate(need):
+        table[r, :n] = torch.tensor(pages[sum(need[:r]):sum(need[:r + 1])])
+    kp, vp = (torch.randn(1 + sum(need), 8, 16, 128, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    out = paged_decode_attention(q[:1].expand(4, -1, -1, -1).contiguous(), kp, vp, table.cuda(), lens)
+    for r, n in enumerate(lens.tolist()):
+        kk, vv = (p[table[r, :need[r]].cuda()].transpose(0, 1).reshape(8, -1, 128)[:, :n].float() for p in (kp, vp))
+        torch.testing.assert_close(out[r].float(), F.scaled_dot_product_attention(q[0].float(), kk, vv),
+                                   rtol=2e-2, atol=2e-3)

@@ -1,0 +1,234 @@
+"""Chapter 18's Triton pairs without a GPU (flash_attention_triton, split_kv_decode,
+paged_attention_decode, fused_rope_kv_write): every variant matches its baseline on a CPU under
+TRITON_INTERPRET=1 at small fp32 sizes (two seeds, another seed's answer rejected, refilled
+inputs); the kernels match fp64 references on the cases the pairs do not reach (non-causal, one
+split, ragged page tails, slices past a row's end); every pair file documents itself and skips on
+a CPU with the reason; and the kernels' sm_90 code (compiled without a GPU) multiplies on the
+tensor cores (wgmma for the prefill kernel).
+
+The Triton 3.6 interpreter calls int() on one-element numpy arrays, which numpy >= 2.4 refuses
+(triton-lang/triton#9171, fixed upstream by #9172 after 3.6); the interpreted scripts apply that
+one-line fix first, so loops whose bounds depend on the program id run there."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import variant_modules
+
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+pytest.importorskip("triton")
+ROOT = Path(__file__).resolve().parents[1]
+CH18 = ROOT / "ch18"
+PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
+OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
+             "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn")
+
+PRELUDE = f"""
+import dataclasses, sys
+import torch
+import torch.nn.functional as F
+from triton.runtime import interpreter as _interp
+_patch = _interp._patch_lang_tensor
+def _fixed(tensor, scope):
+    _patch(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+_interp._patch_lang_tensor = _fixed
+CH18 = {str(CH18)!r}
+sys.path[:0] = [CH18, {str(ROOT / "tests")!r}]
+"""
+
+PAIR_SCRIPT = PRELUDE + """
+from pathlib import Path
+import pytest
+import aisp
+from refill_check import check_refilled_pair, check_two_seeds
+from aisp.harness.loader import import_module_at
+
+SMALL = {"flash_attention_triton": dict(batch=1, heads=2, seq=64, head_dim=32),
+         "split_kv_decode": dict(rows=2, kv_heads=2, groups=3, head_dim=32, context=512, splits=4),
+         "paged_attention_decode": dict(rows=3, kv_heads=2, groups=3, head_dim=32, shortest=70, longest=300,
+                                        split_len=128),
+         "fused_rope_kv_write": dict(tokens=4, heads=4, kv_heads=2, head_dim=32, max_len=64)}
+
+def build(module, seed):
+    bench = import_module_at(Path(CH18) / f"{module}.py").get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    name = next(p for p in SMALL if p in module)
+    bench.workload = dataclasses.replace(bench.workload, **SMALL[name])
+    return bench
+
+for base, opt in PAIRS:
+    if opt.endswith("_cudnn"):
+        with pytest.raises(aisp.Unavailable):
+            build(opt, 0).setup()
+        continue
+    check_two_seeds(build, base, opt)
+    check_refilled_pair(build(base, 0), build(opt, 0), build(base, 0).workload)
+    print("verified", opt)
+print("interpreted ok")
+"""
+
+KERNEL_SCRIPT = PRELUDE + """
+from aisp.kits.llm.rope import apply_rope, rope_tables, rotation
+from aisp.kits.llm import LLMConfig
+from ch18_attention import flash_attention
+from ch18_decode import decode_attention, paged_decode_attention
+from ch18_rope import rope_kv_write
+gen = torch.Generator().manual_seed(7)
+def close(out, ref, tol=2e-5):
+    err = (out.double() - ref).abs().max().item()
+    assert err < tol, err
+
+for causal, blocks in ((False, (32, 16)), (True, (64, 32)), (True, (32, 32))):
+    q, k, v = (torch.randn(2, 2, 128, 32, generator=gen) for _ in range(3))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    close(flash_attention(q, k, v, causal, blocks), ref)
+
+q = torch.randn(2, 2, 5, 32, generator=gen)
+k, v = (torch.randn(2, 2, 256, 32, generator=gen) for _ in range(2))
+ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+for splits in (1, 2):
+    close(decode_attention(q, k, v, splits), ref)
+
+lens = torch.tensor([300, 17, 64], dtype=torch.int32)  # a ragged tail, one row inside a page, one exact tile
+need = [(int(n) + 15) // 16 for n in lens]
+pages = (torch.randperm(sum(need), generator=gen) + 1).tolist()
+table = torch.zeros(3, max(need), dtype=torch.long)
+for r, n in enumerate(need):
+    table[r, :n] = torch.tensor(pages[sum(need[:r]):sum(need[:r + 1])])
+kp, vp = (torch.randn(1 + sum(need), 2, 16, 32, generator=gen) for _ in range(2))
+q = torch.randn(3, 2, 5, 32, generator=gen)
+out = paged_decode_attention(q, kp, vp, table, lens, split_len=128)  # rows 1 and 2 leave slices empty
+for r, n in enumerate(lens.tolist()):
+    kk, vv = (p[table[r, :need[r]]].transpose(0, 1).reshape(2, -1, 32)[:, :n].double() for p in (kp, vp))
+    close(out[r], F.scaled_dot_product_attention(q[r].double(), kk, vv))
+
+cfg = LLMConfig(dim=4 * 32, heads=4, kv_heads=2, layers=1)
+qkv = torch.randn(3, 8 * 32, generator=gen)
+pos = torch.tensor([5, 0, 63])
+cos, sin = rotation(cfg, torch.arange(64), torch.float32)
+kc, vc = torch.zeros(3, 2, 64, 32), torch.zeros(3, 2, 64, 32)
+qo = rope_kv_write(qkv, pos, cos, sin, kc, vc, heads=4)
+heads = qkv.view(3, 8, 32)
+c, s = rope_tables(cfg, pos[None])
+rot = apply_rope(heads[None, :, :6], c, s)[0]
+close(qo, rot[:, :4])
+close(kc[torch.arange(3), :, pos], rot[:, 4:])
+close(vc[torch.arange(3), :, pos], heads[:, 6:])
+assert kc.count_nonzero() == 3 * 2 * 32, "wrote outside the tokens' slots"
+print("kernels ok")
+"""
+
+
+def interpret(script: str, marker: str) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+    assert proc.returncode == 0 and marker in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def own_pairs() -> list[tuple[str, str]]:
+    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS]
+
+
+def test_every_variant_is_discovered() -> None:
+    found = {o for _, o in own_pairs()}
+    assert found == {f"optimized_{p}" for p in PAIRS} | {"optimized_flash_attention_triton_sdpa",
+                                                          "optimized_flash_attention_triton_cudnn"}
+
+
+def test_pairs_verify_under_the_triton_interpreter() -> None:
+    interpret(f"PAIRS = {own_pairs()!r}\n" + PAIR_SCRIPT, "interpreted ok")
+
+
+def test_kernels_match_fp64_references() -> None:
+    interpret(KERNEL_SCRIPT, "kernels ok")
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), own_pairs())
+def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str, optimized: str) -> None:
+    workload = import_module_at(CH18 / f"{baseline}.py").WORKLOAD
+    reason = unmet_requirements(workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+    assert workload.items > 0 and workload.flops > 0 and workload.bytes > 0
+
+
+@pytest.mark.parametrize("stem", OWN_FILES)
+def test_pair_file_documents_itself(stem: str) -> None:
+    text = (CH18 / f"{stem}.py").read_text()
+    assert len(text.splitlines()) < 150
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    if stem.startswith(("baseline_", "optimized_")):
+        for line in ("Baseline", "Optimized", "Expect", "Run:"):
+            assert line in doc, f"{stem} docstring lacks '{line}'"
+        assert "not yet measured" in doc or "measured, H200" in doc, f"{stem}: Expect is neither measured nor marked"
+        assert not stem.startswith("baseline_") or "Tolerance:" in doc
+
+
+def sass(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int, stages: int) -> str:
+    """SASS of a ch18 kernel specialized as a pair runs it, compiled for sm_90 without a GPU."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    tool = native.cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump is not available")
+    module, name = kernel.split(":")
+    fn = getattr(import_module_at(CH18 / f"{module}.py"), name)
+    sig = sig | dict.fromkeys(consts, "constexpr")
+    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+    compiled = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": warps, "num_stages": stages})
+    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ch18_{name}_{os.getpid()}.cubin"
+    cubin.write_bytes(compiled.asm["cubin"])
+    try:
+        env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, env=env, check=True).stdout
+    finally:
+        cubin.unlink()
+
+
+def test_sm90_flash_kernel_issues_wgmma() -> None:
+    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "seq": "i32", "qk_scale": "fp32"}
+    code = sass("ch18_attention:_flash_fwd", sig, {"D": 128, "CAUSAL": True, "BLOCK_M": 128, "BLOCK_N": 64}, 8, 3)
+    assert "HGMMA" in code, "the flash kernel's products do not use Hopper's wgmma"
+
+
+def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:
+    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i64", "lens_ptr": "*i32",
+           "o_ptr": "*fp32", "ml_ptr": "*fp32", "max_pages": "i32", "qk_scale": "fp32"}
+    consts = {"SPLIT_LEN": 1024, "KV_HEADS": 8, "PAGE": 16, "GROUPS": 4, "G_PAD": 16, "D": 128, "BLOCK_N": 64}
+    code = sass("ch18_decode:_paged", sig, consts, 4, 4)
+    assert "HMMA" in code or "HGMMA" in code, "the paged kernel's products do not run on the tensor cores"
+
+
+DECODE_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*fp32", "ml_ptr": "*fp32",
+              "out_ptr": "*bf16", "ctx": "i32", "qk_scale": "fp32"}
+ROPE_SIG = {"qkv_ptr": "*bf16", "pos_ptr": "*i64", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "q_ptr": "*bf16",
+            "k_ptr": "*bf16", "v_ptr": "*bf16", "max_len": "i32"}
+
+
+@pytest.mark.parametrize(("kernel", "sig", "consts", "warps"), [
+    ("ch18_decode:_contiguous", DECODE_SIG, {"SPLIT_LEN": 32768, "GROUPS": 4, "G_PAD": 16, "D": 128, "BLOCK_N": 64,
+                                             "FINAL": True}, 4),
+    ("ch18_decode:_contiguous", DECODE_SIG, {"SPLIT_LEN": 1024, "GROUPS": 4, "G_PAD": 16, "D": 128, "BLOCK_N": 64,
+                                             "FINAL": False}, 4),
+    ("ch18_decode:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
+     {"SPLITS": 32, "GROUPS": 4, "D": 128}, 4),
+    ("ch18_rope:_rope_write", ROPE_SIG, {"HEADS": 32, "KV_HEADS": 8, "D": 128}, 1),
+], ids=["decode_one_split", "decode_split", "merge", "rope_write"])
+def test_sm90_kernels_compile(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int) -> None:
+    code = sass(kernel, sig, consts, warps, 4)
+    assert "EXIT" in code
+    if kernel.endswith("_contiguous"):
+        assert "HMMA" in code or "HGMMA" in code, "the decode kernel's products do not run on the tensor cores"
