@@ -1,0 +1,97 @@
+"""Baseline flex decoding: a sliding-window decode step as a dense mask over the whole KV cache.
+
+Baseline: one decode step of a local-attention layer (a Mistral/Gemma-style 4,096-token sliding
+window; 32 query heads on 8 K/V heads, dim 128, bf16) for 32 sequences whose positions differ
+(uniform over 4K-32K) in a 32,768-slot cache (4.3 GB of keys and values). Rows differ, so the
+window cannot be one slice of the cache; the usual implementation (a 4D mask, as Hugging Face's SDPA
+path and the serving kit's decode step build it) turns the positions into an additive (32, 1, 4,
+32768) mask (each K/V head's 4 query heads folded into 4 query rows, so the cache is not repeated)
+and calls ``F.scaled_dot_product_attention``: the memory-efficient kernel reads all 32,768 keys and
+values of every row and masks all but <= 4,096 of them.
+Optimized (optimized_flexdecoding.py): FlexAttention with a per-row ``BlockMask`` listing the <= 33
+key blocks of each row's window; ``_graph`` also captures the step in a CUDA graph.
+Expect (estimated, not yet measured): baseline ~1.5-2 ms (4.3 GB at ~2.5-3 TB/s: 256 CTAs, no split
+of the keys), optimized ~0.2-0.3 ms, ~6-8x. The workload's bytes are the window's keys and values
+(0.54 GB) plus q and the output: ~0.13 ms at HBM speed.
+Tolerance: bf16 defaults (the same keys, values and softmax; different kernels and tilings).
+Run: python ch18/baseline_flexdecoding.py  |  aisp bench run -t ch18:flexdecoding
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+import aisp
+from aisp.kits.llm.model import additive_mask
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowDecodeWorkload(aisp.Workload):
+    batch: int = 32
+    heads: int = 32
+    kv_heads: int = 8
+    head_dim: int = 128
+    cache_len: int = 32768
+    """Cache slots per sequence (the longest context)."""
+    window: int = 4096
+    """The query at position p sees keys p - window + 1 .. p."""
+
+    def positions(self) -> torch.Tensor:
+        """Each row's current position (a fixed draw, uniform over window - 1 .. cache_len - 1)."""
+        gen = torch.Generator().manual_seed(0)
+        return torch.randint(self.window - 1, self.cache_len, (self.batch,), generator=gen)
+
+    def window_bytes(self) -> int:
+        keys = int((self.positions() + 1).clamp(max=self.window).sum())
+        return 2 * 2 * keys * self.kv_heads * self.head_dim + 2 * 2 * self.batch * self.heads * self.head_dim
+
+
+def _workload() -> WindowDecodeWorkload:
+    w = WindowDecodeWorkload()
+    keys = float((w.positions() + 1).clamp(max=w.window).sum())
+    return WindowDecodeWorkload(flops=4.0 * keys * w.heads * w.head_dim, bytes=w.window_bytes(), items=w.batch,
+                                item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True))
+
+
+WORKLOAD = _workload()
+
+
+class DenseMaskDecode(aisp.Benchmark):
+    """Returns the attention output (batch, heads, 1, head_dim)."""
+
+    workload: WindowDecodeWorkload = WORKLOAD
+    inputs = ("q", "k", "v", "pos")
+
+    def setup(self) -> None:
+        w, gen = self.workload, self.generator()
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+
+        def draw(heads: int, tokens: int) -> torch.Tensor:
+            return torch.randn(w.batch, heads, tokens, w.head_dim, generator=gen, device=self.device).to(dtype)
+
+        self.q = draw(w.heads, 1)
+        self.k, self.v = draw(w.kv_heads, w.cache_len), draw(w.kv_heads, w.cache_len)
+        self.pos = w.positions().to(self.device)
+        self.prepare()
+
+    def prepare(self) -> None:
+        self.keys = torch.arange(self.workload.cache_len, device=self.device)
+
+    def run(self) -> torch.Tensor:
+        w = self.workload
+        ahead = self.pos[:, None] - self.keys
+        visible = (ahead >= 0) & (ahead < w.window)
+        bias = additive_mask(visible[:, None, None], w.heads // w.kv_heads, self.q.dtype)
+        q = self.q.view(w.batch, w.kv_heads, w.heads // w.kv_heads, w.head_dim)
+        return F.scaled_dot_product_attention(q, self.k, self.v, attn_mask=bias).view(self.q.shape)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return DenseMaskDecode()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

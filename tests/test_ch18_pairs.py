@@ -1,0 +1,188 @@
+"""Chapter 18's PyTorch pairs (flex_document_mask, gqa_no_repeat, mla_absorption, cudagraph_bucketing,
+flexdecoding) on a CPU at small sizes, same code: every variant gives its baseline's output on two
+seeds and on refilled inputs, another seed's answer is rejected, every file documents itself, the
+GPU-sized pairs skip on a CPU with the reason; and each optimization does what it claims: block
+masks list exactly the tiles with a visible pair (the decode one, built from positions, through the
+compiled kernel too), weight absorption stays within bf16 tolerance in bf16, the bucketed engine
+captures its buckets only while the lazy one captures each size it meets.
+The Triton pairs of the chapter are tested in test_ch18_triton.py."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from conftest import variant_modules
+from refill_check import check_refilled_pair, check_two_seeds
+
+import aisp
+from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
+from aisp.kits.llm import LLMConfig
+
+CH18 = Path(__file__).resolve().parents[1] / "ch18"
+TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
+SMALL = {
+    "flex_document_mask": dict(batch=2, seq=512, heads=2, head_dim=32, median_doc=64, longest=256),
+    "gqa_no_repeat": dict(batch=2, heads=8, kv_heads=2, context=300, head_dim=32),
+    "mla_absorption": dict(batch=3, context=200, dim=128, heads=4, latent=64, nope=32, rope=16, v_dim=32),
+    "cudagraph_bucketing": dict(model=TINY, max_batch=8, prompt=8, steps=14),
+    "flexdecoding": dict(batch=3, heads=4, kv_heads=2, head_dim=32, cache_len=1024, window=300),
+}
+"""Per pair, workload sizes that keep a CPU run under a second."""
+PAIRS = tuple(SMALL)
+pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+
+
+def load(module: str) -> ModuleType:
+    return import_module_at(CH18 / f"{module}.py")
+
+
+def pair_of(module: str) -> str:
+    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph")
+
+
+def build(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    bench.workload = dataclasses.replace(bench.workload, **SMALL[pair_of(module)])
+    return bench
+
+
+def my_variants() -> list[tuple[str, str]]:
+    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS]
+
+
+def test_the_harness_discovers_every_pair_and_variant() -> None:
+    found = set(variant_modules(CH18))
+    expected = {(f"baseline_{p}", f"optimized_{p}") for p in PAIRS}
+    expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph")}
+    assert expected <= found
+    assert len(my_variants()) == len(expected)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), my_variants())
+def test_pair_matches_on_two_seeds_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
+    check_two_seeds(build, baseline, optimized)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), my_variants())
+def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
+    check_refilled_pair(build(baseline, 0), build(optimized, 0), build(baseline, 0).workload)
+
+
+@pytest.mark.parametrize(("baseline", "optimized"), my_variants())
+def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str, optimized: str) -> None:
+    base, opt = load(baseline).get_benchmark(), load(optimized).get_benchmark()
+    assert base.inputs == opt.inputs and base.inputs and isinstance(opt, type(base))
+    reason = unmet_requirements(base.workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+    assert base.workload.items > 0 and base.workload.flops > 0
+
+
+@pytest.mark.parametrize("path", sorted(p for p in CH18.glob("*_*.py") if pair_of(p.stem) in PAIRS or p.stem
+                                        in ("ch18_flex", "ch18_graphs")), ids=lambda p: p.stem)
+def test_file_documents_itself(path: Path) -> None:
+    assert len(path.read_text().splitlines()) < 150
+    if not path.stem.startswith(("baseline_", "optimized_")):
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:", f"ch18:{pair_of(path.stem)}"):
+        assert line in doc, f"{path.name} docstring lacks '{line}'"
+    assert "not yet measured" in doc or "measured, H200" in doc, f"{path.name}: Expect is neither measured nor marked"
+    if path.stem.startswith("baseline_"):
+        assert "Tolerance:" in doc
+
+
+def flex() -> ModuleType:
+    sys.path.insert(0, str(CH18))
+    import ch18_flex
+    return ch18_flex
+
+
+@pytest.mark.parametrize("window", [1, 128, 300, 1024])
+def test_window_block_mask_lists_the_tiles_create_block_mask_finds(window: int) -> None:
+    from torch.nn.attention.flex_attention import create_block_mask
+    f, kv_len = flex(), 2048
+    pos = torch.tensor([0, 5, 127, 128, 299, 300, 1000, 1791, 2047])
+    mask_mod = f.sliding_window_mask(pos, window)
+    mine = f.window_block_mask(pos, window, kv_len, mask_mod)
+    ref = create_block_mask(mask_mod, len(pos), None, 1, kv_len, device="cpu")
+    assert torch.equal(mine.to_dense().bool(), ref.to_dense().bool())
+
+
+def test_compiled_flex_decoding_honors_the_window_block_mask() -> None:
+    from torch.nn.attention.flex_attention import flex_attention
+    f, gen = flex(), torch.Generator().manual_seed(0)
+    pos, window, kv_len = torch.tensor([3, 200, 700, 1023]), 300, 1024
+    q, k, v = (torch.randn(4, h, n, 32, generator=gen) for h, n in ((4, 1), (2, kv_len), (2, kv_len)))
+    mask_mod = f.sliding_window_mask(pos, window)
+    block_mask = f.window_block_mask(pos, window, kv_len, mask_mod)
+    compiled = torch.compile(flex_attention, dynamic=False)
+    keys = [slice(max(0, int(p) - window + 1), int(p) + 1) for p in pos]
+    ref = torch.cat([torch.nn.functional.scaled_dot_product_attention(q[i:i + 1], k[i:i + 1, :, s], v[i:i + 1, :, s],
+                                                                      enable_gqa=True) for i, s in enumerate(keys)])
+    torch.testing.assert_close(compiled(q, k, v, block_mask=block_mask, enable_gqa=True), ref)
+    block_mask.kv_num_blocks.fill_(1)  # drop blocks: the compiled kernel must skip them
+    assert not torch.allclose(compiled(q, k, v, block_mask=block_mask, enable_gqa=True), ref, atol=1e-3)
+
+
+def test_document_block_mask_keeps_only_tiles_with_a_visible_pair() -> None:
+    from torch.nn.attention.flex_attention import create_block_mask
+    f, full = flex(), load("baseline_flex_document_mask").WORKLOAD
+    assert full.flops == 4.0 * full.heads * full.head_dim * full.visible_pairs()
+    assert 0.05 < full.visible_pairs() / (full.batch * full.seq ** 2) < 0.08
+    w = dataclasses.replace(full, batch=2, seq=2048, median_doc=128, longest=1024)
+    doc = f.document_starts(w.documents(), torch.device("cpu")).cumsum(-1)
+    tiles = create_block_mask(f.causal_document_mask(doc), w.batch, None, w.seq, w.seq, device="cpu").to_dense()
+    n = w.seq // f.BLOCK
+    for row, lengths in enumerate(w.documents()):  # a tile is kept iff one document spans its rows and columns
+        ends = torch.tensor(lengths).cumsum(0)
+        want = torch.zeros(n, n, dtype=torch.bool)
+        for s, e in zip((ends - torch.tensor(lengths)).tolist(), ends.tolist(), strict=True):
+            want[s // f.BLOCK:(e - 1) // f.BLOCK + 1, s // f.BLOCK:(e - 1) // f.BLOCK + 1] = True
+        assert torch.equal(tiles[row, 0].bool(), want.tril())
+
+
+def test_mla_absorption_stays_within_bf16_tolerance_in_bf16() -> None:
+    outs = []
+    for module in ("baseline_mla_absorption", "optimized_mla_absorption"):
+        bench = build(module, 0)
+        bench.workload = dataclasses.replace(bench.workload, batch=4, context=512, dim=512, heads=8, latent=256, nope=64,
+                                             rope=32, v_dim=64)
+        bench.setup()
+        for name in ("x", "cache", "w_q", "w_ukv", "w_o", "cos", "sin"):
+            setattr(bench, name, getattr(bench, name).bfloat16())
+        bench.prepare()
+        outs.append([("out", bench.run())])
+    compare(outs[0], outs[1], dataclasses.replace(bench.workload, precision="bf16"))
+
+
+def test_lazy_engine_captures_each_size_and_bucketed_engine_only_buckets() -> None:
+    captured = {}
+    for module in ("baseline_cudagraph_bucketing", "optimized_cudagraph_bucketing"):
+        bench = build(module, 0)
+        bench.setup()
+        bench.run()
+        captured[module] = sorted(bench.graphs)
+    sizes = build("baseline_cudagraph_bucketing", 0).workload.sizes()
+    assert captured["baseline_cudagraph_bucketing"] == sorted(set(sizes))
+    assert captured["optimized_cudagraph_bucketing"] == [1, 2, 4, 8]
+    full = {side: load(f"{side}_cudagraph_bucketing").get_benchmark() for side in ("baseline", "optimized")}
+    for bench in full.values():
+        bench.sizes = bench.workload.sizes()
+    assert full["baseline"].metrics() == {"captures": 21.0, "padding": 0.0}
+    assert full["optimized"].metrics()["captures"] == 6.0 and 0.05 < full["optimized"].metrics()["padding"] < 0.15
+
+
+def test_padding_rows_sit_on_the_trash_slot_that_no_live_query_sees() -> None:
+    w = dataclasses.replace(load("baseline_cudagraph_bucketing").WORKLOAD, **SMALL["cudagraph_bucketing"])
+    pos = w.positions()
+    for t, size in enumerate(w.sizes()):
+        assert (pos[t, size:] == w.kv_len() - 1).all() and (pos[t, :size] < w.kv_len() - 1).all()
