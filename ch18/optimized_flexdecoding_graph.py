@@ -20,6 +20,8 @@ import aisp
 
 
 class GraphedFlexDecode(FlexDecode):
+    scratch = ("out",)  # the graph's output buffer, rewritten by every replay
+
     def prepare(self) -> None:
         super().prepare()
         self.graph = None
