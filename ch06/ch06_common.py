@@ -22,13 +22,15 @@ class VectorWorkload(aisp.Workload):
     """Elements per vector: 32M floats, 128 MiB each; a + b -> c moves 384 MiB per call."""
 
 
-def vector_workload() -> VectorWorkload:
-    n = VectorWorkload().n
+def vector_workload(n: int = VectorWorkload().n) -> VectorWorkload:
     return VectorWorkload(flops=float(n), bytes=12.0 * n, items=n, item_unit="elements",
                           precision="exact", requires=native.REQUIRES)
 
 
 VECTOR = vector_workload()
+BIG_VECTOR = vector_workload(1 << 27)
+"""128M floats (512 MiB per vector, 1.5 GiB a call): a call long enough (~0.5 ms) that the launch
+and the last wave's tail (~5 us) stop costing a visible share of the HBM rate."""
 VECTOR_LIBRARY = native.Library((HERE / "vector_add.cu",))
 
 
