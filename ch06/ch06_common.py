@@ -23,7 +23,7 @@ class VectorWorkload(aisp.Workload):
 
 
 def vector_workload(n: int = VectorWorkload().n) -> VectorWorkload:
-    return VectorWorkload(flops=float(n), bytes=12.0 * n, items=n, item_unit="elements",
+    return VectorWorkload(n=n, flops=float(n), bytes=12.0 * n, items=n, item_unit="elements",
                           precision="exact", requires=native.REQUIRES)
 
 

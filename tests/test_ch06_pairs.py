@@ -169,3 +169,15 @@ def test_makefile_builds_the_first_kernels_program_for_the_given_arch() -> None:
     proc = subprocess.run(["make", "-B", "-n", "-C", str(CH06), "ARCH=90"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "bin/first_kernels_sm90" in proc.stdout and "code=[sm_90,compute_90]" in proc.stdout
+
+
+def test_vector_add_declares_the_size_it_moves() -> None:
+    """The workload's n is the size the kernels get and its bytes are 12 per element of that n (a
+    size passed to vector_workload once landed only in the bytes, inflating the reported rate 4x)."""
+    common = import_module_at(CH06 / "ch06_common.py")
+    for n in (1 << 10, 1 << 27):
+        w = common.vector_workload(n)
+        assert w.n == n and w.bytes == 12.0 * n and w.items == n
+    for side in ("baseline", "optimized"):
+        bench = import_module_at(CH06 / f"{side}_vector_add.py").get_benchmark()
+        assert bench.workload.n == 1 << 27 and bench.workload.bytes == 12.0 * (1 << 27)
