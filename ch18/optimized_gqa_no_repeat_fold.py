@@ -8,8 +8,8 @@ to the same keys with no mask, so they are 4 query rows of one head: q (16, 32, 
 does the same). Each K/V tile is loaded once for its 4 rows: ~1.07 GB read. A view, no copy; the
 output (16, 8, 4, 128) is viewed back as (16, 32, 1, 128). Valid for one query per sequence (with
 more, rows of different positions would need a causal mask).
-Expect (estimated, not yet measured): ~0.3-0.45 ms against ~2.5-3 ms, ~6-9x; whether flash picks
-enough KV splits for 4 query rows decides if it matches ``enable_gqa``.
+Expect (measured, H200, 2026-11-26): 5.401 ms -> 0.3664 ms, 14.8x [14.6, 14.9] (estimated ~0.3-0.45 ms);
+2,932 GB/s, 69.4% of HBM, 8% slower than ``enable_gqa`` (flash's KV splits for 4 query rows).
 Run: python ch18/optimized_gqa_no_repeat_fold.py  |  aisp bench run -t ch18:gqa_no_repeat
 """
 
