@@ -1,5 +1,5 @@
 """A decode step captured in a CUDA graph, for the ``llm_inference_e2e`` stages: replayed per step
-by static batches (s2) and by a continuous batcher (s3, s4).
+by static batches (s2, s3) and by a continuous batcher (s4).
 
 A minimal version of what chapter 16 builds (a chapter may not import another chapter): static
 token/position buffers in, greedy token and top-4 logits out, the KV cache at a fixed address,
@@ -95,11 +95,18 @@ def graphed_static(model: torch.nn.Module, step: GraphedDecode, requests: list[R
 
 class GraphedBatcher(ContinuousBatcher):
     """The kit's continuous batcher with its decode forward replaced by a replay of ``step``; the
-    host bookkeeping after the step is the kit's."""
+    host bookkeeping after the step is the kit's. Admissions wait until ``min_admit`` slots are free
+    (or nothing runs, or fewer requests wait): one prefill forward then serves several arrivals."""
 
-    def __init__(self, model: torch.nn.Module, step: GraphedDecode, slots: int) -> None:
+    def __init__(self, model: torch.nn.Module, step: GraphedDecode, slots: int, min_admit: int = 1) -> None:
         super().__init__(model, step.cache, slots)
-        self.graphed = step
+        self.graphed, self.min_admit = step, min_admit
+
+    def _admit(self, waiting: list[Request], out: Generated) -> list[Request]:
+        free = sum(h is None for h in self.held)
+        if waiting and free < min(self.min_admit, len(waiting)) and any(h is not None for h in self.held):
+            return waiting
+        return super()._admit(waiting, out)
 
     def _step(self, out: Generated) -> None:
         g = self.graphed

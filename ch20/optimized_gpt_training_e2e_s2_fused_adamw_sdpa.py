@@ -9,7 +9,8 @@ Optimized: stage 1 with ``F.scaled_dot_product_attention(is_causal=True)`` (the 
 the flash kernel keeps scores in on-chip memory, skips the masked half and recomputes them in
 backward) and ``AdamW(fused=True)`` (one multi-tensor kernel reads each parameter, gradient and
 moment once per step).
-Expect (estimated, not yet measured, H200): ~1.5x over stage 1 (~40 ms per call), MFU ~35%.
+Expect (measured, H200, 2026-11-26): 47.3 ms, 7.93x [7.75, 8.11] over the baseline, 2.37x over
+stage 1, 296 TFLOP/s, MFU 30.0% (estimated ~1.5x over stage 1, MFU ~35%).
 Run: python ch20/optimized_gpt_training_e2e_s2_fused_adamw_sdpa.py  |  aisp bench run -t ch20:gpt_training_e2e
 """
 
