@@ -70,9 +70,11 @@ def swiglu(h: torch.Tensor) -> torch.Tensor:
 
 
 def sort_by_expert(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The flattened (token, slot) assignments sorted by expert (stable), and each expert's count."""
+    """The flattened (token, slot) assignments sorted by expert (stable), and each expert's count
+    (an ``index_add_`` of ones: CUDA's ``bincount`` reads the input's max on the host)."""
     flat = ids.reshape(-1)
-    return flat.argsort(stable=True), torch.bincount(flat, minlength=experts)
+    counts = torch.zeros(experts, dtype=torch.long, device=ids.device).index_add_(0, flat, torch.ones_like(flat))
+    return flat.argsort(stable=True), counts
 
 
 def combine(y_sorted: torch.Tensor, order: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ from ch17: moe_grouped_gemm's sort-by-expert; one host sync instead of one per e
 Baseline (baseline_moe_layer_e2e.py): per expert a boolean mask over all 131,072 assignments,
 ``nonzero()`` (a host sync), a gather, two GEMMs and an fp32 ``index_add_``: 64 syncs.
 Optimized: the assignments are sorted by expert once (stable ``argsort``) and counted
-(``bincount``); the counts come to the host in one ``tolist()`` (the only sync), the tokens are
+(one ``index_add_`` of ones); the counts come to the host in one ``tolist()`` (the only sync), the tokens are
 gathered once in sorted order, and the per-expert GEMMs run over contiguous slices of that buffer
 (``split``: views, no copies), queued back to back with no sync between them. The outputs are put
 back in (token, slot) order and gate-weighted as one batched (1 x 8) @ (8 x 2048) product per token

@@ -22,8 +22,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from ch20_moe import (ALIGN, E4M3, combine, padded_rows, quantize_rows, route, scaled_grouped_mm, sort_by_expert,
-                      swiglu_quantize)
+from ch20_moe import (
+    ALIGN,
+    E4M3,
+    combine,
+    padded_rows,
+    quantize_rows,
+    route,
+    scaled_grouped_mm,
+    sort_by_expert,
+    swiglu_quantize,
+)
 from optimized_moe_layer_e2e_s2_grouped_gemm import GroupedExperts
 
 import aisp
