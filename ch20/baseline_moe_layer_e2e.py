@@ -1,0 +1,69 @@
+"""Baseline MoE layer, end to end: a per-expert Python loop with a boolean mask and a host sync per expert.
+
+Case study, stage 0 of 3. An MoE FFN forward over a 16,384-token prefill batch (width 2,048; 64
+SwiGLU experts of width 1,024; top-8, so 131,072 token-expert assignments, ~2,048 per expert; bf16).
+Both sides route the same way (one router GEMM, one top-8, softmax over the 8 logits). Then, as a
+first MoE layer is written: for each expert, ``(ids == e).nonzero()`` finds its tokens (a mask over
+all assignments and a device-to-host sync to size the result), the tokens are gathered, two GEMMs
+and the SwiGLU run, and the gated outputs are added into an fp32 result with ``index_add_``.
+64 syncs drain the launch queue 64 times; each expert's ~2,048 x 2,048 x 2,048 GEMM is a single
+short wave of tiles.
+Optimized, cumulatively (each file's header names the chapter the technique comes from):
+  s1_sorted_routing  one sort by expert, one host sync, per-expert GEMMs over sorted slices (ch17)
+  s2_grouped_gemm    both expert GEMMs as one ``torch._grouped_mm`` each, no host sync (ch17, ch09)
+  s3_fp8_experts     e4m3 expert weights and activations, row-wise scales, fp8 grouped GEMM (ch13, ch19)
+Ceiling: the expert GEMMs on the tensor cores: 1.65 TFLOP per call, ~2.1 ms at 783 TFLOP/s bf16
+dense (~1.1 ms at the fp8 rate for stage 3).
+Expect (estimated, not yet measured, H200): ~11-14 ms (ch17's moe_grouped_gemm baseline, the same
+loop and sizes, measured 12.97 ms).
+Tolerance: the last stage's (one workload serves every stage; the bf16 stages sit well inside it):
+relative L2 0.1 (e4m3 weights and activations measured ~0.06 on a CPU), |err| <= 0.25 + 0.05 |ref|
+(~0.5 of the output RMS; a 5-sigma fp8 error over 33M outputs is ~0.3 RMS).
+Run: python ch20/baseline_moe_layer_e2e.py  |  aisp bench run -t ch20:moe_layer_e2e
+"""
+
+from __future__ import annotations
+
+import torch
+from ch20_moe import MoEWorkload, dtype_on, expert_weights, moe_workload, route, swiglu
+
+import aisp
+
+WORKLOAD = moe_workload(aisp.Requirements(cuda=True))
+"""Sized for an H100/H200; tests/test_ch20_cases.py runs the same code at tiny sizes on a CPU."""
+
+
+class MaskedExpertLoop(aisp.Benchmark):
+    """Input ``x`` (tokens, dim); returns the MoE output (tokens, dim) in x's dtype."""
+
+    workload: MoEWorkload = WORKLOAD
+    inputs = ("x",)
+
+    def setup(self) -> None:
+        w, gen, dtype = self.workload, self.generator(), dtype_on(self.device)
+        self.x = torch.randn(w.tokens, w.dim, generator=gen, device=self.device).to(dtype)
+        self.w_router = (torch.randn(w.dim, w.experts, generator=gen, device=self.device) / w.dim ** 0.5).to(dtype)
+        self.w_gate_up, self.w_down = expert_weights(w.experts, w.dim, w.ffn, gen, self.device, dtype)
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Model-load work a stage does once (fp8 weights)."""
+
+    def run(self) -> torch.Tensor:
+        ids, gates = route(self.x, self.w_router, self.workload.top_k)
+        out = torch.zeros(self.x.shape, device=self.device)
+        for e in range(self.workload.experts):
+            token, slot = (ids == e).nonzero(as_tuple=True)  # host sync: the result's size
+            if token.numel() == 0:
+                continue
+            y = swiglu(self.x[token] @ self.w_gate_up[e]) @ self.w_down[e]
+            out.index_add_(0, token, y.float() * gates[token, slot, None])
+        return out.to(self.x.dtype)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return MaskedExpertLoop()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

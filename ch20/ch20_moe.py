@@ -1,0 +1,130 @@
+"""What the ``moe_layer_e2e`` case study's stages share: the workload, the seeded weights, a top-k
+router and SwiGLU experts, tokens sorted by expert, the gate-weighted combine, and the fp8 pieces
+(row-wise e4m3 quantization, groups padded to 16 rows on the device, a row-wise scaled grouped GEMM).
+
+Copied in small from chapter 17's MoE helpers (chapters do not import each other). Expert e's
+gate/up weights are ``w_gate_up[e]`` (dim, 2 ffn) and its down weights ``w_down[e]`` (ffn, dim): the
+(groups, K, N) layout ``torch._grouped_mm`` and ``bmm`` take. bf16 on a GPU, fp32 on a CPU (tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+import aisp
+
+HAS_GROUPED_MM = hasattr(torch, "_grouped_mm")
+"""``torch._grouped_mm`` (bf16 on sm_90 in torch >= 2.8); without it stage 2 pads and uses ``bmm``."""
+E4M3 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+ALIGN = 16
+"""Rows per group of the fp8 grouped GEMM are padded to this (aligned operand and scale slices)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoEWorkload(aisp.Workload):
+    tokens: int = 16384
+    dim: int = 2048
+    ffn: int = 1024
+    """Each expert's SwiGLU width."""
+    experts: int = 64
+    top_k: int = 8
+
+
+def moe_workload(requires: aisp.Requirements, **kw: object) -> MoEWorkload:
+    w = MoEWorkload(**kw)
+    assignments = w.tokens * w.top_k
+    flops = 2.0 * w.tokens * w.dim * w.experts + 6.0 * assignments * w.dim * w.ffn
+    weights = 2.0 * w.experts * 3 * w.dim * w.ffn
+    # one workload serves every stage: the tolerance is the last stage's (e4m3 weights and activations,
+    # four roundings of ~3.6% RMS each: ~6% relative L2 on a CPU; outputs have RMS ~0.45)
+    return MoEWorkload(**kw, flops=flops, bytes=weights + 2.0 * w.tokens * w.dim * 2, items=w.tokens,
+                       item_unit="tokens", precision="fp8", atol=0.25, rtol=0.05, max_rel_l2=0.1,
+                       requires=requires)
+
+
+def dtype_on(device: torch.device) -> torch.dtype:
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def expert_weights(experts: int, dim: int, ffn: int, gen: torch.Generator, device: torch.device,
+                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w_gate_up (experts, dim, 2 ffn), w_down (experts, ffn, dim)), N(0, 1/fan_in)."""
+    gate_up = torch.randn(experts, dim, 2 * ffn, generator=gen, device=device) / dim ** 0.5
+    down = torch.randn(experts, ffn, dim, generator=gen, device=device) / ffn ** 0.5
+    return gate_up.to(dtype), down.to(dtype)
+
+
+def route(x: torch.Tensor, w_router: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` experts per token (tokens, k) and their gates (softmax over the k logits, fp32)."""
+    logits, ids = (x @ w_router).float().topk(k, dim=-1)
+    return ids, torch.softmax(logits, dim=-1)
+
+
+def swiglu(h: torch.Tensor) -> torch.Tensor:
+    ffn = h.shape[-1] // 2
+    return F.silu(h[..., :ffn]) * h[..., ffn:]
+
+
+def sort_by_expert(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flattened (token, slot) assignments sorted by expert (stable), and each expert's count
+    (an ``index_add_`` of ones: CUDA's ``bincount`` reads the input's max on the host)."""
+    flat = ids.reshape(-1)
+    counts = torch.zeros(experts, dtype=torch.long, device=ids.device).index_add_(0, flat, torch.ones_like(flat))
+    return flat.argsort(stable=True), counts
+
+
+def combine(y_sorted: torch.Tensor, order: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+    """Expert outputs in sorted order back to (token, slot) order, then the gate-weighted sum over
+    the k slots as one batched (1 x k) @ (k x dim) product per token: no atomics, one pass."""
+    per_slot = torch.empty_like(y_sorted)
+    per_slot[order] = y_sorted
+    tokens, k = gates.shape
+    out = torch.bmm(gates.to(y_sorted.dtype).unsqueeze(1), per_slot.view(tokens, k, -1))
+    return out.squeeze(1)
+
+
+def padded_ffn(xs: torch.Tensor, sorted_ids: torch.Tensor, counts: torch.Tensor, w_gate_up: torch.Tensor,
+               w_down: torch.Tensor) -> torch.Tensor:
+    """Experts over rows sorted by expert as two ``bmm`` over (experts, busiest expert's rows, dim)
+    (one host sync for that size); for a torch without ``_grouped_mm``."""
+    capacity = int(counts.max())
+    slot = torch.arange(len(xs), device=xs.device) - (counts.cumsum(0) - counts)[sorted_ids]
+    padded = xs.new_zeros(w_gate_up.shape[0], capacity, xs.shape[1])
+    padded[sorted_ids, slot] = xs
+    return torch.bmm(swiglu(torch.bmm(padded, w_gate_up)), w_down)[sorted_ids, slot]
+
+
+def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(t as e4m3, fp32 dequantization scale per row (t.shape[:-1]))."""
+    scale = t.abs().amax(dim=-1).float().clamp_min(1e-12) / FP8_MAX
+    return (t.float() / scale[..., None]).clamp(-FP8_MAX, FP8_MAX).to(E4M3), scale
+
+
+def swiglu_quantize(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return quantize_rows(swiglu(h))
+
+
+def padded_rows(counts: torch.Tensor, sorted_ids: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sorted assignment's row in a buffer whose groups start on multiples of ``ALIGN`` rows,
+    and the groups' end offsets (int32; the last group takes the slack up to ``total``), on the device."""
+    padded = (counts + ALIGN - 1) // ALIGN * ALIGN
+    shift = (padded.cumsum(0) - padded) - (counts.cumsum(0) - counts)
+    dest = torch.arange(len(sorted_ids), device=counts.device) + shift[sorted_ids]
+    offs = padded.cumsum(0).to(torch.int32)
+    offs[-1] = total
+    return dest, offs
+
+
+def scaled_grouped_mm(a8: torch.Tensor, sa: torch.Tensor, w8t: torch.Tensor, sw: torch.Tensor,
+                      offs: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """(a8 * sa[:, None]) @ (w8t * sw[:, None, :]) per group: rows a8 (M, K) e4m3, w8t (G, K, N)
+    column-major e4m3, sa (M,), sw (G, N). ``torch._scaled_grouped_mm`` on a GPU (scales in the
+    epilogue); on a CPU the same arithmetic dequantized (the tests)."""
+    if a8.is_cuda:
+        return torch._scaled_grouped_mm(a8, w8t, sa, sw, offs=offs, out_dtype=out_dtype, use_fast_accum=True)
+    w = w8t.float() * sw[:, None, :]
+    return torch._grouped_mm(a8.float() * sa[:, None], w, offs=offs).to(out_dtype)

@@ -1,0 +1,39 @@
+"""Optimized MoE layer, stage 2 of 3: every expert in one grouped GEMM, no host sync (technique from
+ch17: moe_grouped_gemm; one launch for many small GEMMs, as ch09's tiling fills the SMs).
+
+Baseline (baseline_moe_layer_e2e.py): a mask, a host sync and two GEMMs per expert. Stage 1 sorted
+the tokens by expert once, with one host sync, and still ran 128 separate GEMMs.
+Optimized: stage 1 with the expert loop replaced by two ``torch._grouped_mm`` calls over the sorted
+rows, the per-expert row offsets (``cumsum`` of the counts, int32) read on the device: no host sync
+at all, 2 GEMM launches instead of 128, and the grouped kernel's tiles span experts, so no expert's
+~16-tile GEMM runs alone on a 132-SM GPU. Where this torch lacks ``_grouped_mm``: two ``bmm`` over
+a buffer padded to the busiest expert (one host sync; the padding rows are wasted FLOPs).
+Expect (estimated, not yet measured, H200): ~1.2-1.4x over stage 1 (~7 ms; ch17's grouped GEMM pair
+measured 7.36 ms with an fp32 index_add_ combine), ~1.8-2.2x over the baseline.
+Run: python ch20/optimized_moe_layer_e2e_s2_grouped_gemm.py  |  aisp bench run -t ch20:moe_layer_e2e
+"""
+
+from __future__ import annotations
+
+import torch
+from ch20_moe import HAS_GROUPED_MM, padded_ffn, swiglu
+from optimized_moe_layer_e2e_s1_sorted_routing import SortedExpertLoop
+
+import aisp
+
+
+class GroupedExperts(SortedExpertLoop):
+    def experts(self, xs: torch.Tensor, sorted_ids: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        if not HAS_GROUPED_MM:
+            return padded_ffn(xs, sorted_ids, counts, self.w_gate_up, self.w_down)
+        offs = counts.cumsum(0).to(torch.int32)
+        h = torch._grouped_mm(xs, self.w_gate_up, offs=offs)
+        return torch._grouped_mm(swiglu(h), self.w_down, offs=offs)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return GroupedExperts()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

@@ -1,0 +1,77 @@
+"""Chapter 20's MoE-layer and vision-pipeline case studies on a GPU: every stage verifies against its
+baseline at the H200 size (the pair's tolerance; the harness does the timing), the fp8 stage's
+projections go through ``torch._scaled_grouped_mm``, the grouped stage never syncs the host, and
+the GPU-decode stages decode with nvJPEG (or skip with the reason where torchvision is missing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import aisp
+from aisp.harness.execute import guarded_run
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
+
+CH20 = Path(__file__).resolve().parents[1] / "ch20"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+MOE = ["optimized_moe_layer_e2e_s1_sorted_routing", "optimized_moe_layer_e2e_s2_grouped_gemm",
+       "optimized_moe_layer_e2e_s3_fp8_experts"]
+VISION = ["optimized_vision_pipeline_e2e_s1_uint8_pinned", "optimized_vision_pipeline_e2e_s2_gpu_decode",
+          "optimized_vision_pipeline_e2e_s3_channels_last"]
+
+
+def built(module: str, seed: int = 0) -> aisp.Benchmark:
+    bench = import_module_at(CH20 / f"{module}.py").get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), seed
+    try:
+        bench.setup()
+    except aisp.Unavailable as err:
+        pytest.skip(f"{module}: {err}")
+    return bench
+
+
+@pytest.mark.parametrize(("baseline", "stages"), [("baseline_moe_layer_e2e", MOE),
+                                                  ("baseline_vision_pipeline_e2e", VISION)])
+def test_every_stage_verifies_at_full_size(baseline: str, stages: list[str]) -> None:
+    base = built(baseline)
+    ref, workload = guarded_run(base), base.workload
+    base.teardown()
+    del base
+    for module in stages:
+        bench = built(module)
+        evidence = compare(ref, guarded_run(bench), workload)
+        print(module, evidence.max_abs_err, evidence.rel_l2_err)
+        bench.teardown()
+        del bench
+        torch.cuda.empty_cache()
+
+
+def test_fp8_stage_runs_the_scaled_grouped_gemm(monkeypatch) -> None:
+    bench = built(MOE[-1])
+    calls, real = [], torch._scaled_grouped_mm
+    monkeypatch.setattr(torch, "_scaled_grouped_mm", lambda a, b, *r, **k: calls.append((a.dtype, b.shape)) or real(a, b, *r, **k))
+    bench.run()
+    assert len(calls) == 2 and all(dtype == torch.float8_e4m3fn for dtype, _ in calls)
+
+
+def test_grouped_stage_never_waits_for_the_gpu() -> None:
+    bench = built(MOE[1])
+    bench.run()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        bench.run()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+
+
+def test_gpu_decode_matches_pil_pixels() -> None:
+    base, gpu = built("optimized_vision_pipeline_e2e_s1_uint8_pinned"), built(VISION[1])
+    with torch.no_grad():
+        diff = (base.images() - gpu.images()).abs()
+    print("max |normalized pixel difference|", float(diff.max()), "mean", float(diff.mean()))
+    assert float(diff.mean()) < 0.05  # normalized units: ~2.5/255 of a pixel on average
