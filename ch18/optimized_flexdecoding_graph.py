@@ -6,10 +6,9 @@ then the compiled flex-decoding kernels) captured once in a CUDA graph at setup,
 compile. The graph reads ``q``, ``pos`` and the cache at fixed addresses, so one ``replay()`` per
 call runs the ~8 kernels (mask build, split attention, merge) without ~6 us of host launch each;
 the output is copied out of the graph's buffer (256 KB).
-Expect (estimated, not yet measured): ~0.5-0.55 ms against the baseline's 1.598 ms (measured, H200,
-2026-11-26), ~3x: the eager flex step measured 0.5825 ms, and the graph removes its ~0.03-0.05 ms of
-launches. This variant was not timed in that run: it failed verification (``run()`` changed its inputs
-['out']); ``out`` is now declared scratch, and it has not been re-measured since.
+Expect (measured, H200, 2026-11-27): 1.666 -> 0.2392 ms, 7.09x [6.32, 7.96], 2.25 TB/s, 53% of HBM
+on the window's bytes (the eager flex step 0.6469 ms in the same run). Its first run (2026-11-26)
+failed verification: the graph's output buffer was not declared scratch.
 Run: python ch18/optimized_flexdecoding_graph.py  |  aisp bench run -t ch18:flexdecoding
 """
 
