@@ -12,7 +12,9 @@ rank 0 sends micro-batch i (``isend``) while it computes i + 1, rank 1 computes 
 on the link: both GPUs busy except the first and last micro-batch, bubble 1/9 = 11%.
 Ceiling: bf16 tensor cores per stage (4.4 TFLOP per rank per call: ~5.6 ms at 783 TFLOP/s); the
 workload declares each rank's FLOPs, so TFLOP/s shows the bubble directly.
-Expect (estimated, not yet measured): 2 x H200 ~12-13 ms -> ~7-7.5 ms (1.7-1.8x).
+Expect (measured, 2 x H200, 2026-11-27): 12.77 -> 9.762 ms, 1.31x [1.29, 1.32] (estimated ~12-13 ->
+~7-7.5 ms, 1.7-1.8x); bubble 50% -> 11%, 345 -> 451 TFLOP/s per rank (44% -> 57% of bf16 peak):
+8 micro-batches of 1,024 rows run their GEMMs below the whole batch's rate, and the sends add time.
 Tolerance: bf16 defaults (a 1,024-row GEMM and an 8,192-row GEMM may round differently).
 Run: aisp bench run -t ch17:pipeline_inference_multigpu  (two GPUs; the harness starts torchrun)
 """

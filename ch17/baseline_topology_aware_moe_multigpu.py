@@ -12,8 +12,10 @@ most tokens, 8 per rank): ~13% of the assignments cross, ~70 MB each way. Same e
 same math per assignment: only where each expert runs changes. Metrics: ``remote_share`` and
 ``link_mb_per_rank`` of the last call.
 Ceiling: NVLink bytes (the expert GEMMs, ~0.83 TFLOP per rank, are the same on both sides).
-Expect (estimated, not yet measured): 2 x H200 ~2.6-3.2 ms -> ~2.0-2.4 ms (1.2-1.4x); the link time
-drops ~4x, the expert GEMMs stay.
+Expect (measured, 2 x H200, 2026-11-27): 6.328 -> 5.995 ms, 1.05x [1.04, 1.07] (estimated ~2.6-3.2 ->
+~2.0-2.4 ms, 1.2-1.4x): remote share 49% -> 12%, 263 -> 64 MB over NVLink per rank, but the expert
+GEMMs and the routing take most of the 6 ms (131 -> 138 TFLOP/s, 17% of bf16), so the link saving is
+~0.3 ms of it.
 Tolerance: bf16 defaults (each assignment's product runs in another grouped GEMM, so rounding differs).
 Run: aisp bench run -t ch17:topology_aware_moe_multigpu  (two GPUs; the harness starts torchrun)
 """
