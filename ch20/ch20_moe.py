@@ -1,6 +1,6 @@
 """What the ``moe_layer_e2e`` case study's stages share: the workload, the seeded weights, a top-k
-router and SwiGLU experts, tokens sorted by expert, the gate-weighted combine, and the fp8 pieces
-(row-wise e4m3 quantization, groups padded to 16 rows on the device, a row-wise scaled grouped GEMM).
+router and SwiGLU experts, tokens sorted by expert, the gate-weighted combine, and the padded ``bmm``
+path for a torch without ``_grouped_mm`` (the fp8 stage's pieces went with it: see the README).
 
 Copied in small from chapter 17's MoE helpers (chapters do not import each other). Expert e's
 gate/up weights are ``w_gate_up[e]`` (dim, 2 ffn) and its down weights ``w_down[e]`` (ffn, dim): the
@@ -18,10 +18,6 @@ import aisp
 
 HAS_GROUPED_MM = hasattr(torch, "_grouped_mm")
 """``torch._grouped_mm`` (bf16 on sm_90 in torch >= 2.8); without it stage 2 pads and uses ``bmm``."""
-E4M3 = torch.float8_e4m3fn
-FP8_MAX = 448.0
-ALIGN = 16
-"""Rows per group of the fp8 grouped GEMM are padded to this (aligned operand and scale slices)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,10 +35,12 @@ def moe_workload(requires: aisp.Requirements, **kw: object) -> MoEWorkload:
     assignments = w.tokens * w.top_k
     flops = 2.0 * w.tokens * w.dim * w.experts + 6.0 * assignments * w.dim * w.ffn
     weights = 2.0 * w.experts * 3 * w.dim * w.ffn
-    # one workload serves every stage: the tolerance is the last stage's (e4m3 weights and activations,
-    # four roundings of ~3.6% RMS each: ~6% relative L2 on a CPU; outputs have RMS ~0.45)
+    # every stage computes in bf16 (the roofline's bf16 peak). The explicit tolerance is the dropped fp8
+    # stage's (e4m3 weights and activations: ~6% relative L2 on a CPU), kept because the 2026-11-27
+    # run verified under it; the bf16 stages sit well inside it (tests/test_ch20_cases_gpu.py prints
+    # their errors: tighten it to those once recorded)
     return MoEWorkload(**kw, flops=flops, bytes=weights + 2.0 * w.tokens * w.dim * 2, items=w.tokens,
-                       item_unit="tokens", precision="fp8", atol=0.25, rtol=0.05, max_rel_l2=0.1,
+                       item_unit="tokens", precision="bf16", atol=0.25, rtol=0.05, max_rel_l2=0.1,
                        requires=requires)
 
 
@@ -96,35 +94,3 @@ def padded_ffn(xs: torch.Tensor, sorted_ids: torch.Tensor, counts: torch.Tensor,
     padded = xs.new_zeros(w_gate_up.shape[0], capacity, xs.shape[1])
     padded[sorted_ids, slot] = xs
     return torch.bmm(swiglu(torch.bmm(padded, w_gate_up)), w_down)[sorted_ids, slot]
-
-
-def quantize_rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(t as e4m3, fp32 dequantization scale per row (t.shape[:-1]))."""
-    scale = t.abs().amax(dim=-1).float().clamp_min(1e-12) / FP8_MAX
-    return (t.float() / scale[..., None]).clamp(-FP8_MAX, FP8_MAX).to(E4M3), scale
-
-
-def swiglu_quantize(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return quantize_rows(swiglu(h))
-
-
-def padded_rows(counts: torch.Tensor, sorted_ids: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each sorted assignment's row in a buffer whose groups start on multiples of ``ALIGN`` rows,
-    and the groups' end offsets (int32; the last group takes the slack up to ``total``), on the device."""
-    padded = (counts + ALIGN - 1) // ALIGN * ALIGN
-    shift = (padded.cumsum(0) - padded) - (counts.cumsum(0) - counts)
-    dest = torch.arange(len(sorted_ids), device=counts.device) + shift[sorted_ids]
-    offs = padded.cumsum(0).to(torch.int32)
-    offs[-1] = total
-    return dest, offs
-
-
-def scaled_grouped_mm(a8: torch.Tensor, sa: torch.Tensor, w8t: torch.Tensor, sw: torch.Tensor,
-                      offs: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """(a8 * sa[:, None]) @ (w8t * sw[:, None, :]) per group: rows a8 (M, K) e4m3, w8t (G, K, N)
-    column-major e4m3, sa (M,), sw (G, N). ``torch._scaled_grouped_mm`` on a GPU (scales in the
-    epilogue); on a CPU the same arithmetic dequantized (the tests)."""
-    if a8.is_cuda:
-        return torch._scaled_grouped_mm(a8, w8t, sa, sw, offs=offs, out_dtype=out_dtype, use_fast_accum=True)
-    w = w8t.float() * sw[:, None, :]
-    return torch._grouped_mm(a8.float() * sa[:, None], w, offs=offs).to(out_dtype)

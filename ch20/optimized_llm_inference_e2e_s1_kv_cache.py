@@ -8,6 +8,7 @@ one token per row and attends to the cache (the kit's ``static_generate``). A st
 read of the 1.68 GB of weights plus the live cache, and ~200 eager kernel launches.
 Expect (measured, H200, 2026-11-26): 320.8 ms, 1.42x [1.31, 1.53] over the baseline, cv 0.11
 (estimated ~4x): 128 eager steps at ~2.4 ms, bound by the host's launches and the per-call cache.
+Noisy: 393.3 ms (cv 0.145, 1.22x [0.97, 1.53]) in the 2026-11-27 run.
 Run: python ch20/optimized_llm_inference_e2e_s1_kv_cache.py  |  aisp bench run -t ch20:llm_inference_e2e
 """
 

@@ -10,10 +10,10 @@ rows) runs the kit's weight-only fp8 Triton kernel: it streams the fp8 weights, 
 in registers and multiplies on the tensor cores, scale in the epilogue; half the bytes per step.
 A prefill (hundreds of rows, compute-bound; 3 per call) widens each weight to bf16 in one pass
 and applies the channel scale to the GEMM's output. The step is captured as in stage 2.
-Expect (estimated, not yet measured; redesigned after the 2026-11-26 run, where fp8 came last,
-on continuous batching, and lost 1.33x to it: see the README): ~1.2x over stage 2 (~92 ms: 128
-steps at ~0.61 ms, ch16's measured 1.23x for this kernel on a graphed 8-row step, plus 3
-prefills with ~0.6 ms of widening each).
+Expect (measured, H200, 2026-11-27): 106.6 ms, 4.51x [4.42, 4.60] over the baseline, 1.06x over
+stage 2 (113.2 ms in that run), cv 0.004; 13.1% of HBM (estimated ~1.2x, ~92 ms, from ch16's 1.23x
+for this kernel on a graphed 8-row step: here the step gained ~8%). Redesigned after the
+2026-11-26 run, where fp8 came last, on continuous batching, and lost 1.33x to it (see the README).
 Run: python ch20/optimized_llm_inference_e2e_s3_fp8_weights.py  |  aisp bench run -t ch20:llm_inference_e2e
 """
 

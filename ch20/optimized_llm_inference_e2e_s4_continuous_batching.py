@@ -10,8 +10,9 @@ waiting requests, prefilled together in one forward (the kit's ``ContinuousBatch
 replay of the fp8 graph: ``GraphedBatcher``; ``min_admit`` is a waiting-served threshold). 97 steps
 and 4 admission prefills of 4 requests, where admitting at every free slot (the 2026-11-26 s3)
 took 97 steps and 15 prefills, ~3 ms each, and lost to static batches (126.5 vs 112.4 ms).
-Expect (estimated, not yet measured; redesigned after the 2026-11-26 run: admissions batched,
-placed after fp8): ~1.1x over stage 3 (~82 ms: 97 steps at ~0.61 ms, 5 prefills at ~4.5 ms).
+Expect (measured, H200, 2026-11-27): 101.1 ms, 4.77x [4.72, 4.81] over the baseline, 1.05x over
+stage 3, cv 0.023; 13.8% of HBM (estimated ~1.1x, ~82 ms): 31 fewer steps (~23 ms of graphed
+steps) bought ~5.5 ms; the 2 extra, batched admission prefills and host bookkeeping took the rest.
 Run: python ch20/optimized_llm_inference_e2e_s4_continuous_batching.py  |  aisp bench run -t ch20:llm_inference_e2e
 """
 

@@ -2,8 +2,8 @@
 stage that can run on a CPU gives the baseline's output on two seeds and on refilled inputs (and
 another seed's answer is rejected), the stages are discovered as variants of one baseline in stage
 order, the GPU-decode stages skip on a CPU with the reason while the channels_last bf16 net still
-matches, the fp8 stage keeps e4m3 weights and 16-row-aligned groups, the sorted stages sync the host
-once (s1) or never (s2, s3), and every file documents itself and cites its chapter."""
+matches, the sorted stages sync the host once (s1) or never (s2), and every file documents itself and
+cites its chapter."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ SMALL = {
     "vision_pipeline_e2e": dict(pool=6, batch=5, size=32, width=8),
 }
 STAGES = {
-    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm", "s3_fp8_experts"],
+    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm"],
     "vision_pipeline_e2e": ["s1_uint8_pinned", "s2_gpu_decode", "s3_channels_last"],
 }
 GPU_ONLY = {"optimized_vision_pipeline_e2e_s2_gpu_decode", "optimized_vision_pipeline_e2e_s3_channels_last"}
@@ -86,24 +86,8 @@ def test_channels_last_bf16_net_matches_the_fp32_net() -> None:
     compare([("output", ref)], [("output", out)], base.workload)
 
 
-def test_fp8_stage_stores_e4m3_weights_and_aligns_groups() -> None:
-    from ch20_moe import ALIGN, padded_rows
-
-    bench = build("optimized_moe_layer_e2e_s3_fp8_experts", 0)
-    bench.setup()
-    assert bench.up_bits.dtype == torch.uint8 and bench.up_bits.shape == bench.w_gate_up.transpose(1, 2).shape
-    counts = torch.tensor([5, 0, 17, 16, 3])
-    sorted_ids = torch.repeat_interleave(torch.arange(5), counts)
-    dest, offs = padded_rows(counts, sorted_ids, int(counts.sum()) + ALIGN * 5)
-    assert offs.tolist() == [16, 16, 48, 64, 121] and len(set(dest.tolist())) == len(dest)
-    starts = [0, 16, 16, 48, 64]
-    assert all(dest[sorted_ids == e].tolist() == list(range(starts[e], starts[e] + int(c)))
-               for e, c in enumerate(counts))
-
-
 @pytest.mark.parametrize(("module", "syncs"), [("optimized_moe_layer_e2e_s1_sorted_routing", 1),
-                                               ("optimized_moe_layer_e2e_s2_grouped_gemm", 0),
-                                               ("optimized_moe_layer_e2e_s3_fp8_experts", 0)])
+                                               ("optimized_moe_layer_e2e_s2_grouped_gemm", 0)])
 def test_sorted_stages_sync_the_host_once_or_never(module: str, syncs: int, monkeypatch) -> None:
     bench = build(module, 0)
     bench.setup()

@@ -1,7 +1,7 @@
 """Chapter 20's MoE-layer and vision-pipeline case studies on a GPU: every stage verifies against its
-baseline at the H200 size (the pair's tolerance; the harness does the timing), the fp8 stage's
-projections go through ``torch._scaled_grouped_mm``, the grouped stage never syncs the host, and
-the GPU-decode stages decode with nvJPEG (or skip with the reason where torchvision is missing)."""
+baseline at the H200 size (the pair's tolerance; the harness does the timing; the errors are printed),
+the grouped stage never syncs the host, and the GPU-decode stages decode with nvJPEG (or skip with
+the reason where torchvision is missing)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from aisp.harness.verify import compare
 
 CH20 = Path(__file__).resolve().parents[1] / "ch20"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
-MOE = ["optimized_moe_layer_e2e_s1_sorted_routing", "optimized_moe_layer_e2e_s2_grouped_gemm",
-       "optimized_moe_layer_e2e_s3_fp8_experts"]
+MOE = ["optimized_moe_layer_e2e_s1_sorted_routing", "optimized_moe_layer_e2e_s2_grouped_gemm"]
 VISION = ["optimized_vision_pipeline_e2e_s1_uint8_pinned", "optimized_vision_pipeline_e2e_s2_gpu_decode",
           "optimized_vision_pipeline_e2e_s3_channels_last"]
 
@@ -47,14 +46,6 @@ def test_every_stage_verifies_at_full_size(baseline: str, stages: list[str]) -> 
         bench.teardown()
         del bench
         torch.cuda.empty_cache()
-
-
-def test_fp8_stage_runs_the_scaled_grouped_gemm(monkeypatch) -> None:
-    bench = built(MOE[-1])
-    calls, real = [], torch._scaled_grouped_mm
-    monkeypatch.setattr(torch, "_scaled_grouped_mm", lambda a, b, *r, **k: calls.append((a.dtype, b.shape)) or real(a, b, *r, **k))
-    bench.run()
-    assert len(calls) == 2 and all(dtype == torch.float8_e4m3fn for dtype, _ in calls)
 
 
 def test_grouped_stage_never_waits_for_the_gpu() -> None:

@@ -32,6 +32,10 @@ SMALL = {
     "gpt_training_e2e": dict(model=GPTConfig(vocab=512, seq=64, dim=64, heads=4, layers=2), batch=2),
 }
 """Per case study, workload sizes that keep a run to a second or so on a CPU."""
+CASES = ("moe_layer_e2e", "vision_pipeline_e2e")
+"""The other two case studies: tests/test_ch20_cases.py covers them (their pairs and files)."""
+MINE = [(b, o) for b, o in variant_modules(CH20) if b.removeprefix("baseline_") in SMALL]
+OWN_FILES = sorted(p for p in CH20.glob("*.py") if not any(n in p.stem for n in (*CASES, "ch20_moe", "ch20_vision")))
 STAGES = {
     "llm_inference_e2e": ["s1_kv_cache", "s2_cuda_graph", "s3_fp8_weights", "s4_continuous_batching"],
     "gpt_training_e2e": ["s1_bf16_autocast", "s2_fused_adamw_sdpa", "s3_compile"],
@@ -54,22 +58,22 @@ def build(module: str, seed: int) -> aisp.Benchmark:
 
 def test_stages_are_variants_of_one_baseline_in_order() -> None:
     pairs = {p.name: p for p in pairs_in(CH20)}
-    assert sorted(pairs) == sorted(SMALL)
+    assert sorted(pairs) == sorted([*SMALL, *CASES])
     for name, steps in STAGES.items():
         assert [o.stem for o in pairs[name].optimized] == [f"optimized_{name}_{s}" for s in steps]
 
 
-@pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH20))
+@pytest.mark.parametrize(("baseline", "optimized"), MINE)
 def test_stage_matches_on_two_seeds_and_rejects_a_wrong_answer(baseline: str, optimized: str) -> None:
     check_two_seeds(build, baseline, optimized)
 
 
-@pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH20))
+@pytest.mark.parametrize(("baseline", "optimized"), MINE)
 def test_stage_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
     check_refilled_pair(build(baseline, 0), build(optimized, 0), build(baseline, 0).workload)
 
 
-@pytest.mark.parametrize("baseline", sorted({b for b, _ in variant_modules(CH20)}))
+@pytest.mark.parametrize("baseline", sorted({b for b, _ in MINE}))
 def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str) -> None:
     workload = load(baseline).WORKLOAD
     reason = unmet_requirements(workload.requires, torch.device("cpu"))
@@ -77,7 +81,7 @@ def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str) -> None:
     assert workload.items > 0 and workload.flops > 0
 
 
-@pytest.mark.parametrize("path", sorted(CH20.glob("*.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", OWN_FILES, ids=lambda p: p.stem)
 def test_file_documents_itself(path: Path) -> None:
     assert len(path.read_text().splitlines()) < 150
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
