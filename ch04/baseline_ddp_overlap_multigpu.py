@@ -9,11 +9,12 @@ idles during backward and the GPU's SMs idle during the all-reduce. At this size
 on a small per-GPU batch: the case overlap is for.
 Optimized (optimized_ddp_overlap_multigpu.py): DDP's ~25 MB buckets, all-reduced as backward
 produces them, so communication overlaps the earlier layers' gradient GEMMs.
-Expect (estimate, not yet measured on this size): 1.2-1.4x. History (measured, 2 x H200,
-2026-11-26): at 33.6 M parameters and 4,096 samples per rank (a 0.45 ms all-reduce in a ~3 ms
-step) DDP measured SLOWER, 0.84-0.86x: overlap could hide at most the 0.45 ms, and DDP's per-step
-costs plus NCCL's kernels beside backward's GEMMs cost more. The size was changed so communication
-is a step's larger share.
+Expect (measured, 2 x H200, 2026-11-27): NOT faster (estimated 1.2-1.4x). Two runs at this size:
+5.356 -> 5.512 ms, 0.97x [0.88, 1.07] (plain DDP best; the lean variant then 0.78x), and 5.347 ->
+5.553 ms, 1.00x [0.88, 1.14] (the lean variant with a 16-SM GEMM carveout best; plain DDP 0.98x);
+the steps are noisy (cv 4-12%). History (2026-11-26): at 33.6 M parameters and 4,096 samples per
+rank (a 0.45 ms all-reduce in a ~3 ms step) DDP measured 0.84-0.86x. Neither size shows overlap
+paying here; where the collective's kernels run during backward is not yet profiled.
 Run: aisp bench run -t ch04:ddp_overlap_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

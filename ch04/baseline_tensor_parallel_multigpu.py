@@ -8,12 +8,11 @@ before it, so NVLink idles during the GEMMs (1.1 TFLOP per rank, ~1.4 ms) and th
 idle during the all-gather and reduce-scatter (64 MB buffers each).
 Optimized (optimized_tensor_parallel_multigpu.py): the same block in 4 token chunks, the all-gather
 of chunk c+1 and the reduce-scatter of chunk c-1 running on NCCL's stream during chunk c's GEMMs.
-Expect (measured, 2 x H200, 2026-11-26): SLOWER (estimated 1.05-1.25x): 1.849 -> 1.932 ms, 0.93x
-[0.91, 0.96]; second run 2.124 -> 2.251 ms, 0.92x [0.88, 0.96] (lean variant 2.604 ms, slower
-still; in both runs all samples but one were taken while power-throttled, sw_power_cap). The GEMMs
-take ~1.57 of the 1.85 ms, the collectives ~0.2 ms, the most overlap could hide; 4x smaller GEMMs
-and NCCL's SMs cost more. A documented negative result; next: a fused all-gather-matmul on
-symmetric memory (torch.ops.symm_mem), or 2 chunks.
+Expect (measured, 2 x H200, 2026-11-27): SLOWER (estimated 1.05-1.25x): 1.898 -> 2.091 ms, 0.93x
+[0.87, 1.00] with the chunked NCCL variant best, and 2.335 -> 2.557 ms, 0.91x (symmetric-memory
+fused variant 0.91x, a 16-SM carveout variant 0.88x). 2026-11-26: 0.93x and 0.92x. The GEMMs take
+~1.6 of the ~1.9-2.3 ms and the collectives ~0.2-0.3 ms, the most overlap could hide; every overlap
+costs more. A documented negative result; next: a profile of the overlapped kernels.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

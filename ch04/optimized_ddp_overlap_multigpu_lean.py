@@ -10,9 +10,8 @@ and DDP's all-reduces run on a second NCCL communicator (``lean_group(16)``: ``m
 high-priority stream), so each bucket's all-reduce starts as soon as it is ready, beside the next
 layer's GEMMs; ``gradient_as_bucket_view=True`` drops the copy between gradients and buckets.
 The GEMMs lose ~12% of their SMs while they run; the all-reduce (~1.7 ms of a ~5.4 ms step) hides.
-Expect (estimate, not yet measured): 1.1-1.3x.
-History (measured, 2 x H200, 2026-11-26): the same variant with 8 CTAs and no carveout measured
-0.78x at this size and 0.86x at a smaller one.
+Expect (measured, 2 x H200, 2026-11-27): NOT faster: 5.553 ms vs 5.347, 1.00x [0.88, 1.14], the best
+variant of that run (estimated 1.1-1.3x); without the carveout and with 8 CTAs it measured 0.78x.
 Run: aisp bench run -t ch04:ddp_overlap_multigpu
 """
 

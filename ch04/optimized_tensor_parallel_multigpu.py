@@ -8,9 +8,9 @@ chunk c's GEMMs run while chunk c+1's tokens arrive and chunk c-1's partial sums
 first gather and the last scatter are exposed. The price: NCCL's kernels take a few SMs from the
 GEMMs while they overlap, and 4x smaller GEMMs (2,048 rows) run a little less efficiently.
 Same FLOPs and bytes; each output row is computed from the same row of the same operands.
-Expect (measured, 2 x H200, 2026-11-26): SLOWER: 1.849 -> 1.932 ms, 0.93x [0.91, 0.96]; second run
-2.124 -> 2.251 ms, 0.92x [0.88, 0.96], the best variant. The collectives (~0.2 ms) are all overlap
-could hide; the chunked GEMMs and NCCL's SMs cost more (see the baseline for the next step).
+Expect (measured, 2 x H200, 2026-11-27): SLOWER: 2.335 -> 2.557 ms, 0.91x, and 1.898 -> 2.091 ms,
+0.93x [0.87, 1.00], the best variant of that run; 2026-11-26: 0.93x and 0.92x. The collectives
+(~0.2-0.3 ms) are all overlap could hide; the chunked GEMMs and NCCL's SMs cost more.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 

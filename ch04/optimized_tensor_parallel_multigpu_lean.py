@@ -8,10 +8,8 @@ so a collective launched beside it waits for SMs. Here the GEMMs run under
 ``kits.multirank.gemm_carveout(16)`` (they target 116 of 132 SMs) and the collectives on a second
 NCCL communicator (``lean_group(16)``: ``max_ctas=16``, a high-priority stream), so chunk c+1's
 all-gather and chunk c-1's reduce-scatter run while chunk c's GEMMs do.
-Expect (estimate, not yet measured): 1.0-1.15x: the collectives are ~0.3 ms of a ~2.3 ms call and
-the GEMMs lose ~12% of their SMs.
-History (measured, 2 x H200, 2026-11-26): the same variant capped at 4 CTAs with no carveout
-measured 0.81x and 0.83x.
+Expect (measured, 2 x H200, 2026-11-27): SLOWER: 1.898 -> 2.159 ms, 0.88x (estimated 1.0-1.15x); the
+4-CTA version without the carveout measured 0.81-0.83x. The carveout did not buy the overlap back.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 

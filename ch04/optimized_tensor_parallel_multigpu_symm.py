@@ -9,7 +9,9 @@ copy engines (no SMs taken from the GEMM), then its GEMM follows; ``fused_matmul
 computes the partial sums chunk by chunk and reduces each while the next is computed. The NCCL
 variant (optimized_tensor_parallel_multigpu.py) overlaps too, but its kernels take SMs from the
 GEMMs it overlaps. On a world of one or a non-NCCL group (CPU tests) it runs the blocking path.
-Expect (estimate, not yet measured): 1.0-1.1x: the collectives are ~0.2 ms of a ~1.85 ms call.
+Expect (measured, 2 x H200, 2026-11-27): SLOWER: 2.335 -> 2.570 ms, 0.91x [0.77, 1.08], and 1.898 ->
+2.196 ms, 0.86x in a second run (estimated 1.0-1.1x): the copy-engine gather and chunked reduce do
+not hide what the ~0.2-0.3 ms of collectives cost. Not profiled.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 
