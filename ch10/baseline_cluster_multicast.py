@@ -8,12 +8,12 @@ ring of 48 KB stages tracked by full/empty mbarriers, two consumer warpgroups of
 ``wgmma.mma_async`` m64n256k16 (SASS ``HGMMA.64x256x16.F32.BF16``), ``setmaxnreg`` 40/232.
 Blocks 2j and 2j+1 compute vertically adjacent tiles (2i, n) and (2i+1, n) in grouped order, so
 they read the same 256 x 64 B tile every K step, each through its own loads: per pair and K step
-2 x (16 KB of A + 32 KB of B) = 96 KB cross from L2 to the SMs, 87 FLOP per byte; at ~730 TFLOP/s
-that is ~8.4 TB/s of L2 -> SM traffic, a large share of what H100/H200's L2 delivers.
+2 x (16 KB of A + 32 KB of B) = 96 KB cross from L2 to the SMs, 85 FLOP per byte; at ~730 TFLOP/s
+that is ~8.6 TB/s of L2 -> SM traffic, a large share of what H100/H200's L2 delivers.
 Optimized (optimized_cluster_multicast.py): the pair is a 2-block cluster and each block loads one
 half of the shared B tile with ``.multicast::cluster`` into both blocks' shared memory
 (``UTMALDG.2D.MULTICAST``): 64 instead of 96 KB per pair and K step, the shared operand's L2 bytes
-per FLOP halved (130 FLOP per byte overall), for a cluster-wide release of every stage.
+per FLOP halved (128 FLOP per byte overall), for a cluster-wide release of every stage.
 Same tiles, data and wgmma order: the outputs agree bit for bit.
 Expect: estimated, not yet measured (redesigned on the wgmma path; the mma.sync version measured
 0.96x): ~1.50 ms, ~730 TFLOP/s, ~93% of the 783 TFLOP/s bf16 peak, as gemm_ws.cu at this shape.

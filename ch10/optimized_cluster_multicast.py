@@ -14,7 +14,7 @@ refilled only when both blocks' wgmmas are done with it: lane r of every consume
 CUTLASS; no GPU-wide fence), ``empty[s]`` counts 16 warps, and cluster barriers at the start
 (barriers initialised) and the end (no block exits while its peer can still signal it).
 Why faster: per pair and K step 64 instead of 96 KB cross from L2 to the SMs (the B tile's L2
-bytes per FLOP halved: 87 -> 130 FLOP per byte overall), where the baseline pulls ~8.4 TB/s from
+bytes per FLOP halved: 85 -> 128 FLOP per byte overall), where the baseline pulls ~8.6 TB/s from
 L2 at ~730 TFLOP/s; CUTLASS's best sm90 GEMMs use 2x1 clusters for the same reason. The gain is
 bounded: the baseline is already at 93% of the bf16 peak, and less L2 traffic may also mean less
 power on a power-capped H200 (the old pair's samples were all ``sw_power_cap``).
