@@ -1,81 +1,68 @@
-"""Baseline cluster multicast (CUDA C++): a TMA-fed mma.sync GEMM in which every block loads its
-own copy of the A tile that its neighbour also reads.
+"""Baseline cluster multicast (CUDA C++): the ladder's warp-specialized TMA + wgmma GEMM, in which
+two blocks that read the same B tile each load their own copy.
 
-Baseline: C = A @ W^T (a linear layer: A 8,192 x 4,096, W 8,192 x 4,096, bf16, fp32
-accumulation; 550 GFLOP per call), ``linear_tma<1>`` in cluster_multicast.cu: 128 x 128 C tiles,
-8 consumer warps of ``mma.sync`` m16n8k16 (SASS ``HMMA.16816.F32.BF16``) fed by ``ldmatrix`` from
-128-byte-swizzled tiles that a ninth, producer warp brings by TMA (``UTMALDG.2D``) through a
-6-stage mbarrier ring (192 KB of shared memory): only the producer waits for a stage to drain, the
-consumers only for its bytes to land. Tiles go in grouped order (8 M tiles at a time) so that the
-blocks resident at once share A and W tiles in L2. The two blocks computing C tiles (m, n) and
-(m, n+1) read the same 128 x 64 A tile every K step, each through its own TMA load: per K step a
-pair of blocks moves 2 x 16 KB of A and 2 x 16 KB of W from L2 into shared memory.
-Optimized (optimized_cluster_multicast.py): the two blocks form a 2-block cluster; each loads one
-half of the shared A tile with ``.multicast::cluster`` into both blocks' shared memory
-(``UTMALDG.2D.MULTICAST``): 48 KB instead of 64 KB per pair and K step, a quarter less L2 -> SM
-traffic, at the price of a cluster-wide handshake before a stage is refilled.
-Same tiles and MMA order: the outputs should agree bit for bit.
-Expect (measured, H200, 2026-11-26): 1.432 ms per call, 384 TFLOP/s, 49% of the 783 TFLOP/s bf16
-peak (estimated ~1.4-1.6 ms; every sample taken while power-throttled, sw_power_cap). The producer
-warp, 6 stages and grouped tile order took it from the first kernel's 1.62 ms (thread 0 both
-producer and consumer, 4 stages, row-major order; measured, H200, 2026-11-23: 340 TFLOP/s, 43%).
-It is bound by the mma.sync tensor-core issue rate, not by L2 -> SM bandwidth.
+Baseline: C = A @ B^T (8,192^3 bf16, fp32 accumulation; 1.1 TFLOP per call), ``gemm_mc<1>`` in
+cluster_multicast.cu: gemm_ws.cu's kernel (93% of the bf16 peak on the ladder): 384 threads per
+128 x 256 C tile, a producer warpgroup whose one thread TMA-loads (``UTMALDG.2D``) into a 4-stage
+ring of 48 KB stages tracked by full/empty mbarriers, two consumer warpgroups of
+``wgmma.mma_async`` m64n256k16 (SASS ``HGMMA.64x256x16.F32.BF16``), ``setmaxnreg`` 40/232.
+Blocks 2j and 2j+1 compute vertically adjacent tiles (2i, n) and (2i+1, n) in grouped order, so
+they read the same 256 x 64 B tile every K step, each through its own loads: per pair and K step
+2 x (16 KB of A + 32 KB of B) = 96 KB cross from L2 to the SMs, 85 FLOP per byte; at ~730 TFLOP/s
+that is ~8.6 TB/s of L2 -> SM traffic, a large share of what H100/H200's L2 delivers.
+Optimized (optimized_cluster_multicast.py): the pair is a 2-block cluster and each block loads one
+half of the shared B tile with ``.multicast::cluster`` into both blocks' shared memory
+(``UTMALDG.2D.MULTICAST``): 64 instead of 96 KB per pair and K step, the shared operand's L2 bytes
+per FLOP halved (128 FLOP per byte overall), for a cluster-wide release of every stage.
+Same tiles, data and wgmma order: the outputs agree bit for bit.
+Expect: estimated, not yet measured (redesigned on the wgmma path; the mma.sync version measured
+0.96x): ~1.50 ms, ~730 TFLOP/s, ~93% of the 783 TFLOP/s bf16 peak, as gemm_ws.cu at this shape.
 Run: python ch10/baseline_cluster_multicast.py  |  aisp bench run -t ch10:cluster_multicast
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-from ch10b_common import HOPPER, INT, PTR, library
+from ch10b_common import HOPPER, INT, PTR, MatmulWorkload, library
 
 import aisp
 from aisp.kits import native
 from aisp.kits.native import ptr
 
 
-@dataclass(frozen=True, kw_only=True)
-class LinearWorkload(aisp.Workload):
-    m: int = 8192
-    n: int = 8192
-    """A multiple of 256: cluster pairs of 128-wide tiles."""
-    k: int = 4096
-
-
-def _workload() -> LinearWorkload:
-    s = LinearWorkload()
-    return LinearWorkload(flops=2.0 * s.m * s.n * s.k, bytes=2.0 * (s.m * s.k + s.n * s.k + s.m * s.n), items=1,
+def _workload(m: int = 8192, n: int = 8192, k: int = 8192) -> MatmulWorkload:
+    """m and n multiples of 256 (pairs of 128-row tiles; 256-wide tiles), k of 64."""
+    return MatmulWorkload(m=m, n=n, k=k, flops=2.0 * m * n * k, bytes=2.0 * (m * k + n * k + m * n), items=1,
                           item_unit="GEMMs", precision="bf16", requires=HOPPER)
 
 
 WORKLOAD = _workload()
 LIBRARY = library("cluster_multicast.cu", hopper_only=True)
-"""Built for sm_90a: PTX advises .multicast::cluster for sm_90a only (it may be slow elsewhere)."""
+"""Built for sm_90a: wgmma and setmaxnreg exist only there (PTX advises .multicast::cluster for it too)."""
 
 
 class OwnCopyGemm(aisp.Benchmark):
-    """C = A @ W^T, bf16 in and out."""
+    """C = A @ B^T, bf16 in and out (B as nn.Linear stores its weight)."""
 
     workload = WORKLOAD
-    inputs = ("a", "w")
+    inputs = ("a", "b")
     scratch = ("c",)
     cluster = 1
-    """cluster_multicast.cu: 1 every block loads its own A tile, 2 two blocks share it by multicast."""
+    """cluster_multicast.cu: 1 every block loads its own B tile, 2 two blocks share it by multicast."""
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
         self.lib = LIBRARY.load(self.device, {"mc_gemm_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
         self.a = torch.randn(w.m, w.k, generator=gen, device=self.device).bfloat16()
-        self.w = torch.randn(w.n, w.k, generator=gen, device=self.device).bfloat16()
+        self.b = torch.randn(w.n, w.k, generator=gen, device=self.device).bfloat16()
         self.c = torch.empty(w.m, w.n, device=self.device, dtype=torch.bfloat16)
-        got, want = self.run().float(), (self.a @ self.w.T).float()
+        got, want = self.run().float(), (self.a @ self.b.T).float()
         error = float((got - want).norm() / want.norm())
         assert error < 1e-2, f"{type(self).__name__}: relative L2 error {error:.2e} against torch.matmul"
 
     def run(self) -> torch.Tensor:
         w = self.workload
-        status = self.lib.mc_gemm_run(self.cluster, ptr(self.a), ptr(self.w), ptr(self.c), w.m, w.n, w.k,
+        status = self.lib.mc_gemm_run(self.cluster, ptr(self.a), ptr(self.b), ptr(self.c), w.m, w.n, w.k,
                                       native.stream(self.device))
         native.check(status, type(self).__name__)
         return self.c

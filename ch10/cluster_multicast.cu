@@ -1,169 +1,146 @@
-// cluster_multicast.cu: C = A @ W^T in bf16 (fp32 accumulation), A (M x K) and W (N x K) row-major,
-// as a linear layer computes it. A block computes a 128 x 128 tile of C with 8 consumer warps of
-// mma.sync (each warp 64 x 32), its operand tiles brought by TMA (128-byte swizzle) through a
-// 6-stage ring of mbarriers: full[s] (the copy engine's bytes landed) and empty[s] (every consumer
-// warp is done with stage s, so the producer may refill it). A ninth warp is the producer: its lane
-// 0 issues the loads and is the only thread that ever waits on empty[s]; the consumers only wait on
-// full[s], so no warp that computes is held while a stage drains.
-//
-//   kCluster = 1  every block loads its whole A tile (two 64-row boxes) and its W tile. The two
-//                 blocks that compute C tiles side by side along N read the same A tile: A crosses
-//                 L2 -> SM twice.
-//   kCluster = 2  the two blocks form a cluster; each loads one 64-row half of the shared A tile
-//                 with .multicast::cluster (mask 0b11): the copy engine writes it into both blocks'
-//                 shared memory and signals both blocks' full[s]. A crosses L2 -> SM once per
-//                 cluster: a quarter less operand traffic. Stage s may be refilled only when both
-//                 blocks are done with it, so every consumer warp arrives on empty[s] of both
-//                 blocks (a remote arrive through mapa), and empty[s] counts 16 warps.
-// Both walk the C tiles in the same grouped order (pairs of N tiles, 8 M tiles at a time), so that
-// the blocks resident at once share their A and W tiles in L2. Same tiles, same mma.sync order: the
-// results should agree bit for bit.
-#include <cuda_bf16.h>
+// cluster_multicast.cu: gemm_ws.cu's warp-specialized TMA + wgmma GEMM (C = A @ B^T, bf16, fp32
+// accumulation, A M x K and B N x K row-major), with and without TMA multicast. A 384-thread block
+// computes a 128 x 256 C tile: warpgroup 0 the producer (one TMA thread), warpgroups 1-2 the
+// consumers (wgmma m64n256k16, 64 rows each), a 4-stage ring of 48 KB stages (A 128 x 64, B 256 x
+// 64, 128B-swizzled) with full[s] (expect-tx, completed by the copy engine) and empty[s] (consumer
+// warps, once their wgmmas on the stage are done). Blocks 2j and 2j+1 compute the vertically
+// adjacent tiles (2i, n) and (2i+1, n), so they read the same B tile every K step.
+//   kCluster = 1  each block loads its A tile and its whole B tile (two 128-row boxes): 96 KB per
+//                 pair of blocks and K step cross from L2 to the SMs.
+//   kCluster = 2  the pair is a (2, 1, 1) cluster; each block loads its A tile and one 128-row half
+//                 of B with .multicast::cluster (mask 0b11), written at the same offset of both
+//                 blocks' shared memory and completed on both full[s] (each still expects 48 KB):
+//                 64 KB per pair and K step, the shared operand's L2 bytes per FLOP halved. Every
+//                 consumer warp arrives on empty[s] of both blocks (mapa + remote arrive; 16 warps
+//                 per empty[s]): a stage is refilled only when both are done. Bit for bit as kCluster 1.
+#include "ch10_wgmma.cuh"
 
-#include "ch10b_sm90.cuh"
+namespace {
+constexpr int kBM = 128, kBN = 256, kHalfRows = kBN / 2, kStages = 4, kThreads = 384, kConsumerWarps = 8;
+constexpr int kATileBytes = kBM * kRowBytes, kHalfBytes = kHalfRows * kRowBytes;  // 16 KB each
+constexpr int kStageBytes = kATileBytes + 2 * kHalfBytes, kSmemBytes = kStages * kStageBytes + 1024;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // as gemm_ws.cu: compiled at exactly 168
 
-constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 6, kHalf = kBM / 2, kGroup = 8;
-constexpr int kConsumers = 8, kThreads = (kConsumers + 1) * 32;  // 8 consumer warps, then the producer warp
-constexpr int kTileBytes = kBM * kBK * 2;                        // 16 KB: one A tile or one W tile
-constexpr int kStageBytes = 2 * kTileBytes, kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
-static_assert(kSmemBytes <= 227 * 1024, "more than an H100/H200 block may opt in to");
+struct Maps {
+  CUtensorMap a, b;  // boxes of 128 x 64: an A tile, a half of a B tile
+};
+struct Ring {
+  uint32_t base;  // shared address of stage 0 (1024-byte aligned)
+  uint64_t *full, *empty;
+};
 
-// One 64-wide K step of the warp's 64 x 32 tile (warp_m, warp_n) from stage tiles sa (A) and sw (W).
-__device__ __forceinline__ void warp_mma(float (&acc)[4][4][4], uint32_t sa, uint32_t sw, int warp_m, int warp_n,
-                                         int lane) {
-#pragma unroll
-  for (int kk = 0; kk < kBK; kk += 16) {
-    uint32_t a[4][4], b[2][4];
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi)  // rows 0-15 of the fragment, k 0-7 then 8-15
-      ldmatrix_x4(a[mi], swizzled(sa, warp_m * 64 + mi * 16 + lane % 16, kk + 8 * (lane / 16)));
-#pragma unroll
-    for (int nj = 0; nj < 2; ++nj)  // (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
-      ldmatrix_x4(b[nj], swizzled(sw, warp_n * 32 + nj * 16 + lane % 8 + 8 * (lane / 16), kk + 8 * ((lane / 8) % 2)));
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], a[mi], b[ni / 2][2 * (ni % 2)], b[ni / 2][2 * (ni % 2) + 1]);
+__device__ __forceinline__ void cluster_sync() {  // every thread of both blocks
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Arrive on the barrier at bar's offset in cluster block `rank`'s shared memory (itself included), at
+// the default CTA-scope release as CUTLASS's ClusterBarrier::arrive(cta_id): spelled .release.cluster,
+// ptxas puts a GPU-wide MEMBAR before each arrive (what made the first version 0.64x; a test counts).
+__device__ __forceinline__ void arrive_on(uint64_t* bar, uint32_t rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)), "r"(rank) : "memory");
+}
+// TMA multicast: the box at (x, y) into dst of every block in `mask`, completing bytes on each one's bar.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, uint64_t* bar, int x,
+                                                      int y, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y),
+      "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+
+// Tile (2i + rank, n) of pair blockIdx.x / 2, 8 pair rows at a time (grouped_tile's order, rank = x % 2).
+__device__ __forceinline__ Tile pair_tile(int m_tiles, int n_tiles, uint32_t rank) {
+  constexpr int kGroup = 8;
+  const int p = blockIdx.x / 2, per_group = kGroup * n_tiles, first = p / per_group * kGroup;
+  const int rows = min(m_tiles / 2 - first, kGroup), q = p % per_group;
+  return {2 * (first + q % rows) + (int)rank, q / rows};
+}
+
+// The producer's one thread: wait until stage s is empty (in both blocks), expect its 48 KB, load.
+template <int kCluster>
+__device__ void produce(const Ring& ring, const Maps& maps, Tile tile, int slices, uint32_t rank) {
+  for (int kt = 0; kt < slices; ++kt) {
+    const int s = kt % kStages, x = kt * kTileK, b_row = tile.n * kBN;
+    if (kt >= kStages) mbar_wait(&ring.empty[s], (kt / kStages - 1) % 2);  // slice kt - kStages released
+    const uint32_t st = ring.base + s * kStageBytes, b_tile = st + kATileBytes;
+    mbar_arrive_expect_tx(&ring.full[s], kStageBytes);  // own A, own half of B, the peer's half of B
+    tma_load_2d(st, &maps.a, &ring.full[s], x, tile.m * kBM);
+    if constexpr (kCluster == 2) {
+      tma_load_2d_multicast(b_tile + rank * kHalfBytes, &maps.b, &ring.full[s], x, b_row + rank * kHalfRows, 0b11);
+    } else {
+      tma_load_2d(b_tile, &maps.b, &ring.full[s], x, b_row);
+      tma_load_2d(b_tile + kHalfBytes, &maps.b, &ring.full[s], x, b_row + kHalfRows);
+    }
   }
 }
 
-// The producer's loads of K step kt into stage s (the producer warp's lane 0 only).
+// A consumer warpgroup: rows half * 64 .. + 63 of the tile; releases each stage one slice later.
 template <int kCluster>
-__device__ __forceinline__ void load_stage(uint8_t* stage, const CUtensorMap* a_map, const CUtensorMap* w_map,
-                                           uint64_t* full, int kt, int m0, int n0, uint32_t rank) {
-  bar_expect_bytes(full, kStageBytes);  // the whole A tile (both halves) and the W tile land here
-  if constexpr (kCluster == 2) {
-    tma_load_multicast(stage + rank * (kTileBytes / 2), a_map, kt * kBK, m0 + rank * kHalf, full, 0b11);
-  } else {
-    tma_load(stage, a_map, kt * kBK, m0, full);
-    tma_load(stage + kTileBytes / 2, a_map, kt * kBK, m0 + kHalf, full);
+__device__ void consume(const Ring& ring, bf16* c, int n, Tile tile, int slices, int half) {
+  const uint32_t lane = threadIdx.x % 32;  // lane r of a warp releases the stage in cluster block r
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  for (int kt = 0; kt < slices; ++kt) {
+    mbar_wait(&ring.full[kt % kStages], (kt / kStages) % 2);  // slice kt has landed (all 48 KB)
+    const uint32_t st = ring.base + (kt % kStages) * kStageBytes;
+    wgmma_tile(d, st + half * 64 * kRowBytes, st + kATileBytes);
+    wgmma_wait<1>();  // this warpgroup's wgmmas of slice kt - 1 are done: release its stage
+    if (kt > 0 && lane < kCluster) {
+      if constexpr (kCluster == 2) arrive_on(&ring.empty[(kt - 1) % kStages], lane);
+      else mbar_arrive(&ring.empty[(kt - 1) % kStages]);
+    }
   }
-  tma_load(stage + kTileBytes, w_map, kt * kBK, n0, full);
-}
-
-// The C tile of this block: (M tile, pair of N tiles) in grouped order, kGroup M tiles at a time,
-// the pair's member `rank` (its cluster rank; blockIdx.x % 2 without a cluster) taking N tile
-// 2 * pair + rank. Blocks (2j, y) and (2j + 1, y) are a pair (a cluster when kCluster = 2).
-__device__ __forceinline__ void tile_of(uint32_t rank, int& m0, int& n0) {
-  const int pairs = gridDim.x / 2, rows = gridDim.y, per_group = kGroup * pairs;
-  const int p = blockIdx.y * pairs + blockIdx.x / 2, first = p / per_group * kGroup;
-  const int size = min(rows - first, kGroup), q = p % per_group;
-  m0 = (first + q % size) * kBM;
-  n0 = (2 * (q / size) + (int)rank) * kBN;
+  wgmma_wait<0>();
+  fence_accumulators(d);
+  store_accumulators(c, n, tile.m * kBM + half * 64, tile.n * kBN, d);
 }
 
 template <int kCluster>
-__global__ __launch_bounds__(kThreads) void linear_tma(const __grid_constant__ CUtensorMap a_map,
-                                                     const __grid_constant__ CUtensorMap w_map,
-                                                     __nv_bfloat16* __restrict__ c, int n, int k) {
-  extern __shared__ uint8_t raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
-  __shared__ alignas(8) uint64_t full[kStages], empty[kStages];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, steps = k / kBK;
-  const uint32_t rank = kCluster == 2 ? cluster_rank() : blockIdx.x % 2;
-  int m0, n0;
-  tile_of(rank, m0, n0);
+__global__ __launch_bounds__(kThreads, 1) void gemm_mc(const __grid_constant__ Maps maps, bf16* __restrict__ c,
+                                                       int m, int n, int k) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  const Ring ring{(smem_u32(smem) + 1023) & ~1023u, full, empty};
+  const uint32_t rank = kCluster == 2 ? __clusterRelativeBlockRank() : blockIdx.x % 2;
+  const Tile tile = pair_tile(m / kBM, n / kBN, rank);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      bar_init(&full[s], 1);                       // the local producer's arrive (+ the stage's bytes)
-      bar_init(&empty[s], kCluster * kConsumers);  // every consumer warp of every block of the cluster
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kCluster * kConsumerWarps);
+    fence_barrier_init();  // .release.cluster: the peer may arrive on these barriers or multicast into them
   }
-  if constexpr (kCluster == 2) cluster_sync();  // the peer's barriers exist before anything signals them
+  if constexpr (kCluster == 2) cluster_sync();  // both blocks' barriers exist before anything signals them
   else __syncthreads();
-  if (warp == kConsumers) {  // the producer warp
-    if (lane == 0)
-      for (int kt = 0; kt < steps; ++kt) {
-        const int s = kt % kStages;
-        // The first kStages loads go into empty stages. Load kt reuses the stage of load kt - kStages:
-        // wait for phase kt / kStages - 1 of empty[s], completed when every consumer warp (of both
-        // blocks) has finished K step kt - kStages.
-        if (kt >= kStages) bar_wait(&empty[s], (kt / kStages - 1) & 1);
-        load_stage<kCluster>(smem + s * kStageBytes, &a_map, &w_map, &full[s], kt, m0, n0, rank);
-      }
-    __syncwarp();
-  } else {  // a consumer warp: a 64 x 32 piece of the tile
-    const int warp_m = warp % 2, warp_n = warp / 2;
-    float acc[4][4][4] = {};
-    for (int kt = 0; kt < steps; ++kt) {
-      const int s = kt % kStages;
-      bar_wait(&full[s], (kt / kStages) & 1);
-      const uint32_t sa = smem_u32(smem + s * kStageBytes);
-      warp_mma(acc, sa, sa + kTileBytes, warp_m, warp_n, lane);
-      __syncwarp();  // every lane's ldmatrix of stage s is done
-      if (lane == 0) {
-        if constexpr (kCluster == 2) {
-          bar_arrive_cluster(&empty[s], 0);
-          bar_arrive_cluster(&empty[s], 1);
-        } else {
-          bar_arrive_local(&empty[s]);
-        }
-      }
-      __syncwarp();
-    }
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int row = m0 + warp_m * 64 + mi * 16 + lane / 4, col = n0 + warp_n * 32 + ni * 8 + (lane % 4) * 2;
-        *reinterpret_cast<__nv_bfloat162*>(&c[(size_t)row * n + col]) =
-            __floats2bfloat162_rn(acc[mi][ni][0], acc[mi][ni][1]);
-        *reinterpret_cast<__nv_bfloat162*>(&c[(size_t)(row + 8) * n + col]) =
-            __floats2bfloat162_rn(acc[mi][ni][2], acc[mi][ni][3]);
-      }
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    release_registers<kProducerRegs>();
+    if (threadIdx.x == 0) produce<kCluster>(ring, maps, tile, k / kTileK, rank);
+  } else {
+    claim_registers<kConsumerRegs>();
+    consume<kCluster>(ring, c, n, tile, k / kTileK, wg - 1);
   }
-  // Every thread of both blocks, producer warps included: the peer's consumers arrive on our
-  // empty[s] until their last step, so neither block exits (its shared memory freed) before both are done.
+  __syncwarp();  // the peer arrives on our empty[s] to its last slice: no block exits before both are done
   if constexpr (kCluster == 2) cluster_sync();
 }
 
 template <int kCluster>
-static int launch(const CUtensorMap& a_map, const CUtensorMap& w_map, __nv_bfloat16* c, int m, int n, int k,
-                  cudaStream_t s) {
-  if (cudaFuncSetAttribute(linear_tma<kCluster>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes)) return -4;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(n / kBN, m / kBM);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = s;
-  cudaLaunchAttribute cluster[1];
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = kCluster;
-  cluster[0].val.clusterDim.y = cluster[0].val.clusterDim.z = 1;
-  config.attrs = cluster;
-  config.numAttrs = kCluster > 1 ? 1 : 0;  // kCluster = 1: a plain launch
-  return (int)cudaLaunchKernelEx(&config, linear_tma<kCluster>, a_map, w_map, c, n, k);
+int launch(const Maps& maps, bf16* c, int m, int n, int k, cudaStream_t s) {
+  if (const int err = opt_in_smem(gemm_mc<kCluster>, kSmemBytes)) return err;
+  cudaLaunchAttribute cluster = {cudaLaunchAttributeClusterDimension};
+  cluster.val.clusterDim = {kCluster, 1, 1};  // no attribute for kCluster = 1: a plain launch
+  const cudaLaunchConfig_t config = {dim3((m / kBM) * (n / kBN)), dim3(kThreads), kSmemBytes, s, &cluster,
+                                     kCluster > 1 ? 1u : 0u};
+  return static_cast<int>(cudaLaunchKernelEx(&config, gemm_mc<kCluster>, maps, c, m, n, k));
 }
+}  // namespace
 
-// a: m x k, w: n x k, c: m x n, bf16 row-major, 16-byte aligned; m % 128, n % 256, k % 64 == 0.
-// cluster: 1 each block loads its own A tile, 2 pairs of blocks share it through TMA multicast.
-extern "C" int mc_gemm_run(int cluster, const void* a, const void* w, void* c, int m, int n, int k, cudaStream_t s) {
-  if (m <= 0 || n <= 0 || k <= 0 || m % kBM || n % (2 * kBN) || k % kBK || m / kBM > 65535) return -1;
-  if (((size_t)a | (size_t)w | (size_t)c) % 16) return -1;
-  CUtensorMap a_map, w_map;
-  if (const int err = make_bf16_map(&a_map, a, m, k, kBK, kHalf)) return err;
-  if (const int err = make_bf16_map(&w_map, w, n, k, kBK, kBN)) return err;
-  auto* out = static_cast<__nv_bfloat16*>(c);
-  return cluster == 2 ? launch<2>(a_map, w_map, out, m, n, k, s) : launch<1>(a_map, w_map, out, m, n, k, s);
+// a: m x k, b: n x k, c: m x n, bf16 row-major, 16-byte aligned; m % 256, n % 256, k % 64 == 0.
+// cluster: 1 every block loads its own tiles, 2 pairs of blocks share the B tile through TMA multicast.
+extern "C" int mc_gemm_run(int cluster, const void* a, const void* b, void* c, int m, int n, int k, cudaStream_t s) {
+  if ((cluster != 1 && cluster != 2) || !tiles_fit(m, n, k, 2 * kBM, kBN, kTileK) || ((size_t)a | (size_t)b) % 16)
+    return kBadShape;
+  Maps maps;
+  if (const int err = encode_tile_map(&maps.a, static_cast<const bf16*>(a), m, k, kBM)) return err;
+  if (const int err = encode_tile_map(&maps.b, static_cast<const bf16*>(b), n, k, kHalfRows)) return err;
+  bf16* out = static_cast<bf16*>(c);  // 4-byte aligned suffices: the epilogue stores bf16 pairs
+  return cluster == 2 ? launch<2>(maps, out, m, n, k, s) : launch<1>(maps, out, m, n, k, s);
 }

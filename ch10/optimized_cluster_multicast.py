@@ -1,25 +1,25 @@
-"""Optimized cluster multicast (CUDA C++): two blocks that need the same A tile form a cluster and
-load it once, by TMA multicast.
+"""Optimized cluster multicast (CUDA C++): the two blocks that need the same B tile form a cluster
+and load it once, by TMA multicast, into both blocks' shared memory.
 
-Baseline (baseline_cluster_multicast.py): each block's producer warp TMA-loads its own A and W
-tiles; neighbours along N load the same A tile twice.
-Optimized: ``linear_tma<2>`` (cluster_multicast.cu) is launched with a cluster dimension of (2, 1, 1)
-(``cudaLaunchKernelEx``), so blocks (2j, m) and (2j+1, m) run at once on one GPC. The producer
-warp of block rank r loads rows 64r..64r+63 of the A tile with
-``cp.async.bulk.tensor...multicast::cluster`` and mask 0b11: the copy engine writes the half into
-the same offset of both blocks' shared memory and completes the bytes on both blocks' ``full[s]``
-mbarrier, so each block's barrier still expects the whole 32 KB stage. Before a stage is refilled
-both blocks must be done with it: each consumer warp arrives on ``empty[s]`` of both blocks
-(``mapa`` + ``mbarrier.arrive.shared::cluster``, no fence), only the producer warp waits on it,
-6 stages deep, and a final cluster barrier keeps a block's shared memory alive while its peer
-still signals it. A crosses L2 -> SM once per pair: 48 instead of 64 KB per pair and K step.
-Expect (measured, H200, 2026-11-26): still SLOWER: 1.432 -> 1.493 ms, 0.96x [0.95, 0.98], 368
-TFLOP/s (47% of 783; estimated ~1.0-1.2x). The baseline's producer-warp kernel itself improved
-(1.62 -> 1.43 ms), and this mma.sync kernel is bound by its tensor-core issue rate, not by L2 -> SM
-bandwidth: halving the A tile's L2 traffic buys nothing while the cluster's cross-SM handshakes
-cost ~4%. Multicast can pay only in a kernel that L2 -> SM traffic binds. The first kernel measured
-0.64x (measured, H200, 2026-11-23: 1.62 -> 2.53 ms): thread 0 was both producer and consumer, and
-each remote arrive (``.release.cluster``) compiled to a ``MEMBAR.ALL.GPU``; both are gone here.
+Baseline (baseline_cluster_multicast.py): the warp-specialized TMA + wgmma GEMM, each block loading
+its own A tile and whole B tile; vertical neighbours load the same B tile twice.
+Optimized: ``gemm_mc<2>`` (cluster_multicast.cu) is launched with a cluster dimension of (2, 1, 1)
+(``cudaLaunchKernelEx``), so blocks 2j and 2j+1, computing C tiles (2i, n) and (2i+1, n), run at
+once on one GPC. The producer of block rank r loads its own A tile and rows 128r..128r+127 of the
+shared B tile with ``cp.async.bulk.tensor...multicast::cluster``, mask 0b11: the copy engine writes
+the half into the same offset of both blocks' shared memory and completes its 16 KB on both
+blocks' ``full[s]``, so each ``full[s]`` still expects the whole 48 KB stage. A stage may be
+refilled only when both blocks' wgmmas are done with it: lane r of every consumer warp arrives on
+``empty[s]`` of block r (``mapa`` + ``mbarrier.arrive.shared::cluster``, CTA-scope release as in
+CUTLASS; no GPU-wide fence), ``empty[s]`` counts 16 warps, and cluster barriers at the start
+(barriers initialised) and the end (no block exits while its peer can still signal it).
+Why faster: per pair and K step 64 instead of 96 KB cross from L2 to the SMs (the B tile's L2
+bytes per FLOP halved: 85 -> 128 FLOP per byte overall), where the baseline pulls ~8.6 TB/s from
+L2 at ~730 TFLOP/s; CUTLASS's best sm90 GEMMs use 2x1 clusters for the same reason. The gain is
+bounded: the baseline is already at 93% of the bf16 peak, and less L2 traffic may also mean less
+power on a power-capped H200 (the old pair's samples were all ``sw_power_cap``).
+Expect: estimated, not yet measured (redesigned on the wgmma path; the mma.sync version measured
+0.96x): ~1.0-1.05x, ~730-770 TFLOP/s (93-98% of 783).
 Run: python ch10/optimized_cluster_multicast.py  |  aisp bench run -t ch10:cluster_multicast
 """
 

@@ -1,7 +1,8 @@
 """Chapter 10, second half, on a GPU: every pair's variants match (each also checks itself against
 PyTorch in setup(); the CUDA pairs bit for bit, as their headers claim) and pass the harness's
 refill check, and the kernels are right at small shapes: a K loop shorter and longer than the
-6-stage ring (its phases wrapping once and twice), heat chunks that leave trailing blocks empty, one
+multicast GEMM's 4-stage ring (its phases wrapping once and several times; also at its full size,
+and bit for bit with and without the cluster), heat chunks that leave trailing blocks empty, one
 step and odd step counts, a few rows, a persistent grid that does not divide the tiles."""
 
 from __future__ import annotations
@@ -78,17 +79,49 @@ def entry(module: str):
     return getattr(load(module).LIBRARY.load(torch.device("cuda"), {name: argtypes}), name)
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(128, 256, 64), (256, 512, 192), (384, 768, 64 * 11), (1280, 512, 64 * 19)])
+def multicast_gemm(cluster: int, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(A, B, C) with C from cluster_multicast.cu's kernel (1: own copies, 2: B shared by multicast)."""
+    run = entry("baseline_cluster_multicast")
+    a, b = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    native.check(run(cluster, ptr(a), ptr(b), ptr(out), m, n, k, native.stream()), "mc_gemm_run")
+    torch.cuda.synchronize()
+    return a, b, out
+
+
+# A ring of 4 stages: K loops shorter than it, wrapping once and several times; 5 pair rows (a
+# partial group of the grouped order); the full 8192^3 size of the pair.
+@pytest.mark.parametrize(("m", "n", "k"), [(256, 256, 64), (256, 512, 192), (512, 768, 64 * 11),
+                                           (1280, 512, 64 * 19), (8192, 8192, 8192)])
 @pytest.mark.parametrize("cluster", [1, 2])
-def test_multicast_gemm_small_shapes(m: int, n: int, k: int, cluster: int) -> None:
+def test_multicast_gemm_matches_torch(m: int, n: int, k: int, cluster: int) -> None:
+    skip_unless_hopper()
+    a, b, out = multicast_gemm(cluster, m, n, k)
+    want = a.float() @ b.float().T
+    error = float((out.float() - want).norm() / want.norm())
+    assert error < 1e-2, f"relative L2 error {error:.2e}"
+    assert not out.isnan().any()
+    if m * n <= 1 << 20:
+        torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(512, 768, 64 * 11), (8192, 8192, 8192)])
+def test_multicast_gemm_is_bit_exact_with_own_copies(m: int, n: int, k: int) -> None:
+    skip_unless_hopper()
+    torch.manual_seed(0)
+    _, _, own = multicast_gemm(1, m, n, k)
+    torch.manual_seed(0)
+    _, _, shared = multicast_gemm(2, m, n, k)
+    assert torch.equal(own, shared)
+
+
+def test_multicast_gemm_refuses_shapes_off_its_tiles() -> None:
     skip_unless_hopper()
     run = entry("baseline_cluster_multicast")
-    a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
-    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    native.check(run(cluster, ptr(a), ptr(w), ptr(out), m, n, k, native.stream()), "mc_gemm_run")
-    torch.cuda.synchronize()
-    torch.testing.assert_close(out.float(), (a.float() @ w.float().T), rtol=2e-2, atol=5e-2)
-    assert run(cluster, ptr(a), ptr(w), ptr(out), m, 128, k, native.stream()) == -1  # n % 256 != 0
+    a, b = torch.zeros(512, 128, device="cuda").bfloat16(), torch.zeros(512, 128, device="cuda").bfloat16()
+    out = torch.zeros(512, 512, device="cuda", dtype=torch.bfloat16)
+    for cluster, m, n, k in [(2, 128, 512, 128), (2, 512, 128, 128), (2, 512, 512, 96), (3, 512, 512, 128)]:
+        assert run(cluster, ptr(a), ptr(b), ptr(out), m, n, k, native.stream()) == -1, (cluster, m, n, k)
 
 
 @pytest.mark.parametrize(("n", "steps"), [(1000, 1), (1000, 7), (50_000, 64), (1 << 21, 3)])

@@ -2,8 +2,8 @@
 GPU: the pairs are discovered and document themselves, skip on a CPU with the reason, share their
 workload and inputs; every .cu is a pair's library and builds (sm_90a for TMA multicast), and the
 SASS holds what each optimized kernel is about while its baseline kernel does not: multicast TMA
-loads (UTMALDG.2D.MULTICAST) and cluster barriers (UCGABAR_*), and a cooperative kernel that fits
-one 1,024-thread block per SM without spills."""
+loads (UTMALDG.2D.MULTICAST) beside wgmma (HGMMA) and cluster barriers (UCGABAR_*), and a
+cooperative kernel that fits one 1,024-thread block per SM without spills."""
 
 from __future__ import annotations
 
@@ -92,23 +92,27 @@ def test_library_builds_and_names_its_target(source: str) -> None:
 
 @needs_sass
 def test_multicast_kernel_loads_the_shared_tile_once_per_cluster() -> None:
+    """Both are wgmma GEMMs fed by TMA; only the cluster one multicasts B and syncs the cluster, and
+    its consumers' per-slice remote arrives carry no fence (the GPU-wide MEMBARs are the two
+    cluster barriers' own, one per UCGABAR_ARV; .release.cluster would add one per arrive)."""
     sass = sass_of("cluster_multicast.cu")
-    own, shared = kernel(sass, "linear_tmaILi1E"), kernel(sass, "linear_tmaILi2E")
+    own, shared = kernel(sass, "gemm_mcILi1E"), kernel(sass, "gemm_mcILi2E")
     for body in (own, shared):
-        assert "HMMA.16816.F32.BF16" in body and "LDSM.16.M88.4" in body and "UTMALDG.2D" in body
+        assert "HGMMA.64x256x16.F32.BF16" in body and "UTMALDG.2D" in body and "USETMAXREG" in body
+        assert "HMMA" not in body.replace("HGMMA", "")
     assert "UTMALDG.2D.MULTICAST" in shared and "UCGABAR_WAIT" in shared
-    assert "MULTICAST" not in own and "UCGABAR" not in own
-    # The consumers' per-step arrives on both blocks' empty[s] carry no fence: the GPU-wide
-    # MEMBARs are the cluster barriers' own (start and end), one per UCGABAR_ARV.
+    assert "SYNCS.ARRIVE.TRANS64.RED" in shared  # the remote arrive on a cluster peer's barrier
+    assert "MULTICAST" not in own and "UCGABAR" not in own and ".RED" not in own
     assert shared.count("MEMBAR.ALL.GPU") == shared.count("UCGABAR_ARV") == 2
     assert "MEMBAR.ALL.GPU" not in own
 
 
 @needs_sass
-def test_multicast_kernels_fit_one_block_of_nine_warps_per_sm() -> None:
-    """8 consumer warps and a producer warp (288 threads): registers for one block, no spills."""
-    usage = {name: regs for name, (regs, _) in resource_usage("cluster_multicast.cu").items() if "linear_tma" in name}
-    assert len(usage) == 2 and all(regs * 288 <= 65536 for regs in usage.values()), usage
+def test_multicast_kernels_have_the_registers_setmaxnreg_assumes() -> None:
+    """384 threads x 168 registers = 128 x 40 (producer) + 256 x 232 (consumers), as gemm_ws.cu:
+    compiled at fewer, the consumers' setmaxnreg.inc would wait for registers the pool lacks."""
+    usage = {name: regs for name, (regs, _) in resource_usage("cluster_multicast.cu").items() if "gemm_mc" in name}
+    assert len(usage) == 2 and set(usage.values()) == {168}, usage
 
 
 @needs_sass
