@@ -32,10 +32,10 @@ SMALL = {
     "gpt_training_e2e": dict(model=GPTConfig(vocab=512, seq=64, dim=64, heads=4, layers=2), batch=2),
 }
 """Per case study, workload sizes that keep a run to a second or so on a CPU."""
-CASES = ("moe_layer_e2e", "vision_pipeline_e2e")
-"""The other two case studies: tests/test_ch20_cases.py covers them (their pairs and files)."""
+CASES = ("moe_layer_e2e", "vision_pipeline_e2e", "ddp_training_e2e_multigpu")
+"""The other case studies: tests/test_ch20_cases.py and tests/test_ch20_ddp.py cover them."""
 MINE = [(b, o) for b, o in variant_modules(CH20) if b.removeprefix("baseline_") in SMALL]
-OWN_FILES = sorted(p for p in CH20.glob("*.py") if not any(n in p.stem for n in (*CASES, "ch20_moe", "ch20_vision")))
+OWN_FILES = sorted(p for p in CH20.glob("*.py") if not any(n in p.stem for n in (*CASES, "ch20_moe", "ch20_vision", "ch20_ddp")))
 STAGES = {
     "llm_inference_e2e": ["s1_kv_cache", "s2_cuda_graph", "s3_fp8_weights", "s4_continuous_batching"],
     "gpt_training_e2e": ["s1_bf16_autocast", "s2_fused_adamw_sdpa", "s3_compile"],

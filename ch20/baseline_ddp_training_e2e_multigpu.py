@@ -1,0 +1,51 @@
+"""Baseline two-GPU GPT training, end to end: ``nn.DataParallel``, fp32, default AdamW.
+
+Case study, stage 0 of 5. Two AdamW steps of a 169M-parameter GPT (8 blocks, width 1024, 16
+heads, 512 tokens, 32k vocabulary) on a global batch of 8 sequences (4,096 tokens a step): ~6.8
+TFLOP per call over 2 GPUs. As a first multi-GPU script is written: fp32 weights and math (no TF32),
+the model wrapped in ``nn.DataParallel``, ``torch.optim.AdamW`` (foreach). DataParallel is one
+process: each step it scatters the batch from GPU 0, replicates the model onto GPU 1 (676 MB
+of weights), runs one Python thread per GPU (the GIL serializes their launches), gathers the two
+losses to GPU 0 and reduce-adds GPU 1's gradients (676 MB) onto GPU 0, where AdamW runs alone.
+The harness starts one process per GPU: rank 0 drives both GPUs, rank 1 only waits on the host
+for rank 0's losses and gradient sample (ch04's dataparallel pair does the same).
+Optimized, cumulatively (each file's header names the chapter the technique comes from):
+  s1_ddp           DistributedDataParallel, one process per GPU, bucketed all-reduce in backward (ch04)
+  s2_bf16_autocast matmuls on bf16 tensor cores, fp32 master weights and gradients (ch13, ch19)
+  s3_bucket_view   gradients live in DDP's buckets (gradient_as_bucket_view, static_graph) (ch04)
+  s4_bf16_grad_comm  gradients all-reduced in bf16 (bf16_compress_hook) (ch04)
+  s5_fused_adamw   AdamW(fused=True): one kernel per step for the update (ch19, ch13)
+``torch.compile`` is left out (README): under DDP it splits the graph at bucket boundaries, and
+the compile (~30 s per rank) would exceed this pair's budget; gpt_training_e2e shows its ~1.3x.
+Metric: ``mfu``, the FLOPs over the median call time as a share of 2 x 989 TFLOP/s (dense bf16).
+Expect (estimate, not yet measured, 2 x H200): ~88 ms per call (~36 ms a step of fp32 GEMMs per
+GPU at ~47 TFLOP/s, plus per step ~2.5 ms replicating, ~3 ms reducing onto GPU 0 and ~2.5 ms of
+AdamW on GPU 0 alone), MFU ~4%.
+Tolerance: |err| <= 0.2 + 0.05 |ref|, relative L2 0.05 per output. Rank 0 returns each parameter's
+gradient RMS and the last step's gradients in units of their parameter's RMS (so one absolute
+bound fits every parameter). bf16 GEMMs round each gradient by ~2^-8 of the norms it sums over,
+not of itself: near-zero elements err by up to ~0.1 of their parameter's RMS (measured on a CPU,
+tiny GPT), which the harness's bf16 default (0.02) rejects; the relative L2 of the bf16 stages is
+~6e-3 there (tests/test_ch20_ddp.py prints it). A rank without the all-reduce fails by far.
+Run: aisp bench run -t ch20:ddp_training_e2e_multigpu  (the harness starts 2 ranks under torchrun)
+"""
+
+from __future__ import annotations
+
+from ch20_ddp import DataParallelTraining, ddp_workload
+
+import aisp
+
+WORKLOAD = ddp_workload()
+
+
+class Baseline(DataParallelTraining):
+    workload = WORKLOAD
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return Baseline()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
