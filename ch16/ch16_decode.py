@@ -109,3 +109,17 @@ class GraphedDecode:
 
     def __call__(self) -> None:
         self.step()
+
+    def generate(self, first: torch.Tensor, first_top: torch.Tensor, start: int, steps: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``first`` (the prefill's tokens at position ``start``) and ``steps - 1`` replays after it:
+        tokens (batch, steps) and top logits (batch, steps, TOP)."""
+        tokens = first.new_empty(first.shape[0], steps)
+        top = torch.empty(first.shape[0], steps, first_top.shape[1], device=first.device)
+        tokens[:, 0], top[:, 0] = first, first_top
+        self.tok.copy_(first)
+        self.pos.fill_(start)
+        for t in range(1, steps):
+            self()
+            tokens[:, t], top[:, t] = self.next_tok, self.top
+        return tokens, top

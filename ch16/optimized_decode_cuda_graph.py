@@ -33,17 +33,7 @@ class GraphDecode(EagerDecode):
         self.step = GraphedDecode(self.model, self.cache, w.batch, w.prompt + w.steps)
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
-        w, step = self.workload, self.step
-        first, first_top = self.first_token()
-        tokens = torch.empty(w.batch, w.steps, dtype=torch.long, device=self.device)
-        top = torch.empty(w.batch, w.steps, first_top.shape[1], device=self.device)
-        tokens[:, 0], top[:, 0] = first, first_top
-        step.tok.copy_(first)
-        step.pos.fill_(w.prompt)
-        for t in range(1, w.steps):
-            step()
-            tokens[:, t], top[:, t] = step.next_tok, step.top
-        return tokens, top
+        return self.step.generate(*self.first_token(), self.workload.prompt, self.workload.steps)
 
 
 def get_benchmark() -> aisp.Benchmark:
