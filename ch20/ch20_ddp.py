@@ -1,16 +1,13 @@
 """What the ``ddp_training_e2e_multigpu`` stages share: the GPT, the two-rank workload, and the
-training step every stage runs, with the switches the stages turn on one by one.
+training step every stage runs, with the switches the stages turn on one by one. Two AdamW steps
+of the kit's GPT (169M parameters, 676 MB of fp32 gradients) on 8 sequences of 512 tokens. Every
+rank holds the global batch; ``nn.DataParallel`` runs it all from rank 0, DDP gives rank r
+sequences r*B/W to (r+1)*B/W. ``run()`` restores the parameters and zeroes AdamW's moments first.
 
-Two AdamW steps of the kit's GPT (169M parameters, 676 MB of fp32 gradients) on 8 sequences of
-512 tokens. Every rank holds the global batch; ``nn.DataParallel`` runs it all from rank 0, DDP
-gives rank r sequences r*B/W to (r+1)*B/W. ``run()`` restores the parameters and zeroes AdamW's
-moments first, so every call does the same work from the same start.
-
-Output, per rank: both steps' global mean losses (on the host), then on rank 0 each parameter's
-gradient RMS and every averaged gradient of the last step (all 169M, each in units of its
-parameter's RMS; they depend on the first AdamW update), and on every other rank 4,096 of those
-at fixed positions from *its own* replica, so verification shows each rank holds rank 0's
-gradients. ``nn.DataParallel`` is one process: its rank 1 gets those from rank 0 on the host.
+Output, per rank: both steps' global mean losses (on the host); on rank 0 each parameter's gradient
+RMS and all 169M averaged gradients of the last step (in units of their parameter's RMS), on other
+ranks 4,096 of those from *their own* replica, so verification shows each rank holds rank 0's
+gradients (``nn.DataParallel``'s rank 1 gets them from rank 0 on the host).
 """
 
 from __future__ import annotations
@@ -32,17 +29,21 @@ DIGEST = 4096  # gradient values at fixed positions that ranks other than 0 retu
 
 def ddp_workload(requires: aisp.Requirements = TWO_GPUS, **kw: object) -> TrainWorkload:
     """Two AdamW steps of 8 x 512 tokens (~6.8 TFLOP); the tolerance is the baseline header's."""
-    sizes = {"model": MODEL, "batch": 8, "steps": 2, **kw}
     return train_workload(precision="bf16", rtol=0.05, atol=0.2, max_rel_l2=0.05, requires=requires,
-                          timeout_s=600, **sizes)
+                          timeout_s=600, **{"model": MODEL, "batch": 8, "steps": 2, **kw})
 
 
 def bf16_hook(group, bucket):  # no annotations: DDP checks them, and this file's are strings
-    """DDP's ``bf16_compress_hook`` (which refuses gloo): the bucket (a ``dist.GradBucket``) cast to
-    bf16, divided by the world size, all-reduced, cast back into the fp32 bucket; returns a Future."""
+    """DDP's ``bf16_compress_hook`` (which refuses gloo) for a ``dist.GradBucket``: cast to bf16, divided
+    by the world, all-reduced, cast back into the fp32 bucket; returns a Future."""
     fp32 = bucket.buffer()
     wire = fp32.to(torch.bfloat16).div_(dist.get_world_size(group))
     return dist.all_reduce(wire, group=group, async_op=True).get_future().then(lambda f: fp32.copy_(f.value()[0]))
+
+
+def digest_positions(total: int, device: torch.device) -> torch.Tensor:
+    """DIGEST positions evenly over 0..total-1 in int64 (a float32 linspace over 169M overshoots)."""
+    return (torch.arange(DIGEST, device=device) * (total - 1) // (DIGEST - 1)).unique()
 
 
 class LossOf(nn.Module):
@@ -80,7 +81,7 @@ class DataParallelTraining(aisp.Benchmark):
         self.params = list(self.model.parameters())
         self.start = [p.detach().clone() for p in self.params]
         self.sizes = torch.tensor([p.numel() for p in self.params], device=self.device).float().sqrt()
-        self.picks = torch.linspace(0, sum(p.numel() for p in self.params) - 1, DIGEST, device=self.device).long().unique()
+        self.picks = digest_positions(sum(p.numel() for p in self.params), self.device)
         self.driver = self.rank == 0 or not self.dataparallel  # who runs forward, backward and AdamW
         self.net = LossOf(self.model) if self.driver else None
         if self.dataparallel and self.driver:
@@ -129,8 +130,7 @@ class DataParallelTraining(aisp.Benchmark):
         if self.host is not None and self.dataparallel:
             dist.broadcast(report, 0, group=self.host)
         elif self.host is not None:  # each DDP rank's loss is its own slice's: the mean over ranks
-            means = report[:steps].clone()
-            dist.all_reduce(means, group=self.host)
+            dist.all_reduce(means := report[:steps].clone(), group=self.host)
             report[:steps] = means / self.world
         return (report[:steps], rms, flat) if self.rank == 0 else (report[:steps], report[steps:])
 

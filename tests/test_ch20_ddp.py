@@ -92,3 +92,14 @@ def test_the_pair_needs_two_gpus(monkeypatch) -> None:
     assert "CUDA" in unmet_requirements(requires, torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert unmet_requirements(requires, torch.device("cuda")) == "needs 2 GPUs; 1 present"
+
+
+def test_digest_positions_stay_inside_a_169m_gradient() -> None:
+    """A float32 linspace over 169M parameters rounds its last positions past the end (the GPU's
+    device-side assert); the int64 positions end exactly at the last element."""
+    from ch20_ddp import DIGEST, digest_positions
+
+    total = 169_012_345
+    assert torch.linspace(0, total - 1, DIGEST).long().max() > total - 1  # the bug this guards
+    picks = digest_positions(total, torch.device("cpu"))
+    assert picks.min() == 0 and picks.max() == total - 1 and len(picks) == DIGEST
