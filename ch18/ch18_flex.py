@@ -1,5 +1,6 @@
-"""What chapter 18's FlexAttention pairs share: the compiled kernels, packed documents, and a decode
-``BlockMask`` built straight from each row's position.
+"""What chapter 18's FlexAttention pairs share: the compiled kernel, packed documents, and the
+``BlockMask``s built straight from the structure (document boundaries, each decode row's position)
+in a few tensor ops, so only ``flex_attention`` is ever compiled.
 
 ``flex_attention`` must be compiled: eager it materializes every score (and ignores the block
 structure); compiled, Inductor generates one Triton kernel that visits only the listed blocks. On a
@@ -9,25 +10,20 @@ CPU the pairs run the eager forms (same answers, for the tests).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 import torch
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 BLOCK = 128
 """FlexAttention's default block: a BlockMask lists 128 x 128 tiles."""
 _FLEX = torch.compile(flex_attention, dynamic=False)
-_BLOCK_MASK = torch.compile(create_block_mask, dynamic=False)
 MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def flex_on(device: torch.device) -> Callable[..., torch.Tensor]:
     """``flex_attention`` compiled on a GPU, eager (the reference path) on a CPU."""
     return _FLEX if device.type == "cuda" else flex_attention
-
-
-def block_mask_on(device: torch.device) -> Callable[..., BlockMask]:
-    """``create_block_mask`` compiled on a GPU (fused: no (S, S) mask in memory), eager on a CPU."""
-    return _BLOCK_MASK if device.type == "cuda" else create_block_mask
 
 
 def document_lengths(seq: int, rows: int, median: int, spread: float, longest: int, seed: int = 0) -> list[list[int]]:
@@ -78,3 +74,32 @@ def window_block_mask(pos: torch.Tensor, window: int, kv_len: int, mask_mod: Mas
     indices = ((first[:, None] + torch.arange(blocks, device=pos.device)) % blocks).to(torch.int32)
     return BlockMask.from_kv_blocks(count[:, None, None], indices[:, None, None], mask_mod=mask_mod,
                                     seq_lengths=(1, kv_len), compute_q_blocks=False)
+
+
+@cache
+def _below(tiles: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tiles, tiles) bool: key tile strictly before the query tile; and the diagonal."""
+    i = torch.arange(tiles, device=device)
+    return i[None, :] < i[:, None], i[None, :] == i[:, None]
+
+
+def document_block_mask(doc: torch.Tensor, mask_mod: MaskMod) -> BlockMask:
+    """The BlockMask of :func:`causal_document_mask` from ``doc`` (rows, seq), any non-decreasing ids
+    (what ``cumsum`` of start flags gives), in ~10 small ops over (rows, tiles, tiles), no pass over
+    the (S, S) pairs. Ids only grow, so a key tile j before query tile i holds a visible pair iff
+    its last id equals the query tile's first, and is full iff its first id equals the query
+    tile's last (one document spans both); a diagonal tile is always partial (causal). Indices
+    come in create_block_mask's order (listed tiles first, ascending); no q-side lists (forward only)."""
+    rows, seq = doc.shape
+    if seq % BLOCK:
+        raise ValueError(f"sequence length {seq} is not a multiple of {BLOCK}")
+    below, diagonal = _below(seq // BLOCK, doc.device)
+    tiles = doc.view(rows, seq // BLOCK, BLOCK)
+    first, last = tiles[:, None, :, 0], tiles[:, None, :, -1]  # (rows, 1, tiles): as key tiles j
+    full = below & (first == last.mT)
+    partial = (below & (last == first.mT) & ~full) | diagonal
+    dense = torch.stack((partial, full))[:, :, None].to(torch.int32)  # (2, rows, 1, tiles, tiles)
+    counts = dense.sum(-1, dtype=torch.int32)
+    indices = dense.argsort(dim=-1, descending=True, stable=True).to(torch.int32)
+    return BlockMask.from_kv_blocks(counts[0], indices[0], counts[1], indices[1], BLOCK_SIZE=BLOCK,
+                                    mask_mod=mask_mod, seq_lengths=(seq, seq), compute_q_blocks=False)

@@ -3,7 +3,8 @@ flexdecoding) on a CPU at small sizes, same code: every variant gives its baseli
 seeds and on refilled inputs, another seed's answer is rejected, every file documents itself, the
 GPU-sized pairs skip on a CPU with the reason; and each optimization does what it claims: block
 masks list exactly the tiles with a visible pair (the decode one, built from positions, through the
-compiled kernel too), weight absorption stays within bf16 tolerance in bf16, the bucketed engine
+compiled kernel too; the document one, built from document ids, equal to create_block_mask's on
+edge cases, and compiling nothing but the kernel, once), weight absorption stays within bf16 tolerance in bf16, the bucketed engine
 captures its buckets only while the lazy one captures each size it meets.
 The Triton pairs of the chapter are tested in test_ch18_triton.py."""
 
@@ -148,6 +149,69 @@ def test_document_block_mask_keeps_only_tiles_with_a_visible_pair() -> None:
         for s, e in zip((ends - torch.tensor(lengths)).tolist(), ends.tolist(), strict=True):
             want[s // f.BLOCK:(e - 1) // f.BLOCK + 1, s // f.BLOCK:(e - 1) // f.BLOCK + 1] = True
         assert torch.equal(tiles[row, 0].bool(), want.tril())
+
+
+DOCUMENTS = {  # per row, its documents' lengths (each row 1,024 tokens, 8 tiles)
+    "on_tile_edges": [[128, 256, 640], [1024]],
+    "off_tile_edges": [[100, 300, 1, 623], [129, 127, 768]],
+    "shorter_than_a_tile": [[5, 7, 116, 3, 125, 768], [1] * 10 + [1014]],
+    "one_per_token_then_long": [[1] * 130 + [894], [512, 512]],
+}
+
+
+def block_mask_lists(mask: object) -> dict[str, list[list[int]]]:
+    """Per query tile, the sorted partial and full key-tile lists of a BlockMask (order within a list
+    is not part of the contract)."""
+    out = {}
+    for kind in ("kv", "full_kv"):
+        counts, indices = getattr(mask, f"{kind}_num_blocks"), getattr(mask, f"{kind}_indices")
+        out[kind] = [sorted(indices[b, 0, i, :n].tolist()) for b in range(counts.shape[0])
+                     for i, n in enumerate(counts[b, 0].tolist())]
+    return out
+
+
+@pytest.mark.parametrize("lengths", DOCUMENTS.values(), ids=DOCUMENTS.keys())
+def test_document_block_mask_equals_what_create_block_mask_builds(lengths: list[list[int]]) -> None:
+    from torch.nn.attention.flex_attention import create_block_mask
+    f = flex()
+    doc = f.document_starts(lengths, torch.device("cpu")).cumsum(-1)
+    mask_mod = f.causal_document_mask(doc)
+    mine, ref = f.document_block_mask(doc, mask_mod), create_block_mask(mask_mod, 2, None, 1024, 1024, device="cpu")
+    assert block_mask_lists(mine) == block_mask_lists(ref)
+    for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):  # even the order
+        assert torch.equal(getattr(mine, name), getattr(ref, name)), name
+    assert mine.mask_mod is mask_mod and mine.seq_lengths == (1024, 1024) and mine.BLOCK_SIZE == (f.BLOCK, f.BLOCK)
+    assert mine.full_kv_num_blocks.sum() > 0 or lengths == DOCUMENTS["shorter_than_a_tile"]
+
+
+def test_document_block_mask_takes_any_non_decreasing_ids() -> None:
+    """The harness refills ``starts`` with random flags: the ids stay non-decreasing, the mask exact."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    f, gen = flex(), torch.Generator().manual_seed(1)
+    for density in (0.0, 0.002, 0.01, 0.5):
+        doc = (torch.rand(3, 2048, generator=gen) < density).cumsum(-1)
+        mask_mod = f.causal_document_mask(doc)
+        ref = create_block_mask(mask_mod, 3, None, 2048, 2048, device="cpu")
+        assert block_mask_lists(f.document_block_mask(doc, mask_mod)) == block_mask_lists(ref)
+    with pytest.raises(ValueError, match="multiple"):
+        f.document_block_mask(torch.zeros(1, 200, dtype=torch.long), mask_mod)
+
+
+def test_optimized_document_mask_compiles_only_the_kernel_and_only_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the GPU's compiled flex_attention (here on a CPU): one graph for the kernel, none for the
+    mask, and no recompile for a second setup (a new mask_mod closure) or refilled document starts."""
+    from torch._dynamo.utils import counters
+    f, module = flex(), load("optimized_flex_document_mask")
+    monkeypatch.setattr(module, "flex_on", lambda device: f._FLEX)
+    torch._dynamo.reset()
+    counters.clear()
+    for seed in (0, 1):
+        bench = build("optimized_flex_document_mask", seed)
+        bench.setup()
+        bench.starts.copy_(torch.rand(bench.starts.shape) < 0.02)
+        bench.run()
+    assert counters["stats"]["unique_graphs"] == 1  # a recompile would add a graph
+    assert "create_block_mask" not in vars(f)
 
 
 def test_mla_absorption_stays_within_bf16_tolerance_in_bf16() -> None:

@@ -1,7 +1,8 @@
 """Chapter 18's PyTorch pairs on a GPU: every variant verifies against its baseline at the H200 size,
 twice (graph replays, recompiled masks) and on refilled inputs (the graphed flex step reads new
 positions at its fixed addresses); the flex-decoding kernel honors the per-row window block mask
-(against SDPA over each row's window slice, and a dropped block changes the answer); the flash
+(against SDPA over each row's window slice, and a dropped block changes the answer); the document
+BlockMask built from the ids lists the tiles create_block_mask lists at the pair's size; the flash
 kernel takes GQA without a repeat at the gqa_no_repeat shape; the engines capture what the
 cudagraph_bucketing headers say. Timing is the harness's (aisp bench run -t ch18)."""
 
@@ -82,6 +83,19 @@ def test_flex_decoding_kernel_honors_the_window_block_mask() -> None:
         torch.testing.assert_close(out[i:i + 1], ref, rtol=2e-2, atol=2e-3)
     block_mask.kv_num_blocks.clamp_(max=1)
     assert not torch.allclose(attend(q, k, v, block_mask=block_mask, enable_gqa=True), out, atol=1e-2)
+
+
+def test_document_block_mask_matches_create_block_mask_at_the_pair_size() -> None:
+    sys.path.insert(0, str(CH18))
+    from ch18_flex import causal_document_mask, document_block_mask, document_starts
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    w = load("baseline_flex_document_mask").WORKLOAD
+    doc = document_starts(w.documents(), torch.device("cuda")).cumsum(-1)
+    mask_mod = causal_document_mask(doc)
+    mine, ref = document_block_mask(doc, mask_mod), create_block_mask(mask_mod, w.batch, None, w.seq, w.seq, device="cuda")
+    for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+        assert torch.equal(getattr(mine, name), getattr(ref, name)), name
 
 
 def test_flash_takes_gqa_without_a_repeat_at_the_pair_shape() -> None:
