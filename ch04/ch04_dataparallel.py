@@ -32,6 +32,17 @@ class AllReduceAfterBackward(TrainingStep):
         return grads
 
 
+def average_hook(group, bucket):  # no annotations: DDP inspects them, and this file's are strings
+    """A DDP comm hook: the bucket (a ``dist.GradBucket``) averaged over ranks in one collective
+    (``ReduceOp.AVG`` on NCCL; gloo lacks it and divides first); returns the Future DDP waits on."""
+    buffer = bucket.buffer()
+    if dist.get_backend(group) == "nccl":
+        work = dist.all_reduce(buffer, op=dist.ReduceOp.AVG, group=group, async_op=True)
+    else:
+        work = dist.all_reduce(buffer.div_(dist.get_world_size(group)), group=group, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])
+
+
 class DDPStep(TrainingStep):
     """The same step through DDP: autograd hooks all-reduce each bucket as soon as its gradients exist,
     while backward goes on computing earlier layers' gradients."""
@@ -42,14 +53,19 @@ class DDPStep(TrainingStep):
     """At most this many SMs for DDP's all-reduces (a communicator of its own); None: NCCL's choice."""
     carveout: int | None = None
     """SMs backward's GEMMs leave free for the all-reduces running beside them; None: all SMs."""
+    average_in_nccl = False
+    """Buckets all-reduced with ``ReduceOp.AVG`` (NCCL scales as it sums) instead of DDP's default
+    hook, which first divides each bucket by the world size: one more pass over every gradient."""
 
     def prepare(self) -> None:
         self.ddp: nn.Module = self.model
         if self.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
+            group = lean_group(self.comm_ctas)
             self.ddp = DistributedDataParallel(self.model, device_ids=ids, bucket_cap_mb=BUCKET_MB,
-                                               gradient_as_bucket_view=self.bucket_view,
-                                               process_group=lean_group(self.comm_ctas))
+                                               gradient_as_bucket_view=self.bucket_view, process_group=group)
+            if self.average_in_nccl:
+                self.ddp.register_comm_hook(group, average_hook)
 
     def step(self) -> torch.Tensor:
         """Gradients averaged over ranks into ``.grad``; returns this rank's loss (detached)."""

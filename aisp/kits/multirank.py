@@ -67,18 +67,22 @@ def lean_group(ctas: int | None) -> dist.ProcessGroup | None:
 
 @contextmanager
 def gemm_carveout(sms: int | None) -> Iterator[None]:
-    """cuBLAS GEMMs run inside leave ``sms`` SMs idle (``torch._C._set_sm_carveout_experimental``):
-    a large GEMM otherwise holds every SM until it ends, so a collective launched beside it waits
-    for SMs and the overlap is lost. No-op for None or without CUDA; the previous setting is restored."""
+    """GEMMs run inside leave ``sms`` SMs idle (``torch._C._set_sm_carveout_experimental``): a large
+    GEMM otherwise holds every SM until it ends, so a collective launched beside it waits for SMs
+    and the overlap is lost. Only cuBLASLt honours the carveout (plain cuBLAS, which runs backward's
+    GEMMs, ignored it on an H200), so cuBLASLt is the preferred library inside. No-op for None or
+    without CUDA; the previous settings are restored."""
     if sms is None or not torch.cuda.is_available():
         yield
         return
-    before = torch._C._get_sm_carveout_experimental()
+    before, library = torch._C._get_sm_carveout_experimental(), torch.backends.cuda.preferred_blas_library()
     torch._C._set_sm_carveout_experimental(sms)
+    torch.backends.cuda.preferred_blas_library("cublaslt")
     try:
         yield
     finally:
         torch._C._set_sm_carveout_experimental(before)
+        torch.backends.cuda.preferred_blas_library(library)
 
 
 class SymmetricReduce:
