@@ -3,7 +3,8 @@
 //
 // PyTorch's broadcast addcmul reached 57% of the H200's HBM copy ceiling: its elementwise loop
 // recomputes each operand's offset from the broadcast strides and, with scale and bias at stride 0
-// over rows, does not take its 128-bit path. Here the broadcast is in the grid instead:
+// over rows, does not take its 128-bit path (from PyTorch's Loops.cuh: the vectorized path needs
+// every operand contiguous; not profiled). Here the broadcast is in the grid instead:
 //   blockIdx.x  one 256-thread slice of the columns, in float4s (256 x 16 B = 4 KiB of a row);
 //   thread      one column group of 4: it reads its scale and bias float4 once, into registers;
 //   blockIdx.y  a row group: the thread walks rows blockIdx.y, + gridDim.y, ... (a grid-stride loop
