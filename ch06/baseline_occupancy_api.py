@@ -8,7 +8,8 @@ thread slots work (37.5% occupancy), and 4,224 blocks each load the codebook aga
 Optimized (optimized_occupancy_api.py): ``cudaOccupancyMaxPotentialBlockSize`` picks the block
 size with the highest occupancy for this kernel's registers and shared memory (1,024 threads,
 2 blocks per SM: 100%) and the smallest grid that fills every SM. Same bytes (2 in, 4 out per
-element), same answer.
+element), same answer. optimized_occupancy_api_ilp.py: the same API launch for dequantize4, 4 codes
+per 8-byte load and one float4 store, 4 loads in flight per thread.
 Expect: measured on an H200 (2026-11-23): 0.283 -> 0.131 ms, 2.16x [2.13, 2.18]; the optimized at 3,067 GB/s
 (73% of the 4.2 TB/s copy ceiling). A 128-bit-load version of the shared kernel measured 0.2723 ->
 0.194 ms, 1.39x, 49% (H200, 2026-11-26) and was reverted.

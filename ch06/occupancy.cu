@@ -11,6 +11,7 @@
 #include "launch_bounds.cu"
 #include "occupancy_api.cu"
 #include "vector_add.cu"
+#include "vectorized_ops.cu"
 
 struct KernelEntry {
   const char* name;
@@ -22,6 +23,8 @@ static const KernelEntry kKernels[] = {
     {"add_grid_stride", (const void*)add_grid_stride},
     {"add_per_element", (const void*)add_per_element},
     {"dequantize", (const void*)dequantize},
+    {"dequantize4", (const void*)dequantize4},
+    {"affine_rows", (const void*)affine_rows},
     {"horner_free", (const void*)horner_free},
     {"horner_bounded", (const void*)horner_bounded},
     {"horner_chain", (const void*)horner_chain},

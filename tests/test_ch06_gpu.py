@@ -1,7 +1,8 @@
 """Chapter 6 on a GPU: every pair's variants agree (ilp_accumulators also on refilled inputs), the
-occupancy model matches the runtime's answers for every kernel, the occupancy facts the pair
-headers state hold on this GPU, and the first-kernel tool runs. (Timings come from
-``aisp bench run -t ch06``.)"""
+native kernels of the variants (affine_rows, dequantize4) match PyTorch on odd shapes and refuse
+what they cannot take, the occupancy model matches the runtime's answers for every kernel, the
+occupancy facts the pair headers state hold on this GPU, and the first-kernel tool runs. (Timings
+come from ``aisp bench run -t ch06``.)"""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.gpu
 CH06 = Path(__file__).resolve().parents[1] / "ch06"
 PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
          "bank_conflicts", "unified_memory_prefetch")
+VARIANTS = {"vectorized_ops": "optimized_vectorized_ops_native", "occupancy_api": "optimized_occupancy_api_ilp"}
 
 
 def load(module: str) -> ModuleType:
@@ -50,6 +52,94 @@ def test_pair_matches_on_gpu(name: str) -> None:
     w = bench.workload
     torch.testing.assert_close(outs[1], outs[0], atol=w.atol or 3e-4 * float(outs[0].pow(2).mean().sqrt()),
                                rtol=w.rtol or 1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variant_matches_baseline_also_on_refilled_inputs(name: str) -> None:
+    base, opt = load(f"baseline_{name}").get_benchmark(), load(VARIANTS[name]).get_benchmark()
+    for bench in (base, opt):
+        bench.device, bench.seed = torch.device("cuda"), 3
+    check_refilled_pair(base, opt, base.workload)
+
+
+def test_affine_rows_is_torch_addcmul_bitwise() -> None:
+    """PyTorch's CUDA addcmul with value = 1 rounds once (std::fma), as affine_rows' fmaf does. If
+    this fails on another PyTorch, the pair still verifies (fp32 tolerance); the header's
+    "bitwise" claim is what changes."""
+    bench = load(VARIANTS["vectorized_ops"]).get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), 5
+    bench.setup()
+    out = bench.run().clone()
+    ref = torch.addcmul(bench.bias, bench.x, bench.scale)
+    assert torch.equal(out, ref), f"{int((out != ref).sum())} of {ref.numel()} differ"
+    bench.teardown()
+
+
+def affine(rows: int, cols: int, groups: int | None = None) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """affine_rows over a rows x cols matrix: (status, out, torch.addcmul's answer)."""
+    mod = load(VARIANTS["vectorized_ops"])
+    lib = mod.LIBRARY.load(None, {"affine_rows_run": [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3 + [ctypes.c_void_p],
+                                  "affine_rows_groups": [ctypes.c_int, ctypes.c_int]})
+    gen = torch.Generator(device="cuda").manual_seed(rows * 7 + cols)
+    x = torch.randn(rows, cols, device="cuda", generator=gen)
+    scale, bias = torch.randn(cols, device="cuda", generator=gen), torch.randn(cols, device="cuda", generator=gen)
+    out = torch.full_like(x, float("nan"))
+    groups = lib.affine_rows_groups(rows, cols) if groups is None else groups
+    status = lib.affine_rows_run(x.data_ptr(), scale.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, cols, groups,
+                                 native.stream())
+    torch.cuda.synchronize()
+    return status, out, torch.addcmul(bias, x, scale)
+
+
+@pytest.mark.parametrize(("rows", "cols", "groups"), [(1, 4, None), (5, 36, None), (1000, 4100, None),
+                                                      (2048, 32768, None), (7, 1028, 3), (9, 8, 1)])
+def test_affine_rows_matches_addcmul_on_odd_shapes(rows: int, cols: int, groups: int | None) -> None:
+    """Column slices with idle threads (cols / 4 not a multiple of 256), rows left over after the
+    2-row steps, one row group, more groups than SMs need."""
+    status, out, ref = affine(rows, cols, groups)
+    assert status == 0
+    torch.testing.assert_close(out, ref, rtol=1.2e-7, atol=1e-6)
+
+
+def test_affine_rows_refuses_what_float4_cannot_read() -> None:
+    assert affine(3, 6, 1)[0] == -1  # cols % 4
+    assert affine(3, 8, 0)[0] == -1  # no row group
+    lib = load(VARIANTS["vectorized_ops"]).LIBRARY.load()
+    assert lib.affine_rows_groups(2048, 6) == -1
+    assert lib.affine_rows_groups(2048, 32768) == -(-8 * sms() // 32)  # 8 blocks/SM x SMs over 32 slices
+
+
+def dequantize4(n: int, offset: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """dequantize4 over n codes (some negative) at the API's launch: (status, out, reference)."""
+    lib = load("baseline_occupancy_api").LIBRARY.load()
+    grid, block = ctypes.c_int(), ctypes.c_int()
+    assert lib.dequantize4_api_config(ctypes.byref(grid), ctypes.byref(block)) == 0
+    fn = lib.dequantize4_launch
+    fn.argtypes, fn.restype = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_void_p], ctypes.c_int
+    gen = torch.Generator(device="cuda").manual_seed(n)
+    codes = torch.randint(-8192, 8192, (n + offset,), dtype=torch.int16, device="cuda", generator=gen)[offset:]
+    table = torch.randn(8192, device="cuda", generator=gen)
+    out = torch.full((n,), float("nan"), device="cuda")
+    status = fn(codes.data_ptr(), table.data_ptr(), out.data_ptr(), n, grid.value, block.value, native.stream())
+    torch.cuda.synchronize()
+    return status, out, table[codes.long() & 8191]
+
+
+@pytest.mark.parametrize("n", [4, 1 << 12, 4 * 4 * 1024 * 264 + 12, 1 << 26])
+def test_dequantize4_matches_the_lookup(n: int) -> None:
+    """Sizes below one grid, past whole 4-group steps (the remainder loop), and the pair's."""
+    status, out, ref = dequantize4(n)
+    assert status == 0 and torch.equal(out, ref)
+
+
+def test_dequantize4_refuses_what_it_cannot_read_and_gets_the_full_launch() -> None:
+    assert dequantize4(6)[0] == -1  # n % 4
+    assert dequantize4(8, offset=1)[0] == -1  # codes 2 bytes past 8-byte alignment
+    occupancy = load("occupancy")
+    _, _, api, advice = occupancy.query(occupancy.LIBRARY.load(), [1024])
+    assert api[("dequantize4", 1024)] == 2
+    assert any(a.split()[:4] == ["dequantize4", "block", "1024,", "grid"] and a.split()[4] == str(2 * sms())
+               for a in advice), advice
 
 
 def test_ilp_accumulators_match_on_refilled_inputs() -> None:

@@ -26,7 +26,9 @@ CH06 = Path(__file__).resolve().parents[1] / "ch06"
 PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
          "bank_conflicts", "unified_memory_prefetch")
 CUDA_PAIRS = PAIRS[1:]
-LIBRARIES = {"baseline_occupancy_api": "dequantize_api_config", "baseline_launch_bounds": "horner_grid",
+VARIANTS = ("optimized_vectorized_ops_native", "optimized_occupancy_api_ilp")
+"""Further optimized files of a pair (CUDA C++), measured beside the pair's optimized file."""
+LIBRARIES = {"baseline_occupancy_api": "dequantize4_launch", "optimized_vectorized_ops_native": "affine_rows_run", "baseline_launch_bounds": "horner_grid",
              "baseline_ilp_accumulators": "ilp_run", "baseline_bank_conflicts": "scores_run",
              "baseline_unified_memory_prefetch": "um_supported", "ch06_common": "grid_stride_blocks",
              "first_kernels": "index_2d_run", "occupancy": "occ_suggest"}
@@ -85,6 +87,47 @@ def test_pair_file_documents_itself(module: str) -> None:
         assert line in doc, f"{module} docstring lacks '{line}'"
     expect = doc[doc.index("Expect"):doc.index("Run:")]
     assert any(s in expect for s in ("measured on an H200", "measured, H200", "re-run pending on an H200")), expect
+
+
+def test_variants_belong_to_their_pairs() -> None:
+    found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH06)}
+    assert found["vectorized_ops"] == {"optimized_vectorized_ops", "optimized_vectorized_ops_native"}
+    assert found["occupancy_api"] == {"optimized_occupancy_api", "optimized_occupancy_api_ilp"}
+
+
+@pytest.mark.parametrize("module", VARIANTS)
+def test_variant_documents_itself_and_skips_without_cuda(module: str) -> None:
+    doc = load(module).__doc__ or ""
+    for line in ("Baseline", "Optimized", "Expect", "Run:"):
+        assert line in doc, f"{module} docstring lacks '{line}'"
+    assert "estimated, not yet measured" in doc[doc.index("Expect"):doc.index("Run:")]
+    reason = unmet_requirements(build(module, 0).workload.requires, torch.device("cpu"))
+    assert reason and "CUDA" in reason
+
+
+def test_native_vectorized_ops_declares_the_baselines_work() -> None:
+    """Only ``requires`` differs: the harness rates every variant by the baseline's bytes and flops."""
+    base, native_w = load("baseline_vectorized_ops").WORKLOAD, load("optimized_vectorized_ops_native").NATIVE_WORKLOAD
+    assert base.requires != native_w.requires
+    assert (native_w.rows, native_w.cols, native_w.bytes, native_w.flops) == (base.rows, base.cols, base.bytes,
+                                                                              base.flops)
+    assert native_w.cols % 4 == 0  # affine_rows reads float4s
+
+
+def packed_lookup(codes: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """dequantize4's arithmetic: 4 int16 codes read as two little-endian 32-bit words, each code the
+    word's low or high half masked to 13 bits."""
+    words = codes.view(torch.int32).view(-1, 2).long() & 0xFFFFFFFF
+    idx = torch.stack([words[:, 0] & 8191, (words[:, 0] >> 16) & 8191, words[:, 1] & 8191, (words[:, 1] >> 16) & 8191],
+                      dim=1)
+    return table[idx.reshape(-1)]
+
+
+def test_packed_code_lookup_is_the_scalar_lookup() -> None:
+    """Including negative codes (a refill draws over the codes' range; both kernels mask to 13 bits)."""
+    gen = torch.Generator().manual_seed(0)
+    codes, table = torch.randint(-8192, 8192, (4096,), dtype=torch.int16, generator=gen), torch.randn(8192)
+    assert torch.equal(packed_lookup(codes, table), table[codes.long() & 8191])
 
 
 def test_every_cuda_source_is_built_by_a_module() -> None:

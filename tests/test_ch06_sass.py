@@ -28,7 +28,13 @@ def resources(source: str) -> dict[str, tuple[int, int, int]]:
 
 
 def kernel(table: dict, name: str) -> tuple[int, int, int]:
-    [found] = [v for k, v in table.items() if name in k]
+    """The entry of the kernel ``name`` (mangled ``_Z<len><name>...``: dequantize is not dequantize4)."""
+    [found] = [v for k, v in table.items() if f"{len(name)}{name}" in k]
+    return found
+
+
+def function(fns: dict[str, str], name: str) -> str:
+    [found] = [v for k, v in fns.items() if f"{len(name)}{name}" in k]
     return found
 
 
@@ -50,7 +56,8 @@ def test_launch_bounds_caps_registers_for_eight_blocks_of_256() -> None:
 
 def test_recorded_figures_are_the_compilers() -> None:
     occupancy = import_module_at(CH06 / "occupancy.py")
-    res = {**resources("vector_add.cu"), **resources("occupancy_api.cu"), **resources("launch_bounds.cu")}
+    res = {**resources("vector_add.cu"), **resources("occupancy_api.cu"), **resources("launch_bounds.cu"),
+           **resources("vectorized_ops.cu")}
     for k in occupancy.RECORDED:
         regs, stack, shared = kernel(res, k.name)
         assert (regs, stack) == (k.registers, k.local), k.name
@@ -116,9 +123,51 @@ def test_vector_add_grids_move_float4s_and_per_element_stays_scalar() -> None:
 
 def test_dequantize_reads_one_code_and_writes_one_float_per_element() -> None:
     """The scalar kernel is kept: the 128-bit-load version measured slower (1.39x vs 2.16x on the H200)."""
-    [sass] = functions("occupancy_api.cu").values()
-    loads, stores = memory_ops(sass)
+    loads, stores = memory_ops(function(functions("occupancy_api.cu"), "dequantize"))
     assert any("U16" in op for op in loads) and not any(".128" in op for op in loads), loads
     assert stores and not any(".128" in op for op in stores), stores
     regs, stack, _ = kernel(resources("occupancy_api.cu"), "dequantize")
     assert regs <= 32 and stack == 0, (regs, stack)  # 2 blocks of 1,024 per SM, no spill
+
+
+def loads_before_first_store(sass: str, load: str) -> int:
+    """Most ``load`` instructions in a row, in program order, before the next global store: how
+    many of them a thread has in flight at once (the unrolled loop's)."""
+    best = run = 0
+    for op in re.findall(r"\b(?:LDG|STG)\.\S+", sass):
+        if op.startswith("STG"):
+            best, run = max(best, run), 0
+        elif op.startswith(load):
+            run += 1
+    return max(best, run)
+
+
+def test_loads_before_first_store_counts_runs() -> None:
+    text = "LDG.E.64 R8 ;\nLDG.E.64 R10 ;\nSTG.E.128 [R2] ;\nLDG.E.64 R4 ;\nSTG.E.128 [R2] ;"
+    assert loads_before_first_store(text, "LDG.E.64") == 2
+
+
+def test_dequantize4_reads_8_byte_codes_writes_float4s_and_keeps_4_loads_in_flight() -> None:
+    """optimized_occupancy_api_ilp's kernel: LDG.E.64 codes, LDG only for the codebook copy
+    otherwise; STG.E.128 only; 4 code loads issued before the first store; 32 registers, no spill."""
+    sass = function(functions("occupancy_api.cu"), "dequantize4")
+    loads, stores = memory_ops(sass)
+    codes = [op for op in loads if ".64" in op]
+    assert codes and all(".64" in op or op.startswith("LDG.E.CONSTANT") for op in loads), loads
+    assert stores and all(".128" in op for op in stores), stores
+    assert loads_before_first_store(sass, "LDG.E.64") >= 4
+    regs, stack, shared = kernel(resources("occupancy_api.cu"), "dequantize4")
+    assert regs <= 32 and stack == 0 and shared >= 32768, (regs, stack, shared)  # the API's 1,024 x 2 per SM
+
+
+def test_affine_rows_moves_float4s_two_rows_in_flight() -> None:
+    """optimized_vectorized_ops_native's kernel: every global access 128-bit (x, scale, bias, out),
+    2 row loads before the first store, 32 registers without spill (8 blocks of 256 per SM)."""
+    sass = function(functions("vectorized_ops.cu"), "affine_rows")
+    loads, stores = memory_ops(sass)
+    assert loads and all(op.startswith("LDG.E.128") for op in loads), loads
+    assert stores and all(op.startswith("STG.E.128") for op in stores), stores
+    assert loads_before_first_store(sass, "LDG.E.128") >= 2
+    assert len(re.findall(r"\bFFMA\b", sass)) >= 8 and not re.search(r"\bFMUL\b|\bFADD\b", sass)
+    regs, stack, _ = kernel(resources("vectorized_ops.cu"), "affine_rows")
+    assert regs <= 32 and stack == 0, (regs, stack)

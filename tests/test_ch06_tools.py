@@ -21,6 +21,9 @@ KERNELS = {k.name: k for k in occupancy.RECORDED}
     ("add_per_element", 256, 8, "threads"),
     ("dequantize", 128, 6, "shared memory"),       # the occupancy_api baseline: 37.5%
     ("dequantize", 1024, 2, "threads"),            # what the occupancy API picks
+    ("dequantize4", 1024, 2, "threads"),           # the same for the ILP variant's kernel
+    ("affine_rows", 256, 8, "threads"),            # vectorized_ops' native kernel
+    ("affine_rows", 512, 0, "block > max threads"),
     ("horner_free", 256, 4, "registers"),          # the launch_bounds baseline: 64 registers
     ("horner_bounded", 256, 8, "threads"),
     ("horner_bounded", 512, 0, "block > max threads"),
