@@ -33,14 +33,6 @@ def ddp_workload(requires: aisp.Requirements = TWO_GPUS, **kw: object) -> TrainW
                           timeout_s=600, **{"model": MODEL, "batch": 8, "steps": 2, **kw})
 
 
-def bf16_hook(group, bucket):  # no annotations: DDP checks them, and this file's are strings
-    """DDP's ``bf16_compress_hook`` (which refuses gloo) for a ``dist.GradBucket``: cast to bf16, divided
-    by the world, all-reduced, cast back into the fp32 bucket; returns a Future."""
-    fp32 = bucket.buffer()
-    wire = fp32.to(torch.bfloat16).div_(dist.get_world_size(group))
-    return dist.all_reduce(wire, group=group, async_op=True).get_future().then(lambda f: fp32.copy_(f.value()[0]))
-
-
 def digest_positions(total: int, device: torch.device) -> torch.Tensor:
     """DIGEST positions evenly over 0..total-1 in int64 (a float32 linspace over 169M overshoots)."""
     return (torch.arange(DIGEST, device=device) * (total - 1) // (DIGEST - 1)).unique()
@@ -66,7 +58,6 @@ class DataParallelTraining(aisp.Benchmark):
     dataparallel = True
     autocast = False  # bf16 autocast around forward and loss (fp32 weights, gradients and AdamW)
     bucket_view = False  # DDP's gradient_as_bucket_view + static_graph: gradients live in the buckets
-    bf16_comm = False  # bf16_hook: buckets all-reduced in bf16
     fused_adamw = False  # AdamW(fused=True): one kernel for the update (else the default, foreach)
 
     def setup(self) -> None:
@@ -90,8 +81,6 @@ class DataParallelTraining(aisp.Benchmark):
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.net = DistributedDataParallel(self.net, device_ids=ids, gradient_as_bucket_view=self.bucket_view,
                                                static_graph=self.bucket_view)
-            if self.bf16_comm:
-                self.net.register_comm_hook(None, bf16_hook)
         self.host = dist.new_group(backend="gloo") if self.world > 1 else None
         self.opt = torch.optim.AdamW(self.params, lr=w.lr, weight_decay=0.1, **({"fused": True} if self.fused_adamw else {}))
         self.events: list[list[torch.cuda.Event]] = []

@@ -1,4 +1,4 @@
-"""Optimized two-GPU GPT training, stage 1 of 5: DistributedDataParallel (ch04: dataparallel_multigpu).
+"""Optimized two-GPU GPT training, stage 1 of 4: DistributedDataParallel (ch04: dataparallel_multigpu).
 
 Baseline (baseline_ddp_training_e2e_multigpu.py): rank 0 drives both GPUs through ``nn.DataParallel``
 in fp32: per step a weight broadcast (676 MB), threads under one GIL, a gradient reduce onto GPU 0

@@ -1,4 +1,4 @@
-"""Optimized two-GPU GPT training, stage 2 of 5: bf16 autocast (ch13: mixed precision; ch19).
+"""Optimized two-GPU GPT training, stage 2 of 4: bf16 autocast (ch13: mixed precision; ch19).
 
 Baseline (baseline_ddp_training_e2e_multigpu.py): DataParallel, fp32. Stage 1 (DDP) runs one
 process per GPU, but its GEMMs still run on the fp32 FMA pipes (~50 TFLOP/s on an H200).

@@ -1,4 +1,4 @@
-"""Optimized two-GPU GPT training, stage 3 of 5: gradients as bucket views, static graph
+"""Optimized two-GPU GPT training, stage 3 of 4: gradients as bucket views, static graph
 (ch04: ddp_overlap_multigpu, gradient_bucketing_multigpu).
 
 Baseline (baseline_ddp_training_e2e_multigpu.py): DataParallel, fp32. Stage 2 runs DDP in bf16

@@ -17,9 +17,9 @@ from aisp.harness.options import RunOptions
 
 CH20 = REPO / "ch20"
 NAME = "ddp_training_e2e_multigpu"
-STAGES = ["s1_ddp", "s2_bf16_autocast", "s3_bucket_view", "s4_bf16_grad_comm", "s5_fused_adamw"]
+STAGES = ["s1_ddp", "s2_bf16_autocast", "s3_bucket_view", "s4_fused_adamw"]
 CLASSES = {"s1_ddp": "DDPFp32", "s2_bf16_autocast": "DDPBf16", "s3_bucket_view": "BucketView",
-           "s4_bf16_grad_comm": "Bf16GradComm", "s5_fused_adamw": "FusedAdamW"}
+           "s4_fused_adamw": "FusedAdamW"}
 OWN_FILES = sorted([*CH20.glob(f"*{NAME}*.py"), CH20 / "ch20_ddp.py"])
 SMALL = f'''"""The case study at CPU sizes (two gloo ranks) and a wrong variant."""
 import aisp
