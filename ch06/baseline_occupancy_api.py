@@ -30,7 +30,7 @@ from aisp.kits import native
 
 @dataclass(frozen=True, kw_only=True)
 class CodebookWorkload(aisp.Workload):
-    n: int = 1 << 26
+    n: int = 1 << 28
     """int16 codes to dequantize: 128 MiB in, 256 MiB out."""
     codebook: int = 8192
     """fp32 entries (32 KiB): must match kCodebook in occupancy_api.cu."""

@@ -31,7 +31,7 @@ import aisp
 @dataclass(frozen=True, kw_only=True)
 class RowsWorkload(aisp.Workload):
     rows: int = 2048
-    cols: int = 32768
+    cols: int = 131072
 
 
 def _workload() -> RowsWorkload:
