@@ -33,6 +33,21 @@ assert float(amax) == float(x.float().abs().max()), (amax, x.abs().max())
 assert abs(float(scale) - 5.0 / 448.0) < 1e-9, scale
 """
 
+CAST_PERSISTENT = """
+import torch
+from ch19_cast import cast_transpose_persistent
+x = (torch.randn(256, 384) * 3).bfloat16()
+x[37, 250] = -40.0  # the amax sits in one tile, negative: the sign-cleared bit max must find it
+history = torch.tensor([2.0, 5.0, 4.0, 1.0])
+amax = torch.zeros(1)
+q, qt, scale = cast_transpose_persistent(x, history, torch.float32, 448.0, amax)  # 12 tiles, 3 programs
+want = (x.float() * (448.0 / 5.0)).clamp(-448, 448)
+assert torch.allclose(q, want, rtol=1e-6), (q - want).abs().max()
+assert torch.equal(qt, q.t()), "transposed copy differs"
+assert float(amax) == 40.0, amax
+assert abs(float(scale) - 5.0 / 448.0) < 1e-9, scale
+"""
+
 W4 = """
 import torch, triton, triton.language as tl
 from ch19_w4 import quantize_w4
@@ -68,6 +83,10 @@ def test_cast_transpose_kernel_indexing_amax_and_scale() -> None:
     run_interpreted(CAST)
 
 
+def test_persistent_cast_transpose_walks_every_tile_and_finds_the_amax() -> None:
+    run_interpreted(CAST_PERSISTENT)
+
+
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
     run_interpreted(W4)
 
@@ -90,6 +109,21 @@ def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str
                           options={"num_warps": num_warps, "num_stages": num_stages})
 
 
+def resources(kernel) -> dict[str, int]:
+    """REG, STACK, LOCAL, SHARED of a kernel compiled for sm_90, read from its cubin by Triton's cuobjdump."""
+    import re
+    import tempfile
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        out = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL|SHARED):(\d+)", out)}
+
+
 def test_w4a16_sm90_loop_streams_weights_without_reductions() -> None:
     ptrs = {"x_ptr": "*bf16", "p_ptr": "*u8", "s_ptr": "*bf16", "part_ptr": "*fp32"}
     consts = {"HALF": 8192, "SPLIT": 4, "BM": 16, "BN": 128, "BK": 128, "GROUP": 128}
@@ -110,3 +144,20 @@ def test_cast_transpose_sm90_atomic_has_no_fence_and_16_byte_accesses() -> None:
     ptx = k.asm["ptx"]
     assert "atom.global.gpu.relaxed.max" in ptx and "acq_rel" not in ptx and "fence." not in ptx
     assert ptx.count("ld.global.v4.b32") == 8 and ptx.count("st.global.v4.b32") == 8
+
+
+def test_persistent_cast_transpose_sm90_keeps_loads_in_flight_without_spills() -> None:
+    """Two programs of 8 warps per SM (<= 128 registers), 16-byte accesses, the next tiles' loads issued
+    before this tile's stores, one relaxed atomic per program, no local memory."""
+    ptrs = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "qt_ptr": "*fp8e4nv", "hist_ptr": "*fp32", "amax_ptr": "*fp32",
+            "scale_ptr": "*fp32", "M": "i32", "N": "i32"}
+    k = compile_sm90("ch19_cast", "_cast_transpose_persistent", ptrs | {"programs": "i32"}, {"FP8_MAX": 448.0, "HIST": 16, "BM": 64,
+                     "BN": 128}, num_warps=8, num_stages=1)
+    ptx = k.asm["ptx"]
+    res = resources(k)
+    assert res["REG"] <= 128 and res["STACK"] == res["LOCAL"] == 0, res
+    assert ptx.count("atom.global.gpu.relaxed.max") == 1 and "fence." not in ptx
+    loop = ptx[ptx.index("ld.global.v4.b32"):]
+    assert loop.count("ld.global.v4.b32") == 12 and loop.count("st.global.v4.b32") == 4
+    body = ptx[ptx.rindex("ld.global.v4.b32"):]  # the in-loop prefetch comes before the loop's stores
+    assert body.count("st.global.v4.b32") == 4
