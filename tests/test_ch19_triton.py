@@ -60,6 +60,9 @@ x = torch.randn(5, 1024).bfloat16().float()
 y = w4a16_matmul(x, packed, scale)
 ref = x @ exact.t()
 assert ((y - ref).norm() / ref.norm()) < 1e-5, ((y - ref).norm() / ref.norm())
+import optimized_w4a16_gemm_prmt as prmt
+y = prmt.w4a16_matmul(x, packed, scale)
+assert ((y - ref).norm() / ref.norm()) < 1e-5, ("prmt variant", (y - ref).norm() / ref.norm())
 
 @triton.jit
 def decode(p_ptr, o_ptr):
@@ -92,7 +95,7 @@ def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
 
 
 def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str, object], num_warps: int,
-                 num_stages: int = 3):
+                 num_stages: int = 3, autotuned: bool = False):
     """``module.kernel`` compiled for sm_90 on this machine (no GPU), 16-divisible pointers and sizes
     as the GPU launch specializes them."""
     import triton
@@ -101,6 +104,7 @@ def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str
     sys.path[:0] = [str(ROOT / "ch19")]
     try:
         fn = getattr(__import__(module), kernel)
+        fn = fn.fn if autotuned else fn
     finally:
         del sys.path[0]
     sig = sig | dict.fromkeys(consts, "constexpr")
@@ -161,3 +165,88 @@ def test_persistent_cast_transpose_sm90_keeps_loads_in_flight_without_spills() -
     assert loop.count("ld.global.v4.b32") == 12 and loop.count("st.global.v4.b32") == 4
     body = ptx[ptx.rindex("ld.global.v4.b32"):]  # the in-loop prefetch comes before the loop's stores
     assert body.count("st.global.v4.b32") == 4
+
+
+def bf16_value(bits: int) -> float:
+    import torch
+
+    return float(torch.tensor([bits - 65536 if bits >= 32768 else bits], dtype=torch.int16).view(torch.bfloat16))
+
+
+def bf16_bits(value: float) -> int:
+    import torch
+
+    return int(torch.tensor([value]).bfloat16().view(torch.int16)) & 0xFFFF
+
+
+def emulate_ptx(asm: str, word: int) -> list[float]:
+    """The four bf16 values the decode's inline PTX leaves in $0 and $1 for input word $2, emulated
+    instruction by instruction (and, shr, mov, prmt, fma.rn.bf16x2: its operands here are exact)."""
+    import re
+
+    regs: dict[str, int] = {"$2": word}
+
+    def val(op: str) -> int:
+        return int(op, 16) if op.startswith("0x") else int(op) if op.isdigit() else regs[op]
+
+    for op, args in re.findall(r"^\s*([a-z0-9.]+)\s+([^;]+);", asm, flags=re.M):
+        d, *a = [x.strip() for x in args.split(",")]
+        if op == "and.b32":
+            regs[d] = val(a[0]) & val(a[1])
+        elif op == "shr.u32":
+            regs[d] = val(a[0]) >> val(a[1])
+        elif op == "mov.b32":
+            regs[d] = val(a[0])
+        elif op == "prmt.b32":  # byte i of d = byte (selector nibble i) of {a[1]:a[0]}
+            pool = (val(a[1]) << 32 | val(a[0])).to_bytes(8, "little")
+            regs[d] = int.from_bytes(bytes(pool[(val(a[2]) >> 4 * i) & 7] for i in range(4)), "little")
+        elif op == "fma.rn.bf16x2":
+            x, y, z = ([bf16_value((val(r) >> sh) & 0xFFFF) for sh in (0, 16)] for r in a)
+            regs[d] = bf16_bits(x[0] * y[0] + z[0]) | bf16_bits(x[1] * y[1] + z[1]) << 16
+        elif op != ".reg":
+            raise AssertionError(f"unknown PTX op {op}")
+    return [bf16_value((regs[r] >> sh) & 0xFFFF) for r in ("$0", "$1") for sh in (0, 16)]
+
+
+def test_w4a16_prmt_decode_ptx_gives_code_minus_8_for_every_byte() -> None:
+    """The inline PTX of optimized_w4a16_gemm_prmt, emulated on a CPU: byte i of the input word -> element
+    i of the output (low and high nibbles), value code - 8, for all 256 byte values."""
+    sys.path[:0] = [str(ROOT / "ch19"), str(ROOT)]
+    try:
+        prmt = __import__("optimized_w4a16_gemm_prmt")
+    finally:
+        del sys.path[:2]
+    for first in range(0, 256, 4):
+        data = [first, first + 1, first + 2, first + 3]
+        word = int.from_bytes(bytes(data), "little")
+        assert emulate_ptx(prmt.LOW.value, word) == [float((b & 15) - 8) for b in data]
+        assert emulate_ptx(prmt.HIGH.value, word) == [float((b >> 4) - 8) for b in data]
+
+
+def test_w4a16_prmt_sm90_decodes_with_fewer_instructions_and_no_spills() -> None:
+    """Same tile and warps as the reference kernel: the decode's integer/move instructions (PRMT, LOP3,
+    SHF, IMAD.MOV) in the sm_90 SASS drop by more than 2x, packed bf16x2 FMAs do the offset, no spills."""
+    import triton
+
+    ptrs = {"x_ptr": "*bf16", "p_ptr": "*u8", "s_ptr": "*bf16", "part_ptr": "*fp32"} | dict.fromkeys(
+        ("M", "N", "K", "GROUPS"), "i32")
+    consts = {"HALF": 8192, "SPLIT": 4, "BM": 16, "BN": 128, "BK": 128, "GROUP": 128}
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    counts = []
+    for module, kernel, extra in (("optimized_w4a16_gemm", "_w4a16_gemm", {}),
+                                  ("optimized_w4a16_gemm_prmt", "_w4a16_prmt", {"ASM": True})):
+        sys.path[:0] = [str(ROOT)]
+        try:
+            k = compile_sm90(module, kernel, ptrs, consts | extra, num_warps=4, autotuned=bool(extra))
+        finally:
+            del sys.path[0]
+        import tempfile
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(k.asm["cubin"])
+            f.flush()
+            sass = subprocess.run([str(tool), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        counts.append(sum(sass.count(f" {op}") for op in ("PRMT ", "LOP3.LUT ", "SHF.", "IMAD.MOV")))
+        res = resources(k)
+        assert res["STACK"] == res["LOCAL"] == 0, (module, res)
+    assert "fma.rn.bf16x2" in k.asm["ptx"] and "prmt.b32" in k.asm["ptx"]
+    assert counts[1] * 2 < counts[0], counts
