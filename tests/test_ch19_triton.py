@@ -48,6 +48,20 @@ assert float(amax) == 40.0, amax
 assert abs(float(scale) - 5.0 / 448.0) < 1e-9, scale
 """
 
+MOE = """
+import torch
+from optimized_fp8_moe_triton import grouped_gemm, tile_table
+counts = [37, 0, 70, 21]  # an empty expert, blocks that end mid-tile
+a, b = torch.randn(128, 64).round(), torch.randn(4, 96, 64).round()
+sa, sb = torch.rand(128) + 0.5, torch.rand(4, 96) + 0.5
+c = grouped_gemm(a, sa, b, sb, counts, torch.float32, bm=16, BN=32, BK=32)
+want = torch.cat([(r @ b[e].t()) * s[:, None] * sb[e] for e, (r, s) in
+                  enumerate(zip(torch.split(a, counts), torch.split(sa, counts)))])
+assert torch.allclose(c, want, rtol=1e-5, atol=1e-3), (c - want).abs().max()
+expert, row0, row1 = tile_table(counts, a.device, 16)
+assert expert.tolist() == [0, 0, 0, 2, 2, 2, 2, 2, 3, 3] and row0.tolist()[3] == 37 and row1.tolist()[-1] == 128
+"""
+
 W4 = """
 import torch, triton, triton.language as tl
 from ch19_w4 import quantize_w4
@@ -88,6 +102,10 @@ def test_cast_transpose_kernel_indexing_amax_and_scale() -> None:
 
 def test_persistent_cast_transpose_walks_every_tile_and_finds_the_amax() -> None:
     run_interpreted(CAST_PERSISTENT)
+
+
+def test_grouped_fp8_gemm_kernel_covers_every_expert_block() -> None:
+    run_interpreted(MOE)
 
 
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
@@ -250,3 +268,22 @@ def test_w4a16_prmt_sm90_decodes_with_fewer_instructions_and_no_spills() -> None
         assert res["STACK"] == res["LOCAL"] == 0, (module, res)
     assert "fma.rn.bf16x2" in k.asm["ptx"] and "prmt.b32" in k.asm["ptx"]
     assert counts[1] * 2 < counts[0], counts
+
+
+def test_grouped_fp8_gemm_sm90_runs_fp8_wgmma_from_pipelined_shared_memory() -> None:
+    """The largest autotune config (128 x 256 x 128, 8 warps, 4 stages) fits one SM (<= 227 KB shared),
+    multiplies with fp8 wgmma (QGMMA, e4m3 x e4m3) fed by cp.async stages, and does not spill."""
+    ptrs = {"a_ptr": "*fp8e4nv", "sa_ptr": "*fp32", "b_ptr": "*fp8e4nv", "sb_ptr": "*fp32", "c_ptr": "*bf16",
+            "t_expert": "*i32", "t_row0": "*i32", "t_row1": "*i32", "blocks": "i32", "rows_total": "i32", "N": "i32",
+            "K": "constexpr", "programs": "i32"}  # in the kernel's argument order
+    sys.path[:0] = [str(ROOT)]
+    try:
+        k = compile_sm90("optimized_fp8_moe_triton", "_grouped_gemm", ptrs, {"BM": 128, "BN": 256, "BK": 128, "K": 4096},
+                         num_warps=8, num_stages=4, autotuned=True)
+    finally:
+        del sys.path[0]
+    assert k.metadata.shared <= 227 * 1024 and "ttng.warp_group_dot" in k.asm["ttgir"]
+    assert k.asm["ttgir"].count("ttg.async_copy_global_to_local") >= 2
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in k.asm["ptx"]
+    res = resources(k)
+    assert res["STACK"] == res["LOCAL"] == 0, res
