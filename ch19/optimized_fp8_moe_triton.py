@@ -39,7 +39,7 @@ CONFIGS = [triton.Config({"BN": 256, "BK": 128}, num_warps=8, num_stages=3),  # 
 
 @triton.autotune(CONFIGS, key=["N", "K"])
 @triton.jit(do_not_specialize=["blocks"])  # varies with routing: no recompile when it turns a multiple of 16
-def _grouped_gemm(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, t_expert, t_row0, t_row1, blocks, rows_total, N, K: tl.constexpr,
+def _grouped_gemm(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, table_ptr, blocks, rows_total, N, K: tl.constexpr,
                   programs, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """c[r, n] = sa[r] * sb[e, n] * sum_k a[r, k] b[e, n, k] for the rows r of each block (expert e)."""
     pid = tl.program_id(0)
@@ -47,7 +47,8 @@ def _grouped_gemm(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, t_expert, t_row0, t_row1,
     t = pid
     while t < blocks * col_tiles:  # persistent: tiles pid, pid + programs, ...
         block, cols = t // col_tiles, (t % col_tiles) * BN + tl.arange(0, BN)
-        e, row0, row1 = tl.load(t_expert + block), tl.load(t_row0 + block), tl.load(t_row1 + block)
+        e, row0 = tl.load(table_ptr + block), tl.load(table_ptr + blocks + block)
+        row1 = tl.load(table_ptr + 2 * blocks + block)
         rows = row0 + tl.arange(0, BM)
         a_rows = tl.minimum(rows, rows_total - 1).to(tl.int64)  # rows past the block: read, never stored
         b_rows = (e * N + cols).to(tl.int64)
@@ -63,25 +64,25 @@ def _grouped_gemm(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, t_expert, t_row0, t_row1,
         t += programs
 
 
-def tile_table(counts: list[int], device: torch.device, bm: int = BM) -> tuple[torch.Tensor, ...]:
-    """(expert, first row, end row) of every ``bm``-row block of each expert's rows, as int32 tensors."""
+def tile_table(counts: list[int], device: torch.device, bm: int = BM) -> torch.Tensor:
+    """int32 (3, blocks): expert, first row and end row of every ``bm``-row block of each expert's rows
+    (one small host-to-device copy per call, shared by both layers)."""
     table, start = [], 0
     for e, c in enumerate(counts):
         table += [(e, r, start + c) for r in range(start, start + c, bm)]
         start += c
-    return tuple(torch.tensor(col, dtype=torch.int32, device=device) for col in zip(*table, strict=True))
+    return torch.tensor(table, dtype=torch.int32).t().contiguous().to(device)
 
 
-def grouped_gemm(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor, counts: list[int],
+def grouped_gemm(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor, table: torch.Tensor,
                  out_dtype: torch.dtype = torch.bfloat16, bm: int = BM, **small: int) -> torch.Tensor:
     """Row-wise scaled ``a[rows of e] @ b[e]^T`` for each expert e (a: (rows, K), sa: (rows,), b: (E, N, K),
-    sb: (E, N)). On a GPU the autotuned kernel; ``small`` (BN, BK) with ``bm`` run one fixed config
-    (under TRITON_INTERPRET=1)."""
+    sb: (E, N)), over the blocks of ``tile_table(counts, bm)``. On a GPU the autotuned kernel; ``small``
+    (BN, BK) with ``bm`` run one fixed config (under TRITON_INTERPRET=1)."""
     rows, k = a.shape
     n = b.shape[1]
     c = torch.empty(rows, n, device=a.device, dtype=out_dtype)
-    tiles = tile_table(counts, a.device, bm)
-    args = (a, sa, b, sb, c, *tiles, tiles[0].numel(), rows, n, k)
+    args = (a, sa, b, sb, c, table, table.shape[1], rows, n, k)
     if small:
         _grouped_gemm.fn[(4,)](*args, 4, BM=bm, **small)
     else:
@@ -101,18 +102,19 @@ class Fp8GroupedTriton(Fp8ExpertLoop):
         self.gelu_quantize: Callable = torch.compile(gelu_quantize_rows) if cuda else gelu_quantize_rows
         self.run()
 
-    def layer(self, q: torch.Tensor, scale: torch.Tensor, counts: list[int], w: tuple[torch.Tensor, ...]
-              ) -> torch.Tensor:
+    def layer(self, q: torch.Tensor, scale: torch.Tensor, counts: list[int], table: torch.Tensor,
+              w: tuple[torch.Tensor, ...]) -> torch.Tensor:
         if q.is_cuda:  # weights kept as uint8 views (pitfall 7)
-            return grouped_gemm(q, scale.reshape(-1), w[0].view(E4M3), w[1], counts)
+            return grouped_gemm(q, scale.reshape(-1), w[0].view(E4M3), w[1], table)
         outs = [(r.float() @ w[0][e].view(E4M3).float().t()) * s * w[1][e] for e, (r, s) in
                 enumerate(zip(torch.split(q, counts), torch.split(scale, counts), strict=True))]
         return torch.cat(outs).bfloat16()  # the kernel's arithmetic, in torch (CPU tests)
 
     def experts(self, xs: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        table = tile_table(counts, xs.device)
         x8, sx = self.quantize(xs)
-        h8, sh = self.gelu_quantize(self.layer(x8, sx, counts, self.up))
-        return self.layer(h8, sh, counts, self.down)
+        h8, sh = self.gelu_quantize(self.layer(x8, sx, counts, table, self.up))
+        return self.layer(h8, sh, counts, table, self.down)
 
     def run(self) -> torch.Tensor:
         token, gate, counts = route(self.x, self.router, self.workload.top_k)

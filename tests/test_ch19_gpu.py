@@ -77,7 +77,7 @@ def test_grouped_fp8_gemm_matches_per_expert_products_on_gpu() -> None:
         a = torch.randn(sum(counts), k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(4, n, k, device="cuda").to(torch.float8_e4m3fn)
         sa, sb = torch.rand(sum(counts), device="cuda") + 0.5, torch.rand(4, n, device="cuda") + 0.5
-        out = moe.grouped_gemm(a, sa, b, sb, counts).float()
+        out = moe.grouped_gemm(a, sa, b, sb, moe.tile_table(counts, a.device)).float()
         want = torch.cat([(r.float() @ b[e].float().t()) * s[:, None] * sb[e] for e, (r, s) in
                           enumerate(zip(torch.split(a, counts), torch.split(sa, counts), strict=True))])
         assert float((out - want).norm() / want.norm()) < 2e-2  # fast fp8 accumulation, bf16 output

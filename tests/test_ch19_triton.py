@@ -54,12 +54,12 @@ from optimized_fp8_moe_triton import grouped_gemm, tile_table
 counts = [37, 0, 70, 21]  # an empty expert, blocks that end mid-tile
 a, b = torch.randn(128, 64).round(), torch.randn(4, 96, 64).round()
 sa, sb = torch.rand(128) + 0.5, torch.rand(4, 96) + 0.5
-c = grouped_gemm(a, sa, b, sb, counts, torch.float32, bm=16, BN=32, BK=32)
+c = grouped_gemm(a, sa, b, sb, tile_table(counts, a.device, 16), torch.float32, bm=16, BN=32, BK=32)
 want = torch.cat([(r @ b[e].t()) * s[:, None] * sb[e] for e, (r, s) in
                   enumerate(zip(torch.split(a, counts), torch.split(sa, counts)))])
 assert torch.allclose(c, want, rtol=1e-5, atol=1e-3), (c - want).abs().max()
-expert, row0, row1 = tile_table(counts, a.device, 16)
-assert expert.tolist() == [0, 0, 0, 2, 2, 2, 2, 2, 3, 3] and row0.tolist()[3] == 37 and row1.tolist()[-1] == 128
+expert, row0, row1 = tile_table(counts, a.device, 16).tolist()
+assert expert == [0, 0, 0, 2, 2, 2, 2, 2, 3, 3] and row0[3] == 37 and row1[-1] == 128
 """
 
 W4 = """
@@ -274,7 +274,7 @@ def test_grouped_fp8_gemm_sm90_runs_fp8_wgmma_from_pipelined_shared_memory() -> 
     """The largest autotune config (128 x 256 x 128, 8 warps, 4 stages) fits one SM (<= 227 KB shared),
     multiplies with fp8 wgmma (QGMMA, e4m3 x e4m3) fed by cp.async stages, and does not spill."""
     ptrs = {"a_ptr": "*fp8e4nv", "sa_ptr": "*fp32", "b_ptr": "*fp8e4nv", "sb_ptr": "*fp32", "c_ptr": "*bf16",
-            "t_expert": "*i32", "t_row0": "*i32", "t_row1": "*i32", "blocks": "i32", "rows_total": "i32", "N": "i32",
+            "table_ptr": "*i32", "blocks": "i32", "rows_total": "i32", "N": "i32",
             "K": "constexpr", "programs": "i32"}  # in the kernel's argument order
     sys.path[:0] = [str(ROOT)]
     try:
