@@ -9,9 +9,10 @@ the host from the counts routing already copies there; no padding, a block ends 
 end), and 132 resident programs, one per SM, walk the (block, column tile) pairs in order, so that the
 ~130 tiles in flight share a few row blocks and one expert's weights (32 MB of e4m3: L2-resident). Per
 tile: a 128 x 256 fp32 accumulator over K in 128-deep steps of fp8 wgmma (both operands K-major in
-shared memory, as fp8 wgmma requires), 3-4 cp.async stages of 48 KB, 8 warps (two warpgroups of 64
-rows); the epilogue applies the row and channel scales and stores bf16 for the rows of the block's
-expert only. Two H200-sized configs (3 or 4 stages) are autotuned per layer shape in the untimed warm-up.
+shared memory, as fp8 wgmma requires), fed by TMA (one bulk copy per operand per step, no address
+arithmetic in the threads; rows past the tensor come back zero), 3-4 stages of 48 KB, 8 warps (two
+warpgroups of 64 rows), 184 registers; the epilogue applies the row and channel scales and stores bf16
+for the rows of the block's expert only. Two H200-sized configs (3 or 4 stages) are autotuned per layer shape in the untimed warm-up.
 Expect (estimated, not yet measured): 5.0-6.0 ms (750-900 TFLOP/s counting the passes around the
 GEMMs), 1.45-1.75x over the 8.771 ms baseline, against 7.788 ms for the reference variant on the H200.
 Run: python ch19/optimized_fp8_moe_triton.py  |  aisp bench run -t ch19:fp8_moe
@@ -27,39 +28,36 @@ import triton.language as tl
 from baseline_fp8_moe import combine, route
 from ch19_fp8 import E4M3
 from optimized_fp8_moe import Fp8ExpertLoop, gelu_quantize_rows, quantize_rows
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import aisp
 
-BM = 128
-CONFIGS = [triton.Config({"BN": 256, "BK": 128}, num_warps=8, num_stages=3),  # 144 KB shared
-           triton.Config({"BN": 256, "BK": 128}, num_warps=8, num_stages=4)]  # 192 KB shared
-"""One program per SM (shared memory), 218 registers; the row block stays 128 (the tile table is built for
-it). Two candidates x two layer shapes: four compiles in the chapter's run, which must stay under 3 min."""
+BM, BN, BK = 128, 256, 128
+CONFIGS = [triton.Config({}, num_warps=8, num_stages=3),  # 144 KB of shared memory
+           triton.Config({}, num_warps=8, num_stages=4)]  # 192 KB
+"""One program per SM (shared memory), 184 registers, 128 x 256 x 128 tiles (the TMA boxes are built for
+them). Two candidates x two layer shapes: four compiles in the chapter's run, which must stay under 3 min."""
 
 
 @triton.autotune(CONFIGS, key=["N", "K"])
 @triton.jit(do_not_specialize=["blocks"])  # varies with routing: no recompile when it turns a multiple of 16
-def _grouped_gemm(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, table_ptr, blocks, rows_total, N, K: tl.constexpr,
-                  programs, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """c[r, n] = sa[r] * sb[e, n] * sum_k a[r, k] b[e, n, k] for the rows r of each block (expert e)."""
+def _grouped_gemm(a_desc, sa_ptr, b_desc, sb_ptr, c_ptr, table_ptr, blocks, N, K: tl.constexpr, programs,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c[r, n] = sa[r] * sb[e, n] * sum_k a[r, k] b[e, n, k] for the rows r of each block (expert e).
+    a (rows, K) and b (E * N, K) are read through TMA descriptors (rows past the end come back zero)."""
     pid = tl.program_id(0)
     col_tiles = N // BN
     t = pid
     while t < blocks * col_tiles:  # persistent: tiles pid, pid + programs, ...
-        block, cols = t // col_tiles, (t % col_tiles) * BN + tl.arange(0, BN)
+        block, col0 = t // col_tiles, (t % col_tiles) * BN
         e, row0 = tl.load(table_ptr + block), tl.load(table_ptr + blocks + block)
         row1 = tl.load(table_ptr + 2 * blocks + block)
-        rows = row0 + tl.arange(0, BM)
-        a_rows = tl.minimum(rows, rows_total - 1).to(tl.int64)  # rows past the block: read, never stored
-        b_rows = (e * N + cols).to(tl.int64)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):
-            ks = k + tl.arange(0, BK)
-            a = tl.load(a_ptr + a_rows[:, None] * K + ks[None, :])
-            b = tl.load(b_ptr + b_rows[:, None] * K + ks[None, :])
-            acc = tl.dot(a, tl.trans(b), acc)
-        scale = tl.load(sa_ptr + a_rows)[:, None] * tl.load(sb_ptr + b_rows)[None, :]
-        out = c_ptr + rows.to(tl.int64)[:, None] * N + cols[None, :]
+        for k in range(0, K, BK):  # rows past the block (the next expert's) are multiplied, never stored
+            acc = tl.dot(a_desc.load([row0, k]), b_desc.load([e * N + col0, k]).T, acc)
+        rows, cols = row0 + tl.arange(0, BM), e * N + col0 + tl.arange(0, BN)
+        scale = tl.load(sa_ptr + rows, mask=rows < row1, other=0.0)[:, None] * tl.load(sb_ptr + cols)[None, :]
+        out = c_ptr + rows.to(tl.int64)[:, None] * N + (cols - e * N)[None, :]
         tl.store(out, (acc * scale).to(c_ptr.dtype.element_ty), mask=rows[:, None] < row1)
         t += programs
 
@@ -75,19 +73,22 @@ def tile_table(counts: list[int], device: torch.device, bm: int = BM) -> torch.T
 
 
 def grouped_gemm(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor, table: torch.Tensor,
-                 out_dtype: torch.dtype = torch.bfloat16, bm: int = BM, **small: int) -> torch.Tensor:
+                 out_dtype: torch.dtype = torch.bfloat16, tile: tuple[int, int, int] = (BM, BN, BK)) -> torch.Tensor:
     """Row-wise scaled ``a[rows of e] @ b[e]^T`` for each expert e (a: (rows, K), sa: (rows,), b: (E, N, K),
-    sb: (E, N)), over the blocks of ``tile_table(counts, bm)``. On a GPU the autotuned kernel; ``small``
-    (BN, BK) with ``bm`` run one fixed config (under TRITON_INTERPRET=1)."""
+    sb: (E, N)), over the blocks of ``tile_table(counts, tile[0])``. On a GPU the autotuned kernel; another
+    ``tile`` runs one fixed config (the CPU tests, under TRITON_INTERPRET=1)."""
     rows, k = a.shape
-    n = b.shape[1]
+    e, n, _ = b.shape
+    bm, bn, bk = tile
     c = torch.empty(rows, n, device=a.device, dtype=out_dtype)
-    args = (a, sa, b, sb, c, table, table.shape[1], rows, n, k)
-    if small:
-        _grouped_gemm.fn[(4,)](*args, 4, BM=bm, **small)
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b.reshape(e * n, k), [bn, bk])
+    args = (a_desc, sa, b_desc, sb, c, table, table.shape[1], n, k)
+    if tile != (BM, BN, BK):
+        _grouped_gemm.fn[(4,)](*args, 4, BM=bm, BN=bn, BK=bk)
     else:
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        _grouped_gemm[(sms,)](*args, sms, BM=bm)
+        _grouped_gemm[(sms,)](*args, sms, BM=bm, BN=bn, BK=bk)
     return c
 
 
