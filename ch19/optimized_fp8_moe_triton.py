@@ -6,13 +6,15 @@ optimized_fp8_moe.py (kept as the measured reference: 7.788 ms, 39% of the fp8 p
 ``_scaled_mm`` calls, the GEMMs at ~620 TFLOP/s), but each layer is one Triton kernel over all 8
 experts: a tile table lists every 128-row block of every expert's slice of the sorted tokens (built on
 the host from the counts routing already copies there; no padding, a block ends where its expert's rows
-end), and 132 resident programs, one per SM, walk the (block, column tile) pairs in order, so that the
-~130 tiles in flight share a few row blocks and one expert's weights (32 MB of e4m3: L2-resident). Per
+end), and 132 resident programs, one per SM, walk the (block, column tile) pairs grouped by 8 row blocks, so
+that the ~130 tiles in flight share 8 row blocks (4 MB) and ~16 column tiles of one expert's weights
+(1 MB each) in L2. Per
 tile: a 128 x 256 fp32 accumulator over K in 128-deep steps of fp8 wgmma (both operands K-major in
 shared memory, as fp8 wgmma requires), fed by TMA (one bulk copy per operand per step, no address
 arithmetic in the threads; rows past the tensor come back zero), 3-4 stages of 48 KB, 8 warps (two
 warpgroups of 64 rows), 184 registers; the epilogue applies the row and channel scales and stores bf16
-for the rows of the block's expert only. Two H200-sized configs (3 or 4 stages) are autotuned per layer shape in the untimed warm-up.
+for the rows of the block's expert only. Two H200-sized configs (3 or 4 stages) are autotuned per
+layer shape in the untimed warm-up.
 Expect (estimated, not yet measured): 5.0-6.0 ms (750-900 TFLOP/s counting the passes around the
 GEMMs), 1.45-1.75x over the 8.771 ms baseline, against 7.788 ms for the reference variant on the H200.
 Run: python ch19/optimized_fp8_moe_triton.py  |  aisp bench run -t ch19:fp8_moe
@@ -42,14 +44,16 @@ them). Two candidates x two layer shapes: four compiles in the chapter's run, wh
 @triton.autotune(CONFIGS, key=["N", "K"])
 @triton.jit(do_not_specialize=["blocks"])  # varies with routing: no recompile when it turns a multiple of 16
 def _grouped_gemm(a_desc, sa_ptr, b_desc, sb_ptr, c_ptr, table_ptr, blocks, N, K: tl.constexpr, programs,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr = 8):
     """c[r, n] = sa[r] * sb[e, n] * sum_k a[r, k] b[e, n, k] for the rows r of each block (expert e).
     a (rows, K) and b (E * N, K) are read through TMA descriptors (rows past the end come back zero)."""
     pid = tl.program_id(0)
     col_tiles = N // BN
     t = pid
     while t < blocks * col_tiles:  # persistent: tiles pid, pid + programs, ...
-        block, col0 = t // col_tiles, (t % col_tiles) * BN
+        first = t // (GROUP * col_tiles) * GROUP  # GROUP row blocks share each column tile in turn (L2)
+        size = tl.minimum(blocks - first, GROUP)
+        block, col0 = first + t % (GROUP * col_tiles) % size, t % (GROUP * col_tiles) // size * BN
         e, row0 = tl.load(table_ptr + block), tl.load(table_ptr + blocks + block)
         row1 = tl.load(table_ptr + 2 * blocks + block)
         acc = tl.zeros((BM, BN), dtype=tl.float32)

@@ -278,8 +278,8 @@ def test_grouped_fp8_gemm_sm90_runs_fp8_wgmma_fed_by_tma() -> None:
            "programs": "i32"}  # in the kernel's argument order
     sys.path[:0] = [str(ROOT)]
     try:
-        k = compile_sm90("optimized_fp8_moe_triton", "_grouped_gemm", sig, {"K": 4096, "BM": 128, "BN": 256, "BK": 128},
-                         num_warps=8, num_stages=4, autotuned=True)
+        k = compile_sm90("optimized_fp8_moe_triton", "_grouped_gemm", sig, {"K": 4096, "BM": 128, "BN": 256, "BK": 128,
+                          "GROUP": 8}, num_warps=8, num_stages=4, autotuned=True)
     finally:
         del sys.path[0]
     ptx = k.asm["ptx"]
