@@ -41,10 +41,12 @@ def amax(t: torch.Tensor) -> torch.Tensor:
 
 
 def cast_transpose(t: torch.Tensor, history: torch.Tensor, dtype: torch.dtype,
-                   amax_out: torch.Tensor) -> Fp8Operand:
-    """Quantize 2-D ``t`` with scale ``fp8_max / max(history)``; max |t| lands in ``amax_out``."""
+                   amax_out: torch.Tensor, persistent: bool = False) -> Fp8Operand:
+    """Quantize 2-D ``t`` with scale ``fp8_max / max(history)``; max |t| lands in ``amax_out``.
+    On a GPU: ch19_cast's kernel, its persistent one if ``persistent``."""
     if t.is_cuda:
-        from ch19_cast import cast_transpose as fused
+        import ch19_cast
+        fused = ch19_cast.cast_transpose_persistent if persistent else ch19_cast.cast_transpose
         q, qt, scale = fused(t, history, dtype, FP8_MAX[dtype], amax_out)
         return Fp8Operand(q, qt, scale)
     top = history.max().clamp_min(1e-12)
@@ -66,8 +68,8 @@ class DelayedScaling:
     the scale is known before the tensor is read, so the amax of this cast is taken in the same pass
     and recorded for the next ones. ``history`` maps a tensor's key to its (len,) fp32 amaxes."""
 
-    def __init__(self, history: dict[str, torch.Tensor], length: int = 16) -> None:
-        self.history, self.length, self.calls = history, length, 0
+    def __init__(self, history: dict[str, torch.Tensor], length: int = 16, persistent: bool = False) -> None:
+        self.history, self.length, self.calls, self.persistent = history, length, 0, persistent
 
     def __call__(self, key: str, t: torch.Tensor, dtype: torch.dtype) -> Fp8Operand:
         if key not in self.history:
@@ -75,7 +77,7 @@ class DelayedScaling:
         hist = self.history[key]
         slot = hist[self.calls % self.length:][:1]
         latest = torch.zeros_like(slot)
-        out = cast_transpose(t, hist, dtype, latest)
+        out = cast_transpose(t, hist, dtype, latest, self.persistent)
         slot.copy_(latest)
         return out
 

@@ -14,12 +14,13 @@ from test_ch19_pairs import load
 pytestmark = pytest.mark.gpu
 
 
-def test_cast_transpose_matches_torch_rounding_on_gpu() -> None:
+@pytest.mark.parametrize("persistent", [False, True])
+def test_cast_transpose_matches_torch_rounding_on_gpu(persistent: bool) -> None:
     fp8 = load("ch19_fp8")
     x = (torch.randn(4096, 2048, device="cuda") * 3).bfloat16()
     history = torch.tensor([5.0, 9.0, 7.0, 1.0], device="cuda")
     amax = torch.zeros(1, device="cuda")
-    out = fp8.cast_transpose(x, history, fp8.E4M3, amax)
+    out = fp8.cast_transpose(x, history, fp8.E4M3, amax, persistent=persistent)
     want = (x.float() * (448.0 / 9.0)).clamp(-448, 448).to(fp8.E4M3).float()
     off_by_a_step = (out.q.float() != want).float().mean()
     assert off_by_a_step < 1e-4, f"{off_by_a_step:.2e} of the values rounded differently"
@@ -28,10 +29,11 @@ def test_cast_transpose_matches_torch_rounding_on_gpu() -> None:
     assert float(out.scale) == pytest.approx(9.0 / 448.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("module", ["optimized_w4a16_gemm", "optimized_w4a16_gemm_prmt"])
 @pytest.mark.parametrize("tokens", [16, 5])
-def test_w4a16_kernel_matches_dequantize_then_gemm_on_gpu(tokens: int) -> None:
+def test_w4a16_kernel_matches_dequantize_then_gemm_on_gpu(tokens: int, module: str) -> None:
     w4 = load("ch19_w4")
-    kernel = load("optimized_w4a16_gemm")
+    kernel = load(module)
     w = torch.randn(1024, 4096, device="cuda") * 0.02
     packed, scale = w4.quantize_w4(w)
     x = torch.randn(tokens, 4096, device="cuda").bfloat16()
@@ -53,16 +55,32 @@ def test_fp8_linear_errors_stay_inside_the_declared_tolerance_on_gpu() -> None:
         assert float(diff.abs().max()) < base.WORKLOAD.atol
 
 
-def test_fp8_moe_rowwise_expert_gemms_run_and_match_on_gpu() -> None:
+@pytest.mark.parametrize("optimized", ["optimized_fp8_moe", "optimized_fp8_moe_triton"])
+def test_fp8_moe_rowwise_expert_gemms_run_and_match_on_gpu(optimized: str) -> None:
     """Row-wise _scaled_mm on each expert's padded, aligned group of rows (unaligned row-scale slices
-    raised CUBLAS_STATUS_NOT_SUPPORTED in the first H200 run)."""
+    raised CUBLAS_STATUS_NOT_SUPPORTED in the first H200 run); the Triton grouped GEMM on unpadded groups."""
     outs = []
-    for module in ("baseline_fp8_moe", "optimized_fp8_moe"):
+    for module in ("baseline_fp8_moe", optimized):
         bench = load(module).get_benchmark()
         bench.workload = dataclasses.replace(bench.workload, tokens=4096, dim=1024, ffn=2048)
         bench.setup()
         outs.append(bench.run().float())
     assert float((outs[1] - outs[0]).norm() / outs[0].norm()) < 0.08
+
+
+def test_grouped_fp8_gemm_matches_per_expert_products_on_gpu() -> None:
+    """The Triton grouped GEMM on e4m3 operands: groups that end mid-block, an empty expert, both layer
+    shapes' autotuned configs; against the same products in fp32."""
+    moe = load("optimized_fp8_moe_triton")
+    counts = [1000, 0, 3001, 95]
+    for n, k in ((2048, 1024), (1024, 2048)):
+        a = torch.randn(sum(counts), k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(4, n, k, device="cuda").to(torch.float8_e4m3fn)
+        sa, sb = torch.rand(sum(counts), device="cuda") + 0.5, torch.rand(4, n, device="cuda") + 0.5
+        out = moe.grouped_gemm(a, sa, b, sb, moe.tile_table(counts, a.device)).float()
+        want = torch.cat([(r.float() @ b[e].float().t()) * s[:, None] * sb[e] for e, (r, s) in
+                          enumerate(zip(torch.split(a, counts), torch.split(sa, counts), strict=True))])
+        assert float((out - want).norm() / want.norm()) < 2e-2  # fast fp8 accumulation, bf16 output
 
 
 def test_optimizer_pair_lowers_peak_memory_on_gpu() -> None:

@@ -33,6 +33,12 @@ SMALL = {
 """Per pair, sizes that keep a CPU run to seconds (same code, smaller shapes)."""
 CPU_PAIRS = [p for p in PAIRS if p != "w4a16_gemm"]
 """w4a16's optimized side is a Triton kernel: tested under the interpreter in test_ch19_triton.py."""
+VARIANTS = {"fp8_cast_transpose": ["persistent"], "fp8_delayed_scaling": ["persistent"], "fp8_moe": ["triton"],
+            "w4a16_gemm": ["prmt"]}
+"""Optimized variants beside optimized_<pair>.py (each measured against the same baseline)."""
+CPU_OPTIMIZED = [(p, f"optimized_{p}") for p in CPU_PAIRS] + [
+    (p, f"optimized_{p}_{v}") for p in CPU_PAIRS for v in VARIANTS.get(p, [])]
+"""Every optimized file whose pair runs on a CPU (the variants' kernels run their CPU path there)."""
 
 
 def load(module: str) -> ModuleType:
@@ -42,31 +48,30 @@ def load(module: str) -> ModuleType:
 def build(module: str, seed: int) -> aisp.Benchmark:
     bench = load(module).get_benchmark()
     bench.device, bench.seed = torch.device("cpu"), seed
-    pair = module.split("_", 1)[1]
+    pair = next(p for p in sorted(PAIRS, key=len, reverse=True) if module.split("_", 1)[1].startswith(p))
     bench.workload = dataclasses.replace(bench.workload, **SMALL[pair])
     return bench
 
 
 def test_discovery_finds_the_chapter_pairs() -> None:
     found = sorted(p.stem.removeprefix("optimized_") for p in CH19.glob("optimized_*.py"))
-    assert found == PAIRS
+    assert found == sorted(PAIRS + [f"{p}_{v}" for p, vs in VARIANTS.items() for v in vs])
     assert all((CH19 / f"baseline_{p}.py").exists() for p in PAIRS)
 
 
-@pytest.mark.parametrize("pair", CPU_PAIRS)
-def test_cpu_pair_matches_and_rejects_another_seeds_answer(pair: str) -> None:
-    check_two_seeds(build, f"baseline_{pair}", f"optimized_{pair}")
+@pytest.mark.parametrize(("pair", "optimized"), CPU_OPTIMIZED, ids=[o for _, o in CPU_OPTIMIZED])
+def test_cpu_pair_matches_and_rejects_another_seeds_answer(pair: str, optimized: str) -> None:
+    check_two_seeds(build, f"baseline_{pair}", optimized)
 
 
-@pytest.mark.parametrize("pair", CPU_PAIRS)
-def test_cpu_pair_matches_on_refilled_inputs(pair: str) -> None:
-    check_refilled_pair(build(f"baseline_{pair}", 0), build(f"optimized_{pair}", 0),
-                        build(f"baseline_{pair}", 0).workload)
+@pytest.mark.parametrize(("pair", "optimized"), CPU_OPTIMIZED, ids=[o for _, o in CPU_OPTIMIZED])
+def test_cpu_pair_matches_on_refilled_inputs(pair: str, optimized: str) -> None:
+    check_refilled_pair(build(f"baseline_{pair}", 0), build(optimized, 0), build(f"baseline_{pair}", 0).workload)
 
 
-@pytest.mark.parametrize("pair", CPU_PAIRS)
-def test_cpu_optimized_survives_scratch_poisoning(pair: str) -> None:
-    bench = build(f"optimized_{pair}", 0)
+@pytest.mark.parametrize(("pair", "optimized"), CPU_OPTIMIZED, ids=[o for _, o in CPU_OPTIMIZED])
+def test_cpu_optimized_survives_scratch_poisoning(pair: str, optimized: str) -> None:
+    bench = build(optimized, 0)
     bench.setup()
     ref = guarded(bench)
     poison_scratch(bench, set(tensor_attributes(bench)))

@@ -33,6 +33,35 @@ assert float(amax) == float(x.float().abs().max()), (amax, x.abs().max())
 assert abs(float(scale) - 5.0 / 448.0) < 1e-9, scale
 """
 
+CAST_PERSISTENT = """
+import torch
+from ch19_cast import cast_transpose_persistent
+x = (torch.randn(256, 384) * 3).bfloat16()
+x[37, 250] = -40.0  # the amax sits in one tile, negative: the sign-cleared bit max must find it
+history = torch.tensor([2.0, 5.0, 4.0, 1.0])
+amax = torch.zeros(1)
+q, qt, scale = cast_transpose_persistent(x, history, torch.float32, 448.0, amax)  # 12 tiles, 3 programs
+want = (x.float() * (448.0 / 5.0)).clamp(-448, 448)
+assert torch.allclose(q, want, rtol=1e-6), (q - want).abs().max()
+assert torch.equal(qt, q.t()), "transposed copy differs"
+assert float(amax) == 40.0, amax
+assert abs(float(scale) - 5.0 / 448.0) < 1e-9, scale
+"""
+
+MOE = """
+import torch
+from optimized_fp8_moe_triton import grouped_gemm, tile_table
+counts = [37, 0, 70, 13]  # an empty expert, blocks that end mid-tile, the last one past the tensor's end
+a, b = torch.randn(120, 64).round(), torch.randn(4, 96, 64).round()
+sa, sb = torch.rand(120) + 0.5, torch.rand(4, 96) + 0.5
+c = grouped_gemm(a, sa, b, sb, tile_table(counts, a.device, 16), torch.float32, tile=(16, 32, 32))
+want = torch.cat([(r @ b[e].t()) * s[:, None] * sb[e] for e, (r, s) in
+                  enumerate(zip(torch.split(a, counts), torch.split(sa, counts)))])
+assert torch.allclose(c, want, rtol=1e-5, atol=1e-3), (c - want).abs().max()
+expert, row0, row1 = tile_table(counts, a.device, 16).tolist()
+assert expert == [0, 0, 0, 2, 2, 2, 2, 2, 3] and row0[3] == 37 and row0[-1] == 107 and row1[-1] == 120
+"""
+
 W4 = """
 import torch, triton, triton.language as tl
 from ch19_w4 import quantize_w4
@@ -45,6 +74,9 @@ x = torch.randn(5, 1024).bfloat16().float()
 y = w4a16_matmul(x, packed, scale)
 ref = x @ exact.t()
 assert ((y - ref).norm() / ref.norm()) < 1e-5, ((y - ref).norm() / ref.norm())
+import optimized_w4a16_gemm_prmt as prmt
+y = prmt.w4a16_matmul(x, packed, scale)
+assert ((y - ref).norm() / ref.norm()) < 1e-5, ("prmt variant", (y - ref).norm() / ref.norm())
 
 @triton.jit
 def decode(p_ptr, o_ptr):
@@ -68,12 +100,20 @@ def test_cast_transpose_kernel_indexing_amax_and_scale() -> None:
     run_interpreted(CAST)
 
 
+def test_persistent_cast_transpose_walks_every_tile_and_finds_the_amax() -> None:
+    run_interpreted(CAST_PERSISTENT)
+
+
+def test_grouped_fp8_gemm_kernel_covers_every_expert_block() -> None:
+    run_interpreted(MOE)
+
+
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
     run_interpreted(W4)
 
 
 def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str, object], num_warps: int,
-                 num_stages: int = 3):
+                 num_stages: int = 3, autotuned: bool = False):
     """``module.kernel`` compiled for sm_90 on this machine (no GPU), 16-divisible pointers and sizes
     as the GPU launch specializes them."""
     import triton
@@ -82,12 +122,28 @@ def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str
     sys.path[:0] = [str(ROOT / "ch19")]
     try:
         fn = getattr(__import__(module), kernel)
+        fn = fn.fn if autotuned else fn
     finally:
         del sys.path[0]
     sig = sig | dict.fromkeys(consts, "constexpr")
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t != "constexpr"}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t[0] in "*i"}
     return triton.compile(triton.compiler.ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+def resources(kernel) -> dict[str, int]:
+    """REG, STACK, LOCAL, SHARED of a kernel compiled for sm_90, read from its cubin by Triton's cuobjdump."""
+    import re
+    import tempfile
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        out = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL|SHARED):(\d+)", out)}
 
 
 def test_w4a16_sm90_loop_streams_weights_without_reductions() -> None:
@@ -110,3 +166,125 @@ def test_cast_transpose_sm90_atomic_has_no_fence_and_16_byte_accesses() -> None:
     ptx = k.asm["ptx"]
     assert "atom.global.gpu.relaxed.max" in ptx and "acq_rel" not in ptx and "fence." not in ptx
     assert ptx.count("ld.global.v4.b32") == 8 and ptx.count("st.global.v4.b32") == 8
+
+
+def test_persistent_cast_transpose_sm90_keeps_loads_in_flight_without_spills() -> None:
+    """Two programs of 8 warps per SM (<= 128 registers), 16-byte accesses, the next tiles' loads issued
+    before this tile's stores, one relaxed atomic per program, no local memory."""
+    ptrs = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "qt_ptr": "*fp8e4nv", "hist_ptr": "*fp32", "amax_ptr": "*fp32",
+            "scale_ptr": "*fp32", "M": "i32", "N": "i32"}
+    k = compile_sm90("ch19_cast", "_cast_transpose_persistent", ptrs | {"programs": "i32"}, {"FP8_MAX": 448.0, "HIST": 16, "BM": 64,
+                     "BN": 128}, num_warps=8, num_stages=1)
+    ptx = k.asm["ptx"]
+    res = resources(k)
+    assert res["REG"] <= 128 and res["STACK"] == res["LOCAL"] == 0, res
+    assert ptx.count("atom.global.gpu.relaxed.max") == 1 and "fence." not in ptx
+    loop = ptx[ptx.index("ld.global.v4.b32"):]
+    assert loop.count("ld.global.v4.b32") == 12 and loop.count("st.global.v4.b32") == 4
+    body = ptx[ptx.rindex("ld.global.v4.b32"):]  # the in-loop prefetch comes before the loop's stores
+    assert body.count("st.global.v4.b32") == 4
+
+
+def bf16_value(bits: int) -> float:
+    import torch
+
+    return float(torch.tensor([bits - 65536 if bits >= 32768 else bits], dtype=torch.int16).view(torch.bfloat16))
+
+
+def bf16_bits(value: float) -> int:
+    import torch
+
+    return int(torch.tensor([value]).bfloat16().view(torch.int16)) & 0xFFFF
+
+
+def emulate_ptx(asm: str, word: int) -> list[float]:
+    """The four bf16 values the decode's inline PTX leaves in $0 and $1 for input word $2, emulated
+    instruction by instruction (and, shr, mov, prmt, fma.rn.bf16x2: its operands here are exact)."""
+    import re
+
+    regs: dict[str, int] = {"$2": word}
+
+    def val(op: str) -> int:
+        return int(op, 16) if op.startswith("0x") else int(op) if op.isdigit() else regs[op]
+
+    for op, args in re.findall(r"^\s*([a-z0-9.]+)\s+([^;]+);", asm, flags=re.M):
+        d, *a = [x.strip() for x in args.split(",")]
+        if op == "and.b32":
+            regs[d] = val(a[0]) & val(a[1])
+        elif op == "shr.u32":
+            regs[d] = val(a[0]) >> val(a[1])
+        elif op == "mov.b32":
+            regs[d] = val(a[0])
+        elif op == "prmt.b32":  # byte i of d = byte (selector nibble i) of {a[1]:a[0]}
+            pool = (val(a[1]) << 32 | val(a[0])).to_bytes(8, "little")
+            regs[d] = int.from_bytes(bytes(pool[(val(a[2]) >> 4 * i) & 7] for i in range(4)), "little")
+        elif op == "fma.rn.bf16x2":
+            x, y, z = ([bf16_value((val(r) >> sh) & 0xFFFF) for sh in (0, 16)] for r in a)
+            regs[d] = bf16_bits(x[0] * y[0] + z[0]) | bf16_bits(x[1] * y[1] + z[1]) << 16
+        elif op != ".reg":
+            raise AssertionError(f"unknown PTX op {op}")
+    return [bf16_value((regs[r] >> sh) & 0xFFFF) for r in ("$0", "$1") for sh in (0, 16)]
+
+
+def test_w4a16_prmt_decode_ptx_gives_code_minus_8_for_every_byte() -> None:
+    """The inline PTX of optimized_w4a16_gemm_prmt, emulated on a CPU: byte i of the input word -> element
+    i of the output (low and high nibbles), value code - 8, for all 256 byte values."""
+    sys.path[:0] = [str(ROOT / "ch19"), str(ROOT)]
+    try:
+        prmt = __import__("optimized_w4a16_gemm_prmt")
+    finally:
+        del sys.path[:2]
+    for first in range(0, 256, 4):
+        data = [first, first + 1, first + 2, first + 3]
+        word = int.from_bytes(bytes(data), "little")
+        assert emulate_ptx(prmt.LOW.value, word) == [float((b & 15) - 8) for b in data]
+        assert emulate_ptx(prmt.HIGH.value, word) == [float((b >> 4) - 8) for b in data]
+
+
+def test_w4a16_prmt_sm90_decodes_with_fewer_instructions_and_no_spills() -> None:
+    """Same tile and warps as the reference kernel: the decode's integer/move instructions (PRMT, LOP3,
+    SHF, IMAD.MOV) in the sm_90 SASS drop by more than 2x, packed bf16x2 FMAs do the offset, no spills."""
+    import triton
+
+    ptrs = {"x_ptr": "*bf16", "p_ptr": "*u8", "s_ptr": "*bf16", "part_ptr": "*fp32"} | dict.fromkeys(
+        ("M", "N", "K", "GROUPS"), "i32")
+    consts = {"HALF": 8192, "SPLIT": 4, "BM": 16, "BN": 128, "BK": 128, "GROUP": 128}
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    counts = []
+    for module, kernel, extra in (("optimized_w4a16_gemm", "_w4a16_gemm", {}),
+                                  ("optimized_w4a16_gemm_prmt", "_w4a16_prmt", {"ASM": True})):
+        sys.path[:0] = [str(ROOT)]
+        try:
+            k = compile_sm90(module, kernel, ptrs, consts | extra, num_warps=4, autotuned=bool(extra))
+        finally:
+            del sys.path[0]
+        import tempfile
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(k.asm["cubin"])
+            f.flush()
+            sass = subprocess.run([str(tool), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        counts.append(sum(sass.count(f" {op}") for op in ("PRMT ", "LOP3.LUT ", "SHF.", "IMAD.MOV")))
+        res = resources(k)
+        assert res["STACK"] == res["LOCAL"] == 0, (module, res)
+    assert "fma.rn.bf16x2" in k.asm["ptx"] and "prmt.b32" in k.asm["ptx"]
+    assert counts[1] * 2 < counts[0], counts
+
+
+def test_grouped_fp8_gemm_sm90_runs_fp8_wgmma_fed_by_tma() -> None:
+    """The larger autotune config (128 x 256 x 128, 8 warps, 4 stages) fits one SM (<= 227 KB shared),
+    multiplies with fp8 wgmma (e4m3 x e4m3, 64 x 256 x 32) fed by TMA bulk copies, and does not spill."""
+    sig = {"a_desc": "tensordesc<fp8e4nv[128, 128]>", "sa_ptr": "*fp32", "b_desc": "tensordesc<fp8e4nv[256, 128]>",
+           "sb_ptr": "*fp32", "c_ptr": "*bf16", "table_ptr": "*i32", "blocks": "i32", "N": "i32", "K": "constexpr",
+           "programs": "i32"}  # in the kernel's argument order
+    sys.path[:0] = [str(ROOT)]
+    try:
+        k = compile_sm90("optimized_fp8_moe_triton", "_grouped_gemm", sig, {"K": 4096, "BM": 128, "BN": 256, "BK": 128,
+                          "GROUP": 8}, num_warps=8, num_stages=4, autotuned=True)
+    finally:
+        del sys.path[0]
+    ptx = k.asm["ptx"]
+    assert k.metadata.shared <= 227 * 1024 and "ttng.warp_group_dot" in k.asm["ttgir"]
+    assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" not in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
+    res = resources(k)
+    assert res["STACK"] == res["LOCAL"] == 0, res
