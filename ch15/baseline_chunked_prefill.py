@@ -27,66 +27,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import GPU_SIZED, MODEL, StepClock, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED
 
 import aisp
-from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, decode, greedy_top, prefill
+from aisp.kits.llm import TOP, decode, greedy_top, prefill
+from aisp.kits.llm.serving import LongPromptArrival, LongPromptWorkload
 
 
 @dataclass(frozen=True, kw_only=True)
-class ChunkedWorkload(aisp.Workload):
-    model: LLMConfig = MODEL
-    """The decoder."""
-    running: int = 16
-    """Requests decoding when the long prompt arrives."""
-    context: int = 1024
-    """Prompt tokens of each running request."""
+class ChunkedWorkload(LongPromptWorkload):
     steps: int = 48
     """Tokens each running request generates (the first from its prefill)."""
-    long: int = 32768
-    """Prompt tokens of the arriving request (a multiple of ``chunk``)."""
     arrive: int = 8
-    """Decode step before which the long prompt arrives."""
-    chunk: int = 2048
-    """Prefill chunk (tokens per mixed step)."""
+    """Decode step before which the long prompt arrives (then one ``chunk``-token chunk per step)."""
 
 
-def _workload(w: ChunkedWorkload) -> ChunkedWorkload:
-    assert w.long % w.chunk == 0 and w.arrive + w.long // w.chunk <= w.steps
-    m = w.model
-    flops = (m.forward_flops(w.running * w.context, w.context / 2) + m.forward_flops(w.long, w.long / 2)
-             + m.forward_flops(w.running * (w.steps - 1), w.context + w.steps / 2))
-    return ChunkedWorkload(flops=flops, bytes=(w.steps - 1) * weight_bytes(m), items=w.running * w.steps,
-                           item_unit="tokens", precision="bf16", headline="metric:decode_gap_p99_ms",
-                           requires=GPU_SIZED, iterations=10)
+WORKLOAD = ChunkedWorkload(**ChunkedWorkload().accounting(), requires=GPU_SIZED, iterations=10)
 
 
-WORKLOAD = _workload(ChunkedWorkload())
-
-
-class WholePrefill(aisp.Benchmark):
+class WholePrefill(LongPromptArrival):
     """Returns the running requests' (tokens (running, steps), top logits (running, steps, TOP))
     and the long request's first token and top logits."""
 
     workload = WORKLOAD
-    inputs = ("prompts", "long_prompt")
-
-    def setup(self) -> None:
-        w, gen = self.workload, self.generator()
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device), draw_on_device=True)
-        self.prompts = torch.randint(w.model.vocab, (w.running, w.context), generator=gen, device=self.device)
-        self.long_prompt = torch.randint(w.model.vocab, (w.long,), generator=gen, device=self.device)
-        self.clock = StepClock(self.device)
-
-    def start(self) -> tuple[DenseKVCache, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """A cache with the running requests prefilled (rows 0..running-1; the long one: the last row)."""
-        w = self.workload
-        cache = DenseKVCache(w.model, w.running + 1, max(w.context + w.steps, w.long), self.device,
-                             dtype_on(self.device))
-        self.clock = StepClock(self.device)
-        steps = [greedy_top(prefill(self.model, cache, list(self.prompts)), TOP)]
-        self.clock.tick()
-        return cache, steps
+    draw_on_device = True
 
     def run(self) -> tuple[torch.Tensor, ...]:
         w = self.workload
@@ -99,10 +63,7 @@ class WholePrefill(aisp.Benchmark):
             steps.append(greedy_top(decode(self.model, cache, steps[-1][0], positions, w.context + s), TOP))
             self.clock.tick()
             positions = positions + 1
-        return torch.stack([t for t, _ in steps], 1), torch.stack([v for _, v in steps], 1), *first
-
-    def metrics(self) -> dict[str, float]:
-        return self.clock.summary()
+        return self.outputs(steps, first)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -24,10 +24,11 @@ Run: python ch15/baseline_continuous_batching.py  |  aisp bench run -t ch15:cont
 from __future__ import annotations
 
 import torch
-from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload
 
 import aisp
 from aisp.kits.llm import DenseKVCache, StreamConfig, static_generate
+from aisp.kits.llm.serving import dtype_on, weight_bytes
 
 STREAM = StreamConfig(requests=32, prompt_mean=256, output_mean=24, spread=0.6, max_prompt=1024, max_output=128)
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import torch
 from ch15_disagg import DisaggBase, DisaggWorkload, Marks, share
-from ch15_serving import dtype_on, weight_bytes
 
 import aisp
 from aisp.kits.llm import ContinuousBatcher, DenseKVCache, Generated, StreamConfig
+from aisp.kits.llm.serving import dtype_on, weight_bytes
 
 STREAM = StreamConfig(requests=32, prompt_mean=3072, output_mean=16, spread=0.5, max_prompt=8192, max_output=64)
 

@@ -30,10 +30,11 @@ from typing import Protocol
 
 import torch
 from ch15_grammar import Grammar
-from ch15_serving import GPU_SIZED, MODEL, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, MODEL
 
 import aisp
 from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, decode, greedy_top, prefill
+from aisp.kits.llm.serving import dtype_on, weight_bytes
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import GPU_SIZED, MODEL, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, MODEL
 
 import aisp
 from aisp.kits.llm import TOP, LLMConfig, build_decoder, greedy_top
+from aisp.kits.llm.serving import dtype_on, weight_bytes
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,10 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload, dtype_on, weight_bytes
+from ch15_serving import GPU_SIZED, StreamBenchmark, StreamWorkload
 
 import aisp
 from aisp.kits.llm import ContinuousBatcher, DenseKVCache, StreamConfig
+from aisp.kits.llm.serving import dtype_on, weight_bytes
 
 STREAM = StreamConfig(requests=32, prompt_mean=512, output_mean=16, spread=0.6, max_prompt=2048, max_output=64)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch15_serving import GPU_SIZED, MODEL, dtype_on
+from ch15_serving import GPU_SIZED, MODEL
 
 import aisp
 from aisp.kits.llm import (
@@ -36,6 +36,7 @@ from aisp.kits.llm import (
     pages_for,
     prefill,
 )
+from aisp.kits.llm.serving import dtype_on
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,6 @@ logits within the bf16 tolerance.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -20,15 +19,6 @@ MODEL = LLMConfig(vocab=32000, dim=1024, layers=8, heads=16, kv_heads=4, ffn=281
 GPU_SIZED = aisp.Requirements(cuda=True)
 """The pairs are sized for an H100/H200 (seconds per call there, minutes on a CPU); their logic runs
 on a CPU at small sizes in tests/test_ch15_pairs.py."""
-
-
-def dtype_on(device: torch.device) -> torch.dtype:
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
-
-
-def weight_bytes(cfg: LLMConfig) -> float:
-    """Bytes of bf16 weights one decode step reads (the embedding only for its rows: excluded)."""
-    return 2.0 * (cfg.params() - cfg.vocab * cfg.dim)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,34 +53,3 @@ class StreamBenchmark(aisp.Benchmark):
                                      device=self.device)
         self.requests = [Request(r.rid, self.prompts[r.rid, :len(r.prompt)], r.output_len, r.arrival)
                          for r in stream]
-
-
-class StepClock:
-    """Times between decode steps without waiting for the GPU: a CUDA event per step (read after
-    the run), or the host clock on a CPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.marks: list = []
-
-    def tick(self) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(time.perf_counter())
-
-    def gaps_ms(self) -> list[float]:
-        if self.cuda:
-            torch.cuda.synchronize()
-            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:], strict=False)]
-        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:], strict=False)]
-
-    def summary(self) -> dict[str, float]:
-        """Largest, p99 and median gap between consecutive decode steps (ms)."""
-        gaps = torch.tensor(self.gaps_ms(), dtype=torch.float64)
-        if not gaps.numel():
-            return {}
-        return {"decode_gap_max_ms": float(gaps.max()), "decode_gap_p99_ms": float(gaps.quantile(0.99)),
-                "decode_gap_p50_ms": float(gaps.median())}

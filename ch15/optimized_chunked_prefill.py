@@ -54,7 +54,7 @@ class ChunkedPrefill(WholePrefill):
             steps.append(greedy_top(logits, TOP))
             self.clock.tick()
             positions = positions + 1
-        return torch.stack([t for t, _ in steps], 1), torch.stack([v for _, v in steps], 1), *first
+        return self.outputs(steps, first)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import torch
 from baseline_continuous_batching import StaticBatches
-from ch15_serving import dtype_on
 
 import aisp
 from aisp.kits.llm import ContinuousBatcher, DenseKVCache
+from aisp.kits.llm.serving import dtype_on
 
 
 class ContinuousBatches(StaticBatches):

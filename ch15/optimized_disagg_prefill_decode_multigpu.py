@@ -23,10 +23,10 @@ import torch
 import torch.distributed as dist
 from baseline_disagg_prefill_decode_multigpu import Colocated
 from ch15_disagg import Marks, pack_kv, prefill_groups, share, unpack_kv
-from ch15_serving import dtype_on
 
 import aisp
 from aisp.kits.llm import TOP, ContinuousBatcher, DenseKVCache, Generated, Request, greedy_top, prefill
+from aisp.kits.llm.serving import dtype_on
 
 PREFILL, DECODE = 0, 1
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import torch
 from baseline_kv_cache_reuse import Recompute
-from ch15_serving import dtype_on
 
 import aisp
 from aisp.kits.llm import DenseKVCache, Request, static_generate
+from aisp.kits.llm.serving import dtype_on
 
 
 class CachedDecode(Recompute):

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import torch
 from baseline_paged_kv_cache import ReservedCache
-from ch15_serving import dtype_on
 
 import aisp
 from aisp.kits.llm import ContinuousBatcher, PagedKVCache, PageLayout, PagePool, pages_for
+from aisp.kits.llm.serving import dtype_on
 
 
 class PagedCache(ReservedCache):

@@ -3,10 +3,10 @@
 Baseline (baseline_fp8_weight_decode.py): a graphed bf16 decode step of 8 tokens, bound by reading
 1.13 GB of bf16 weights.
 Optimized: at model load (setup) every linear layer (QKV, attention output, SwiGLU up/gate and
-down, LM head) is replaced by ``FP8Linear``: e4m3 weights with one fp32 scale per output channel
-(row amax -> 448), 0.57 GB in all. Its forward casts the 8 activation rows to fp16 and calls the
-kit's weight-only fp8 Triton kernel (``aisp.kits.fp8.fp8_linear``, from ch13:quantization): it
-streams the fp8 weights, widens two per instruction to fp16 in registers and multiplies on the
+down, LM head) is replaced by ``FP8Linear`` (``aisp.kits.fp8_layers``): e4m3 weights with one
+fp32 scale per output channel (row amax -> 448), 0.57 GB in all. Its forward casts the 8 activation
+rows to fp16 and calls the kit's weight-only fp8 Triton kernel (``aisp.kits.fp8.fp8_linear``, from
+ch13:quantization): it streams the fp8 weights, widens two per instruction to fp16 in registers and multiplies on the
 tensor cores, applying the channel scale in the epilogue; wide-K layers split K over ~256 CTAs
 (fp32 atomics). Norms, RoPE, attention and the cache stay bf16; the step is captured in a CUDA
 graph as in the baseline.
@@ -18,36 +18,10 @@ Run: python ch16/optimized_fp8_weight_decode.py  |  aisp bench run -t ch16:fp8_w
 
 from __future__ import annotations
 
-import torch
 from baseline_fp8_weight_decode import BF16Decode
-from torch import nn
 
 import aisp
-from aisp.kits.fp8 import fp8_linear, quantize_rows
-
-
-class FP8Linear(nn.Module):
-    """``linear``'s weight as e4m3 bits (uint8) and a scale per output channel."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        w8, scale = quantize_rows(linear.weight)
-        self.register_buffer("w8", w8)
-        self.register_buffer("scale", scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, x.shape[-1]).to(torch.float16).contiguous()
-        y = fp8_linear(rows, self.w8.view(torch.float8_e4m3fn), self.scale, False, x.dtype)
-        return y.view(*x.shape[:-1], -1)
-
-
-def to_fp8(module: nn.Module) -> None:
-    """Replaces every ``nn.Linear`` under ``module`` by an :class:`FP8Linear` (the bf16 weights are freed)."""
-    for name, child in module.named_children():
-        if isinstance(child, nn.Linear):
-            setattr(module, name, FP8Linear(child))
-        else:
-            to_fp8(child)
+from aisp.kits.fp8_layers import to_fp8
 
 
 class FP8WeightDecode(BF16Decode):

@@ -28,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch17_serving import GPU_SIZED, WIDE, dtype_on, weight_bytes
+from ch17_serving import GPU_SIZED, WIDE
 
 import aisp
 from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, greedy_top, prefill
+from aisp.kits.llm.serving import dtype_on, weight_bytes
 
 
 @dataclass(frozen=True, kw_only=True)

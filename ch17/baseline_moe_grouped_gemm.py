@@ -5,7 +5,7 @@ Baseline: an MoE FFN over a 16,384-token prefill batch (width 2,048; 64 SwiGLU e
 same way (one router GEMM, top-8, softmax over the 8 logits). Then, as most first MoE layers are
 written: for each expert, ``(ids == e).nonzero()`` finds its tokens (a boolean mask over all
 assignments and a device-to-host sync to size the result), the tokens are gathered, two GEMMs and
-the SwiGLU run, and the gated outputs are added into the result with ``index_add_``. 64 syncs stall
+the SwiGLU run, and the gated outputs are added into the result with ``index_add_`` (``aisp.kits.moe.masked_moe``). 64 syncs stall
 the launch queue 64 times; each expert's ~2,048 x 2,048 x 2,048 GEMM is too short to hide the gap.
 Optimized (optimized_moe_grouped_gemm.py): sort the assignments by expert once and run all experts
 as two grouped GEMMs over the sorted tokens (``torch._grouped_mm`` with per-expert row offsets held
@@ -24,38 +24,15 @@ Run: python ch17/baseline_moe_grouped_gemm.py  |  aisp bench run -t ch17:moe_gro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-from ch17_moe import dtype_on, expert_weights, route, swiglu
 
 import aisp
-
-
-@dataclass(frozen=True, kw_only=True)
-class MoEWorkload(aisp.Workload):
-    tokens: int = 16384
-    dim: int = 2048
-    ffn: int = 1024
-    """Each expert's SwiGLU width."""
-    experts: int = 64
-    top_k: int = 8
-
+from aisp.kits.moe import MoEWorkload, masked_moe, moe_inputs, moe_workload
 
 GPU_SIZED = aisp.Requirements(cuda=True)
 """Sized for an H100/H200; tests/test_ch17_pairs.py runs the same code at tiny sizes on a CPU."""
-
-
-def moe_workload(requires: aisp.Requirements = GPU_SIZED, **kw: object) -> MoEWorkload:
-    w = MoEWorkload(**kw)
-    assignments = w.tokens * w.top_k
-    flops = 2.0 * w.tokens * w.dim * w.experts + 6.0 * assignments * w.dim * w.ffn
-    weights = 2.0 * w.experts * 3 * w.dim * w.ffn
-    return MoEWorkload(**kw, flops=flops, bytes=weights + 2.0 * w.tokens * w.dim * 3, items=w.tokens,
-                       item_unit="tokens", precision="bf16", requires=requires)
-
-
-WORKLOAD = moe_workload()
+WORKLOAD = moe_workload(GPU_SIZED, 3)
+"""Bytes: the expert weights and three passes over the bf16 (tokens, dim) activations."""
 
 
 class MaskedExpertLoop(aisp.Benchmark):
@@ -65,21 +42,10 @@ class MaskedExpertLoop(aisp.Benchmark):
     inputs = ("x",)
 
     def setup(self) -> None:
-        w, gen, dtype = self.workload, self.generator(), dtype_on(self.device)
-        self.x = torch.randn(w.tokens, w.dim, generator=gen, device=self.device).to(dtype)
-        self.w_router = (torch.randn(w.dim, w.experts, generator=gen, device=self.device) / w.dim ** 0.5).to(dtype)
-        self.w_gate_up, self.w_down = expert_weights(w.experts, w.dim, w.ffn, gen, self.device, dtype)
+        self.x, self.w_router, self.w_gate_up, self.w_down = moe_inputs(self.workload, self.generator(), self.device)
 
     def run(self) -> torch.Tensor:
-        ids, gates = route(self.x, self.w_router, self.workload.top_k)
-        out = torch.zeros(self.x.shape, device=self.device)
-        for e in range(self.workload.experts):
-            token, slot = (ids == e).nonzero(as_tuple=True)  # host sync: the result's size
-            if token.numel() == 0:
-                continue
-            y = swiglu(self.x[token] @ self.w_gate_up[e]) @ self.w_down[e]
-            out.index_add_(0, token, y.float() * gates[token, slot, None])
-        return out.to(self.x.dtype)
+        return masked_moe(self.x, self.w_router, self.w_gate_up, self.w_down, self.workload.top_k)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -28,67 +28,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ch17_serving import GPU_SIZED, MODEL, StepClock, dtype_on, weight_bytes
+from ch17_serving import GPU_SIZED
 
 import aisp
-from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, decode, greedy_top, prefill
+from aisp.kits.llm import TOP, DenseKVCache, decode, greedy_top
+from aisp.kits.llm.serving import LongPromptArrival, LongPromptWorkload
 
 
 @dataclass(frozen=True, kw_only=True)
-class PriorityWorkload(aisp.Workload):
-    model: LLMConfig = MODEL
-    running: int = 16
-    """Requests decoding when the long prompt arrives."""
-    context: int = 1024
-    """Prompt tokens of each running request."""
-    steps: int = 32
-    """Tokens each running request generates (the first from its prefill)."""
-    long: int = 32768
-    """Prompt tokens of the arriving request."""
-    arrive: int = 4
-    """Decode step before which the long prompt arrives."""
-    chunk: int = 2048
-    """Prefill chunk of the chunked variants (tokens)."""
+class PriorityWorkload(LongPromptWorkload):
+    """Chapter 15's decoder; the long prompt arrives before the 4th of 32 decode steps."""
 
 
 def priority_workload(**kw: object) -> PriorityWorkload:
-    w = PriorityWorkload(**kw)
-    assert w.long % w.chunk == 0 and w.arrive + w.long // w.chunk <= w.steps
-    m = w.model
-    flops = (m.forward_flops(w.running * w.context, w.context / 2) + m.forward_flops(w.long, w.long / 2)
-             + m.forward_flops(w.running * (w.steps - 1), w.context + w.steps / 2))
-    return PriorityWorkload(**kw, flops=flops, bytes=(w.steps - 1) * weight_bytes(m), items=w.running * w.steps,
-                            item_unit="tokens", precision="bf16", headline="metric:decode_gap_p99_ms",
-                            requires=GPU_SIZED)
+    return PriorityWorkload(**kw, **PriorityWorkload(**kw).accounting(), requires=GPU_SIZED)
 
 
 WORKLOAD = priority_workload()
 
 
-class SharedStream(aisp.Benchmark):
+class SharedStream(LongPromptArrival):
     """Returns the running requests' tokens (running, steps) and top logits (running, steps, TOP),
     and the long request's first token and top logits."""
 
     workload: PriorityWorkload = WORKLOAD
-    inputs = ("prompts", "long_prompt")
 
     def setup(self) -> None:
-        w, gen = self.workload, self.generator()
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
-        self.prompts = torch.randint(w.model.vocab, (w.running, w.context), generator=gen, device=self.device)
-        self.long_prompt = torch.randint(w.model.vocab, (w.long,), generator=gen, device=self.device)
-        self.long_row = torch.full((1,), w.running, device=self.device)  # the long request's cache row
-        self.clock = StepClock(self.device)
-
-    def start(self) -> tuple[DenseKVCache, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """A cache with the running requests prefilled (rows 0..running-1) and their first tokens."""
-        w = self.workload
-        cache = DenseKVCache(w.model, w.running + 1, max(w.context + w.steps, w.long), self.device,
-                             dtype_on(self.device))
-        self.clock = StepClock(self.device)
-        steps = [greedy_top(prefill(self.model, cache, list(self.prompts)), TOP)]
-        self.clock.tick()
-        return cache, steps
+        super().setup()
+        self.long_row = torch.full((1,), self.workload.running, device=self.device)  # the long request's cache row
 
     def prefill_long(self, cache: DenseKVCache, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Prefill tokens start..end of the long prompt into its cache row (attending to the earlier
@@ -111,10 +78,7 @@ class SharedStream(aisp.Benchmark):
                 first = self.prefill_long(cache, 0, w.long)
             self.decode_step(cache, steps, positions, s)
             positions = positions + 1
-        return torch.stack([t for t, _ in steps], 1), torch.stack([v for _, v in steps], 1), *first
-
-    def metrics(self) -> dict[str, float]:
-        return self.clock.summary()
+        return self.outputs(steps, first)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -1,7 +1,7 @@
 """Expert parallelism over ranks for ``topology_aware_moe_multigpu``: each rank holds E / world experts
 and its own tokens; a call routes the tokens, sends each (token, expert) assignment to the expert's
 rank (``all_to_all_single``; counts first, so the sizes are known), runs the local experts
-(ch17_moe.expert_ffn over the received rows sorted by expert), sends the outputs back the same way
+(aisp.kits.moe.expert_ffn over the received rows sorted by expert), sends the outputs back the same way
 and combines them with the gates. Both variants run this code; only ``owner`` differs: which rank
 holds which expert.
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from ch17_moe import dtype_on, expert_ffn, expert_weights, route, sort_by_expert
 
 import aisp
+from aisp.kits.moe import dtype_on, expert_ffn, expert_weights, route, sort_by_expert
 from aisp.kits.multirank import world_and_rank
 
 TWO_RANKS = aisp.Requirements(cuda=True, ranks=2)

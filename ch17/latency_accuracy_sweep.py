@@ -26,11 +26,12 @@ from pathlib import Path
 
 import torch
 from ch17_pareto import Point, pareto, plot, table
-from ch17_serving import MODEL, dtype_on
+from ch17_serving import MODEL
 from rich.console import Console
 
 from aisp.harness.timing import time_call
 from aisp.kits.llm import Decoder, LLMConfig, build_decoder
+from aisp.kits.llm.serving import dtype_on
 
 TINY = LLMConfig(vocab=256, dim=64, layers=4, heads=4, kv_heads=2, ffn=128)
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import torch
 from baseline_moe_grouped_gemm import MaskedExpertLoop
-from ch17_moe import expert_ffn, route, sort_by_expert
 
 import aisp
+from aisp.kits.moe import expert_ffn, route, sort_by_expert
 
 
 class GroupedExperts(MaskedExpertLoop):

@@ -63,7 +63,7 @@ class PriorityStreams(SharedStream):
         if caller is not None:
             caller.wait_stream(self.decode_stream)
             caller.wait_stream(self.prefill_stream)
-        return torch.stack([t for t, _ in steps], 1), torch.stack([v for _, v in steps], 1), *first
+        return self.outputs(steps, first)
 
 
 def get_benchmark() -> aisp.Benchmark:

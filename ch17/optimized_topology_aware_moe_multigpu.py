@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 from baseline_topology_aware_moe_multigpu import WORKLOAD
 from ch17_ep import ExpertParallel, planned_owner
-from ch17_moe import route
 
 import aisp
+from aisp.kits.moe import route
 
 CALIBRATION = 4096
 """Tokens each rank routes at setup to count where its traffic goes."""

@@ -5,7 +5,7 @@ SwiGLU experts of width 1,024; top-8, so 131,072 token-expert assignments, ~2,04
 Both sides route the same way (one router GEMM, one top-8, softmax over the 8 logits). Then, as a
 first MoE layer is written: for each expert, ``(ids == e).nonzero()`` finds its tokens (a mask over
 all assignments and a device-to-host sync to size the result), the tokens are gathered, two GEMMs
-and the SwiGLU run, and the gated outputs are added into an fp32 result with ``index_add_``.
+and the SwiGLU run, and the gated outputs are added into an fp32 result with ``index_add_`` (``aisp.kits.moe.masked_moe``).
 64 syncs drain the launch queue 64 times; each expert's ~2,048 x 2,048 x 2,048 GEMM is a single
 short wave of tiles.
 Optimized, cumulatively (each file's header names the chapter the technique comes from):
@@ -24,11 +24,12 @@ Run: python ch20/baseline_moe_layer_e2e.py  |  aisp bench run -t ch20:moe_layer_
 from __future__ import annotations
 
 import torch
-from ch20_moe import MoEWorkload, dtype_on, expert_weights, moe_workload, route, swiglu
+from ch20_moe import case_workload
 
 import aisp
+from aisp.kits.moe import MoEWorkload, masked_moe, moe_inputs
 
-WORKLOAD = moe_workload(aisp.Requirements(cuda=True))
+WORKLOAD = case_workload(aisp.Requirements(cuda=True))
 """Sized for an H100/H200; tests/test_ch20_cases.py runs the same code at tiny sizes on a CPU."""
 
 
@@ -39,25 +40,14 @@ class MaskedExpertLoop(aisp.Benchmark):
     inputs = ("x",)
 
     def setup(self) -> None:
-        w, gen, dtype = self.workload, self.generator(), dtype_on(self.device)
-        self.x = torch.randn(w.tokens, w.dim, generator=gen, device=self.device).to(dtype)
-        self.w_router = (torch.randn(w.dim, w.experts, generator=gen, device=self.device) / w.dim ** 0.5).to(dtype)
-        self.w_gate_up, self.w_down = expert_weights(w.experts, w.dim, w.ffn, gen, self.device, dtype)
+        self.x, self.w_router, self.w_gate_up, self.w_down = moe_inputs(self.workload, self.generator(), self.device)
         self.prepare()
 
     def prepare(self) -> None:
         """Model-load work a stage does once (none in this path; a hook for a stage that converts weights)."""
 
     def run(self) -> torch.Tensor:
-        ids, gates = route(self.x, self.w_router, self.workload.top_k)
-        out = torch.zeros(self.x.shape, device=self.device)
-        for e in range(self.workload.experts):
-            token, slot = (ids == e).nonzero(as_tuple=True)  # host sync: the result's size
-            if token.numel() == 0:
-                continue
-            y = swiglu(self.x[token] @ self.w_gate_up[e]) @ self.w_down[e]
-            out.index_add_(0, token, y.float() * gates[token, slot, None])
-        return out.to(self.x.dtype)
+        return masked_moe(self.x, self.w_router, self.w_gate_up, self.w_down, self.workload.top_k)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -5,7 +5,7 @@ Baseline (baseline_llm_inference_e2e.py): recompute decode. Stages 1-2 added a K
 CUDA-graphed decode step over static batches; a graphed step of 8 rows is bound by reading
 1.68 GB of bf16 weights (each weight byte feeds 8 FLOPs, far below the bf16 ridge).
 Optimized: stage 2 with every linear layer (QKV, attention output, SwiGLU, LM head) stored at
-model load as e4m3 with one fp32 scale per output channel (0.84 GB). A decode step (at most 16
+model load as e4m3 with one fp32 scale per output channel (0.84 GB; ``aisp.kits.fp8_layers``). A decode step (at most 16
 rows) runs the kit's weight-only fp8 Triton kernel: it streams the fp8 weights, widens them to fp16
 in registers and multiplies on the tensor cores, scale in the epilogue; half the bytes per step.
 A prefill (hundreds of rows, compute-bound; 3 per call) widens each weight to bf16 in one pass
@@ -19,57 +19,15 @@ Run: python ch20/optimized_llm_inference_e2e_s3_fp8_weights.py  |  aisp bench ru
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
 from optimized_llm_inference_e2e_s2_cuda_graph import GraphedStaticDecode
-from torch import nn
 
 import aisp
-
-DECODE_ROWS = 16
-"""Most rows the weight-only fp8 kernel takes (one mma row block)."""
-
-
-class FP8Linear(nn.Module):
-    """``linear``'s weight as e4m3 bits (uint8) and a scale per output channel."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        from aisp.kits.fp8 import quantize_rows
-
-        super().__init__()
-        w8, scale = quantize_rows(linear.weight)
-        self.register_buffer("w8", w8)
-        self.register_buffer("scale", scale)
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The e4m3 bits (the kit's loops read ``head.weight.device``)."""
-        return self.w8
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, x.shape[-1])
-        if x.is_cuda and len(rows) <= DECODE_ROWS:
-            from aisp.kits.fp8 import fp8_linear
-
-            y = fp8_linear(rows.to(torch.float16).contiguous(), self.w8.view(torch.float8_e4m3fn), self.scale,
-                           False, x.dtype)
-        else:  # prefill (or a CPU): the weights widened in one pass, one GEMM, the scale on its output
-            y = F.linear(rows, self.w8.view(torch.float8_e4m3fn).to(x.dtype)) * self.scale.to(x.dtype)
-        return y.view(*x.shape[:-1], -1)
-
-
-def to_fp8(module: nn.Module) -> None:
-    """Replaces every ``nn.Linear`` under ``module`` by an :class:`FP8Linear` (the bf16 weights are freed)."""
-    for name, child in module.named_children():
-        if isinstance(child, nn.Linear):
-            setattr(module, name, FP8Linear(child))
-        else:
-            to_fp8(child)
+from aisp.kits.fp8_layers import to_fp8
 
 
 class FP8StaticDecode(GraphedStaticDecode):
     def convert(self) -> None:
-        to_fp8(self.model)
+        to_fp8(self.model, widen_prefill=True)
 
 
 def get_benchmark() -> aisp.Benchmark:

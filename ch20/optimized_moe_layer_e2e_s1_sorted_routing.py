@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import torch
 from baseline_moe_layer_e2e import MaskedExpertLoop
-from ch20_moe import combine, route, sort_by_expert, swiglu
+from ch20_moe import combine
 
 import aisp
+from aisp.kits.moe import route, sort_by_expert, swiglu
 
 
 class SortedExpertLoop(MaskedExpertLoop):
     def run(self) -> torch.Tensor:
         w = self.workload
         ids, gates = route(self.x, self.w_router, w.top_k)
-        order, counts = sort_by_expert(ids, w.experts)
+        order, counts = sort_by_expert(ids, w.experts, count_on_device=True)
         xs = self.x[order // w.top_k]
         return combine(self.experts(xs, ids.reshape(-1)[order], counts), order, gates)
 

@@ -17,19 +17,15 @@ Run: python ch20/optimized_moe_layer_e2e_s2_grouped_gemm.py  |  aisp bench run -
 from __future__ import annotations
 
 import torch
-from ch20_moe import HAS_GROUPED_MM, padded_ffn, swiglu
 from optimized_moe_layer_e2e_s1_sorted_routing import SortedExpertLoop
 
 import aisp
+from aisp.kits.moe import expert_ffn
 
 
 class GroupedExperts(SortedExpertLoop):
     def experts(self, xs: torch.Tensor, sorted_ids: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        if not HAS_GROUPED_MM:
-            return padded_ffn(xs, sorted_ids, counts, self.w_gate_up, self.w_down)
-        offs = counts.cumsum(0).to(torch.int32)
-        h = torch._grouped_mm(xs, self.w_gate_up, offs=offs)
-        return torch._grouped_mm(swiglu(h), self.w_down, offs=offs)
+        return expert_ffn(xs, sorted_ids, counts, self.w_gate_up, self.w_down)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -15,6 +15,7 @@ from conftest import REPO, variant_modules
 from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
+from aisp.kits import moe
 
 CH17 = Path(__file__).resolve().parents[1] / "ch17"
 ONE_GPU = [(b, o) for b, o in variant_modules(CH17) if not b.endswith("_multigpu")]
@@ -48,7 +49,6 @@ def test_variant_verifies_at_full_size(baseline: str, optimized: str) -> None:
 
 
 def test_grouped_mm_is_there_and_matches_padded_bmm() -> None:
-    moe = load("ch17_moe")
     assert moe.HAS_GROUPED_MM, f"torch {torch.__version__} lacks _grouped_mm: the pair falls back to padded bmm"
     w = load("baseline_moe_grouped_gemm").WORKLOAD
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -22,6 +22,7 @@ import aisp
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.discovery import pairs_in
 from aisp.harness.loader import import_module_at
+from aisp.kits import moe
 from aisp.kits.llm import LLMConfig
 
 CH17 = Path(__file__).resolve().parents[1] / "ch17"
@@ -111,7 +112,6 @@ def test_grouped_experts_never_wait_for_the_device(monkeypatch: pytest.MonkeyPat
 
 
 def test_padded_bmm_path_equals_the_grouped_gemm() -> None:
-    moe = load("ch17_moe")
     gen = torch.Generator().manual_seed(3)
     ids = torch.randint(6, (40, 2), generator=gen)
     order, counts = moe.sort_by_expert(ids, 6)
