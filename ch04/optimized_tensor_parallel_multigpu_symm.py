@@ -35,12 +35,14 @@ class FusedSymmetricTensorParallel(BlockingTensorParallel):
             self.group_name = dist.group.WORLD.group_name
             symm_mem.enable_symm_mem_for_group(self.group_name)
 
-    def run(self) -> torch.Tensor:
-        if not self.fused:
-            return super().run()
+    def fused_block(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's tokens' block output: fused all-gather-matmul, GELU, fused matmul-reduce-scatter."""
         ops = torch.ops.symm_mem
-        _, (hidden,) = ops.fused_all_gather_matmul(self.x, [self.w1], 0, self.group_name, return_A=False)
+        _, (hidden,) = ops.fused_all_gather_matmul(x, [self.w1], 0, self.group_name, return_A=False)
         return ops.fused_matmul_reduce_scatter(F.gelu(hidden, approximate="tanh"), self.w2, "sum", 0, self.group_name)
+
+    def run(self) -> torch.Tensor:
+        return self.fused_block(self.x) if self.fused else super().run()
 
 
 def get_benchmark() -> aisp.Benchmark:
