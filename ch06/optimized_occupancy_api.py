@@ -8,10 +8,11 @@ Optimized: ``cudaOccupancyMaxPotentialBlockSize(&grid, &block, dequantize)`` onc
 registers (32), its shared memory and the SM's limits and returns 1,024 threads per block, 2 per
 SM (100% occupancy), and the grid that fills every SM once (264 blocks on 132 SMs): 2.7x the
 warps in flight and 16x fewer codebook copies. Same bytes, same answer.
-Expect: measured on an H200 (2026-11-23): 0.131 ms, 3,067 GB/s (73% of the HBM copy ceiling), 2.16x
-[2.13, 2.18], with this scalar kernel (one 2-byte code load, LDG.E.U16, one 4-byte store per element).
-A version reading 8 codes per 128-bit load and writing two float4s measured 0.194 ms, 2.08 TB/s (49%),
-1.39x (H200, 2026-11-26): slower, so it was reverted; why is not yet profiled.
+Expect (measured, H200, 2026-11-27): 0.7581 -> 0.4845 ms for 2^28 codes (1.61 GB), 1.56x (median
+ratio), 3.32 TB/s, 79.2% of the HBM copy ceiling, with this scalar kernel (one 2-byte code load,
+LDG.E.U16, one 4-byte store per element); the ILP variant won (0.4356 ms, 88.0%, 1.74x [1.69, 1.78]).
+At the old 2^26 codes: 0.2966 -> 0.1341 ms, 71.5% (same run); 0.283 -> 0.131 ms, 2.16x, 73%
+(2026-11-23). An 8-code 128-bit-load kernel measured 0.194 ms, 49% (2026-11-26): slower, reverted.
 Run: python ch06/optimized_occupancy_api.py  |  aisp bench run -t ch06:occupancy_api
 """
 

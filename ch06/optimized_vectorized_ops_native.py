@@ -1,19 +1,20 @@
 """Optimized vectorized ops, native variant (CUDA C++): the broadcast addcmul as one kernel of ours.
 
 Baseline (baseline_vectorized_ops.py): 2,048 ``torch.addcmul`` calls, one per row of a 2,048 x
-32,768 fp32 matrix: 2,048 launches of 128 KiB of work each, bound by the host.
+131,072 fp32 matrix: 2,048 launches of 512 KiB of work each, bound by the host.
 Optimized: one launch of ``affine_rows`` (vectorized_ops.cu) over the whole matrix. The broadcast
 lives in the grid: each thread owns 4 columns, reads their ``scale`` and ``bias`` once as float4s
 into registers, and walks its row group 2 rows per step, both 128-bit loads issued before the
 math (LDG.E.128 / STG.E.128, 32 B in flight per thread, 8 blocks of 256 per SM, grid from the
-occupancy API x SMs). PyTorch's broadcast addcmul (optimized_vectorized_ops.py) measured 57% of the
+occupancy API x SMs). PyTorch's broadcast addcmul (optimized_vectorized_ops.py) measured 64% of the
 HBM copy ceiling: with ``scale`` and ``bias`` at stride 0 over rows its elementwise loop takes the
 non-vectorized path (4-byte accesses, offsets from the strides per element).
 Same answer: each element is ``fmaf(x, scale, bias)``, one rounding, as PyTorch's CUDA addcmul
 computes it for value = 1 (std::fma); tests/test_ch06_gpu.py checks it bitwise against torch.addcmul.
-Expect: estimated, not yet measured: ~0.14-0.16 ms for 512 MiB, 3.4-3.8 TB/s, 80-90% of the
-4.2 TB/s HBM copy ceiling (vector_add's float4 grid-stride kernel measured 90.8% at 1.5 GiB and
-77% at 384 MiB, on an H200); ~140x over the baseline's 21.63 ms (measured, H200, 2026-11-26).
+Expect (measured, H200, 2026-11-27): 19.63 -> 0.6203 ms for 2 GiB, 32.33x [30.39, 34.39], 3.46 TB/s,
+82.5% of the 4.2 TB/s HBM copy ceiling: the pair's best, 1.30x PyTorch's 0.8036 ms (63.7%). At the old
+512 MiB it reached 0.1783 ms, only 71.7% (same run). Before that run this line read
+"estimated, not yet measured: 80-90% of HBM copy" (vector_add's float4 kernel: 90.8% at 1.5 GiB).
 Needs a GPU: skips on a CPU, where optimized_vectorized_ops.py runs.
 Run: python ch06/optimized_vectorized_ops_native.py  |  aisp bench run -t ch06:vectorized_ops
 """

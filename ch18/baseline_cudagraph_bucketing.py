@@ -12,9 +12,9 @@ capture and an instantiation (~3 eager steps of host work, ~250 kernels each). O
 engine's first 64 steps from a cold start (a new replica, a redeploy): 21 captures and 64 replays.
 Optimized (optimized_cudagraph_bucketing.py): graphs for the batch buckets 1, 2, 4, .., 32 captured
 at engine start; each step pads its rows to the next bucket and replays: 6 captures, no stall.
-Expect (measured, H200, 2026-11-26): 196.6 ms -> 90.43 ms, 2.20x [2.03, 2.39] (estimated ~150-200 ->
-~70-90 ms, ~2-2.5x); captures 21 -> 6, padding 0 -> 0.11; the cold start is launch- and capture-bound
-(4.7% of the memory bound for the optimized). Only the cold start differs: once a lazy engine has seen
+Expect (measured, H200, 2026-11-27): 185.1 ms -> 87.56 ms, 2.14x [1.85, 2.46] (2026-11-26: 196.6 ->
+90.43 ms, 2.20x; estimated ~2-2.5x); captures 21 -> 6, padding 0 -> 0.11; the cold start is launch- and
+capture-bound (4.8% of the memory bound for the optimized). Only the cold start differs: once a lazy engine has seen
 every size, its exact-size replays are no slower than padded ones (the README says when each wins).
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); top logits at the bf16
 defaults (a padded batch runs other GEMM shapes).

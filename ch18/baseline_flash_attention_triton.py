@@ -10,10 +10,10 @@ Optimized (optimized_flash_attention_triton.py): our FlashAttention-2-style Trit
 (ch18_attention.py): one pass, S and P stay on chip, only the causal half of the key blocks is
 visited; reads Q, K, V and writes O (537 MB). Two more variants run PyTorch's SDPA on the same
 inputs: its flash backend (``_sdpa``, FlashAttention-2) and cuDNN's (``_cudnn``).
-Expect (measured, H200, 2026-11-26): 16.30 ms -> 1.467 ms (our Triton kernel), 11.2x [10.9, 11.5]
-(estimated ~8-10 -> ~1.2-1.6 ms, 5-9x); 374.8 TFLOP/s, 47.8% of the 783 TFLOP/s bf16 peak. cuDNN's SDPA
-won: 1.061 ms, 15.5x [15.1, 15.9], 66.2%; SDPA's flash backend 1.766 ms, 9.23x, 39.8%. The baseline ran
-at 33.7 TFLOP/s (4.3%). The workload's FLOPs are the causal pairs' (4 x head_dim per (query, key) pair,
+Expect (measured, H200, 2026-11-27): 16.40 ms -> 1.398 ms (our Triton kernel), 11.7x (estimated
+~8-10 -> ~1.2-1.6 ms, 5-9x); 393.5 TFLOP/s, 50% of the 783 TFLOP/s bf16 peak. cuDNN's SDPA won:
+1.025 ms, 16.09x [15.65, 16.55], 536.5 TFLOP/s, 69%; SDPA's flash backend 1.754 ms, 9.35x, 313.5
+TFLOP/s, 40%. The baseline ran at 33.5 TFLOP/s (4.3%). (2026-11-26: Triton 1.467 ms, cuDNN 1.061 ms.) The workload's FLOPs are the causal pairs' (4 x head_dim per (query, key) pair,
 keys at or before the query), so every variant's TFLOP/s is its share of the tensor-core peak; its bytes
 are the flash floor (Q, K, V, O).
 Tolerance: bf16 rtol, atol 0.03 (absolute), rel L2 default. The baseline rounds the scores to bf16

@@ -11,8 +11,9 @@ rules out the flash kernel; the memory-efficient kernel scores every 128 x 128 t
 Optimized (optimized_flex_document_mask.py): the same rule as a FlexAttention ``mask_mod``; a
 ``BlockMask`` built per call lists the tiles with a visible pair, and the compiled kernel visits only
 those (the diagonal tiles of each document).
-Expect (measured, H200, 2026-11-26): 8.441 ms -> 1.452 ms, 6.00x [5.71, 6.31] (estimated ~6-8 -> ~0.6-1
-ms, ~6-10x); 93.8 TFLOP/s, 12.0% of the bf16 tensor-core peak (estimated 30-45%: short of it). The
+Expect (measured, H200, 2026-11-27): 8.394 ms -> 1.109 ms, 7.53x [7.12, 7.96] (estimated ~6-8 -> ~0.6-1
+ms, ~6-10x); 122.8 TFLOP/s, 15.7% of the bf16 tensor-core peak (estimated 30-45%: short of it), its
+BlockMask built per call by tensor ops (2026-11-26, compiled create_block_mask: 1.452 ms, 6.00x, 12.0%). The
 workload's FLOPs are the visible pairs' only (4 x dim per pair), so the optimized TFLOP/s is its share
 of the peak; tiles cut by document edges are partly masked work and the block mask is built in the call.
 Tolerance: bf16 rtol, atol 8e-3 (one bf16 step at magnitude 1): both kernels round the softmax

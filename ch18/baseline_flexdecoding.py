@@ -10,10 +10,10 @@ and calls ``F.scaled_dot_product_attention``: the memory-efficient kernel reads 
 values of every row and masks all but <= 4,096 of them.
 Optimized (optimized_flexdecoding.py): FlexAttention with a per-row ``BlockMask`` listing the <= 33
 key blocks of each row's window; ``_graph`` also captures the step in a CUDA graph.
-Expect (measured, H200, 2026-11-26): 1.598 ms -> 0.5825 ms, 2.72x [2.67, 2.77] (estimated ~1.5-2 ->
-~0.2-0.3 ms, ~6-8x: short of it); 922.5 GB/s, 21.8% of HBM on the window's bytes. The ``_graph`` variant
-failed verification in that run (it wrote its ``out`` buffer undeclared); it now declares it scratch and
-is not re-measured. The workload's bytes are the window's keys and values (0.54 GB) plus q and the
+Expect (measured, H200, 2026-11-27): 1.606 ms -> 0.2362 ms with the ``_graph`` variant, 6.81x [6.70,
+6.93], 2.27 TB/s, 54.2% of HBM on the window's bytes (estimated ~0.2-0.3 ms, ~6-8x); the eager flex step
+0.5819 ms, 2.76x, 22.0%. The ``_graph`` variant's first run (2026-11-26) failed verification (its
+``out`` buffer undeclared); it now declares it scratch. The workload's bytes are the window's keys and values (0.54 GB) plus q and the
 output: ~0.13 ms at HBM speed.
 Tolerance: bf16 defaults (the same keys, values and softmax; different kernels and tilings).
 Run: python ch18/baseline_flexdecoding.py  |  aisp bench run -t ch18:flexdecoding

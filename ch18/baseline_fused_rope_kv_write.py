@@ -10,9 +10,9 @@ two ``index_put_``). ~20 launches for ~52 MB of HBM traffic (the 50 MB of weight
 rotated queries and read back the keys and values they wrote (two gathers each, the same on both).
 Optimized (optimized_fused_rope_kv_write.py): one GEMM over the concatenated weight and one Triton
 kernel that rotates Q and K and stores Q, K and V where they go.
-Expect (measured, H200, 2026-11-26): 0.5228 ms -> 0.1988 ms, 2.62x [2.02, 3.42] (estimated ~0.11-0.14 ->
-~0.035-0.05 ms, 2.5-3.5x; both sides took ~4x longer than estimated, with noisy samples, cv 0.23 and
-0.34); 259.7 GB/s, 6.2% of HBM: launch-bound. The workload's bytes are the weights, activations and the
+Expect (measured, H200, 2026-11-27): 0.4564 ms -> 0.1666 ms, 2.84x [2.69, 3.00] (estimated ~0.11-0.14 ->
+~0.035-0.05 ms, 2.5-3.5x; both sides ~4x slower than estimated, noisy: p90 0.62 and 0.20 ms); 0.31
+TB/s, 7.4% of HBM: launch-bound (2026-11-26: 0.5228 -> 0.1988 ms, 2.62x). The workload's bytes are the weights, activations and the
 written K/V; the ceiling here is launches, then HBM.
 Tolerance: bf16 defaults. The kit's ``rotate_`` rounds to bf16 twice (x * cos, then + swapped *
 sin), the kernel once from fp32; the GEMMs may pick other kernels for the concatenated weight:

@@ -8,8 +8,8 @@ it were multi-head attention. The repeat reads the cache once and writes 4 copie
 attention reads the copies: ~9.7 GB of HBM traffic for 1.07 GB of information.
 Optimized: SDPA with ``enable_gqa=True`` (optimized_gqa_no_repeat.py), or the 4 query heads of each
 K/V head folded into 4 query rows (optimized_gqa_no_repeat_fold.py): the cache is read once.
-Expect (measured, H200, 2026-11-26): 5.401 ms -> 0.3377 ms, 16.0x [15.4, 16.7] (estimated ~2.5-3 ->
-~0.3-0.4 ms, ~7-9x); 3,180 GB/s, 75.3% of HBM (``_fold``: 0.3664 ms, 14.8x, 69.4%). The workload's bytes
+Expect (measured, H200, 2026-11-27): 5.357 ms -> 0.2835 ms, 18.31x [16.45, 20.38] (estimated ~2.5-3 ->
+~0.3-0.4 ms, ~7-9x); 3.79 TB/s, 90.2% of HBM (``_fold``: 0.2971 ms, 18.0x, 86.1%). 2026-11-26: 16.0x, 75%. The workload's bytes
 are the cache read once (plus q and the output), so the optimized share of HBM bandwidth is its roofline
 figure.
 Tolerance: bf16 defaults (same kernel family, same keys and values; only the head grouping differs).

@@ -9,8 +9,8 @@ the equations (as Hugging Face's first DeepSeek-V2 code did): up-project the who
 the shared RoPE key to every head's key (1.6 GB), then SDPA over 16 heads of 192/128 dims.
 Optimized (optimized_mla_absorption.py): absorb ``W_UK`` into the query and ``W_UV`` into the
 output; attend in the latent space over the cache as stored (16 heads sharing one 576-wide "head").
-Expect (measured, H200, 2026-11-26): 5.813 ms -> 0.4104 ms, 14.3x [13.3, 15.5] (estimated ~3-3.5 ->
-~0.15-0.2 ms, ~15-25x); 797 GB/s, 18.9% of HBM on the floor. The workload's bytes are the latent cache
+Expect (measured, H200, 2026-11-27): 5.769 ms -> 0.4153 ms, 13.40x [12.50, 14.36] (estimated ~3-3.5 ->
+~0.15-0.2 ms, ~15-25x); 0.79 TB/s, 18.8% of HBM on the floor (2026-11-26: 14.3x, 18.9%). The workload's bytes are the latent cache
 and the layer's weights read once (0.33 GB): ~0.08 ms at HBM speed.
 Tolerance: bf16 defaults. The two orders round differently (bf16 keys vs a bf16 latent query, bf16
 scores): on a CPU in bf16 (8 x 1,024 tokens) they differed by 0.55% in relative L2 (limit 2%).

@@ -12,8 +12,8 @@ reads them a third time, masking each row's keys past its length. ~5.4 GB of HBM
 GB of live keys and values.
 Optimized (optimized_paged_attention_decode.py): a Triton kernel that reads the pages where they
 are, through the block table, only up to each row's length: 0.60 GB, split over 1,024-key slices.
-Expect (measured, H200, 2026-11-26): 2.444 ms -> 0.2535 ms, 9.79x [8.84, 10.8] (estimated ~1.3-1.8 ->
-~0.18-0.25 ms, 6-9x); 2,377 GB/s, 56.3% of HBM on the live bytes. The workload's bytes are the live keys
+Expect (measured, H200, 2026-11-27): 2.523 ms -> 0.2654 ms, 9.44x [8.21, 10.85] (estimated ~1.3-1.8 ->
+~0.18-0.25 ms, 6-9x); 2.27 TB/s, 54.0% of HBM on the live bytes (2026-11-26: 9.79x, 56.3%). The workload's bytes are the live keys
 and values, read once.
 Tolerance: bf16 defaults. Decode outputs average >= 1,000 values (no few-key rows), and both
 kernels keep fp32 scores; on a CPU in fp32 the Triton kernel matches the gathered SDPA to 1e-7.

@@ -11,8 +11,8 @@ busy SM can only keep its few tiles in flight, so HBM is far from busy. Reads 26
 (~64 us at 4.2 TB/s).
 Optimized (optimized_split_kv_decode.py): flash-decoding: the same kernel over 32 slices of 1,024
 keys per (sequence, head), 512 programs, then a merge kernel.
-Expect (measured, H200, 2026-11-26): 0.5496 ms -> 0.1253 ms, 4.29x [3.52, 5.22] (estimated ~0.2-0.3 ->
-~0.08-0.1 ms, 2-3.5x); 2,143 GB/s, 50.7% of HBM (the baseline 11.6%). The workload's bytes are the
+Expect (measured, H200, 2026-11-27): 0.5478 ms -> 0.1168 ms, 4.69x [4.44, 4.95] (estimated ~0.2-0.3 ->
+~0.08-0.1 ms, 2-3.5x); 2.30 TB/s, 54.7% of HBM (the baseline 11.7%; 2026-11-26: 4.29x, 50.7%). The workload's bytes are the
 cache's K and V, read once; FLOPs are 4 x head_dim per (query head, key).
 Tolerance: bf16 defaults. Both variants run the same tiles in the same order; only the merge (fp32
 partials weighed by exp2 of their max) differs: on a CPU the two agree to 6e-8 in fp32.

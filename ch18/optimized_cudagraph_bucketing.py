@@ -9,8 +9,8 @@ padding (position = the trash slot ``kv_len - 1``, which no live query sees) and
 dropped. 6 captures instead of 21, none between steps; the price is padded rows: 11% more rows on
 this trace (mostly 17-31 live rows run as 32), which a launch-bound step barely feels (a graphed
 step of 156M parameters at <= 32 rows costs about the same at any batch size).
-Expect (measured, H200, 2026-11-26): 196.6 ms -> 90.43 ms, 2.20x [2.03, 2.39] (estimated ~150-200 ->
-~70-90 ms); metrics ``captures`` 6 (baseline 21) and ``padding`` 0.11 (baseline 0).
+Expect (measured, H200, 2026-11-27): 185.1 ms -> 87.56 ms, 2.14x [1.85, 2.46] (2026-11-26: 196.6 ->
+90.43 ms, 2.20x; estimated ~70-90 ms); metrics ``captures`` 6 (baseline 21), ``padding`` 0.11 (0).
 Run: python ch18/optimized_cudagraph_bucketing.py  |  aisp bench run -t ch18:cudagraph_bucketing
 """
 

@@ -9,10 +9,10 @@ P V in fp32 registers. Causal: only key blocks at or before the query block are 
 the diagonal block is masked; the longest query blocks launch first. Tile sizes, warps and pipeline
 depth come from a 2-config autotune for Hopper, run once at the first call (untimed). Bytes: Q, K,
 V read once per query block (mostly from L2), O written once; FLOPs: the causal half.
-Expect (measured, H200, 2026-11-26): 16.30 ms -> 1.467 ms, 11.2x [10.9, 11.5] (estimated ~8-10 ->
-~1.2-1.6 ms); 374.8 TFLOP/s, 47.8% of the 783 TFLOP/s bf16 peak. It did not win: cuDNN (the _cudnn
-variant, 1.061 ms, 66.2%) did; ours runs at 72% of cuDNN's speed and 1.20x faster than SDPA's flash
-backend (the _sdpa variant, 1.766 ms).
+Expect (measured, H200, 2026-11-27): 16.40 ms -> 1.398 ms, 11.7x (median ratio; estimated ~1.2-1.6
+ms); 393.5 TFLOP/s, 50% of the 783 TFLOP/s bf16 peak (2026-11-26: 1.467 ms, 47.8%). It did not win:
+cuDNN (the _cudnn variant, 1.025 ms, 69%) did; ours runs at 73% of cuDNN's speed and 1.25x faster than
+SDPA's flash backend (the _sdpa variant, 1.754 ms).
 Run: python ch18/optimized_flash_attention_triton.py  |  aisp bench run -t ch18:flash_attention_triton
 """
 

@@ -6,8 +6,8 @@ Optimized: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` under
 and loads tiles with TMA (a FlashAttention-3-like design); usually PyTorch's fastest backend
 there, so the ceiling our Triton kernel is held against. Skipped (``aisp.Unavailable``) where this
 PyTorch build or GPU has no cuDNN attention for the shape.
-Expect (measured, H200, 2026-11-26): 16.30 ms -> 1.061 ms, 15.5x [15.1, 15.9] (estimated ~1.0-1.2 ms,
-57-70% of peak): the pair's winner; 518.3 TFLOP/s, 66.2% of the bf16 peak.
+Expect (measured, H200, 2026-11-27): 16.40 ms -> 1.025 ms, 16.09x [15.65, 16.55] (estimated ~1.0-1.2
+ms, 57-70% of peak): the pair's winner; 536.5 TFLOP/s, 69% of the bf16 peak (2026-11-26: 1.061 ms, 66%).
 Run: python ch18/optimized_flash_attention_triton_cudnn.py  |  aisp bench run -t ch18:flash_attention_triton
 """
 

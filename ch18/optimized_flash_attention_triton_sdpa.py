@@ -6,8 +6,8 @@ Optimized: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` under
 softmax, causal block skipping) in PyTorch's bundled FlashAttention-2 CUDA kernel, written for
 Ampere (mma.sync, cp.async), so on Hopper it does not use wgmma or TMA. The reference point our
 Triton kernel is measured against, with the cuDNN variant.
-Expect (measured, H200, 2026-11-26): 16.30 ms -> 1.766 ms, 9.23x [9.07, 9.40] (estimated ~1.5-1.7 ms);
-311.4 TFLOP/s, 39.8% of the bf16 peak: slower than our Triton kernel (1.467 ms).
+Expect (measured, H200, 2026-11-27): 16.40 ms -> 1.754 ms, 9.35x (median ratio; estimated ~1.5-1.7 ms);
+313.5 TFLOP/s, 40% of the bf16 peak: slower than our Triton kernel (1.398 ms). 2026-11-26: 1.766 ms.
 Run: python ch18/optimized_flash_attention_triton_sdpa.py  |  aisp bench run -t ch18:flash_attention_triton
 """
 

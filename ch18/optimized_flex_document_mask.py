@@ -13,10 +13,10 @@ but ~63 s of the chapter's budget went to compiling it and the kernel.)
 ``torch.compile(flex_attention)`` then runs one generated flash-attention kernel over the listed
 tiles only: the documents' diagonal blocks, ~8-10% of the tiles (6.2% of the pairs plus the partly
 masked tiles cut by document edges).
-Expect (measured, H200, 2026-11-26): 8.441 ms -> 1.452 ms, 6.00x [5.71, 6.31] (estimated ~6-8 -> ~0.6-1
-ms); 93.8 TFLOP/s of visible pairs (0.136 TFLOP), 12.0% of the bf16 tensor-core peak (estimated 30-45%):
-partial tiles and the per-call mask build weigh more than expected. Measured with the compiled
-``create_block_mask``; the tensor-op build: re-measure pending.
+Expect (measured, H200, 2026-11-27): 8.394 ms -> 1.109 ms, 7.53x [7.12, 7.96] (estimated ~0.6-1 ms);
+122.8 TFLOP/s of visible pairs (0.136 TFLOP), 15.7% of the bf16 tensor-core peak (estimated 30-45%),
+the BlockMask built in every call by the tensor ops above: partial tiles and the per-call build weigh
+more than expected. With the compiled ``create_block_mask`` (2026-11-26): 1.452 ms, 6.00x, 12.0%.
 Run: python ch18/optimized_flex_document_mask.py  |  aisp bench run -t ch18:flex_document_mask
 """
 

@@ -9,9 +9,9 @@ with one query per row takes FlexAttention's decoding kernel (flex-decoding): it
 head's 4 query heads into one tile (``enable_gqa``, no repeat) and splits each row's listed blocks
 over several CTAs, merging their partial softmaxes, so 32 x 8 (row, K/V head) pairs still fill 132
 SMs. Reads ~0.54 GB.
-Expect (measured, H200, 2026-11-26): 1.598 ms -> 0.5825 ms, 2.72x [2.67, 2.77] (estimated ~1.5-2 ->
-~0.2-0.3 ms, ~6-8x); 922.5 GB/s, 21.8% of HBM on the window's bytes: the mask build's small launches and
-the split merge are fixed costs (see the ``_graph`` variant).
+Expect (measured, H200, 2026-11-27): 1.606 ms -> 0.5819 ms, 2.76x (median ratio; estimated ~0.2-0.3
+ms, ~6-8x); 0.92 TB/s, 22.0% of HBM on the window's bytes: the mask build's small launches and the
+split merge are fixed costs; the ``_graph`` variant (0.2362 ms, 6.81x, 54.2%) won. 2026-11-26: 2.72x.
 Run: python ch18/optimized_flexdecoding.py  |  aisp bench run -t ch18:flexdecoding
 """
 

@@ -6,9 +6,10 @@ then the compiled flex-decoding kernels) captured once in a CUDA graph at setup,
 compile. The graph reads ``q``, ``pos`` and the cache at fixed addresses, so one ``replay()`` per
 call runs the ~8 kernels (mask build, split attention, merge) without ~6 us of host launch each;
 the output is copied out of the graph's buffer (256 KB).
-Expect (measured, H200, 2026-11-27): 1.666 -> 0.2392 ms, 7.09x [6.32, 7.96], 2.25 TB/s, 53% of HBM
-on the window's bytes (the eager flex step 0.6469 ms in the same run). Its first run (2026-11-26)
-failed verification: the graph's output buffer was not declared scratch.
+Expect (measured, H200, 2026-11-27, whole-chapter run): 1.606 -> 0.2362 ms, 6.81x [6.70, 6.93],
+2.27 TB/s, 54.2% of HBM on the window's bytes: the pair's best (eager flex 0.5819 ms). An earlier run
+that day: 1.666 -> 0.2392 ms, 7.09x. Its first run (2026-11-26) failed verification: the graph's
+output buffer was not declared scratch.
 Run: python ch18/optimized_flexdecoding_graph.py  |  aisp bench run -t ch18:flexdecoding
 """
 

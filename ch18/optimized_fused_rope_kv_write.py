@@ -9,8 +9,8 @@ GEMM makes Q, K and V together (the same bytes, one launch instead of three); th
 and key heads in fp32 with the kit's whole-head tables at the token's position, and stores query
 heads to the output and K and V straight into the cache at [row, head, position]. Two launches in
 place of ~18; the bytes the step moves are the same.
-Expect (measured, H200, 2026-11-26): 0.5228 ms -> 0.1988 ms, 2.62x [2.02, 3.42] (estimated ~0.11-0.14 ->
-~0.035-0.05 ms); 259.7 GB/s, 6.2% of HBM: the launches of the GEMM, the kernel and the read-back bound
+Expect (measured, H200, 2026-11-27): 0.4564 ms -> 0.1666 ms, 2.84x [2.69, 3.00] (estimated ~0.11-0.14 ->
+~0.035-0.05 ms; 2026-11-26: 2.62x); 0.31 TB/s, 7.4% of HBM: the launches of the GEMM, the kernel and the read-back bound
 it, not the 50 MB of weights.
 Run: python ch18/optimized_fused_rope_kv_write.py  |  aisp bench run -t ch18:fused_rope_kv_write
 """

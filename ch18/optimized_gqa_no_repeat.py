@@ -7,8 +7,8 @@ query head h to K/V head h // 4 when it loads a tile; no copy. For a one-token q
 can also swap the 4 grouped heads into the query-length dimension (each K/V tile loaded once for 4
 query rows) and split the 16K keys over CTAs to fill the 132 SMs: ~1.07 GB read in all (which of
 these paths PyTorch 2.11's kernel takes is not yet profiled).
-Expect (measured, H200, 2026-11-26): 5.401 ms -> 0.3377 ms, 16.0x [15.4, 16.7] (estimated ~2.5-3 ->
-~0.3-0.4 ms); 3,180 GB/s, 75.3% of HBM: the pair's winner.
+Expect (measured, H200, 2026-11-27): 5.357 ms -> 0.2835 ms, 18.31x [16.45, 20.38] (estimated ~0.3-0.4
+ms); 3.79 TB/s, 90.2% of HBM: the pair's winner (2026-11-26: 0.3377 ms, 16.0x, 75.3%).
 Run: python ch18/optimized_gqa_no_repeat.py  |  aisp bench run -t ch18:gqa_no_repeat
 """
 

@@ -8,8 +8,9 @@ to the same keys with no mask, so they are 4 query rows of one head: q (16, 32, 
 does the same). Each K/V tile is loaded once for its 4 rows: ~1.07 GB read. A view, no copy; the
 output (16, 8, 4, 128) is viewed back as (16, 32, 1, 128). Valid for one query per sequence (with
 more, rows of different positions would need a causal mask).
-Expect (measured, H200, 2026-11-26): 5.401 ms -> 0.3664 ms, 14.8x [14.6, 14.9] (estimated ~0.3-0.45 ms);
-2,932 GB/s, 69.4% of HBM, 8% slower than ``enable_gqa`` (flash's KV splits for 4 query rows).
+Expect (measured, H200, 2026-11-27): 5.357 ms -> 0.2971 ms, 18.0x (median ratio; estimated ~0.3-0.45
+ms); 3.61 TB/s, 86.1% of HBM, 5% slower than ``enable_gqa`` (flash's KV splits for 4 query rows).
+2026-11-26: 0.3664 ms, 14.8x, 69.4%, 8% slower.
 Run: python ch18/optimized_gqa_no_repeat_fold.py  |  aisp bench run -t ch18:gqa_no_repeat
 """
 

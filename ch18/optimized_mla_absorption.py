@@ -10,8 +10,9 @@ attend to the cache like 16 query rows of one shared head (multi-query attention
 ``q_all @ cache^T`` (a bmm per sequence), softmax in fp32, ``P @ c_kv`` (the first 512 columns),
 then ``W_UV`` per head and the output projection. The cache is never expanded; the split of
 ``W_UKV`` into per-head ``W_UK`` and ``W_UV`` is done once in setup (weights, not inputs).
-Expect (measured, H200, 2026-11-26): 5.813 ms -> 0.4104 ms, 14.3x [13.3, 15.5] (estimated ~0.15-0.2 ms,
-~15-25x); 797 GB/s, 18.9% of the declared 0.33 GB floor's HBM time (estimated 45-55%). The cache is read
+Expect (measured, H200, 2026-11-27): 5.769 ms -> 0.4153 ms, 13.40x [12.50, 14.36] (estimated ~0.15-0.2
+ms, ~15-25x); 0.79 TB/s, 18.8% of the declared 0.33 GB floor's HBM time (estimated 45-55%; 2026-11-26:
+0.4104 ms, 14.3x). The cache is read
 twice (scores, then P @ c_kv: ~0.57 GB) and the (32, 16, 8192) scores make a round trip; a fused
 latent-attention kernel (FlashMLA-style, one pass over the cache) is what closes the rest.
 Run: python ch18/optimized_mla_absorption.py  |  aisp bench run -t ch18:mla_absorption

@@ -9,8 +9,8 @@ empty slices exit at once: 2,048 programs, 1,272 with work): each 64-key tile lo
 in the block table, loads their 4 KB runs of keys and values straight from the pool (masking keys
 past the row's length), scores the 4 query heads on the tensor cores with an online softmax; a
 merge kernel combines the slices. Each live byte is read once; nothing is copied or padded.
-Expect (measured, H200, 2026-11-26): 2.444 ms -> 0.2535 ms, 9.79x [8.84, 10.8] (estimated ~1.3-1.8 ->
-~0.18-0.25 ms); 2,377 GB/s, 56.3% of HBM on the live bytes (4 KB page runs and ragged rows cost some of
+Expect (measured, H200, 2026-11-27): 2.523 ms -> 0.2654 ms, 9.44x [8.21, 10.85] (estimated ~0.18-0.25
+ms; 2026-11-26: 0.2535 ms, 9.79x, 56.3%); 2.27 TB/s, 54.0% of HBM on the live bytes (4 KB page runs and ragged rows cost some of
 the streaming rate).
 Run: python ch18/optimized_paged_attention_decode.py  |  aisp bench run -t ch18:paged_attention_decode
 """

@@ -7,8 +7,8 @@ slices, so 512 programs (~4 per SM) keep every SM's loads in flight; each writes
 output with its running max and sum (16 KB per (sequence, head), fp32), and a second kernel
 merges the 32 slices per query head, weighing each by exp2(m_slice - m_max). Same bytes from HBM,
 ~30x the parallelism; the merge adds one launch and ~1 MB of partials.
-Expect (measured, H200, 2026-11-26): 0.5496 ms -> 0.1253 ms, 4.29x [3.52, 5.22] (estimated ~0.2-0.3 ->
-~0.08-0.1 ms); 2,143 GB/s, 50.7% of HBM (4.2 TB/s copy; estimated 65-80%).
+Expect (measured, H200, 2026-11-27): 0.5478 ms -> 0.1168 ms, 4.69x [4.44, 4.95] (estimated ~0.2-0.3 ->
+~0.08-0.1 ms); 2.30 TB/s, 54.7% of HBM (4.2 TB/s copy; estimated 65-80%; 2026-11-26: 4.29x, 50.7%).
 Run: python ch18/optimized_split_kv_decode.py  |  aisp bench run -t ch18:split_kv_decode
 """
 

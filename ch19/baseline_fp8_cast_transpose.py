@@ -9,11 +9,11 @@ reads 2 B/element), the cast (one compiled pointwise kernel: reads 2, writes 1) 
 (one compiled tiled copy: reads 1, writes 1): 7 bytes per element, 940 MB per call.
 Optimized (optimized_fp8_cast_transpose.py): one Triton kernel reads each tile once and writes
 both layouts and the amax: 4 bytes per element, 537 MB.
-Expect (measured, H200, 2026-11-26): baseline 0.3722 ms (~2.5 TB/s on its 940 MB); optimized 0.2233
-ms, 1.68x [1.56, 1.81], 2.40 TB/s on its 537 MB (57% of the 4.2 TB/s HBM copy rate). The optimized
-kernel's relaxed atomic and 128 x 128 tiles did not reach the 0.15-0.18 ms estimated: the previous
-kernel measured 0.349 -> 0.213 ms, 1.64x [1.54, 1.73], 2.52 TB/s, so the fenced atomic was not what
-held it near 60% (not yet profiled on a GPU).
+Expect (measured, H200, 2026-11-27): baseline 0.3872 ms (~2.4 TB/s on its 940 MB); optimized 0.2204
+ms, 1.75x [1.68, 1.82], 2.44 TB/s on its 537 MB (58.0% of the 4.2 TB/s HBM copy rate; the issue's
+target is 80%); the persistent variant is slower, 0.2289 ms (55.8%). Neither reached the 0.15-0.18 ms
+estimated; 2026-11-26: 0.3722 -> 0.2233 ms, 1.68x; the first kernel 0.349 -> 0.213 ms, 1.64x. What
+holds it near 60% has not been profiled on a GPU (ncu).
 Tolerance: fp8 defaults. Both sides compute x * (448 / max(history)) in fp32 and round to e4m3;
 Triton's fp32 division may differ from torch's by an ulp, which can move a value sitting on a
 rounding boundary by one e4m3 step (<= 12.5% relative, within the fp8 rtol of 0.15).

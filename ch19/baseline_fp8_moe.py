@@ -10,10 +10,10 @@ Optimized (optimized_fp8_moe.py): expert weights stored in e4m3 with one scale p
 (done at load time, like any inference or fp8-training weight cache); the sorted tokens and the
 GELU output are quantized with one scale per row in one compiled pass each, and every expert GEMM
 is a row-wise scaled ``torch._scaled_mm`` on the fp8 tensor cores.
-Expect (measured, H200, 2026-11-26): baseline 8.771 ms (501 TFLOP/s, 64% of the bf16 peak);
-optimized (fast fp8 accumulation) 7.788 ms, 1.13x [1.12, 1.14] (estimated 1.3-1.6x). The first
-measurement after the padding fix, without fast accumulation: 8.613 -> 7.776 ms, 1.11x [1.07, 1.15].
-All 40 samples ran under sw_power_cap.
+Expect (measured, H200, 2026-11-27): baseline 8.660 ms (507.9 TFLOP/s, 65% of the bf16 peak); best
+the grouped Triton variant, 6.929 ms, 1.25x [1.22, 1.27], 634.7 TFLOP/s (44% of the 1,433 fp8 peak;
+target 80%); the _scaled_mm variant 7.327 ms, 1.18x, 600.3 TFLOP/s. Estimated 1.3-1.6x. 2026-11-26:
+8.771 -> 7.788 ms, 1.13x (fast accumulation); without it 8.613 -> 7.776 ms, 1.11x.
 Tolerance: two chained e4m3 GEMMs with row-wise scales: ~4% relative error each (e4m3's 3 mantissa
 bits; measured on a CPU at small size: see tests), outputs of rms ~0.3: declared atol 0.25 absolute,
 rtol 0, rel L2 0.1. A wrong expert or gate errs by O(rms) everywhere it applies.

@@ -7,11 +7,11 @@ pass (reads 268 MB, writes 1.07 GB), then cuBLAS multiplies the 16 tokens by it 
 again): ~2.4 GB of traffic for 17 GFLOP. At M = 16 the GEMM is bound by the weight bytes.
 Optimized (optimized_w4a16_gemm.py): a Triton GEMM loads the packed bytes and decodes them in
 registers right before the tensor-core multiply: 268 MB read, no bf16 copy ever written.
-Expect (measured, H200, 2026-11-26): baseline 0.7275 ms; optimized (split-K 4) 0.2196 ms, 3.38x
-[3.31, 3.44], 1,268 GB/s on the packed weights (30% of HBM): now a little faster than reading bf16
-weights at full bandwidth would be (1.07 GB, ~0.25 ms), but about 2x the 0.09-0.12 ms estimated; not
-yet profiled on a GPU. The previous kernel (no split-K, a cross-warp reduction per step) measured
-0.793 -> 0.326 ms, 2.44x [2.36, 2.52], 855 GB/s (20% of HBM).
+Expect (measured, H200, 2026-11-27): baseline 0.7726 ms; optimized (split-K 4) 0.2394 ms, 3.23x,
+1.16 TB/s on the packed weights (27.7% of HBM); the prmt variant 0.2358 ms, 3.23x [2.90, 3.61] (best,
+28.1%): within noise of each other, about 2x the 0.09-0.13 ms estimated; not profiled on a GPU.
+2026-11-26: 0.7275 -> 0.2196 ms, 3.38x [3.31, 3.44], 30%. The first kernel (no split-K, a cross-warp
+reduction per step) measured 0.793 -> 0.326 ms, 2.44x [2.36, 2.52], 855 GB/s (20% of HBM).
 Tolerance: bf16 defaults. The baseline rounds each decoded weight scale * (u - 8) to bf16 (relative
 error <= 2^-9); the kernel multiplies the exact codes and applies the fp32 scale after each group's
 dot, and accumulates in another order: ~1e-3 relative L2 apart, well inside bf16's 2e-2.

@@ -7,10 +7,10 @@ tensor's amax with an atomic max in the same pass. Saves one full read of the te
 launch: 4 bytes per element instead of 6. The cost: a tensor whose amax jumps above its history
 saturates at the format's largest value for one step (Transformer Engine's recipe accepts this; the
 loss curves of precision_curves.py show training unaffected here).
-Expect (measured, H200, 2026-11-26): 0.2631 -> 0.2304 ms, 1.17x [1.14, 1.20] (estimated 1.3-1.5x);
-2.33 TB/s on 537 MB, 55% of the HBM copy (about the fp8_cast_transpose kernel's rate), not the
-0.15-0.18 ms estimated for the changed kernel (relaxed atomic, 128 x 128 tiles: see ch19_cast).
-Before that change: 0.258 -> 0.208 ms, 1.23x [1.20, 1.27]. Noisy: cv 20% and 24%.
+Expect (measured, H200, 2026-11-27): 0.2564 -> 0.2085 ms, 1.23x [1.22, 1.24] (estimated 1.3-1.5x);
+2.57 TB/s on 537 MB, 61.3% of the HBM copy (about the fp8_cast_transpose kernel's rate; target 80%),
+not the 0.15-0.18 ms estimated: the pair's best, ahead of the persistent variant (0.2315 ms).
+2026-11-26: 0.2631 -> 0.2304 ms, 1.17x [1.14, 1.20], 55%, noisy (cv 20% and 24%).
 Run: python ch19/optimized_fp8_delayed_scaling.py  |  aisp bench run -t ch19:fp8_delayed_scaling
 """
 

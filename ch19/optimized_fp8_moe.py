@@ -15,8 +15,9 @@ goes through GELU and row-wise quantization in one compiled pass; the down-proje
 row-wise ``_scaled_mm`` per expert. Row-wise scales keep each token's own range (an outlier token
 does not coarsen the others: rowwise_scaling.py) at no GEMM cost: the epilogue applies them. The
 padding (index building and the extra rows) is inside the timed call.
-Expect (measured, H200, 2026-11-26): 8.771 -> 7.788 ms, 1.13x [1.12, 1.14], 564.7 TFLOP/s, 39% of
-the fp8 peak (estimated 1.3-1.6x), with the expert GEMMs on fast fp8 accumulation
+Expect (measured, H200, 2026-11-27): 8.660 -> 7.327 ms, 1.18x (median ratio), 600.3 TFLOP/s, 42% of the
+fp8 peak (estimated 1.3-1.6x); the grouped Triton variant won (6.929 ms, 1.25x). On 2026-11-26: 8.771
+-> 7.788 ms, 1.13x [1.12, 1.14], 564.7 TFLOP/s, 39%, with the expert GEMMs on fast fp8 accumulation
 (``use_fast_accum=True``; they had PyTorch's default False, which on sm_90 selects the CUTLASS
 row-wise kernel that promotes partial sums to fp32 on the CUDA cores). That change bought nothing:
 the first measurement (after the padding fix; the first run errored before timing) was 8.613 ->

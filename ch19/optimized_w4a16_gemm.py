@@ -8,8 +8,9 @@ per weight: OR-ing a nibble into the bf16 pattern 0x4300 gives exactly 128 + u, 
 instruction (those run at 16/clk/SM on Hopper and would bound the kernel); the tensor cores
 multiply x by (128 + code) - 136 = code - 8, and each group's dot is scaled once per output.
 The only DRAM traffic is the 268 MB of packed weights (x, 512 KB, stays in L2).
-Expect (measured, H200, 2026-11-26): 0.7275 -> 0.2196 ms, 3.38x [3.31, 3.44]; 1,268 GB/s on the
-packed weights (30% of HBM): about 2x the 0.09-0.12 ms estimated (at the end), not yet profiled on a GPU.
+Expect (measured, H200, 2026-11-27): 0.7726 -> 0.2394 ms, 3.23x (median ratio); 1.16 TB/s on the packed
+weights (27.7% of HBM), within noise of the prmt variant (0.2358 ms); 2026-11-26: 0.7275 -> 0.2196 ms,
+3.38x [3.31, 3.44], 30%: about 2x the 0.09-0.12 ms estimated (at the end), not yet profiled on a GPU.
 The previous version measured 0.793 -> 0.326 ms, 2.44x [2.36, 2.52], 855 GB/s (20% of HBM); from its
 sm_90 TTGIR/PTX (compiled on a CPU): 256 programs of 4 warps, about 2 per SM = 8 warps per SM, each
 walking all 64 K steps with 12 bar.sync per step (the 136 * sum(x) correction was a cross-warp
