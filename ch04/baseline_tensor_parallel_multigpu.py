@@ -6,13 +6,13 @@ Per call: all-gather the tokens (8,192 x 4,096), GELU(x W1_shard) W2_shard, redu
 partial sums so each rank gets its own 4,096 tokens' output. Each collective waits for the step
 before it, so NVLink idles during the GEMMs (1.1 TFLOP per rank, ~1.4 ms) and the tensor cores
 idle during the all-gather and reduce-scatter (64 MB buffers each).
-Optimized (optimized_tensor_parallel_multigpu.py): the same block in 4 token chunks, the all-gather
-of chunk c+1 and the reduce-scatter of chunk c-1 running on NCCL's stream during chunk c's GEMMs.
-Expect (measured, 2 x H200, 2026-11-27): SLOWER (estimated 1.05-1.25x): 1.898 -> 2.091 ms, 0.93x
-[0.87, 1.00] with the chunked NCCL variant best, and 2.335 -> 2.557 ms, 0.91x (symmetric-memory
-fused variant 0.91x, a 16-SM carveout variant 0.88x). 2026-11-26: 0.93x and 0.92x. The GEMMs take
-~1.6 of the ~1.9-2.3 ms and the collectives ~0.2-0.3 ms, the most overlap could hide; every overlap
-costs more. A documented negative result; next: a profile of the overlapped kernels.
+Optimized (optimized_tensor_parallel_multigpu.py): PyTorch's symmetric-memory fused all-gather-
+matmul and matmul-reduce-scatter (copy-engine gather beside the GEMM, chunked reduce), replayed as
+one CUDA graph.
+Expect (measured, 2 x H200, 2026-11-27): 1.912 -> 1.693 ms, 1.13x [1.07, 1.19]. The GEMMs are ~1.4
+ms of the ~1.87 ms GPU span and the collectives ~0.32 ms (profiled): overlap can hide at most
+~17%. Overlaps that run NCCL kernels beside the GEMMs measured slower (0.86-0.93x since
+2026-11-26): they slow the GEMMs more than they hide; the optimized file lists them.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu  (the harness starts 2 ranks under torchrun)
 """
 
@@ -34,8 +34,6 @@ class TensorParallelWorkload(aisp.Workload):
     hidden: int = 4096
     ffn: int = 16384
     world: int = 2
-    chunks: int = 4
-    """Token chunks the optimized variant pipelines (tokens_per_rank must divide by it)."""
     dtype: str = "bf16"
 
 

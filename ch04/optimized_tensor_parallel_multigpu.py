@@ -1,56 +1,74 @@
-"""Optimized tensor-parallel MLP (2 GPUs): chunked, collectives overlapped with the GEMMs.
+"""Optimized tensor-parallel MLP (2 GPUs): PyTorch's symmetric-memory fused all-gather-matmul and
+matmul-reduce-scatter ("async TP"), captured once in a CUDA graph and replayed.
 
 Baseline (baseline_tensor_parallel_multigpu.py): all-gather all tokens, GEMMs, reduce-scatter, in
 turn: NVLink and the tensor cores take turns.
-Optimized: the tokens in 4 chunks. The all-gather of chunk c+1 is issued (``async_op=True``: it
-runs on NCCL's stream) before chunk c's GEMMs, and chunk c's reduce-scatter right after them, so
-chunk c's GEMMs run while chunk c+1's tokens arrive and chunk c-1's partial sums leave. Only the
-first gather and the last scatter are exposed. The price: NCCL's kernels take a few SMs from the
-GEMMs while they overlap, and 4x smaller GEMMs (2,048 rows) run a little less efficiently.
-Same FLOPs and bytes; each output row is computed from the same row of the same operands.
-Expect (measured, 2 x H200, 2026-11-27): SLOWER: 2.335 -> 2.557 ms, 0.91x, and 1.898 -> 2.091 ms,
-0.93x [0.87, 1.00], the best variant of that run; 2026-11-26: 0.93x and 0.92x. The collectives
-(~0.2-0.3 ms) are all overlap could hide; the chunked GEMMs and NCCL's SMs cost more.
+Optimized: ``fused_all_gather_matmul`` runs the GEMM on this rank's own token shard while the
+peer's shard arrives over NVLink into a symmetric-memory workspace by the copy engines (no SMs taken
+from the GEMM); ``fused_matmul_reduce_scatter`` reduces the partial sums chunk by chunk while the
+next chunk is computed. The whole block is one CUDA graph replay: unrolled, the fused ops' host
+side (Python orchestration, side-stream forks, barriers) took as long as the GPU work, so per call
+they saved nothing although the GPU span fell from ~1.87 to ~1.70 ms (profiled). The input is
+copied into the graph's static buffer (32 MB, ~15 us) and the output cloned out of it.
+Same FLOPs and bytes; each output row comes from the same rows of the same operands.
+Expect (measured, 2 x H200, 2026-11-27): 1.912 -> 1.693 ms, 1.13x [1.07, 1.19] (power-capped
+clocks in every sample of both). Dropped after measuring them in the same run: chunked NCCL
+overlap (all-gather of chunk c+1 and reduce-scatter of chunk c-1 beside chunk c's GEMMs) 2.108 ms,
+0.91x: overlapped, NCCL's kernels ran ~3x longer and the GEMMs ~10% longer (profiled); the same
+on a 16-CTA communicator with a 16-SM GEMM carveout 2.229 ms, 0.86x; the fused ops without the
+graph 1.988 ms, 0.96x.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
+import torch.nn.functional as F
 from baseline_tensor_parallel_multigpu import BlockingTensorParallel
-from ch04_common import gather_into, scatter_reduced, wait
 
 import aisp
-from aisp.kits.multirank import lean_group
 
 
-class OverlappedTensorParallel(BlockingTensorParallel):
-    comm_ctas: int | None = None
-    """At most this many SMs for the collectives (a communicator of its own); None: NCCL's choice."""
+class GraphedAsyncTensorParallel(BlockingTensorParallel):
+    scratch = ("gathered", "static_x", "static_out")
 
     def prepare(self) -> None:
-        self.group = lean_group(self.comm_ctas)
-        w = self.workload
-        rows = self.world * w.tokens_per_rank // w.chunks
-        self.gathered = [self.x.new_empty(rows, w.hidden) for _ in range(w.chunks)]
+        super().prepare()
+        self.graph = None
+        if self.world == 1 or dist.get_backend() != "nccl":
+            return  # a world of one or gloo (CPU tests): the blocking path
+        import torch.distributed._symmetric_memory as symm_mem
+
+        self.group_name = dist.group.WORLD.group_name
+        symm_mem.enable_symm_mem_for_group(self.group_name)
+        self.static_x = self.x.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up (workspace, rendezvous) outside the capture
+            for _ in range(3):
+                self.fused_block(self.static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_out = self.fused_block(self.static_x)
+
+    def fused_block(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's tokens' block output: fused all-gather-matmul, GELU, fused matmul-reduce-scatter."""
+        ops = torch.ops.symm_mem
+        _, (hidden,) = ops.fused_all_gather_matmul(x, [self.w1], 0, self.group_name, return_A=False)
+        return ops.fused_matmul_reduce_scatter(F.gelu(hidden, approximate="tanh"), self.w2, "sum", 0, self.group_name)
 
     def run(self) -> torch.Tensor:
-        out = torch.empty_like(self.x)
-        parts, outs = self.x.chunk(self.workload.chunks), out.chunk(self.workload.chunks)
-        arriving = gather_into(self.gathered[0], parts[0], async_op=True, group=self.group)
-        leaving = []
-        for c, gathered in enumerate(self.gathered):
-            wait(arriving)
-            if c + 1 < len(parts):
-                arriving = gather_into(self.gathered[c + 1], parts[c + 1], async_op=True, group=self.group)
-            leaving.append(scatter_reduced(outs[c], self.mlp(gathered), async_op=True, group=self.group))
-        for work in leaving:
-            wait(work)
-        return out
+        if self.graph is None:
+            return super().run()
+        self.static_x.copy_(self.x)
+        self.graph.replay()
+        return self.static_out.clone()
 
 
 def get_benchmark() -> aisp.Benchmark:
-    return OverlappedTensorParallel()
+    return GraphedAsyncTensorParallel()
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ SMALL = {  # the multi-rank pairs at CPU sizes
     "gradient_bucketing_multigpu": {"width": 8, "layers": 2, "bucket_mb": 0.0005},
     "gradient_compression_multigpu": {"numel": 4096},
     "zero_sharding_multigpu": {"params": 1024},
-    "tensor_parallel_multigpu": {"tokens_per_rank": 8, "hidden": 16, "ffn": 32, "chunks": 2, "dtype": "fp32",
+    "tensor_parallel_multigpu": {"tokens_per_rank": 8, "hidden": 16, "ffn": 32, "dtype": "fp32",
                                  "precision": "fp32"},
     "pipeline_parallel_multigpu": {"width": 16, "layers_per_stage": 2, "micro_batches": 4, "micro_batch": 3,
                                    "dtype": "fp32", "precision": "fp32"},
