@@ -38,3 +38,37 @@ def run_fixture_pairs(fixtures: Path, chapter: Path, options: RunOptions) -> lis
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(chapter), os.environ.get("PYTHONPATH")])))
         results, _ = run_suite(resolve_targets([], fixtures, (fixtures,)), options)
     return results
+
+
+def built_on_cuda(path: Path, seed: int = 0):
+    """The benchmark of the pair file at ``path``, set up on CUDA with ``seed`` (a pytest skip with
+    the reason where it raises ``aisp.Unavailable``)."""
+    import aisp
+    from aisp.harness.loader import import_module_at
+
+    bench = import_module_at(path).get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), seed
+    try:
+        bench.setup()
+    except aisp.Unavailable as err:
+        pytest.skip(f"{path.stem}: {err}")
+    return bench
+
+
+def verify_stages_on_cuda(folder: Path, baseline: str, stages: list[str]) -> None:
+    """Each stage's output against the baseline's, one benchmark on the GPU at a time (the pair's
+    tolerance; the errors are printed)."""
+    from aisp.harness.execute import guarded_run
+    from aisp.harness.verify import compare
+
+    base = built_on_cuda(folder / f"{baseline}.py")
+    ref, workload = guarded_run(base), base.workload
+    base.teardown()
+    del base
+    for module in stages:
+        bench = built_on_cuda(folder / f"{module}.py")
+        evidence = compare(ref, guarded_run(bench), workload)
+        print(module, evidence.max_abs_err, evidence.rel_l2_err)
+        bench.teardown()
+        del bench
+        torch.cuda.empty_cache()

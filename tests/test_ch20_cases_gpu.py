@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-import aisp
-from aisp.harness.execute import guarded_run
-from aisp.harness.loader import import_module_at
-from aisp.harness.verify import compare
+from conftest import built_on_cuda, verify_stages_on_cuda
 
 CH20 = Path(__file__).resolve().parents[1] / "ch20"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -22,30 +18,14 @@ VISION = ["optimized_vision_pipeline_e2e_s1_uint8_pinned", "optimized_vision_pip
           "optimized_vision_pipeline_e2e_s3_channels_last"]
 
 
-def built(module: str, seed: int = 0) -> aisp.Benchmark:
-    bench = import_module_at(CH20 / f"{module}.py").get_benchmark()
-    bench.device, bench.seed = torch.device("cuda"), seed
-    try:
-        bench.setup()
-    except aisp.Unavailable as err:
-        pytest.skip(f"{module}: {err}")
-    return bench
+def built(module: str, seed: int = 0):
+    return built_on_cuda(CH20 / f"{module}.py", seed)
 
 
 @pytest.mark.parametrize(("baseline", "stages"), [("baseline_moe_layer_e2e", MOE),
                                                   ("baseline_vision_pipeline_e2e", VISION)])
 def test_every_stage_verifies_at_full_size(baseline: str, stages: list[str]) -> None:
-    base = built(baseline)
-    ref, workload = guarded_run(base), base.workload
-    base.teardown()
-    del base
-    for module in stages:
-        bench = built(module)
-        evidence = compare(ref, guarded_run(bench), workload)
-        print(module, evidence.max_abs_err, evidence.rel_l2_err)
-        bench.teardown()
-        del bench
-        torch.cuda.empty_cache()
+    verify_stages_on_cuda(CH20, baseline, stages)
 
 
 def test_grouped_stage_never_waits_for_the_gpu() -> None:

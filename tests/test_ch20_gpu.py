@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import built_on_cuda, verify_stages_on_cuda
 
-from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
-from aisp.harness.verify import compare
 
 CH20 = Path(__file__).resolve().parents[1] / "ch20"
 pytestmark = pytest.mark.gpu
@@ -24,25 +23,12 @@ GPT = ["optimized_gpt_training_e2e_s1_bf16_autocast", "optimized_gpt_training_e2
 
 
 def built(module: str, seed: int = 0):
-    bench = import_module_at(CH20 / f"{module}.py").get_benchmark()
-    bench.device, bench.seed = torch.device("cuda"), seed
-    bench.setup()
-    return bench
+    return built_on_cuda(CH20 / f"{module}.py", seed)
 
 
 @pytest.mark.parametrize(("baseline", "stages"), [("baseline_llm_inference_e2e", LLM), ("baseline_gpt_training_e2e", GPT)])
 def test_every_stage_verifies_at_full_size(baseline: str, stages: list[str]) -> None:
-    base = built(baseline)
-    ref, workload = guarded_run(base), base.workload
-    base.teardown()
-    del base
-    for module in stages:
-        bench = built(module)
-        evidence = compare(ref, guarded_run(bench), workload)
-        print(module, evidence.max_abs_err, evidence.rel_l2_err)
-        bench.teardown()
-        del bench
-        torch.cuda.empty_cache()
+    verify_stages_on_cuda(CH20, baseline, stages)
 
 
 def test_graphed_stages_run_no_eager_decode_forward() -> None:
