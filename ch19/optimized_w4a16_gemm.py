@@ -81,15 +81,21 @@ def _w4a16_gemm(x_ptr, p_ptr, s_ptr, part_ptr, M, N, K, GROUPS, HALF: tl.constex
     tl.store(part_ptr + split * M * N + rm[:, None] * N + rn[None, :], acc, mask=rows)
 
 
-def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``x @ w^T`` for x (M <= 16, K) and ``w`` in ch19_w4's 4-bit format, multiplied in x's dtype (bf16 on
-    a GPU; fp32 in the CPU tests: the Triton interpreter multiplies bf16 tiles wrongly)."""
+def split_k_partials(x: torch.Tensor, packed: torch.Tensor) -> tuple[int, int, int, int, torch.Tensor]:
+    """(m, n, k, split, partials): the shapes checked, the K slices, and the fp32 buffer each slice's
+    programs write their partial products to (summed after the launch)."""
     m, k = x.shape
     n = packed.shape[0]
     split = SPLIT if (k // 2) % (SPLIT * BK) == 0 else 1
     if m > 16 or (k // 2) % BK or n % BN or not x.is_contiguous():
         raise ValueError(f"w4a16_matmul needs M <= 16, K a multiple of {2 * BK}, N of {BN}")
-    part = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
+    return m, n, k, split, torch.empty(split, m, n, device=x.device, dtype=torch.float32)
+
+
+def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x @ w^T`` for x (M <= 16, K) and ``w`` in ch19_w4's 4-bit format, multiplied in x's dtype (bf16 on
+    a GPU; fp32 in the CPU tests: the Triton interpreter multiplies bf16 tiles wrongly)."""
+    m, n, k, split, part = split_k_partials(x, packed)
     _w4a16_gemm[(n // BN, split)](x, packed, scale, part, m, n, k, k // GROUP, HALF=k // 2, SPLIT=split,
                                   BM=16, BN=BN, BK=BK, GROUP=GROUP, num_warps=4, num_stages=3)
     return part.sum(0).to(x.dtype)

@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 from baseline_w4a16_gemm import DequantizeThenGemm
 from ch19_w4 import GROUP
-from optimized_w4a16_gemm import BK, BN, SPLIT, codes_plus_128
+from optimized_w4a16_gemm import BK, BN, codes_plus_128, split_k_partials
 
 import aisp
 
@@ -95,14 +95,9 @@ def _w4a16_prmt(x_ptr, p_ptr, s_ptr, part_ptr, M, N, K, GROUPS, HALF: tl.constex
 
 def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``x @ w^T`` as optimized_w4a16_gemm.w4a16_matmul; the PTX decode on a GPU (x in bf16 there)."""
-    m, k = x.shape
-    n = packed.shape[0]
-    split = SPLIT if (k // 2) % (SPLIT * BK) == 0 else 1
-    if m > 16 or (k // 2) % BK or n % BN or not x.is_contiguous():
-        raise ValueError(f"w4a16_matmul needs M <= 16, K a multiple of {2 * BK}, N of {BN}")
+    m, n, k, split, part = split_k_partials(x, packed)
     if x.is_cuda and x.dtype != torch.bfloat16:
         raise ValueError("the PTX decode makes bf16 weights: x must be bf16")
-    part = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
     args = (x, packed, scale, part, m, n, k, k // GROUP)
     consts = dict(HALF=k // 2, SPLIT=split, BM=16, BK=BK, GROUP=GROUP, ASM=x.is_cuda)
     if x.is_cuda:
