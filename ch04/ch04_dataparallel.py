@@ -2,8 +2,7 @@
 all-reduced after backward, and DDP (bucketed all-reduce during backward).
 
 Each step computes the gradients of the mean loss over the global batch; every rank holds the same
-global batch and trains on its slice (rank r: rows r*B/W to (r+1)*B/W), so all variants compute
-the same gradients.
+global batch and trains on its slice (rank r: rows r*B/W to (r+1)*B/W): the same gradients.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import torch.distributed as dist
 from ch04_common import TrainingStep, all_reduce_mean_, flat_grads
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-
-from aisp.kits.multirank import gemm_carveout, lean_group
 
 BUCKET_MB = 25
 """DDP's default bucket cap: gradients are all-reduced in ~25 MB groups as backward produces them."""
@@ -49,10 +46,6 @@ class DDPStep(TrainingStep):
 
     bucket_view = False
     """Gradients as views into DDP's buckets (no copy between them)."""
-    comm_ctas: int | None = None
-    """At most this many SMs for DDP's all-reduces (a communicator of its own); None: NCCL's choice."""
-    carveout: int | None = None
-    """SMs backward's GEMMs leave free for the all-reduces running beside them; None: all SMs."""
     average_in_nccl = False
     """Buckets all-reduced with ``ReduceOp.AVG`` (NCCL scales as it sums) instead of DDP's default
     hook, which first divides each bucket by the world size: one more pass over every gradient."""
@@ -61,19 +54,17 @@ class DDPStep(TrainingStep):
         self.ddp: nn.Module = self.model
         if self.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            group = lean_group(self.comm_ctas)
             self.ddp = DistributedDataParallel(self.model, device_ids=ids, bucket_cap_mb=BUCKET_MB,
-                                               gradient_as_bucket_view=self.bucket_view, process_group=group)
+                                               gradient_as_bucket_view=self.bucket_view)
             if self.average_in_nccl:
-                self.ddp.register_comm_hook(group, average_hook)
+                self.ddp.register_comm_hook(None, average_hook)
 
     def step(self) -> torch.Tensor:
         """Gradients averaged over ranks into ``.grad``; returns this rank's loss (detached)."""
         self.ddp.zero_grad(set_to_none=True)
         part = self.local_slice()
-        with gemm_carveout(self.carveout):
-            loss = self.loss(self.ddp, self.x[part], self.y[part])
-            loss.backward()
+        loss = self.loss(self.ddp, self.x[part], self.y[part])
+        loss.backward()
         return loss.detach()
 
     def run(self) -> torch.Tensor:
