@@ -9,10 +9,11 @@ idle during the all-gather and reduce-scatter (64 MB buffers each).
 Optimized (optimized_tensor_parallel_multigpu.py): PyTorch's symmetric-memory fused all-gather-
 matmul and matmul-reduce-scatter (copy-engine gather beside the GEMM, chunked reduce), replayed as
 one CUDA graph.
-Expect (measured, 2 x H200, 2026-11-27): 1.912 -> 1.693 ms, 1.13x [1.07, 1.19]. The GEMMs are ~1.4
-ms of the ~1.87 ms GPU span and the collectives ~0.32 ms (profiled): overlap can hide at most
-~17%. Overlaps that run NCCL kernels beside the GEMMs measured slower (0.86-0.93x since
-2026-11-26): they slow the GEMMs more than they hide; the optimized file lists them.
+Expect (measured, 2 x H200, 2026-11-27): 1.912 -> 1.693 ms, 1.13x [1.07, 1.19]; in the whole-chapter
+run 2.303 -> 2.134 ms, 1.08x [1.04, 1.12]. The GEMMs are ~1.4 ms of the ~1.87 ms GPU span and the
+collectives ~0.32 ms (profiled): overlap can hide at most ~17%. Overlaps that run NCCL kernels
+beside the GEMMs measured slower (0.86-0.93x since 2026-11-26): they slow the GEMMs more than they
+hide; the optimized file lists them.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

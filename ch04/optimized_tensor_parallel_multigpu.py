@@ -12,11 +12,12 @@ they saved nothing although the GPU span fell from ~1.87 to ~1.70 ms (profiled).
 copied into the graph's static buffer (32 MB, ~15 us) and the output cloned out of it.
 Same FLOPs and bytes; each output row comes from the same rows of the same operands.
 Expect (measured, 2 x H200, 2026-11-27): 1.912 -> 1.693 ms, 1.13x [1.07, 1.19] (power-capped
-clocks in every sample of both). Dropped after measuring them in the same run: chunked NCCL
-overlap (all-gather of chunk c+1 and reduce-scatter of chunk c-1 beside chunk c's GEMMs) 2.108 ms,
-0.91x: overlapped, NCCL's kernels ran ~3x longer and the GEMMs ~10% longer (profiled); the same
-on a 16-CTA communicator with a 16-SM GEMM carveout 2.229 ms, 0.86x; the fused ops without the
-graph 1.988 ms, 0.96x.
+clocks in every sample of both); in the whole-chapter run 2.303 -> 2.134 ms, 1.08x [1.04, 1.12].
+Dropped after measuring them in the same run as the 1.13x: chunked NCCL overlap (all-gather of
+chunk c+1 and reduce-scatter of chunk c-1 beside chunk c's GEMMs) 2.108 ms, 0.91x: overlapped,
+NCCL's kernels ran ~3x longer and the GEMMs ~10% longer (profiled); the same on a 16-CTA
+communicator with a 16-SM GEMM carveout 2.229 ms, 0.86x; the fused ops without the graph 1.988 ms,
+0.96x.
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 

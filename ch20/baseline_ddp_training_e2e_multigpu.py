@@ -15,13 +15,13 @@ Optimized, cumulatively (each file's header names the chapter the technique come
   s3_bucket_view   gradients live in DDP's buckets (gradient_as_bucket_view, static_graph) (ch04)
   s4_fused_adamw   AdamW(fused=True): one kernel per step for the update (ch19, ch13)
 A bf16 gradient all-reduce stage (ch04:gradient_compression) was measured and dropped: 45.1 ms
-against stage 3's 39.4 (2 x H200): its casts cost more than the halved NVLink bytes saved.
+against stage 3's 39.4 in an earlier run (2 x H200): its casts cost more than the halved NVLink
+bytes saved (not profiled).
 ``torch.compile`` is left out (README): under DDP it splits the graph at bucket boundaries, and
 the compile (~30 s per rank) would exceed this pair's budget; gpt_training_e2e shows its ~1.3x.
 Metric: ``mfu``, the FLOPs over the median call time as a share of 2 x 989 TFLOP/s (dense bf16).
-Expect (estimate, not yet measured, 2 x H200): ~88 ms per call (~36 ms a step of fp32 GEMMs per
-GPU at ~47 TFLOP/s, plus per step ~2.5 ms replicating, ~3 ms reducing onto GPU 0 and ~2.5 ms of
-AdamW on GPU 0 alone), MFU ~4%.
+Expect (measured, 2 x H200, 2026-11-27, run 040354): 108.4 ms per call (p10 104.7, p90 109.0), MFU
+3.2% (estimated ~88 ms, MFU ~4%); stage 4 46.01 ms, 2.36x [2.09, 2.66], MFU 7.8%.
 Tolerance: |err| <= 1.0 + 0.05 |ref|, relative L2 0.05 per output. Rank 0 returns each parameter's
 gradient RMS and the last step's gradients in units of their parameter's RMS (so one absolute
 bound fits every parameter). bf16 GEMMs round each gradient by ~2^-8 of the norms it sums over,

@@ -10,8 +10,8 @@ both GPUs at once. No per-step replication, gather or reduce onto GPU 0.
 Why faster: per step the ~2.5 ms replication and ~3 ms reduce leave, the 676 MB all-reduce
 (~2.3 ms at ~290 GB/s) hides under ~24 ms of fp32 backward, and GPU 1 no longer waits for GPU 0's
 AdamW. Still fp32: the GEMMs (~36 ms a step per GPU) dominate.
-Expect (estimate, not yet measured, 2 x H200): ~78 ms, ~1.13x over the baseline (ch04 measured
-1.78x for an MLP in bf16, where the per-step overheads weigh more), MFU ~4.4%.
+Expect (measured, 2 x H200, 2026-11-27, run 040354): 108.4 -> 98.63 ms, 1.09x over the baseline
+(1.07x in an earlier run), MFU 3.5% (estimated ~78 ms, ~1.13x).
 Run: aisp bench run -t ch20:ddp_training_e2e_multigpu
 """
 

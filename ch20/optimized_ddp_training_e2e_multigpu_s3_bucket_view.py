@@ -9,9 +9,11 @@ bucket, so the copy back goes) and ``static_graph=True`` (the graph is the same 
 records the order gradients arrive in once and skips its per-step bookkeeping). Bucket size stays
 25 MB: larger buckets would start the first all-reduce later and leave a larger tail exposed.
 Why faster: one 676 MB copy a step fewer (~0.4 ms of HBM at ~3.5 TB/s), 676 MB less memory.
-This is the smallest step of the path and the least sure: ch04 measured DDP overlap tuning at
-0.97-1.00x for an MLP; if it does not beat stage 2 on the GPU, drop it (the README says how).
-Expect (estimate, not yet measured, 2 x H200): ~19.3 ms, ~1.04x over stage 2, MFU ~18%.
+The smallest step of the path: its time gain is within the noise; it stays for the 1 GB per rank
+it saves (ch04's ddp_overlap: bucket views + NCCL averaging 1.03-1.04x, stock DDP 1.02x).
+Expect (measured, 2 x H200, 2026-11-27, run 040354): 51.41 ms (p10 44.0, p90 55.4), 2.08x over the
+baseline, 1.02x over stage 2's median (within the noise; 39.4 ms, 2.68x, in an earlier run), peak
+memory 6.06 -> 5.06 GB per rank, MFU 7.0% (estimated ~19.3 ms, ~1.04x over stage 2).
 Run: aisp bench run -t ch20:ddp_training_e2e_multigpu
 """
 
