@@ -14,7 +14,9 @@ gap holds one chunk) and ``_whole`` (priority streams, the prefill unchunked), t
 effects apart. Unlike ch15:chunked_prefill, the chunk never shares a forward with the decode rows.
 Headline: the p99 gap between decode steps (``metric:decode_gap_p99_ms``; CUDA events recorded on
 the decode steps' stream); the time of the whole call is reported beside it.
-Expect (measured, H200, 2026-11-26): p99 decode gap 42.1 -> 13.41 ms, 3.14x (``_chunked``; main
+Expect (measured, H200, 2026-11-27): p99 decode gap 40.67 -> 8.26 ms, 4.92x (main variant;
+``_whole`` 8.59 ms, ``_chunked`` 12.67 ms); call 146.1 -> 167.8 ms (``_whole`` 114.7 ms).
+Earlier (H200, 2026-11-26): p99 decode gap 42.1 -> 13.41 ms, 3.14x (``_chunked``; main
 variant 15.04 ms, 2.80x; ``_whole`` 13.85 ms, 3.04x) (estimated ~30 -> 5-8 ms, 4-6x). The call gets
 slower: 155.5 -> 193.6 ms (``_chunked``), 197.2 ms (main); ``_whole`` 123.7 ms. The p99 gap stays ~3.8x
 an undisturbed step (the baseline's p50 gap, 3.53 ms); p50 gaps grow (main 7.62 ms).

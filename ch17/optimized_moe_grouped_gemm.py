@@ -10,7 +10,8 @@ experts' gate/up GEMM as one kernel over the sorted rows, with the per-expert ro
 ``bincount`` reads its input's maximum on the host) instead of 64 times, so the launch queue stays
 full, and the grouped kernel's tiles span experts, so no expert's GEMM runs alone on a
 half-empty GPU. Where this torch lacks ``_grouped_mm`` it falls back to the padded bmm variant.
-Expect (measured, H200, 2026-11-26): 12.97 -> 7.363 ms, 1.80x [1.68, 1.92] (estimated 2.7-3.5 ms,
+Expect (measured, H200, 2026-11-27): 13.24 -> 7.399 ms, 1.81x [1.73, 1.88], 223.5 TFLOP/s.
+Earlier (2026-11-26): 12.97 -> 7.363 ms, 1.80x [1.68, 1.92] (estimated 2.7-3.5 ms,
 2-2.5x, 60-75% of peak): 28.7% of the bf16 peak (224.6 TFLOP/s; 2.1 ms ceiling). Bound (not profiled):
 sort, gather, SwiGLU and scatter outside the GEMMs, and small per-expert groups (~2,048 rows each).
 Run: python ch17/optimized_moe_grouped_gemm.py  |  aisp bench run -t ch17:moe_grouped_gemm

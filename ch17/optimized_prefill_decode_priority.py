@@ -12,9 +12,10 @@ The decode rows and the long request's row are different cache rows, so the stre
 beyond the cache's allocation (ordered once, after ``start()``). Both streams wait for the caller's
 stream at the start and the caller's stream waits for both at the end: the harness's events see all
 the work. On a CPU the streams are absent and the same code runs in order.
-Expect (measured, H200, 2026-11-26): p99 decode gap 42.1 -> 15.04 ms, 2.80x (estimated 5-8 ms, 4-6x);
-priority adds nothing over chunking here (``_chunked``: 13.41 ms). Call time grows 155.5 -> 197.2 ms
-(+27%, estimated within ~15%); p50 gap 3.53 -> 7.62 ms (a chunk runs beside every step).
+Expect (measured, H200, 2026-11-27): p99 decode gap 40.67 -> 8.26 ms, 4.92x, the best variant; call
+time 146.1 -> 167.8 ms (+15%). Earlier (2026-11-26): 42.1 -> 15.04 ms, 2.80x (estimated 5-8 ms,
+4-6x), priority adding nothing over chunking (``_chunked``: 13.41 ms); call 155.5 -> 197.2 ms (+27%,
+estimated within ~15%); p50 gap 3.53 -> 7.62 ms (a chunk runs beside every step).
 Run: python ch17/optimized_prefill_decode_priority.py  |  aisp bench run -t ch17:prefill_decode_priority
 """
 

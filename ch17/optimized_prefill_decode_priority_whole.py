@@ -6,7 +6,8 @@ decode steps no longer queue behind the prefill, but its kernels are long (a cau
 32,768 queries; GEMMs of 32,768 rows) and fill the GPU with blocks, and the host spends the whole
 prefill's launches before issuing the next decode step. Its gap against the main variant's shows
 what chunking adds on top of priority.
-Expect (measured, H200, 2026-11-26): p99 gap 42.1 -> 13.85 ms, 3.04x (estimated 6-12 ms, 2.5-5x);
+Expect (measured, H200, 2026-11-27): p99 gap 40.67 -> 8.59 ms, 4.73x; the call 146.1 -> 114.7 ms.
+Earlier (2026-11-26): p99 gap 42.1 -> 13.85 ms, 3.04x (estimated 6-12 ms, 2.5-5x);
 the call gets faster, 155.5 -> 123.7 ms (likely the prefill overlapping the decode steps; not profiled).
 Run: python ch17/optimized_prefill_decode_priority_whole.py  |  aisp bench run -t ch17:prefill_decode_priority
 """
