@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -27,21 +26,16 @@ from ch04_overlap import kind, timeline
 
 from aisp.harness.discovery import TargetError, resolve_targets
 from aisp.harness.loader import import_module_at
-from aisp.harness.timing import synchronize
+from aisp.harness.timing import synchronize, time_call
 from aisp.kits.multirank import script_init, time_slowest
 from aisp.profile.trace_events import load_events
 
 REPO = Path(__file__).resolve().parents[1]
 __all__ = ["kind", "main", "timeline"]
 def back_to_back_ms(bench, device: torch.device, calls: int) -> float:
-    """Mean ms per call of ``calls`` calls issued without a sync between them (slowest rank)."""
+    """Wall ms per call of ``calls`` calls issued without a sync between them (slowest rank)."""
     dist.barrier()
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        bench.run()
-    synchronize(device)
-    worst = torch.tensor([(time.perf_counter() - start) * 1e3 / calls], dtype=torch.float64, device=device)
+    worst = torch.tensor([time_call(bench.run, device, calls).host_ms], dtype=torch.float64, device=device)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     return float(worst)
 
