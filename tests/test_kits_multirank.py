@@ -1,6 +1,6 @@
 """The multi-rank kit's GEMM carveout: set for the block, restored after it (also on an error), and
-a no-op without CUDA. (lean_group and SymmetricReduce need NCCL and two GPUs: the ch04 and ch16
-pairs that use them run on 2 x H200.)"""
+a no-op without CUDA. (SymmetricReduce needs NCCL and two GPUs: ch16's tp_decode_multigpu, which
+uses it, runs on 2 x H200.)"""
 
 from __future__ import annotations
 

@@ -47,24 +47,6 @@ def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -
     return worst.tolist()
 
 
-_LEAN: dict[int, Any] = {}
-
-
-def lean_group(ctas: int | None) -> dist.ProcessGroup | None:
-    """A second NCCL communicator over every rank whose kernels use at most ``ctas`` thread blocks
-    (SMs), so collectives overlapped with GEMMs take fewer SMs from them; None (use the default
-    group) for ``ctas`` None, a world of one, or a backend other than NCCL. Every rank must call it
-    with the same ``ctas``; built once per process and count."""
-    if ctas is None or world_and_rank()[0] == 1 or dist.get_backend() != "nccl":
-        return None
-    if ctas not in _LEAN:
-        options = dist.ProcessGroupNCCL.Options()
-        options.config.max_ctas = ctas
-        options.is_high_priority_stream = True  # its kernels take SMs first as GEMM blocks retire
-        _LEAN[ctas] = dist.new_group(backend="nccl", pg_options=options)
-    return _LEAN[ctas]
-
-
 @contextmanager
 def gemm_carveout(sms: int | None) -> Iterator[None]:
     """GEMMs run inside leave ``sms`` SMs idle (``torch._C._set_sm_carveout_experimental``): a large
