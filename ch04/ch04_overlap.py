@@ -4,7 +4,7 @@ beside compute, the idle time and the top kernels, from a torch.profiler Chrome 
 
 from __future__ import annotations
 
-from aisp.profile.trace_events import Event, covered, merge
+from aisp.profile.trace_events import DEVICE_WORK, Event, covered, merge
 
 CLASSES = ("comm", "gemm", "copy", "other")
 COMM = ("nccl", "allreduce", "all_reduce", "allgather", "reducescatter", "symmetric_memory", "multimem")
@@ -25,7 +25,7 @@ def timeline(events: list[Event], calls: int) -> dict:
     """Per call (ms): the span from the first device event to the last, each kind's busy time (the
     union of its intervals), the collective time that overlaps compute (gemm or other), the idle
     time, and the top kernels by time. ``events``: a trace's events; only device work counts."""
-    work = [e for e in events if e.cat in ("kernel", "gpu_memcpy", "gpu_memset")]
+    work = [e for e in events if e.cat in DEVICE_WORK]
     if not work:
         return {"span_ms": 0.0, "busy_ms": {k: 0.0 for k in CLASSES}, "comm_overlap_ms": 0.0, "idle_ms": 0.0,
                 "top": [], "note": "no device work in the trace (a CPU run)"}
