@@ -88,9 +88,17 @@ def test_two_gloo_ranks_time_and_trace_every_variant(tmp_path) -> None:
     (pairs / "baseline_tiny.py").write_text(TINY.format(what="blocking", call="dist.all_reduce(y)"))
     (pairs / "optimized_tiny.py").write_text(TINY.format(what="async", call="dist.all_reduce(y, async_op=True).wait()"))
     out = tmp_path / "out"
-    done = torchrun("-t", "mypairs:tiny", "--root", str(pairs), "--device", "cpu", "--out", str(out),
-                    "--iterations", "3", "--steps", "2", "--warmup", "1")
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    args = ("-t", "mypairs:tiny", "--root", str(pairs), "--device", "cpu", "--out", str(out),
+            "--iterations", "3", "--steps", "2", "--warmup", "1")
+    done = torchrun(*args)
+    if done.returncode != 0 and "(SIGABRT)" in done.stderr and (out / "overlap_profile.json").exists():
+        # Gloo's TCP teardown can abort a rank whose peer closed its sockets first (a known upstream
+        # race, pytorch/pytorch#50701); seen once on a loaded 2-core CI host after every row was
+        # written. One rerun; a second abort, or any other failure, fails the test.
+        (out / "overlap_profile.json").unlink()
+        done = torchrun(*args)
+    rank_errors = "\n".join(line for line in done.stderr.splitlines() if "[rank" in line or "what()" in line)
+    assert done.returncode == 0, done.stdout[-2000:] + rank_errors[-3000:] + done.stderr[-2000:]
     rows = json.loads((out / "overlap_profile.json").read_text())
     assert [r["variant"] for r in rows] == ["baseline_tiny", "optimized_tiny"]
     for r in rows:
