@@ -1,4 +1,4 @@
-"""Multi-rank pairs through the real harness path: runner -> worker -> torchrun -> two gloo ranks
+"""Multi-rank pairs through the real harness path: runner -> worker (torchrun's agent) -> two gloo ranks
 on the CPU (tests/fixtures/distributed/). Verification on every rank, slowest-rank timing,
 one writer, a hang killed with every rank, a skip when GPUs are too few."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.distributed.run import get_args_parser
 
 from aisp.harness import distributed
 from aisp.harness.benchmark import Requirements, unmet_requirements
@@ -37,7 +38,7 @@ def suite(tmp_path_factory):
     try:
         with ThreadPoolExecutor(2) as pool:
             hang = pool.submit(_run, ["rank_hangs"], tmp_path_factory.mktemp("hang"))
-            rest = pool.submit(_run, ["slow_rank", "rank_mismatch", "rank_raises", "needs_gpus"],
+            rest = pool.submit(_run, ["slow_rank", "rank_mismatch", "rank_raises", "rank_aborts", "needs_gpus"],
                                tmp_path_factory.mktemp("rest"))
             (hang_results, _), (results, run_dir) = hang.result(), rest.result()
     finally:
@@ -79,8 +80,17 @@ def test_exception_on_one_rank_is_the_reason(suite):
     assert result["reason"] == "rank 1: RuntimeError: deliberate failure on rank 1"
 
 
+def test_a_rank_killed_by_a_signal_stops_the_others_and_is_named(suite):
+    """Rank 1 aborts while rank 0 waits in a collective: the pair fails with no result written and
+    the reason (the worker log's tail) names the rank and the signal."""
+    result = suite[0]["rank_aborts"]
+    assert result["verdict"] == "error"
+    assert "rank 1 killed by SIGABRT" in result["reason"]
+
+
 def test_hang_kills_every_rank(suite):
-    """Rank 1 ignores SIGTERM: it goes only because it dies with torchrun (PR_SET_PDEATHSIG)."""
+    """Rank 1 ignores SIGTERM: it goes only because it dies with the agent (PR_SET_PDEATHSIG) or by the
+    runner's SIGKILL."""
     results, _, pid_dir = suite
     assert results["rank_hangs"]["verdict"] == "timeout"
     pids = [int(p.read_text()) for p in sorted(pid_dir.glob("rank*.pid"))]
@@ -123,6 +133,8 @@ def test_launch_keeps_nvlink_multicast_off(monkeypatch):
     env = distributed.launch_env()
     assert env["NCCL_NVLS_ENABLE"] == "0"
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
-    argv = distributed.launch_argv("/x/spec.json", 2)
-    assert argv[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    assert argv[-3:] == ["-m", "aisp.harness.worker", "/x/spec.json"]
+    assert env[distributed.AGENT_PID_ENV] == str(os.getpid()) and env[distributed.PARENT_PID_ENV] == ""
+    args = distributed.launch_args("/x/spec.json", 2)
+    assert args == ["--standalone", "--nproc-per-node=2", "-m", "aisp.harness.worker", "/x/spec.json"]
+    parsed = get_args_parser().parse_args(args)  # torchrun's own parser accepts them
+    assert parsed.standalone and parsed.nproc_per_node == "2" and parsed.module

@@ -1,9 +1,10 @@
 """Pairs that run as several ranks: the torchrun launch, the process group, cross-rank verdicts.
 
 A pair whose ``Requirements.world_size`` is above one is run by the same worker process: once it
-has loaded the workload (and told the runner its timeout), the worker replaces itself with
-``python -m torch.distributed.run --standalone --nproc-per-node N -m aisp.harness.worker SPEC``. The
-process keeps its PID, so the runner still waits on it. Each rank then:
+has loaded the workload (and told the runner its timeout), the worker becomes torchrun's agent,
+``torchrun --standalone --nproc-per-node N -m aisp.harness.worker SPEC`` run in this process (torch
+is imported already: no second Python start and torch import, 3-4 s a pair on the GPU host). The
+runner still waits on the worker's PID. Each rank then:
 
 - joins a process group (NCCL with ``cuda:LOCAL_RANK`` on a GPU, gloo on a CPU);
 - verifies its own optimized output against its own baseline output; after each verification
@@ -14,10 +15,13 @@ process keeps its PID, so the runner still waits on it. Each rank then:
 - leaves writing to rank 0, except that a rank that raises writes its error and exits non-zero,
   so torchrun stops the other ranks at once.
 
+A rank killed by a signal writes nothing, and its peers' errors (a closed connection) are only its
+echo: the result then names that rank and the signal first.
+
 Timeouts: torchrun starts each rank in a session of its own, out of reach of the runner's
-process-group kill. The runner's SIGTERM reaches torchrun, which passes it on to the ranks; and
-each rank asks Linux to SIGKILL it when torchrun dies (``PR_SET_PDEATHSIG``), so a rank that
-ignores SIGTERM still goes when the runner SIGKILLs torchrun.
+process-group kill. The runner's SIGTERM reaches the agent, which passes it on to the ranks; and
+each rank asks Linux to SIGKILL it when the agent dies (``PR_SET_PDEATHSIG``), so a rank that
+ignores SIGTERM still goes when the runner SIGKILLs the agent.
 
 NVLink multicast stays off in every rank (``NVLS_OFF``): on shared hosts a program that uses it
 can put the GPUs out of service.
@@ -26,6 +30,7 @@ can put the GPUs out of service.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -86,10 +91,9 @@ def current_rank() -> Rank | None:
     return rank_from_env()
 
 
-def launch_argv(spec_path: str, ranks: int) -> list[str]:
-    """The torchrun command that runs the worker once per rank on this machine."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-            "-m", "aisp.harness.worker", spec_path]
+def launch_args(spec_path: str, ranks: int) -> list[str]:
+    """torchrun's arguments that run the worker once per rank on this machine."""
+    return ["--standalone", f"--nproc-per-node={ranks}", "-m", "aisp.harness.worker", spec_path]
 
 
 def launch_env() -> dict[str, str]:
@@ -97,11 +101,33 @@ def launch_env() -> dict[str, str]:
     return {**os.environ, **NVLS_OFF, AGENT_PID_ENV: str(os.getpid()), PARENT_PID_ENV: ""}  # ranks: torchrun
 
 
+def run_ranks(spec_path: str, ranks: int) -> int:
+    """torchrun, in this process, on the worker's spec; returns its exit status. When a rank died by a
+    signal and no complete result was written, the result names that rank and signal first."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    os.environ.update(launch_env())
+    try:
+        run(parse_args(launch_args(spec_path, ranks)))
+        return 0
+    except ChildFailedError as err:  # a rank that raised wrote its reason; SIGTERM is torchrun stopping the rest
+        killed = [(r, f) for r, f in sorted(err.failures.items()) if f.exitcode < 0 and f.exitcode != -signal.SIGTERM]
+        if killed:
+            rank, failure = killed[0]
+            result = Path(json.loads(Path(spec_path).read_text())["result_path"])
+            echo = json.loads(result.read_text()) if result.exists() else {}
+            if echo.get("status") != "done":  # after a written result, only teardown was left
+                why = f"rank {rank} killed by {failure.signal_name()}"
+                atomic_write_json(result, {"status": "error", "reason": why + (f"; then {echo['reason']}" if echo else "")})
+        return 1
+
+
 def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[Workload], None],
                        spec_path: str) -> None:
-    """Replace this worker with torchrun when the pair needs several ranks and can run here. Returns
-    when the pair runs in one process, when this already is a rank, or when a requirement is unmet
-    (the normal path then reports the skip)."""
+    """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
+    and can run here. Returns when the pair runs in one process, when this already is a rank, or
+    when a requirement is unmet (the normal path then reports the skip)."""
     if current_rank() is not None:
         return
     workload = load_benchmark(first).workload
@@ -111,8 +137,7 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     on_workload(workload)
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = launch_argv(spec_path, ranks)
-    os.execve(argv[0], argv, launch_env())
+    sys.exit(run_ranks(spec_path, ranks))
 
 
 def die_with_parent(parent_pid: int) -> None:

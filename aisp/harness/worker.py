@@ -61,7 +61,7 @@ def _report_timeout(spec: dict[str, Any], seconds: float) -> None:
 
 def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, Any]:
     """Run what the spec asks and return the raw result document. Given ``spec_path``, a pair that
-    needs several ranks replaces this process with torchrun, which runs this worker once per rank
+    needs several ranks makes this process torchrun's agent, which runs this worker once per rank
     (see aisp.harness.distributed)."""
     options = RunOptions.from_dict(spec["options"])
     paths, plan = [Path(p) for p in spec["paths"]], CheckPlan(**spec["plan"])
