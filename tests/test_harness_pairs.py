@@ -124,14 +124,27 @@ def test_crash_log_kept(suite):
     assert "deliberate failure in run()" in log
 
 
-def test_aa_pair_speedup_contains_one(suite):
+def test_aa_pair_speedup_contains_one(tmp_path):
+    """The same code on both sides: its 95% speedup interval holds 1 (2% either side allowed). An
+    interval misses 1 in about one run in twenty by construction, and on a loaded 2-core CI host
+    (8 samples, inside the fixture suite) it missed twice in three runs. Alone at the default 20
+    iterations under 4 busy processes on 2 cores, 1 run in 8 missed (one of them tight around 0.91:
+    two "identical" CPU matmuls on different buffers need not run alike). So four runs, of which at
+    least two must hold 1 (~1% to fail at a 1-in-8 miss rate); a biased harness misses in all four."""
+    pairs = [p for p in resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,)) if p.name == "good"]
+    held = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        for run in range(4):
+            (result,), _ = run_suite(pairs, RunOptions(warmup=2, device="cpu", artifacts_dir=tmp_path / str(run)))
+            ratio = result["speedup"]
+            assert result["verdict"] in ("ok", "slower") and ratio["low"] <= ratio["value"] <= ratio["high"]
+            held.append(ratio["low"] <= 1.02 and ratio["high"] >= 0.98)
+    assert sum(held) >= 2, held
+
+
+def test_good_pair_verified_bitwise(suite):
     good = suite[0]["good"]
-    ratio = good["speedup"]
-    # The 95% interval misses 1 in about one run in twenty by construction; allow 2% either side.
-    assert ratio["low"] <= 1.02 and ratio["high"] >= 0.98
-    # The point estimate is only bounded by its interval: on a loaded 2-core CI host an A/A median
-    # ratio of 8 samples came out 0.76 with an interval that still held 1.
-    assert ratio["low"] <= ratio["value"] <= ratio["high"]
     evidence = good["variants"][0]["verification"]
     assert evidence["max_abs_err"] == 0.0
     assert len(evidence["checks"]) == 3
