@@ -101,9 +101,9 @@ def launch_env() -> dict[str, str]:
     return {**os.environ, **NVLS_OFF, AGENT_PID_ENV: str(os.getpid()), PARENT_PID_ENV: ""}  # ranks: torchrun
 
 
-def run_ranks(spec_path: str, ranks: int) -> int:
+def run_ranks(spec_path: str, ranks: int, result: Path) -> int:
     """torchrun, in this process, on the worker's spec; returns its exit status. When a rank died by a
-    signal and no complete result was written, the result names that rank and signal first."""
+    signal and no complete result was written to ``result``, it names that rank and signal first."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -115,7 +115,6 @@ def run_ranks(spec_path: str, ranks: int) -> int:
         killed = [(r, f) for r, f in sorted(err.failures.items()) if f.exitcode < 0 and f.exitcode != -signal.SIGTERM]
         if killed:
             rank, failure = killed[0]
-            result = Path(json.loads(Path(spec_path).read_text())["result_path"])
             echo = json.loads(result.read_text()) if result.exists() else {}
             if echo.get("status") != "done":  # after a written result, only teardown was left
                 why = f"rank {rank} killed by {failure.signal_name()}"
@@ -124,7 +123,7 @@ def run_ranks(spec_path: str, ranks: int) -> int:
 
 
 def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[Workload], None],
-                       spec_path: str) -> None:
+                       spec_path: str, result: Path) -> None:
     """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
     when a requirement is unmet (the normal path then reports the skip)."""
@@ -137,7 +136,7 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     on_workload(workload)
     sys.stdout.flush()
     sys.stderr.flush()
-    sys.exit(run_ranks(spec_path, ranks))
+    sys.exit(run_ranks(spec_path, ranks, result))
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -66,7 +66,8 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
     options = RunOptions.from_dict(spec["options"])
     paths, plan = [Path(p) for p in spec["paths"]], CheckPlan(**spec["plan"])
     if spec_path is not None:
-        distributed.relaunch_if_needed(paths[0], options, lambda w: _report_timeout(spec, w.timeout_s), spec_path)
+        distributed.relaunch_if_needed(paths[0], options, lambda w: _report_timeout(spec, w.timeout_s), spec_path,
+                                       Path(spec["result_path"]))
     telemetry: dict[str, Any] = {}
     if distributed.current_rank() is not None:
         variants, workload, skip = distributed.run_ranked(paths, options, bool(spec.get("single")), telemetry, plan)
