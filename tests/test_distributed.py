@@ -81,8 +81,8 @@ def test_exception_on_one_rank_is_the_reason(suite):
 
 
 def test_a_rank_killed_by_a_signal_stops_the_others_and_is_named(suite):
-    """Rank 1 aborts while rank 0 waits in a collective: the pair fails with no result written and
-    the reason (the worker log's tail) names the rank and the signal."""
+    """Rank 1 aborts (writing nothing) while rank 0 waits in a collective: torchrun stops rank 0, and
+    the agent's reason names rank 1 and the signal before rank 0's echo."""
     result = suite[0]["rank_aborts"]
     assert result["verdict"] == "error"
     assert "rank 1 killed by SIGABRT" in result["reason"]

@@ -139,6 +139,7 @@ def test_aa_pair_speedup_contains_one(tmp_path):
             (result,), _ = run_suite(pairs, RunOptions(warmup=2, device="cpu", artifacts_dir=tmp_path / str(run)))
             ratio = result["speedup"]
             assert result["verdict"] in ("ok", "slower") and ratio["low"] <= ratio["value"] <= ratio["high"]
+            assert 0.8 < ratio["value"] < 1.25  # 0.91-1.05 in 8 runs under 4 busy processes
             held.append(ratio["low"] <= 1.02 and ratio["high"] >= 0.98)
     assert sum(held) >= 2, held
 
