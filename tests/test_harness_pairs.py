@@ -8,6 +8,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import FIXTURE_PAIRS
 
@@ -125,23 +126,25 @@ def test_crash_log_kept(suite):
 
 
 def test_aa_pair_speedup_contains_one(tmp_path):
-    """The same code on both sides: its 95% speedup interval holds 1 (2% either side allowed). An
-    interval misses 1 in about one run in twenty by construction, and on a loaded 2-core CI host
-    (8 samples, inside the fixture suite) it missed twice in three runs. Alone at the default 20
-    iterations under 4 busy processes on 2 cores, 1 run in 8 missed (one of them tight around 0.91:
-    two "identical" CPU matmuls on different buffers need not run alike). So four runs, of which at
-    least two must hold 1 (~1% to fail at a 1-in-8 miss rate); a biased harness misses in all four."""
+    """The same code on both sides: its 95% speedup interval holds 1 (2% either side allowed), and
+    the point estimates centre on 1. An interval misses 1 in about one run in twenty by construction;
+    on a loaded 2-core CI host one run's point estimate can stray far (0.76 and 1.25 seen in CI), with
+    an interval that widens to match. Alone at the default 20 iterations under bursty load on 2 cores,
+    16 runs gave 0.93-1.20, one interval of 16 missing 1. So four runs: at least two intervals hold 1,
+    and the median of the four estimates lies in (0.8, 1.25) (one stray run cannot move it there;
+    resampling the 18 values above, including both CI strays, fails ~0.1% of the time). A biased
+    harness shifts every run and misses in both."""
     pairs = [p for p in resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,)) if p.name == "good"]
-    held = []
+    held, values = [], []
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
         for run in range(4):
             (result,), _ = run_suite(pairs, RunOptions(warmup=2, device="cpu", artifacts_dir=tmp_path / str(run)))
             ratio = result["speedup"]
             assert result["verdict"] in ("ok", "slower") and ratio["low"] <= ratio["value"] <= ratio["high"]
-            assert 0.8 < ratio["value"] < 1.25  # 0.91-1.05 in 8 runs under 4 busy processes
+            values.append(ratio["value"])
             held.append(ratio["low"] <= 1.02 and ratio["high"] >= 0.98)
-    assert sum(held) >= 2, held
+    assert sum(held) >= 2 and 0.8 < float(np.median(values)) < 1.25, (held, values)
 
 
 def test_good_pair_verified_bitwise(suite):
