@@ -122,6 +122,32 @@ def test_gpu_count_reason(monkeypatch):
     assert "CUDA" in unmet_requirements(Requirements(gpus=2), torch.device("cpu"))
 
 
+def test_the_agent_launches_ranks_without_initialising_cuda(monkeypatch, tmp_path):
+    """torchrun's agent runs in the worker: a compute-capability query there would give it a CUDA
+    context of its own on GPU 0 for the whole run. It checks the rest; the ranks check capability."""
+    def initialises_cuda(*_):
+        raise AssertionError("the agent initialised CUDA")
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", initialises_cuda)
+    needs = Requirements(gpus=2, min_compute_capability=(9, 0))
+    assert unmet_requirements(needs, torch.device("cuda"), capability=False) is None
+    with pytest.raises(AssertionError, match="initialised CUDA"):  # what the agent no longer does
+        unmet_requirements(needs, torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (8, 0))
+    assert unmet_requirements(needs, torch.device("cuda")) == "needs compute capability 9.0; this GPU has 8.0"
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", initialises_cuda)
+    workload = distributed.Workload(requires=needs)
+    monkeypatch.setattr(distributed, "load_benchmark", lambda _: type("Pair", (), {"workload": workload}))
+    monkeypatch.setattr(distributed, "pick_device", lambda _: torch.device("cuda"))
+    monkeypatch.setattr(distributed, "run_ranks", lambda spec, ranks, result: 40 + ranks)
+    monkeypatch.delenv(distributed.AGENT_PID_ENV, raising=False)
+    with pytest.raises(SystemExit) as launched:
+        distributed.relaunch_if_needed(tmp_path / "p.py", RunOptions(), lambda _: None, "spec.json", tmp_path / "r")
+    assert launched.value.code == 42
+
+
 def test_world_size():
     assert Requirements().world_size == 1
     assert Requirements(gpus=2).world_size == 2

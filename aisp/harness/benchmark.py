@@ -137,13 +137,14 @@ def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
-def unmet_requirements(req: Requirements, device: torch.device) -> str | None:
-    """Why a pair cannot run here, or None when it can."""
+def unmet_requirements(req: Requirements, device: torch.device, capability: bool = True) -> str | None:
+    """Why a pair cannot run here, or None when it can. ``capability=False`` leaves out the compute
+    capability, the one check that initialises CUDA in this process (device counts come from NVML)."""
     needs_gpu = req.cuda or req.min_compute_capability is not None or req.gpus > 1
     if needs_gpu and device.type != "cuda":
         return f"needs a CUDA GPU; this run {'was asked to use the CPU' if torch.cuda.is_available() else 'has none'}"
     if device.type == "cuda":
-        if req.min_compute_capability is not None:
+        if capability and req.min_compute_capability is not None:
             cc = torch.cuda.get_device_capability(device)
             if cc < req.min_compute_capability:
                 want = "{}.{}".format(*req.min_compute_capability)

@@ -126,12 +126,13 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
                        spec_path: str, result: Path) -> None:
     """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
-    when a requirement is unmet (the normal path then reports the skip)."""
+    when a requirement is unmet (the normal path then reports the skip). The agent leaves CUDA alone
+    (no context of its own on GPU 0); the ranks check the compute capability."""
     if current_rank() is not None:
         return
     workload = load_benchmark(first).workload
     ranks = workload.requires.world_size
-    if ranks <= 1 or unmet_requirements(workload.requires, pick_device(options.device)):
+    if ranks <= 1 or unmet_requirements(workload.requires, pick_device(options.device), capability=False):
         return
     on_workload(workload)
     sys.stdout.flush()
