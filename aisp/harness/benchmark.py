@@ -139,7 +139,7 @@ def default_device() -> torch.device:
 
 def unmet_requirements(req: Requirements, device: torch.device, capability: bool = True) -> str | None:
     """Why a pair cannot run here, or None when it can. ``capability=False`` leaves out the compute
-    capability, the one check that initialises CUDA in this process (device counts come from NVML)."""
+    capability, the one check that initialises CUDA in this process (counting devices makes no context)."""
     needs_gpu = req.cuda or req.min_compute_capability is not None or req.gpus > 1
     if needs_gpu and device.type != "cuda":
         return f"needs a CUDA GPU; this run {'was asked to use the CPU' if torch.cuda.is_available() else 'has none'}"
