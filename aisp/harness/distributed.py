@@ -97,8 +97,9 @@ def launch_args(spec_path: str, ranks: int) -> list[str]:
 
 
 def launch_env() -> dict[str, str]:
-    """This environment with NVLink multicast off and the agent's PID (this process's) recorded."""
-    return {**os.environ, **NVLS_OFF, AGENT_PID_ENV: str(os.getpid()), PARENT_PID_ENV: ""}  # ranks: torchrun
+    """What the agent adds to its environment, which the ranks inherit: NVLink multicast off and the
+    agent's PID (this process's) recorded."""
+    return {**NVLS_OFF, AGENT_PID_ENV: str(os.getpid()), PARENT_PID_ENV: ""}  # ranks: torchrun
 
 
 def run_ranks(spec_path: str, ranks: int, result: Path) -> int:
