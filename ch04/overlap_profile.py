@@ -31,7 +31,9 @@ from aisp.kits.multirank import script_init, time_slowest
 from aisp.profile.trace_events import load_events
 
 REPO = Path(__file__).resolve().parents[1]
-__all__ = ["kind", "main", "timeline"]
+__all__ = ["kind", "main", "timeline"]  # kind and timeline: from ch04_overlap, for the tests
+
+
 def back_to_back_ms(bench, device: torch.device, calls: int) -> float:
     """Wall ms per call of ``calls`` calls issued without a sync between them (slowest rank)."""
     dist.barrier()
