@@ -34,7 +34,7 @@ def test_cpu_measures_matmul_and_copy_and_explains_the_rest() -> None:
     m = peaks["measurements"]
     assert m["matmul_fp32"]["value"] > 0 and m["matmul_fp32"]["unit"] == "TFLOP/s"
     assert m["memory_copy"]["value"] > 0 and m["memory_copy"]["unit"] == "GB/s"
-    for gpu_only in ("matmul_bf16", "matmul_fp8", "transfers", "launch", "p2p_copy"):
+    for gpu_only in ("matmul_bf16", "matmul_fp8", "transfers", "launch", "sync", "small_copy", "p2p_copy"):
         assert gpu_only in peaks["skipped"] and peaks["skipped"][gpu_only]
     assert "quick" in peaks["skipped"]["compile"]
     assert peaks["errors"] == {}

@@ -20,8 +20,9 @@ def peak(
     refresh: Annotated[bool, typer.Option(
         "--refresh", help="Re-measure even when peaks are cached for this machine.")] = False,
 ) -> None:
-    """Measure this machine's ceilings (matmul per dtype, bandwidths, launch cost, compile time; with
-    2+ GPUs, peer copies per direction and NCCL all-reduce bus bandwidth)."""
+    """Measure this machine's ceilings (matmul per dtype, bandwidths, compile time; latency floors of a
+    kernel launch, a graph launch and node, a sync, small copies and a torch op's dispatch; with 2+
+    GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small all-reduce latency)."""
     console = Console(stderr=as_json)
     key = hardware_key()
     cached = None if (quick or refresh) else load_peaks(key)
@@ -56,7 +57,7 @@ def peak_table(peaks: dict[str, Any]) -> Table:
     table.add_column("value", justify="right")
     table.add_column("unit")
     table.add_column("how")
-    for name, m in peaks["measurements"].items():
+    for name, m in [*peaks["measurements"].items(), *peaks.get("latency", {}).items()]:
         table.add_row(name, _fmt(m["value"]), m["unit"], m["detail"])
     for name, reason in peaks.get("skipped", {}).items():
         table.add_row(name, "skipped", "", reason, style="dim")

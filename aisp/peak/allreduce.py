@@ -13,24 +13,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from aisp.harness.distributed import NVLS_OFF
-from aisp.kits.collectives import Row, measure
-from aisp.kits.multirank import script_init, world_and_rank
+from aisp.kits.collectives import Row, collective, measure, row
+from aisp.kits.multirank import script_init, time_slowest, world_and_rank
 
 
-def launch_argv(ranks: int, device: str, sizes: list[int], samples: int, out: Path) -> list[str]:
+def launch_argv(ranks: int, device: str, sizes: list[int], samples: int, out: Path, burst: int = 0) -> list[str]:
     """The torchrun command that runs this module's sweep once per rank on this machine."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "aisp.peak.allreduce", "--device", device, "--samples", str(samples), "--out", str(out),
-            *map(str, sizes)]
+            "--burst", str(burst), *map(str, sizes)]
 
 
 def launch_env() -> dict[str, str]:
@@ -40,14 +42,17 @@ def launch_env() -> dict[str, str]:
     return {**os.environ, **NVLS_OFF, "PYTHONPATH": path}
 
 
-def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: float = 600.0) -> list[Row]:
+def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: float = 600.0,
+          burst: int = 0) -> list[Row]:
     """All-reduce rows (one per size) measured by ``ranks`` processes on ``device`` ("cuda": NCCL,
-    one GPU each; "cpu": gloo, which only proves the plumbing). Raises RuntimeError with the
-    ranks' last output when the launch fails."""
+    one GPU each; "cpu": gloo, which only proves the plumbing). ``burst``: calls per timed sample
+    (0: enough to move about 256 MB, at most 50, as :func:`aisp.kits.collectives.measure` does; a
+    latency figure wants many more). Raises RuntimeError with the ranks' last output when the
+    launch fails."""
     with tempfile.TemporaryDirectory(prefix="aisp_peak_allreduce_") as tmp:
         out = Path(tmp) / "rows.json"
         try:
-            proc = subprocess.run(launch_argv(ranks, device, sizes, samples, out), env=launch_env(),
+            proc = subprocess.run(launch_argv(ranks, device, sizes, samples, out, burst), env=launch_env(),
                                   capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired as exc:
             raise RuntimeError(f"the all-reduce sweep over {ranks} ranks ran past {timeout_s:.0f} s") from exc
@@ -57,15 +62,32 @@ def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: fl
         return [Row(**r) for r in json.loads(out.read_text())]
 
 
+def burst_row(nbytes: int, device: torch.device, samples: int, calls: int) -> Row:
+    """All-reduce of ``nbytes``: ``calls`` back to back between two syncs per sample (nccl-tests'
+    latency timing), the median of ``samples`` slowest-rank samples divided by ``calls``."""
+    ranks = world_and_rank()[0]
+    used, call = collective("all_reduce", nbytes, ranks, device)
+
+    def burst() -> None:
+        for _ in range(calls):
+            call()
+
+    burst()  # warm-up: connections, buffers
+    ms = statistics.median(time_slowest(burst, device, samples))
+    return row("all_reduce", used, ranks, ms / 1e3 / calls)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="One rank of aisp peak's all-reduce sweep (torchrun starts it).")
     ap.add_argument("sizes", nargs="+", type=int, help="message sizes in bytes")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True, help="rank 0 writes the rows here (JSON)")
+    ap.add_argument("--burst", type=int, default=0, help="calls per sample (0: about 256 MB of messages)")
     args = ap.parse_args(argv)
     device = script_init(args.device)
-    rows = [measure("all_reduce", n, device, args.samples) for n in args.sizes]
+    rows = [burst_row(n, device, args.samples, args.burst) if args.burst else
+            measure("all_reduce", n, device, args.samples) for n in args.sizes]
     if world_and_rank()[1] == 0:
         args.out.write_text(json.dumps([asdict(r) for r in rows]))
     dist.barrier()

@@ -1,8 +1,10 @@
 """This machine's measured ceilings, cached per hardware key with their provenance.
 
-``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail), ``skipped``
-(name -> reason), ``errors`` (name -> message) and ``provenance`` (date, GPU, driver, versions,
-commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.
+``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail: rates and
+bandwidths), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
+all-reduce and op dispatch floors; absent from files written before it existed, which still load),
+``skipped`` (probe -> reason), ``errors`` (probe -> message) and ``provenance`` (date, GPU, driver,
+versions, commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import torch
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import repo_root
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak import probes
+from aisp.peak import latency, probes
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
-__all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "load_peaks", "measure_peaks", "peak_dirs",
-           "save_peaks"]
+__all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
+           "peak_dirs", "save_peaks"]
 
 PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
                      "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
@@ -52,6 +54,20 @@ def load_peaks(key: str) -> dict[str, Any] | None:
     return None
 
 
+OLD_LATENCY_NAMES = {"launch_eager": "launch_eager", "launch_graph_node": "launch_graph"}
+"""Latency figures a file written before the ``latency`` section holds under ``measurements``, by
+their old name: its ``launch_graph`` was a 1000-kernel graph's replay per kernel, a node's cost."""
+
+
+def latency_figure(peaks: dict[str, Any], name: str) -> float | None:
+    """The latency floor ``name`` in µs from a peaks document, or None where it was not measured;
+    an older file's launch figures are read from ``measurements``."""
+    found = (peaks.get("latency") or {}).get(name)
+    if found is None and name in OLD_LATENCY_NAMES:
+        found = peaks.get("measurements", {}).get(OLD_LATENCY_NAMES[name])
+    return None if found is None else float(found["value"])
+
+
 def save_peaks(peaks: dict[str, Any], directory: Path | None = None) -> Path:
     """Write ``peaks`` atomically to ``directory`` (default: the first of :func:`peak_dirs`)."""
     path = peak_file(directory or peak_dirs()[0], peaks["provenance"]["hardware_key"])
@@ -64,18 +80,27 @@ def environment_changes(peaks: dict[str, Any]) -> list[str]:
     return fingerprint_changes(peaks["provenance"], fingerprint(manifest(repo_root())))
 
 
-def _probes(device: torch.device, cfg: PeakConfig) -> list[tuple[str, Callable[[], Any]]]:
-    """(name, call) for every probe; a call returns one measurement or a dict of named ones."""
-    listed: list[tuple[str, Callable[[], Any]]] = []
+Probe = tuple[str, str, Callable[[], Any]]
+"""(section of the document, probe name, call returning one measurement or a dict of named ones)."""
+
+
+def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
+    """Every probe, in the order they run: rates and bandwidths, then the latency floors."""
+    listed: list[Probe] = []
     for dtype, reason in probes.matmul_dtypes(device).items():
         call = partial(probes.matmul, dtype, cfg, device)
-        listed.append((f"matmul_{dtype}", call if reason is None else partial(_skip, reason)))
-    listed += [("memory_copy", partial(probes.memory_copy, cfg, device)),
-               ("transfers", partial(probes.transfers, cfg, device)),
-               ("launch", partial(probes.launch_cost, cfg, device)),
-               ("p2p_copy", partial(probes.peer_copy, cfg, device)),
-               ("nccl_allreduce", partial(probes.nccl_allreduce, cfg, device)),
-               ("compile", partial(probes.compile_time, cfg, device))]
+        listed.append(("measurements", f"matmul_{dtype}", call if reason is None else partial(_skip, reason)))
+    calls, repeats = cfg.latency_calls, cfg.repeats
+    listed += [("measurements", "memory_copy", partial(probes.memory_copy, cfg, device)),
+               ("measurements", "transfers", partial(probes.transfers, cfg, device)),
+               ("measurements", "p2p_copy", partial(probes.peer_copy, cfg, device)),
+               ("measurements", "nccl_allreduce", partial(probes.nccl_allreduce, cfg, device)),
+               ("measurements", "compile", partial(probes.compile_time, cfg, device)),
+               ("latency", "launch", partial(latency.launches, device, cfg.launch_kernels, repeats)),
+               ("latency", "sync", partial(latency.sync_roundtrip, device, calls, repeats)),
+               ("latency", "small_copy", partial(latency.small_copies, device, calls, repeats)),
+               ("latency", "allreduce_latency", partial(latency.allreduce, device, calls, repeats)),
+               ("latency", "dispatch", partial(latency.dispatch, calls, repeats))]
     return listed
 
 
@@ -101,8 +126,8 @@ def measure_peaks(cfg: PeakConfig = FULL, device: torch.device | None = None,
     listed under ``errors`` with the exception, so a missing figure is always explained.
     """
     device = device or (torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu"))
-    peaks: dict[str, Any] = {"measurements": {}, "skipped": {}, "errors": {}}
-    for name, call in _probes(device, cfg):
+    peaks: dict[str, Any] = {"measurements": {}, "latency": {}, "skipped": {}, "errors": {}}
+    for section, name, call in _probes(device, cfg):
         if progress:
             progress(name)
         try:
@@ -113,7 +138,7 @@ def measure_peaks(cfg: PeakConfig = FULL, device: torch.device | None = None,
         except (RuntimeError, ValueError, TypeError, ImportError, AttributeError) as exc:
             peaks["errors"][name] = f"{type(exc).__name__}: {exc}"
             continue
-        peaks["measurements"].update(found if "value" not in found else {name: found})
+        peaks[section].update(found if "value" not in found else {name: found})
         if device.type == "cuda":
             torch.cuda.empty_cache()
     peaks["provenance"] = _provenance(device, cfg)

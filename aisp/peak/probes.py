@@ -1,7 +1,7 @@
-"""Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth, launch
-cost, GPU-to-GPU copy bandwidth and NCCL all-reduce bus bandwidth (2+ GPUs), torch.compile time.
-Each probe returns named measurements or raises :class:`ProbeSkipped` with the reason it does not
-apply here.
+"""Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth,
+GPU-to-GPU copy bandwidth and NCCL all-reduce bus bandwidth (2+ GPUs), torch.compile time (the
+latency ceilings are in :mod:`aisp.peak.latency`). Each probe returns named measurements or raises
+:class:`ProbeSkipped` with the reason it does not apply here.
 
 Inputs are always fresh random data: zeros let the tensor cores and the memory system run faster
 than real data does, which would inflate every ceiling.
@@ -48,7 +48,10 @@ class PeakConfig:
     transfer_bytes: int = 256 << 20
     """Buffer size of the host<->device copies."""
     launch_kernels: int = 1000
-    """Tiny kernels per timed sample of the launch-cost probe."""
+    """Tiny kernels per timed window of the launch probes (and nodes of the graph probe)."""
+    latency_calls: int = 1000
+    """Back-to-back events (syncs, small copies, op dispatches, small all-reduces) per timed window
+    of the latency probes."""
     allreduce_min_bytes: int = 1 << 20
     """Smallest all-reduce of the NCCL sweep (sizes x4 up to ``allreduce_max_bytes``; 2+ GPUs)."""
     allreduce_max_bytes: int = 1 * GIB
@@ -59,7 +62,8 @@ class PeakConfig:
 
 FULL = PeakConfig()
 QUICK = PeakConfig(matmul_n=4096, cpu_matmul_n=1024, matmul_iters=2, repeats=3, copy_bytes=256 << 20,
-                   transfer_bytes=64 << 20, launch_kernels=200, allreduce_max_bytes=64 << 20, compile=False)
+                   transfer_bytes=64 << 20, launch_kernels=200, latency_calls=200,
+                   allreduce_max_bytes=64 << 20, compile=False)
 
 
 def measurement(value: float, unit: str, detail: str) -> dict[str, Any]:
@@ -174,30 +178,6 @@ def transfers(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]
     detail = f"{cfg.transfer_bytes >> 20} MiB, median of {cfg.repeats}"
     return {name: measurement(cfg.transfer_bytes / (median_ms(fn, device, cfg.repeats) * 1e-3) / 1e9,
                               "GB/s", detail) for name, fn in copies.items()}
-
-
-def launch_cost(cfg: PeakConfig, device: torch.device) -> dict[str, dict[str, Any]]:
-    """Time per tiny kernel (µs): launched one by one from Python, and replayed from a CUDA graph."""
-    if device.type != "cuda":
-        raise ProbeSkipped("no GPU: kernel launch cost is a GPU figure")
-    x = torch.rand(256, device=device)
-    k = cfg.launch_kernels
-
-    def eager() -> None:
-        for _ in range(k):
-            x.mul_(1.0001)
-
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        eager()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        eager()
-    detail = f"{k} elementwise kernels on 256 floats per sample, median of {cfg.repeats}"
-    return {"launch_eager": measurement(median_ms(eager, device, cfg.repeats) * 1e3 / k, "us", detail),
-            "launch_graph": measurement(median_ms(graph.replay, device, cfg.repeats) * 1e3 / k, "us", detail)}
 
 
 def gpu_pair_count(device: torch.device) -> int:

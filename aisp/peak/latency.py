@@ -1,0 +1,137 @@
+"""Latency ceilings: what one launch, sync, small copy, small all-reduce or torch op dispatch costs.
+
+The bandwidth and FLOP ceilings say nothing about a lesson whose time goes to launching many tiny
+kernels, waiting on the GPU or sending small messages; these figures are the floor of each such
+event, so a pair that declares how many it needs (:class:`aisp.harness.benchmark.LatencyCounts`)
+gets a ceiling too. Each figure is measured the way nccl-tests measures latency: many events back
+to back between two syncs, the window divided by their count (a sync per event would add the
+sync's own round trip to every figure); the median of ``repeats`` windows. All in microseconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from aisp.harness.timing import gc_disabled, synchronize
+from aisp.kits.collectives import size_label
+from aisp.peak.allreduce import sweep
+from aisp.peak.probes import ProbeSkipped
+
+SMALL_COPY_BYTES = 8
+"""Size of the small copies: one 8-byte scalar, a flag or a token id moved between host and GPU."""
+ALLREDUCE_LATENCY_BYTES = (8, 1024, 64 << 10)
+"""Message sizes of the small all-reduce latency figures; the 8-byte one is ``allreduce_latency``."""
+
+
+def host_us_per_call(fn: Callable[[], Any], device: torch.device, calls: int, repeats: int) -> float:
+    """Median over ``repeats`` windows of the host time (µs) per call of ``calls`` back-to-back
+    calls of ``fn``, each window between two device syncs (a no-op on a CPU); one window warms up."""
+    def window() -> float:
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        synchronize(device)
+        return (time.perf_counter() - t0) * 1e6 / calls
+
+    window()
+    with gc_disabled():
+        return statistics.median(window() for _ in range(repeats))
+
+
+def figure(value: float, detail: str) -> dict[str, Any]:
+    return {"value": value, "unit": "us", "detail": detail}
+
+
+def dispatch(calls: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """Host cost of one torch op from Python (binding, dispatcher, a one-element CPU kernel): the
+    part of an eager GPU launch that is Python and PyTorch, measured on the CPU on every machine."""
+    x = torch.zeros(1)
+    us = host_us_per_call(lambda: x.add_(1.0), torch.device("cpu"), calls, repeats)
+    return {"dispatch_torch_op": figure(us, f"x.add_(1) on a 1-element CPU tensor, {calls} back to back, "
+                                            f"median of {repeats}")}
+
+
+def _require_gpu(device: torch.device, what: str) -> None:
+    if device.type != "cuda":
+        raise ProbeSkipped(f"no GPU: {what} is a GPU figure")
+
+
+def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """One tiny kernel launched eagerly from Python; one launch of a one-kernel CUDA graph; and
+    each further kernel node of a ``kernels``-node graph (its replay time divided by the nodes)."""
+    _require_gpu(device, "kernel launch latency")
+    x = torch.rand(256, device=device)
+
+    def eager() -> None:
+        x.mul_(1.0001)
+
+    def capture(nodes: int) -> torch.cuda.CUDAGraph:
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            eager()  # warm the kernel outside the capture
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(nodes):
+                eager()
+        return graph
+
+    one, many = capture(1), capture(kernels)
+    how = f"median of {repeats} windows"
+    return {
+        "launch_eager": figure(host_us_per_call(eager, device, kernels, repeats),
+                               f"x.mul_() on 256 floats, {kernels} back to back, {how}"),
+        "launch_graph": figure(host_us_per_call(one.replay, device, kernels, repeats),
+                               f"replay of a 1-kernel graph, {kernels} back to back, {how}"),
+        "launch_graph_node": figure(host_us_per_call(many.replay, device, 1, repeats) / kernels,
+                                    f"one replay of a {kernels}-kernel graph / {kernels}, {how}"),
+    }
+
+
+def sync_roundtrip(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """Event record then a host wait on it, on an idle stream: the floor of every ``.item()``,
+    ``synchronize()`` or blocking copy a loop does."""
+    _require_gpu(device, "the sync round trip")
+    event = torch.cuda.Event()
+
+    def record_and_wait() -> None:
+        event.record()
+        event.synchronize()
+
+    return {"sync_roundtrip": figure(host_us_per_call(record_and_wait, device, calls, repeats),
+                                     f"event record + event synchronize on an idle stream, {calls} in a row, "
+                                     f"median of {repeats}")}
+
+
+def small_copies(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """An 8-byte copy host->device and device->host (pinned, asynchronous) and device->device."""
+    _require_gpu(device, "small-copy latency")
+    n = SMALL_COPY_BYTES // 8
+    host = torch.zeros(n, dtype=torch.float64).pin_memory()
+    gpu_a = torch.zeros(n, dtype=torch.float64, device=device)
+    gpu_b = torch.zeros_like(gpu_a)
+    copies = {"copy_h2d_small": (lambda: gpu_a.copy_(host, non_blocking=True), "pinned host -> device"),
+              "copy_d2h_small": (lambda: host.copy_(gpu_a, non_blocking=True), "device -> pinned host"),
+              "copy_d2d_small": (lambda: gpu_b.copy_(gpu_a), "device -> device")}
+    return {name: figure(host_us_per_call(fn, device, calls, repeats),
+                         f"{SMALL_COPY_BYTES} B {how}, {calls} back to back, median of {repeats}")
+            for name, (fn, how) in copies.items()}
+
+
+def allreduce(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """NCCL all-reduce time per call of small messages over every local GPU, ``calls`` back to
+    back between two syncs (nccl-tests' way); ``allreduce_latency`` is the 8-byte figure."""
+    found = torch.cuda.device_count() if device.type == "cuda" else 0
+    if found < 2:
+        raise ProbeSkipped(f"needs 2 GPUs (found {found})")
+    rows = sweep(found, "cuda", list(ALLREDUCE_LATENCY_BYTES), repeats, burst=calls)
+    how = f"NCCL all-reduce, {found} ranks, fp32, NVLS off, {calls} back to back, median of {repeats}"
+    figures = {f"allreduce_latency_{size_label(r.bytes)}": figure(r.time_us, how) for r in rows}
+    return {"allreduce_latency": figure(rows[0].time_us, f"{size_label(rows[0].bytes)}; {how}"), **figures}

@@ -1,0 +1,104 @@
+"""The latency floors of ``aisp peak``: the per-event arithmetic on a fake clock, the dispatch probe on
+a CPU, the GPU probes' skip lines, the ``latency`` section (and files written before it), the
+back-to-back all-reduce burst on two gloo ranks; on a GPU, the probes for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from aisp.peak import allreduce, latency
+from aisp.peak.measure import latency_figure, measure_peaks
+from aisp.peak.probes import PeakConfig, ProbeSkipped
+
+CPU = torch.device("cpu")
+TINY = PeakConfig(cpu_matmul_n=128, matmul_iters=1, repeats=2, copy_bytes=1 << 20, compile=False,
+                  latency_calls=50)
+OLD_H200 = Path(__file__).parents[1] / "peaks" / "peak_h200.json"
+
+
+class FakeClock:
+    """perf_counter advancing ``step`` seconds per call of the timed function."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self) -> None:
+        self.now += self.step
+
+
+def test_a_window_is_divided_by_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(3e-6)
+    monkeypatch.setattr(latency.time, "perf_counter", clock)
+    assert latency.host_us_per_call(clock.tick, CPU, calls=100, repeats=3) == pytest.approx(3.0)
+
+
+def test_the_dispatch_probe_runs_on_a_cpu() -> None:
+    found = latency.dispatch(calls=50, repeats=2)["dispatch_torch_op"]
+    assert found["unit"] == "us" and found["value"] > 0
+
+
+@pytest.mark.parametrize(("probe", "why"), [
+    (lambda: latency.launches(CPU, 10, 2), "no GPU: kernel launch latency"),
+    (lambda: latency.sync_roundtrip(CPU, 10, 2), "no GPU: the sync round trip"),
+    (lambda: latency.small_copies(CPU, 10, 2), "no GPU: small-copy latency"),
+])
+def test_gpu_latency_probes_say_why_they_skip_on_a_cpu(probe, why) -> None:
+    with pytest.raises(ProbeSkipped, match=why):
+        probe()
+
+
+def test_peaks_hold_a_latency_section_and_explain_each_missing_figure() -> None:
+    peaks = measure_peaks(TINY, CPU)
+    assert set(peaks["latency"]) == {"dispatch_torch_op"}
+    for probe in ("launch", "sync", "small_copy", "allreduce_latency"):
+        assert peaks["skipped"][probe]
+    assert peaks["errors"] == {}
+
+
+def test_latency_figures_are_read_from_new_and_old_files() -> None:
+    new = {"latency": {"launch_graph_node": {"value": 0.9, "unit": "us", "detail": "x"}}, "measurements": {}}
+    assert latency_figure(new, "launch_graph_node") == 0.9
+    assert latency_figure(new, "sync_roundtrip") is None
+    old = json.loads(OLD_H200.read_text())  # written before the latency section existed
+    assert "latency" not in old
+    assert latency_figure(old, "launch_eager") == old["measurements"]["launch_eager"]["value"]
+    assert latency_figure(old, "launch_graph_node") == old["measurements"]["launch_graph"]["value"]
+    assert latency_figure(old, "launch_graph") is None  # an old file's graph figure was per node
+
+
+def test_allreduce_burst_on_two_gloo_ranks_times_each_call() -> None:
+    rows = allreduce.sweep(2, "cpu", [8, 1024], samples=2, timeout_s=120, burst=20)
+    assert [(r.bytes, r.ranks) for r in rows] == [(8, 2), (1024, 2)]
+    assert all(r.time_us > 0 for r in rows)  # CPU figures mean nothing; the plumbing is checked
+    assert "--burst" in allreduce.launch_argv(2, "cuda", [8], 3, Path("o.json"), burst=500)
+
+
+def test_allreduce_latency_needs_two_gpus() -> None:
+    with pytest.raises(ProbeSkipped, match="needs 2 GPUs"):
+        latency.allreduce(CPU, 10, 2)
+
+
+@pytest.mark.gpu
+def test_gpu_latency_probes_measure_every_figure() -> None:
+    device = torch.device("cuda", 0)
+    found = {**latency.launches(device, 200, 3), **latency.sync_roundtrip(device, 200, 3),
+             **latency.small_copies(device, 200, 3)}
+    assert set(found) == {"launch_eager", "launch_graph", "launch_graph_node", "sync_roundtrip",
+                          "copy_h2d_small", "copy_d2h_small", "copy_d2d_small"}
+    assert all(m["unit"] == "us" and m["value"] > 0 for m in found.values())
+    print(json.dumps(found, indent=1))
+
+
+@pytest.mark.multigpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_nccl_small_allreduce_latency_back_to_back() -> None:
+    found = latency.allreduce(torch.device("cuda", 0), 500, 3)
+    assert found["allreduce_latency"]["value"] == found["allreduce_latency_8B"]["value"] > 0
+    print(json.dumps(found, indent=1))
