@@ -21,6 +21,7 @@ from aisp.harness.runner import Hooks, PairContext, Reporter, run_suite
 from aisp.judge import expectations
 from aisp.peak.measure import load_peaks
 from aisp.profile.pair import attach_profile
+from aisp.report.ceilings import add_ceiling
 from aisp.report.console import RichReporter
 from aisp.report.roofline import add_roofline
 from aisp.report.tables import write_tables
@@ -33,7 +34,7 @@ def _roofline_step() -> Any:
         key = ctx.manifest["hardware_key"]
         if key not in cache:
             cache[key] = load_peaks(key)
-        return add_roofline(result, cache[key])
+        return add_ceiling(add_roofline(result, cache[key]), cache[key])
     return step
 
 

@@ -1,4 +1,4 @@
-"""``aisp report``: reports of a run folder (roofline PNG, self-contained HTML)."""
+"""``aisp report``: reports of a run folder (roofline PNG, self-contained HTML, ceilings)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from aisp.peak.measure import load_peaks
-from aisp.report import plotting
+from aisp.report import ceilings, plotting
 from aisp.report.html_report import load_run, write_html
 from aisp.report.roofline import pair_points, plot
 
@@ -54,3 +55,20 @@ def html_report(
     """One self-contained HTML file: summary table, speedup chart with intervals, roofline."""
     _require_plotting()
     typer.echo(f"Wrote {write_html(run_dir, output)}")
+
+
+@app.command(name="ceilings")
+def ceilings_report(run_dir: RunDir) -> None:
+    """Every pair's ceiling (compute, memory or latency), the % its best variant reaches and, below
+    80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary."""
+    if not (run_dir / "summary.json").exists():
+        raise _fail(f"error: {run_dir} has no summary.json; pass a run folder (artifacts/<timestamp>).", 2)
+    summary, _ = load_run(run_dir)
+    peaks = load_peaks(summary["hardware_key"])
+    if peaks is None:
+        typer.echo(f"No measured peaks for '{summary['hardware_key']}': showing the ceilings stored in the run.")
+    found = ceilings.rows(summary.get("results", []), peaks)
+    Console(width=200).print(ceilings.table(found, f"Ceilings of {run_dir.name} ({summary['hardware_key']})"))
+    t = ceilings.tally(found)
+    typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
+               f"{t['below']} below ({t['below_without_reason']} without a reason), {t['no_ceiling']} without a ceiling")

@@ -42,6 +42,33 @@ class Requirements:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LatencyCounts:
+    """The fewest latency-bound events one ``run()`` of the pair's work needs, for a lesson whose time
+    goes to launches, waits and small messages rather than FLOPs or bytes. Each count is priced at
+    its floor measured by ``aisp peak`` (the ``latency`` section of the peaks); their sum is the
+    pair's latency ceiling (the fastest the events can go one after another). Count what the best
+    design needs (a CUDA-graph lesson: one graph launch and its nodes), so the baseline's extra
+    events show as distance from the ceiling."""
+
+    launches: int = 0
+    """Kernels launched one by one from Python (priced at ``launch_eager``)."""
+    graph_launches: int = 0
+    """CUDA graph replays (``launch_graph``: one launch of a one-kernel graph)."""
+    graph_nodes: int = 0
+    """Kernels inside replayed graphs (``launch_graph_node``: each node of a large graph)."""
+    syncs: int = 0
+    """Host waits on the GPU: ``.item()``, ``synchronize()``, a blocking copy (``sync_roundtrip``)."""
+    copies: int = 0
+    """Small host<->device copies (the slower of ``copy_h2d_small`` and ``copy_d2h_small``)."""
+    device_copies: int = 0
+    """Small device-to-device copies (``copy_d2d_small``)."""
+    messages: int = 0
+    """Small all-reduces across the GPUs (``allreduce_latency``, 8 bytes, back to back)."""
+    dispatches: int = 0
+    """Torch ops dispatched from Python on the host (``dispatch_torch_op``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     """Sizes and accounting shared by both files of a pair.
 
@@ -56,6 +83,12 @@ class Workload:
     link: Literal["hbm", "h2d", "d2h", "nvlink"] = "hbm"
     """Which link ``bytes`` cross, so the roofline uses its ceiling (from ``aisp peak``): device memory
     (hbm), pinned host-to-device / device-to-host copies, or one direction of GPU-GPU peer copies."""
+    latency: LatencyCounts | None = None
+    """The latency-bound events one ``run()`` needs; None: not declared. The pair's ceiling is the
+    tightest of the compute (``flops``), memory (``bytes`` over ``link``) and latency bounds declared."""
+    ceiling_note: str = ""
+    """Why the best variant stays below 80% of its ceiling, as the chapter README explains it
+    (shown by ``aisp report ceilings``); empty: no reason given."""
     items: float = 0.0
     """Useful items one ``run()`` processes (samples, tokens, requests), for goodput."""
     item_unit: str = "items"

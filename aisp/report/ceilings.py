@@ -1,0 +1,177 @@
+"""Every pair against its true ceiling: compute, memory or latency, whichever its workload declares.
+
+Each declared bound is a lower bound on one ``run()``'s time on this machine: ``flops`` at the
+matmul peak of its precision, ``bytes`` at the peak bandwidth of its ``link``, and the latency
+counts (:class:`aisp.harness.benchmark.LatencyCounts`) at their measured floors, one after another.
+The pair's ceiling is the tightest, i.e. the longest, of them; its kind says which. For a pair
+with FLOPs and bytes this is exactly the roofline's bound. A variant reaches ``percent`` = ceiling
+time / its median time. Where the workload counts items (tokens of a serving loop), the ceiling is
+also given as items/s: a decode loop that declares the weight bytes it streams per step is held
+to the HBM bound, and tokens / that time is its tokens/s ceiling.
+
+``aisp report ceilings RUN_DIR`` lists every pair with its ceiling kind, the % its best variant
+reaches and, below :data:`REACHED_PCT`, the reason its workload's ``ceiling_note`` gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+from aisp.peak.measure import latency_figure
+from aisp.report.roofline import BEYOND_CEILING_PCT, peak_bandwidth, peak_compute
+
+REACHED_PCT = 80.0
+"""A pair at or above this % of its ceiling has reached it; below, it should say why."""
+COUNT_FLOORS = {"launches": ("launch_eager",), "graph_launches": ("launch_graph",),
+                "graph_nodes": ("launch_graph_node",), "syncs": ("sync_roundtrip",),
+                "copies": ("copy_h2d_small", "copy_d2h_small"), "device_copies": ("copy_d2d_small",),
+                "messages": ("allreduce_latency",), "dispatches": ("dispatch_torch_op",)}
+"""Each latency count and the floor(s) it is priced at (the slower where two are named)."""
+
+
+class MissingPeak(KeyError):
+    """The peaks lack a figure the workload's bound needs; the message says which."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One lower bound on a run()'s time."""
+
+    kind: str
+    """compute, memory or latency."""
+    seconds: float
+    value: float
+    """The ceiling in ``unit``: peak TFLOP/s, peak GB/s, or the latency floor in µs per run()."""
+    unit: str
+    detail: str
+
+
+def latency_seconds(counts: dict[str, Any], peaks: dict[str, Any]) -> tuple[float, str]:
+    """(seconds, how) of the declared latency counts at their measured floors, one after another."""
+    total, parts = 0.0, []
+    for name, count in counts.items():
+        if not count:
+            continue
+        floors = [latency_figure(peaks, f) for f in COUNT_FLOORS[name]]
+        if any(f is None for f in floors):
+            missing = ", ".join(COUNT_FLOORS[name])
+            raise MissingPeak(f"the peaks hold no {missing} latency floor; re-run 'aisp peak --refresh'")
+        floor = max(f for f in floors if f is not None)
+        total += count * floor * 1e-6
+        parts.append(f"{count:g} {name} x {floor:.2f} us")
+    return total, " + ".join(parts)
+
+
+def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
+    """Every bound the workload declares. Raises :class:`MissingPeak` where a ceiling is missing."""
+    found = []
+    try:
+        if float(workload.get("flops") or 0) > 0:
+            precision, tflops = peak_compute(peaks, workload.get("precision"))
+            found.append(Bound("compute", workload["flops"] / (tflops * 1e12), tflops, "TFLOP/s",
+                               f"{workload['flops']:.3g} FLOP at the {precision} peak"))
+        if float(workload.get("bytes") or 0) > 0:
+            link = workload.get("link", "hbm")
+            gbps = peak_bandwidth(peaks, link)
+            found.append(Bound("memory", workload["bytes"] / (gbps * 1e9), gbps, "GB/s",
+                               f"{workload['bytes']:.3g} B over {link}"))
+    except KeyError as exc:
+        raise MissingPeak(exc.args[0]) from exc
+    counts = workload.get("latency") or {}
+    if any(counts.values()):
+        seconds, how = latency_seconds(counts, peaks)
+        found.append(Bound("latency", seconds, seconds * 1e6, "us per run", how))
+    return found
+
+
+def ceiling(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, Any]) -> dict[str, Any] | None:
+    """``{kind, value, unit, percent, time_ms, detail}`` of one timed variant (plus ``items_per_s``
+    and ``item_unit`` where the workload counts items); None when the workload declares no bound or
+    the variant has no timing. Raises :class:`MissingPeak` where a needed peak is missing."""
+    summary = variant.get("summary") or {}
+    found = bounds(workload, peaks)
+    if not found or not summary.get("median"):
+        return None
+    tight = max(found, key=lambda b: b.seconds)
+    result = {"kind": tight.kind, "value": tight.value, "unit": tight.unit,
+              "percent": 100 * tight.seconds / (summary["median"] * 1e-3), "time_ms": tight.seconds * 1e3,
+              "detail": tight.detail}
+    if float(workload.get("items") or 0) > 0:
+        result |= {"items_per_s": workload["items"] / tight.seconds, "item_unit": workload.get("item_unit", "items")}
+    return result
+
+
+def add_ceiling(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's post step: each timed variant gets its ``ceiling``; the result gets its best variant's
+    (the baseline's when none is best), or ``no_ceiling`` with the reason."""
+    if not result.get("baseline"):
+        return result
+    if not peaks:
+        return {**result, "no_ceiling": "no measured peaks for this machine; run 'aisp peak'"}
+    notes = list(result.get("notes", []))
+    try:
+        for var in [result["baseline"], *result["variants"]]:
+            found = ceiling(var, result["workload"], peaks)
+            if found is not None:
+                var["ceiling"] = found
+                if found["kind"] == "latency" and found["percent"] > BEYOND_CEILING_PCT:
+                    notes.append(f"{var['name']} runs at {found['percent']:.0f}% of its latency ceiling: "
+                                 "check the declared latency counts")
+    except MissingPeak as exc:
+        return {**result, "no_ceiling": exc.args[0]}
+    best = next((v for v in result["variants"] if v["name"] == result.get("best")), result["baseline"])
+    if "ceiling" not in best:
+        return {**result, "notes": notes, "no_ceiling": "the workload declares no FLOPs, bytes or latency counts"}
+    return {**result, "notes": notes, "ceiling": best["ceiling"]}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One pair in the ceilings report."""
+
+    target: str
+    kind: str
+    """compute, memory, latency, or "none"."""
+    percent: float | None
+    variant: str | None
+    reason: str
+    """Below the mark: the workload's ceiling note; without a ceiling: why there is none."""
+
+
+def rows(results: list[dict[str, Any]], peaks: dict[str, Any] | None) -> list[Row]:
+    """One row per pair of a run summary, its ceiling recomputed from ``peaks`` when given (a run
+    made before the ceiling step, or against newer peaks), else the one stored in the result."""
+    found = []
+    for result in results:
+        judged = add_ceiling(result, peaks) if peaks else result
+        best = judged.get("ceiling")
+        if best is None:
+            why = judged.get("no_ceiling") or result.get("reason") or f"not timed ({result.get('verdict')})"
+            found.append(Row(result["target"], "none", None, None, why))
+            continue
+        note = (result.get("workload") or {}).get("ceiling_note") or ""
+        reason = "" if best["percent"] >= REACHED_PCT else (note or "no reason given (the workload's ceiling_note)")
+        found.append(Row(result["target"], best["kind"], best["percent"], result.get("best") or "baseline", reason))
+    return found
+
+
+def tally(found: list[Row]) -> dict[str, int]:
+    """How many pairs reach the mark, fall below it (with and without a reason), and have no ceiling."""
+    judged = [r for r in found if r.percent is not None]
+    below = [r for r in judged if r.percent < REACHED_PCT]
+    return {"pairs": len(found), "reached": len(judged) - len(below), "below": len(below),
+            "below_without_reason": sum(r.reason.startswith("no reason given") for r in below),
+            "no_ceiling": len(found) - len(judged)}
+
+
+def table(found: list[Row], title: str) -> Table:
+    """The report as a rich table: pair, ceiling kind, % reached, variant, reason."""
+    shown = Table("pair", "ceiling", "% reached", "variant", "reason (below 80%) / why none", title=title)
+    for r in found:
+        pct = "-" if r.percent is None else f"{r.percent:.0f}%"
+        style = "dim" if r.percent is None else ("green" if r.percent >= REACHED_PCT else "yellow")
+        shown.add_row(r.target, r.kind, pct, r.variant or "-", r.reason, style=style)
+    return shown

@@ -1,0 +1,135 @@
+"""Every pair against its ceiling: the three bounds, the tightest winning, the latency counts priced
+at the measured floors (and files without them), tokens/s of serving loops, the post step, the
+ceilings report and its CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from aisp import LatencyCounts, Workload
+from aisp.cli.main import app
+from aisp.harness.artifacts import atomic_write_json
+from aisp.report.ceilings import REACHED_PCT, add_ceiling, ceiling, rows, tally
+from aisp.report.roofline import annotate
+from tests.synthetic_runs import pair, samples, variant, write_run
+
+PEAKS = {"measurements": {"matmul_fp32": {"value": 50.0}, "matmul_bf16": {"value": 800.0},
+                          "memory_copy": {"value": 4000.0}},
+         "latency": {"launch_eager": {"value": 5.0}, "launch_graph": {"value": 2.0},
+                     "launch_graph_node": {"value": 1.0}, "sync_roundtrip": {"value": 10.0},
+                     "copy_h2d_small": {"value": 3.0}, "copy_d2h_small": {"value": 4.0}},
+         "provenance": {"hardware_key": "cpu"}}
+OLD_H200 = Path(__file__).parents[1] / "peaks" / "peak_h200.json"
+
+
+def timed(ms: float, name: str = "optimized_x") -> dict:
+    return {"name": name, "summary": {"median": ms}}
+
+
+def test_flops_and_bytes_give_the_roofline_bound() -> None:
+    workload = {"flops": 1e9, "bytes": 1e6, "precision": "fp32"}  # compute-bound: 0.02 ms at 50 TFLOP/s
+    found = ceiling(timed(0.04), workload, PEAKS)
+    assert found["kind"] == "compute" and found["value"] == 50.0 and found["unit"] == "TFLOP/s"
+    assert found["percent"] == pytest.approx(annotate(timed(0.04), workload, PEAKS)["pct_of_bound"]) == pytest.approx(50)
+
+
+def test_bytes_alone_are_judged_against_the_link() -> None:
+    found = ceiling(timed(1.0), {"bytes": 2e9}, PEAKS)  # 2 GB at 4000 GB/s: 0.5 ms
+    assert (found["kind"], found["unit"]) == ("memory", "GB/s") and found["percent"] == pytest.approx(50)
+
+
+def test_latency_counts_are_priced_at_their_floors_one_after_another() -> None:
+    counts = asdict(LatencyCounts(graph_launches=1, graph_nodes=1000, syncs=1, copies=2))
+    found = ceiling(timed(1.0), {"latency": counts}, PEAKS)
+    # 1 x 2 us + 1000 x 1 us + 1 x 10 us + 2 x max(3, 4) us = 1020 us; measured 1 ms.
+    assert found["kind"] == "latency" and found["value"] == pytest.approx(1020)
+    assert found["percent"] == pytest.approx(102)
+    assert "1000 graph_nodes x 1.00 us" in found["detail"]
+
+
+def test_the_tightest_declared_bound_is_the_ceiling() -> None:
+    workload = {"bytes": 4e3, "latency": {"launches": 100}}  # 1 ns of memory, 500 us of launches
+    assert ceiling(timed(1.0), workload, PEAKS)["kind"] == "latency"
+    workload = {"bytes": 4e9, "latency": {"launches": 100}}  # 1 ms of memory wins
+    assert ceiling(timed(2.0), workload, PEAKS)["kind"] == "memory"
+
+
+def test_tokens_per_second_ceiling_of_a_decode_loop() -> None:
+    # 64 decode steps streaming 2 GB of weights each: 32 ms at 4000 GB/s for 64 tokens.
+    workload = {"bytes": 64 * 2e9, "items": 64, "item_unit": "tokens"}
+    found = ceiling(timed(40.0), workload, PEAKS)
+    assert found["kind"] == "memory" and found["item_unit"] == "tokens"
+    assert found["items_per_s"] == pytest.approx(64 / 0.032) and found["percent"] == pytest.approx(80)
+
+
+def test_a_real_workload_declaration_reaches_the_ceiling() -> None:
+    workload = Workload(latency=LatencyCounts(launches=10), ceiling_note="host-bound by design")
+    found = ceiling(timed(0.1), asdict(workload), PEAKS)
+    assert found["kind"] == "latency" and found["percent"] == pytest.approx(50)
+
+
+def _result(latency: dict | None = None, **workload) -> dict:
+    result = pair("ch01:x", variant("baseline", samples(2.0, 0.01)), [variant("optimized", samples(1.0, 0.01))])
+    result["workload"] = {**workload, "latency": latency}
+    return result
+
+
+def test_the_post_step_gives_the_best_variant_its_ceiling() -> None:
+    out = add_ceiling(_result({"graph_nodes": 500}), PEAKS)  # 0.5 ms floor
+    assert out["ceiling"]["percent"] == pytest.approx(50, rel=0.05)
+    assert out["baseline"]["ceiling"]["percent"] == pytest.approx(25, rel=0.05)
+
+
+def test_no_declared_bound_or_no_peaks_is_said() -> None:
+    assert "declares no FLOPs" in add_ceiling(_result(), PEAKS)["no_ceiling"]
+    assert "aisp peak" in add_ceiling(_result({"launches": 1}), None)["no_ceiling"]
+
+
+def test_a_missing_floor_names_it() -> None:
+    old = json.loads(OLD_H200.read_text())  # before the latency section: launches priced, syncs not
+    assert add_ceiling(_result({"launches": 10, "graph_nodes": 10}), old)["ceiling"]["kind"] == "latency"
+    out = add_ceiling(_result({"syncs": 3}), old)
+    assert "no sync_roundtrip latency floor" in out["no_ceiling"] and "aisp peak --refresh" in out["no_ceiling"]
+
+
+def test_faster_than_the_latency_ceiling_is_flagged() -> None:
+    out = add_ceiling(_result({"launches": 400}), PEAKS)  # 2 ms floor, optimized at 1 ms
+    assert any("200% of its latency ceiling" in n for n in out["notes"])
+
+
+def test_rows_give_the_reason_only_below_the_mark() -> None:
+    reached = _result({"graph_nodes": 900}, ceiling_note="unused")  # 90%
+    below = _result({"graph_nodes": 300}, ceiling_note="two syncs per step the lesson keeps")  # 30%
+    silent = _result({"graph_nodes": 300})
+    none = _result()
+    skipped = pair("ch02:y", None, [], verdict="skipped", reason="needs a CUDA GPU")
+    found = rows([reached, below, silent, none, skipped], PEAKS)
+    assert [r.kind for r in found] == ["latency"] * 3 + ["none", "none"]
+    assert found[0].percent >= REACHED_PCT and found[0].reason == ""
+    assert found[1].reason == "two syncs per step the lesson keeps"
+    assert found[2].reason.startswith("no reason given")
+    assert "declares no" in found[3].reason and found[4].reason == "needs a CUDA GPU"
+    assert tally(found) == {"pairs": 5, "reached": 1, "below": 2, "below_without_reason": 1, "no_ceiling": 2}
+
+
+def test_rows_use_the_stored_ceiling_without_peaks() -> None:
+    stored = add_ceiling(_result({"graph_nodes": 900}), PEAKS)
+    assert rows([stored], None)[0].percent == pytest.approx(stored["ceiling"]["percent"])
+
+
+def test_cli_report_ceilings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISP_PEAK_DIR", str(tmp_path / "peaks"))
+    atomic_write_json(tmp_path / "peaks" / "peak_cpu.json", PEAKS)
+    run = write_run(tmp_path, "run1", [_result({"graph_nodes": 300}, ceiling_note="a reason"), _result()])
+    out = CliRunner().invoke(app, ["report", "ceilings", str(run)])
+    assert out.exit_code == 0, out.output
+    assert "latency" in out.output and "a reason" in out.output and "declares no" in out.output
+    assert "2 pairs: 0 at >= 80% of their ceiling, 1 below (0 without a reason), 1 without a ceiling" in out.output
+    (run / "summary.json").unlink()
+    missing = CliRunner().invoke(app, ["report", "ceilings", str(run)])
+    assert missing.exit_code == 2 and "no summary.json" in missing.stderr
