@@ -11,11 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from aisp.harness.discovery import TargetError
+from aisp.profile.command import CommandError, profile_any
+from aisp.profile.diff import diff_pair, diff_table, profiled
 from aisp.profile.pair import ProfileRequest, profile_target
 from aisp.profile.trace_summary import TraceSummary, summarize_trace
 
-app = typer.Typer(help="Profile a pair (torch.profiler traces, Nsight Compute, Nsight Systems) and "
-                       "summarize traces.", no_args_is_help=True)
+app = typer.Typer(help="Profile a pair or any command (torch.profiler traces, Nsight Compute, Nsight Systems), "
+                       "compare a pair's kernels under ncu, summarize traces.", no_args_is_help=True)
 console = Console()
 GPU_ROWS = frozenset({"goodput (kernel time / wall)", "GPU busy", "kernels / launches", "host gaps (count, total)"})
 
@@ -27,19 +29,55 @@ class ToolName(str, Enum):
 
 
 @app.command("run")
-def run(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e.g. ch01:batch_size.")],
+def run(target: Annotated[str | None, typer.Option("--target", "-t", help="One pair, e.g. ch01:batch_size.")] = None,
+        command: Annotated[list[str] | None, typer.Argument(
+            help="Instead of a pair, any command after --: aisp profile run --tool ncu -- python my_script.py",
+            show_default=False)] = None,
         tool: Annotated[ToolName, typer.Option(help="The profiler.")] = ToolName.torch,
         output_dir: Annotated[Path | None, typer.Option(help="Default: artifacts/<time>/<pair>/profiles.")] = None,
         iterations: Annotated[int, typer.Option(min=1, help="Profiled run() calls per variant.")] = 3,
         warmup: Annotated[int, typer.Option(min=0, help="Untraced run() calls before profiling.")] = 3,
         ) -> None:
-    """Profile every variant of one pair and print their summaries side by side."""
+    """Profile every variant of one pair (-t) or one command (after --) and print the summaries.
+    Exit 2 for an unknown target, both or neither of -t and a command, or a non-Python command
+    under --tool torch."""
+    if (target is None) == (not command):
+        raise _usage("name one pair with -t, or one command after --, not both")
     try:
-        result = profile_target(ProfileRequest(target, tool.value, output_dir, iterations, warmup))
-    except TargetError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        if target is not None:
+            result = profile_target(ProfileRequest(target, tool.value, output_dir, iterations, warmup))
+        else:
+            result = profile_any(list(command or []), tool.value, output_dir)
+    except (TargetError, CommandError) as exc:
+        raise _usage(str(exc)) from exc
     _print_result(result)
+
+
+@app.command("diff")
+def diff(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e.g. ch19:w4a16_gemm.")],
+         kernels: Annotated[int, typer.Option(min=1, help="Top kernels shown per variant.")] = 3,
+         output_dir: Annotated[Path | None, typer.Option(help="Default: artifacts/<time>/<pair>/profiles.")] = None,
+         timeout: Annotated[float, typer.Option(min=1, help="Seconds one variant's ncu run may take.")] = 600,
+         ) -> None:
+    """Nsight Compute on every variant of one pair, top kernels side by side: duration, SOL % of
+    compute and memory, DRAM and L2 throughput, tensor pipe, occupancy, top stalls. Exit 1 when
+    fewer than two variants could be profiled (ncu absent or failing), 2 for an unknown target."""
+    try:
+        result = diff_pair(target, output_dir, kernels, timeout)
+    except TargetError as exc:
+        raise _usage(str(exc)) from exc
+    _print_failures(result["variants"])
+    done = profiled(result)
+    if len(done) < 2:
+        Console(stderr=True).print(f"error: ncu profiled {len(done)} of {len(result['variants'])} variants of "
+                                   f"{result['target']}; nothing to compare", soft_wrap=True)
+        raise typer.Exit(1)
+    console.print(diff_table(done, kernels, f"ncu: {result['target']} (files in {result['output_dir']})"))
+
+
+def _usage(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", soft_wrap=True)
+    return typer.Exit(2)
 
 
 @app.command("summarize")
@@ -49,16 +87,23 @@ def summarize(trace: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
     _print_summary(summarize_trace(trace))
 
 
-def _print_result(result: dict[str, Any]) -> None:
-    variants = result["variants"]
-    console.print(f"{result['target']} ({result['tool']}): files in {result['output_dir']}")
+def _print_failures(variants: dict[str, Any]) -> None:
     for name, data in variants.items():
         if "skipped" in data:
             console.print(f"{name}: skipped: {data['skipped']}")
         elif "error" in data:
             console.print(f"{name}: error: {data['error']}\n{data.get('log_tail', '')}")
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    variants = result["variants"]
+    console.print(f"{result['target']} ({result['tool']}): files in {result['output_dir']}")
+    _print_failures(variants)
     done = {n: d for n, d in variants.items() if "skipped" not in d and "error" not in d}
-    if result["tool"] == "torch" and done:
+    if result["tool"] == "torch" and "trace" in next(iter(done.values()), {}):  # a command's one trace
+        for data in done.values():
+            _print_summary(summarize_trace(Path(data["trace"])))
+    elif result["tool"] == "torch" and done:
         console.print(_side_by_side(done))
         for name, data in done.items():
             for line in data["findings"]:

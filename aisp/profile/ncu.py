@@ -21,13 +21,20 @@ from typing import Any
 from aisp.profile.nsight import failure, run_logged, standalone_command
 from aisp.profile.trace_events import load_events
 
-SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "LaunchStats")
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats", "LaunchStats")
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 DRAM_PCT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
             "dram__throughput.avg.pct_of_peak_sustained_elapsed")
 """DRAM throughput: the first of these the report holds (Hopper reports the first)."""
 MEMORY_PCT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+L2_PCT = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM_BYTES_PER_S = "dram__bytes.sum.per_second"
+L2_BYTES_PER_S = "lts__t_bytes.sum.per_second"
+"""Absolute DRAM and L2 throughput (bytes/s), from the MemoryWorkloadAnalysis section."""
+TENSOR_RE = re.compile(r"^sm__pipe_tensor\w*_cycles_active\.avg\.pct_of_peak_sustained_elapsed$")
+"""Tensor pipe utilisation: the busiest of the tensor pipe metrics the report holds (all tensor ops;
+Hopper's hmma/hgmma/qgmma/imma breakdown; dmma)."""
 DURATION = "gpu__time_duration.sum"
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 NOT_STALLS = frozenset({"selected"})
@@ -39,21 +46,29 @@ REGEX_SPECIALS = re.compile(r"([.^$*+?()\[\]{}|\\])")
 
 def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float = 240,
             launches: Sequence[str] = ()) -> dict[str, Any]:
-    """Profile the variant in ``pair_file`` under ncu and summarize ``kernels`` of its kernels.
+    """Profile the variant in ``pair_file`` (run standalone) under ncu; see :func:`run_ncu_command`."""
+    base = Path(out_dir) / Path(pair_file).stem
+    return run_ncu_command(standalone_command(pair_file), base, kernels, timeout_s, launches)
+
+
+def run_ncu_command(command: Sequence[str], base: Path, kernels: int = 5, timeout_s: float = 240,
+                    launches: Sequence[str] = ()) -> dict[str, Any]:
+    """Profile ``command`` (any program: a variant run standalone, ``python my_script.py``) under
+    ncu, writing ``<base>.ncu-rep``, ``.ncu.log`` and ``.ncu.csv``, and summarize ``kernels`` kernels.
 
     ``launches`` (``function <<<grid, block>>>`` keys in rank order, e.g. :func:`top_launches`
     of the variant's torch trace) narrow the profile to those function names and the report to
     those launch configurations, in that order. Without them (or where none matches) every
     launch configuration is profiled once and the longest are reported.
-    Returns ``{"kernels": {launch: {occupancy, dram_pct, memory_pct, sm_pct, duration_us,
-    top_stalls, demangled}}, "matched": bool, ...}``, or ``{"skipped": reason}`` without ``ncu``.
+    Returns ``{"kernels": {launch: {duration_us, sm_pct, memory_pct, dram_pct, dram_gbps, l2_pct,
+    l2_gbps, tensor_pct, occupancy, top_stalls, demangled}}, "matched": bool, ...}``, or
+    ``{"skipped": reason}`` without ``ncu``.
     """
     ncu = shutil.which("ncu")
     if ncu is None:
         return {"skipped": "ncu not found on PATH"}
-    base = Path(out_dir) / Path(pair_file).stem
     log, report = base.with_suffix(".ncu.log"), base.with_suffix(".ncu-rep")
-    cmd = profile_command(ncu, pair_file, report, [launch.split(" <<<")[0] for launch in launches])
+    cmd = profile_command(ncu, command, report, [launch.split(" <<<")[0] for launch in launches])
     rc = run_logged(cmd, log, timeout_s)
     if rc != 0 or not report.exists():
         return failure("ncu", rc, log, timeout_s) | {"command": cmd}
@@ -96,7 +111,7 @@ def select_kernels(parsed: dict[str, dict[str, Any]], launches: Sequence[str], c
     return dict(ordered[:count]), matched
 
 
-def profile_command(ncu: str, pair_file: Path, report: Path, functions: Sequence[str]) -> list[str]:
+def profile_command(ncu: str, command: Sequence[str], report: Path, functions: Sequence[str]) -> list[str]:
     """The ncu command line: sections, one launch per configuration after the first, optional filter."""
     cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--force-overwrite",
            "--filter-mode", "per-launch-config", "--launch-skip", "1", "--launch-count", "1"]
@@ -104,7 +119,7 @@ def profile_command(ncu: str, pair_file: Path, report: Path, functions: Sequence
         cmd += ["--section", section]
     if functions:
         cmd += ["--kernel-name", "regex:" + kernel_regex(functions)]
-    return cmd + ["-o", str(report.with_suffix("")), *standalone_command(pair_file)]
+    return cmd + ["-o", str(report.with_suffix("")), *command]
 
 
 def kernel_regex(names: Sequence[str]) -> str:
@@ -160,10 +175,20 @@ def _kernel_metrics(cells: dict[str, str], units: dict[str, str]) -> dict[str, A
     duration = _number(cells.get(DURATION, ""))
     scale = TO_US.get(units.get(DURATION, "nsecond"), 1e-3)
     dram = next((cells[k] for k in DRAM_PCT if k in cells), "")
+    tensor = [v for k, text in cells.items() if TENSOR_RE.match(k) and (v := _number(text)) is not None]
     return {"occupancy": _number(cells.get(OCCUPANCY, "")), "dram_pct": _number(dram),
             "memory_pct": _number(cells.get(MEMORY_PCT, "")), "sm_pct": _number(cells.get(SM_PCT, "")),
+            "l2_pct": _number(cells.get(L2_PCT, "")), "tensor_pct": max(tensor) if tensor else None,
+            "dram_gbps": _per_second_gb(cells.get(DRAM_BYTES_PER_S, "")),
+            "l2_gbps": _per_second_gb(cells.get(L2_BYTES_PER_S, "")),
             "duration_us": duration * scale if duration is not None else 0.0,
             "top_stalls": [[r, v] for r, v in ranked[:TOP_STALLS]]}
+
+
+def _per_second_gb(text: str) -> float | None:
+    """A byte/second figure (``--print-units base``) in GB/s."""
+    value = _number(text)
+    return None if value is None else value / 1e9
 
 
 def _number(text: str) -> float | None:

@@ -25,11 +25,12 @@ def standalone_command(pair_file: Path) -> list[str]:
     return [sys.executable, str(Path(pair_file).resolve()), *STANDALONE_ARGS]
 
 
-def run_logged(cmd: list[str], log: Path, timeout_s: float) -> int | None:
-    """Run ``cmd`` with stdout and stderr to ``log``; its exit code, or None after a timeout."""
+def run_logged(cmd: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None) -> int | None:
+    """Run ``cmd`` (in ``env``, default this environment) with stdout and stderr to ``log``; its exit
+    code, or None after a timeout."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -45,15 +46,20 @@ def failure(tool: str, rc: int | None, log: Path, timeout_s: float) -> dict[str,
 
 
 def run_nsys(pair_file: Path, out_dir: Path, timeout_s: float = 240) -> dict[str, Any]:
-    """Capture a Nsight Systems timeline of the variant (CUDA, NVTX, OS runtime) and its
-    kernel summary; ``{"skipped": reason}`` where ``nsys`` is not installed."""
+    """Nsight Systems on the variant in ``pair_file`` run standalone; see :func:`run_nsys_command`."""
+    return run_nsys_command(standalone_command(pair_file), Path(out_dir) / Path(pair_file).stem, timeout_s)
+
+
+def run_nsys_command(command: list[str], base: Path, timeout_s: float = 240) -> dict[str, Any]:
+    """Capture a Nsight Systems timeline of ``command`` (CUDA, NVTX, OS runtime) as
+    ``<base>.nsys-rep`` and its kernel summary; ``{"skipped": reason}`` where ``nsys`` is not
+    installed."""
     nsys = shutil.which("nsys")
     if nsys is None:
         return {"skipped": "nsys not found on PATH"}
-    base = Path(out_dir) / Path(pair_file).stem
     log = base.with_suffix(".nsys.log")
     cmd = [nsys, "profile", "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
-           "--force-overwrite=true", "-o", str(base), *standalone_command(pair_file)]
+           "--force-overwrite=true", "-o", str(base), *command]
     rc = run_logged(cmd, log, timeout_s)
     report = base.with_suffix(".nsys-rep")
     if rc != 0 or not report.exists():
