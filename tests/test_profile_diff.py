@@ -38,6 +38,7 @@ def test_every_figure_of_a_gemm_kernel_is_read() -> None:
     assert gemm["dram_gbps"] == pytest.approx(1870.2154) and gemm["l2_gbps"] == pytest.approx(6403.118)
     assert gemm["tensor_pct"] == 71.26 and gemm["occupancy"] == 12.44
     assert [r for r, _ in gemm["top_stalls"]] == ["gmma", "barrier", "long_scoreboard"]  # "selected" is no stall
+    assert list(parse_raw_csv(BASELINE.read_text() + "\n\n")) == list(parse_raw_csv(BASELINE.read_text()))
 
 
 def _variants() -> dict:

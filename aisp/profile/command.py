@@ -25,10 +25,11 @@ class CommandError(ValueError):
 
 def command_name(command: list[str]) -> str:
     """A file-name stem for the command: its script's or module's name, else its program's."""
-    words = [w for w in command[1:] if not w.startswith("-")] if is_python(command[0]) else []
-    if len(command) > 2 and command[1] == "-m":
-        words = [command[2]]
-    stem = Path(words[0]).stem if words else Path(command[0]).name
+    if is_python(command[0]) and len(command) > 2 and command[1] == "-m":
+        stem = command[2]
+    else:
+        words = [w for w in command[1:] if not w.startswith("-")] if is_python(command[0]) else []
+        stem = Path(words[0]).stem if words else Path(command[0]).name
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "command"
 
 

@@ -157,6 +157,8 @@ def parse_raw_csv(text: str) -> dict[str, dict[str, Any]]:
     units = body.pop(0) if body and not body[0][0] else [""] * len(header)
     result: dict[str, dict[str, Any]] = {}
     for row in body:
+        if not any(row):  # a blank line (a trailing newline of the tool's output)
+            continue
         cells = dict(zip(header, row, strict=False))
         demangled = cells.get("Kernel Name", "?")
         name = launch_key(function_name(demangled), cells.get("Grid Size", "?"), cells.get("Block Size", "?"))
