@@ -31,6 +31,7 @@ def _launch_workload() -> LaunchWorkload:
     vec = 4.0 * shape.width
     # Per layer: addcmul reads h, scale, shift and writes h; tanh reads and writes h.
     return LaunchWorkload(flops=3.0 * shape.layers * shape.width, bytes=6.0 * shape.layers * vec,
+                          latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=2 * shape.layers),
                           items=2 * shape.layers, item_unit="kernels", precision="fp32",
                           requires=aisp.Requirements(cuda=True))
 

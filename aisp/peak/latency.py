@@ -62,37 +62,43 @@ def _require_gpu(device: torch.device, what: str) -> None:
         raise ProbeSkipped(f"no GPU: {what} is a GPU figure")
 
 
-def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict[str, Any]]:
-    """One tiny kernel launched eagerly from Python; one launch of a one-kernel CUDA graph; and
-    each further kernel node of a ``kernels``-node graph (its replay time divided by the nodes)."""
-    _require_gpu(device, "kernel launch latency")
-    x = torch.rand(256, device=device)
+def _empty_kernel() -> None:
+    torch.cuda._sleep(0)  # a spin kernel told to spin 0 cycles: a launch with no work in it
 
-    def eager() -> None:
-        x.mul_(1.0001)
+
+def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """One empty kernel launched eagerly from Python; one launch of a one-kernel CUDA graph; and
+    each further node of a ``kernels``-node graph (its replay time divided by the nodes).
+
+    The kernel is empty so the figures are the launch path's own floor, one a real kernel cannot
+    beat: a torch op launched eagerly also pays its dispatch (``dispatch_torch_op``), and a graph
+    node its kernel's own time."""
+    _require_gpu(device, "kernel launch latency")
 
     def capture(nodes: int) -> torch.cuda.CUDAGraph:
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            eager()  # warm the kernel outside the capture
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(nodes):
-                eager()
+        with torch.cuda.device(device):
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                _empty_kernel()  # warm the kernel outside the capture
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(nodes):
+                    _empty_kernel()
         return graph
 
     one, many = capture(1), capture(kernels)
     how = f"median of {repeats} windows"
-    return {
-        "launch_eager": figure(host_us_per_call(eager, device, kernels, repeats),
-                               f"x.mul_() on 256 floats, {kernels} back to back, {how}"),
-        "launch_graph": figure(host_us_per_call(one.replay, device, kernels, repeats),
-                               f"replay of a 1-kernel graph, {kernels} back to back, {how}"),
-        "launch_graph_node": figure(host_us_per_call(many.replay, device, 1, repeats) / kernels,
-                                    f"one replay of a {kernels}-kernel graph / {kernels}, {how}"),
-    }
+    with torch.cuda.device(device):
+        return {
+            "launch_eager": figure(host_us_per_call(_empty_kernel, device, kernels, repeats),
+                                   f"an empty kernel launched from Python, {kernels} back to back, {how}"),
+            "launch_graph": figure(host_us_per_call(one.replay, device, kernels, repeats),
+                                   f"replay of a 1-kernel graph, {kernels} back to back, {how}"),
+            "launch_graph_node": figure(host_us_per_call(many.replay, device, 1, repeats) / kernels,
+                                        f"one replay of a {kernels}-empty-kernel graph / {kernels}, {how}"),
+        }
 
 
 def sync_roundtrip(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
