@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
-from aisp import LatencyCounts, Workload
+from aisp import LatencyCounts, Workload, suite
 from aisp.cli.main import app
 from aisp.harness.artifacts import atomic_write_json
 from aisp.report.ceilings import REACHED_PCT, add_ceiling, ceiling, rows, tally
@@ -133,3 +134,10 @@ def test_cli_report_ceilings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (run / "summary.json").unlink()
     missing = CliRunner().invoke(app, ["report", "ceilings", str(run)])
     assert missing.exit_code == 2 and "no summary.json" in missing.stderr
+
+
+def test_a_run_adds_the_ceiling_beside_the_roofline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(suite, "load_peaks", lambda key: PEAKS)
+    step = suite._roofline_step()
+    out = step(_result({"graph_nodes": 500}, bytes=1e6), SimpleNamespace(manifest={"hardware_key": "cpu"}))
+    assert out["ceiling"]["kind"] == "latency" and "roofline" in out["variants"][0]

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from aisp.cli.main import app
 from aisp.peak import allreduce, latency
-from aisp.peak.measure import latency_figure, measure_peaks
+from aisp.peak.measure import latency_figure, measure_peaks, save_peaks
 from aisp.peak.probes import PeakConfig, ProbeSkipped
 
 CPU = torch.device("cpu")
@@ -102,3 +104,13 @@ def test_nccl_small_allreduce_latency_back_to_back() -> None:
     found = latency.allreduce(torch.device("cuda", 0), 500, 3)
     assert found["allreduce_latency"]["value"] == found["allreduce_latency_8B"]["value"] > 0
     print(json.dumps(found, indent=1))
+
+
+def test_cli_table_shows_the_latency_floors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISP_PEAK_DIR", str(tmp_path))
+    monkeypatch.setattr("aisp.cli.peak.hardware_key", lambda: "h999")
+    save_peaks({"measurements": {}, "skipped": {}, "errors": {}, "provenance": {"hardware_key": "h999"},
+                "latency": {"launch_graph_node": {"value": 0.87, "unit": "us", "detail": "empty kernels"}}})
+    shown = CliRunner().invoke(app, ["peak"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert "launch_graph_node" in shown.output and "0.87" in shown.output
