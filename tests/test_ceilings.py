@@ -5,7 +5,7 @@ ceilings report and its CLI."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from aisp import LatencyCounts, Workload, suite
 from aisp.cli.main import app
 from aisp.harness.artifacts import atomic_write_json
-from aisp.report.ceilings import REACHED_PCT, add_ceiling, ceiling, rows, tally
+from aisp.report.ceilings import COUNT_FLOORS, REACHED_PCT, add_ceiling, ceiling, rows, tally
 from aisp.report.roofline import annotate
 from tests.synthetic_runs import pair, samples, variant, write_run
 
@@ -141,3 +141,7 @@ def test_a_run_adds_the_ceiling_beside_the_roofline(monkeypatch: pytest.MonkeyPa
     step = suite._roofline_step()
     out = step(_result({"graph_nodes": 500}, bytes=1e6), SimpleNamespace(manifest={"hardware_key": "cpu"}))
     assert out["ceiling"]["kind"] == "latency" and "roofline" in out["variants"][0]
+
+
+def test_every_latency_count_has_a_floor() -> None:
+    assert set(COUNT_FLOORS) == {f.name for f in fields(LatencyCounts)}
