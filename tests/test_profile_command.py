@@ -53,6 +53,7 @@ def test_ncu_wraps_the_command_as_given(tmp_path: Path, monkeypatch: pytest.Monk
     profile_call = log.read_text().splitlines()[0]
     assert profile_call.endswith(f"-o {tmp_path / 'p' / 'my_script'} python my_script.py --size 4096")
     assert "--section MemoryWorkloadAnalysis" in profile_call
+    assert "--metrics dram__bytes.sum.per_second,lts__t_bytes.sum.per_second," in profile_call
     saved = json.loads((tmp_path / "p" / "profile_ncu.json").read_text())
     assert saved["target"] == "python my_script.py --size 4096"
     assert list(saved["variants"]["my_script"]["kernels"]) == ["_w4a16_gemm_kernel <<<(64, 8, 1), (128, 1, 1)>>>"]

@@ -32,6 +32,8 @@ L2_PCT = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
 DRAM_BYTES_PER_S = "dram__bytes.sum.per_second"
 L2_BYTES_PER_S = "lts__t_bytes.sum.per_second"
 """Absolute DRAM and L2 throughput (bytes/s), from the MemoryWorkloadAnalysis section."""
+EXTRA_METRICS = (DRAM_BYTES_PER_S, L2_BYTES_PER_S, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")
+"""Collected by name besides the sections, so the diff's byte rates and tensor pipe are always there."""
 TENSOR_RE = re.compile(r"^sm__pipe_tensor\w*_cycles_active\.avg\.pct_of_peak_sustained_elapsed$")
 """Tensor pipe utilisation: the busiest of the tensor pipe metrics the report holds (all tensor ops;
 Hopper's hmma/hgmma/qgmma/imma breakdown; dmma)."""
@@ -117,6 +119,7 @@ def profile_command(ncu: str, command: Sequence[str], report: Path, functions: S
            "--filter-mode", "per-launch-config", "--launch-skip", "1", "--launch-count", "1"]
     for section in SECTIONS:
         cmd += ["--section", section]
+    cmd += ["--metrics", ",".join(EXTRA_METRICS)]
     if functions:
         cmd += ["--kernel-name", "regex:" + kernel_regex(functions)]
     return cmd + ["-o", str(report.with_suffix("")), *command]
