@@ -270,6 +270,8 @@ def test_timing_flags_reach_the_core(monkeypatch):
                                       "--cold-runs", "4"])
     assert result.exit_code == 0, result.output
     assert (seen["o"].timing, seen["o"].warmup_s, seen["o"].cold_runs) == ("sustained", 1.5, 4)
+    assert CliRunner().invoke(app, ["bench", "run", "-t", "ch01", "--timing", "graph"]).exit_code == 0
+    assert seen["o"].timing == "graph"
     for bad in (["--timing", "bursty"], ["--warmup-s", "-1"], ["--cold-runs", "0"]):
         assert CliRunner().invoke(app, ["bench", "run", "-t", "ch01", *bad]).exit_code == 2
 
@@ -342,3 +344,20 @@ def test_a_checked_call_that_changes_its_inputs_fails_when_judged():
                             check=CheckPlan(fresh_seed=1, refill_seed=5, at=1))
     with pytest.raises(VerificationError, match="changed its inputs"):
         last[id(var)]()
+
+
+def test_graph_timing_replays_a_capture_and_falls_back_to_run_with_a_note(monkeypatch):
+    """--timing graph on CUDA: each sample calls the replay of one capture; a variant whose run()
+    cannot be captured keeps run() and says so. On a CPU (or per call) samples call run()."""
+    def capture(fn, device):
+        return (None, "RuntimeError: operation not permitted when stream is capturing") \
+            if fn.__self__.name == "baseline_x" else ((lambda: "replayed"), None)
+    monkeypatch.setattr(execute, "graph_replay", capture)
+    base, opt = variants = _variants([])
+    fns = execute.timed_functions(variants, RunOptions(timing="graph"), torch.device("cuda"))
+    assert fns[id(opt)]() == "replayed" and "timed as replays of one capture" in opt.evidence.notes[0]
+    assert fns[id(base)] == base.bench.run
+    assert base.evidence.notes == ["--timing graph: run() could not be captured (RuntimeError: operation not "
+                                   "permitted when stream is capturing); timed per call"]
+    assert execute.timed_functions(variants, RunOptions(timing="graph"), CPU)[id(opt)] == opt.bench.run
+    assert execute.timed_functions(variants, RunOptions(), torch.device("cuda"))[id(opt)] == opt.bench.run

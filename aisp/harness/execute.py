@@ -21,7 +21,15 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
-from aisp.harness.timing import SAMPLE_KEYS, gc_disabled, l2_flusher, spacer_ms, synchronize, time_call
+from aisp.harness.timing import (
+    SAMPLE_KEYS,
+    gc_disabled,
+    graph_replay,
+    l2_flusher,
+    spacer_ms,
+    synchronize,
+    time_call,
+)
 from aisp.harness.verify import (
     CallGuard,
     CheckPlan,
@@ -219,9 +227,27 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
     spacer (CUDA, device window: sized from the issue times of the warmup calls and this one)."""
     var.enter()
     probe = time_call(var.bench.run, device)
-    calls = 1 if options.timing == "per-call" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
+    calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
     device_window = device.type == "cuda" and var.bench.workload.window == "device"
     return calls, spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
+
+
+def timed_functions(live: list[Variant], options: RunOptions, device: torch.device) -> dict[int, Callable[[], Any]]:
+    """By id(variant), what a timed sample calls: ``run()``, or with ``--timing graph`` on CUDA the
+    replay of its capture (a variant that cannot be captured keeps ``run()``, with a note)."""
+    fns = {id(var): var.bench.run for var in live}
+    if options.timing != "graph" or device.type != "cuda":
+        return fns
+    for var in live:
+        var.enter()
+        replay, why = graph_replay(var.bench.run, device)
+        if replay is None:
+            var.evidence.notes.append(f"--timing graph: run() could not be captured ({why}); timed per call")
+        else:
+            fns[id(var)] = replay
+            var.evidence.notes.append("--timing graph: timed as replays of one capture of run(); the checked "
+                                      "call runs run() itself")
+    return fns
 
 
 def _record(var: Variant, timed: Any) -> None:
@@ -243,7 +269,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
     flush = l2_flusher(device) if options.flush_l2 else None
     offset = align(secrets.randbelow(len(live)))
     warm_up(live, options, device, offset, align)
-    last: dict[int, Callable[[], Any]] = {}
+    fns, last = timed_functions(live, options, device), {}
     with gc_disabled():
         plans = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
         count = min(options.iterations, live[0].bench.workload.iterations or options.iterations)
@@ -258,7 +284,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                 calls, spacer = plans[id(var)]
                 var.spacer_ms = spacer
                 with torch.cuda.nvtx.range(f"{var.name}/iter{step}") if device.type == "cuda" else nullcontext():
-                    timed = time_call(var.bench.run, device, calls, spacer, flush)
+                    timed = time_call(var.bench.run if step == at else fns[id(var)], device, calls, spacer, flush)
                 if step == at:
                     var.checked_call = step
                     last[id(var)] = guard.settle(timed.output, originals)

@@ -148,6 +148,27 @@ def time_call(fn: Callable[[], Any], device: torch.device, calls: int = 1, space
     return Timed(out, (t1 - t0) * 1e3 / calls, device_ms, issue * 1e3 / calls, (t1 - tail) * 1e3, t0, t1)
 
 
+def graph_replay(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], Any] | None, str | None]:
+    """``fn`` captured into a CUDA graph (after one call on a side stream, as torch asks) and a function
+    that replays it and returns the captured output; or None and why it could not be captured."""
+    try:
+        side, current = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            fn()
+        current.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn()
+    except Exception as exc:  # a host sync, a CPU op or another stream's work inside run()
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def replay() -> Any:
+        graph.replay()
+        return out
+    return replay, None
+
+
 def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float]) -> str | None:
     """Why the events under-time a variant (a device-wide sync after its end events still waited
     longer than UNSEEN_REL/UNSEEN_ABS_MS allow), or None."""
