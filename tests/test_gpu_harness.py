@@ -105,7 +105,8 @@ def test_a_short_kernel_is_timed_as_device_work(tmp_path):
 def test_timing_modes_against_do_bench(tmp_path):
     """An 8192^3 bf16 matmul: per-call timing (after warmup by time) agrees with triton.testing.do_bench
     taken just before it within 3%, and sustained timing is not faster (it holds the GPU at its
-    power-capped steady clock, which do_bench's 100 ms window does not reach: on the H200 per-call 1.467 ms,
+    power-capped steady clock, which do_bench's 100 ms window does not reach: on the H200, with the window from
+    idle (before the device window; not yet measured with it), per-call 1.467 ms,
     do_bench 1.477 ms, sustained 1.626 ms; a do_bench taken after the sustained run read 1.525 ms, a hot
     GPU). A/A (the same matmul as both variants) over 50 iterations: within 1% of 1, half-width <= 2%
     (H200: 1.0014x [0.9973, 1.0055] per call, 0.9989x [0.9954, 1.0023] sustained)."""
