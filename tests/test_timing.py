@@ -19,6 +19,7 @@ from aisp.harness.execute import Variant, time_interleaved, warm_up
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble, variant_result
 from aisp.harness.timing import (
+    IDLE_PROBES,
     SPACER_MAX_MS,
     SPACER_MIN_MS,
     CudaSide,
@@ -38,7 +39,7 @@ def test_a_sync_tail_beyond_the_allowance_is_unseen_work():
     30 us call (the old 50 us floor passed it)."""
     reason = unseen_work([1.45, 1.46, 1.44], [0.02, 0.02, 0.03])
     assert reason.startswith("work outside the timed stream: after the end event, a device-wide sync waited "
-                             "1.450 ms (median) beyond CUDA events of 0.020 ms")
+                             "1.450 ms (median of timed calls) beyond CUDA events of 0.020 ms")
     assert "wait_stream" in reason
     assert unseen_work([2.0] * 5, [4.3] * 5) is not None
     assert unseen_work([0.028, 0.03, 0.031], [0.03, 0.03, 0.031]) is not None
@@ -161,6 +162,17 @@ def test_a_baseline_with_unseen_work_leaves_no_speedup():
     assert result["verdict"] == "error" and result["speedup"] is None
 
 
+def test_work_unseen_only_in_the_untimed_calls_from_idle_is_an_error():
+    """A side stream that never waits for the current one runs beside the spacer: the timed samples'
+    tails are short, but the calls from idle, where nothing hides it, leave it past the end event."""
+    hidden = {**_record("optimized_mm", [0.003] * 4, [0.005] * 4), "idle_probe_ms": [0.01] * 3,
+              "idle_tail_ms": [0.035, 0.033, 0.2]}
+    result = variant_result(hidden, {})
+    assert result["verdict"] == "error" and "(median of untimed calls from idle)" in result["reason"]
+    clean = {**hidden, "idle_tail_ms": [0.005, 0.006, 0.2]}
+    assert variant_result(clean, {})["verdict"] == "pending"
+
+
 def test_host_bound_is_tagged_in_the_result_with_its_figures():
     """ch01-like: a fused kernel of ~20 us issued in 19 us is host-bound; a 1.5 ms matmul issued in 10 us
     is not; a CPU run (no sync tails) carries no tag."""
@@ -229,14 +241,14 @@ def _variants(log: list, delay_s: float = 0.0) -> list[Variant]:
 
 
 def test_rotation_starts_at_a_random_variant():
-    """After the untimed rotation (one call each), the first timed call is not always the baseline's."""
+    """After the untimed probe calls (IDLE_PROBES each), the first timed call is not always the baseline's."""
     options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu")
     firsts = set()
     for _ in range(16):
         log: list = []
         time_interleaved(_variants(log), options, CPU)
-        firsts.add(log[2][0])
-        assert sorted(name for name, _ in log[:2]) == ["baseline_x", "optimized_x"]
+        firsts.add(log[2 * IDLE_PROBES][0])
+        assert sorted(name for name, _ in log[:2 * IDLE_PROBES]) == sorted(["baseline_x", "optimized_x"] * IDLE_PROBES)
     assert firsts == {"baseline_x", "optimized_x"}
 
 
@@ -257,7 +269,7 @@ def test_sustained_timing_runs_calls_back_to_back_per_sample(monkeypatch):
     variants = _variants(log, 0.001)
     time_interleaved(variants, RunOptions(iterations=3, warmup=0, warmup_s=0.0, timing="sustained", device="cpu"),
                      CPU)
-    calls = sum(1 for name, _ in log if name == "baseline_x") - 1  # less the untimed call
+    calls = sum(1 for name, _ in log if name == "baseline_x") - IDLE_PROBES  # less the untimed calls
     assert calls >= 3 * 2 and calls % 3 == 0
     assert all(1.0 <= s < 10.0 for s in variants[0].samples_ms)  # per call, not per ~20 ms sample
     assert variants[0].samples_ms == variants[0].host_samples_ms
@@ -313,9 +325,10 @@ def test_the_checked_call_is_left_out_of_the_samples_and_named():
         var.bench = Summing(log)
     options = RunOptions(iterations=4, warmup=0, warmup_s=0.0, device="cpu")
     time_interleaved(variants, options, CPU, check=CheckPlan(fresh_seed=1, refill_seed=3, at=1))
-    assert len(log) == 2 * (1 + 5)  # one untimed call each, four samples and the checked call
+    assert len(log) == 2 * (IDLE_PROBES + 5)  # the untimed calls, four samples and the checked call
     assert all(v.checked_call == 1 and len(v.samples_ms) == len(v.issue_samples_ms) == 4 for v in variants)
-    assert [v for v in log[2:] if v != 28.0] == [log[4], log[5]]  # both variants' call at step 1
+    timed = log[2 * IDLE_PROBES:]
+    assert [v for v in timed if v != 28.0] == timed[2:4]  # both variants' call at step 1
 
 
 def test_the_loop_records_issue_times_and_sync_tails_per_sample(monkeypatch, fake_gpu):
@@ -327,7 +340,7 @@ def test_the_loop_records_issue_times_and_sync_tails_per_sample(monkeypatch, fak
     time_interleaved(variants, RunOptions(iterations=3, warmup=0, warmup_s=0.0, device="cpu"), CPU)
     for var in variants:
         assert var.samples_ms == [0.5] * 3 and var.tail_samples_ms == pytest.approx([0.3] * 3)
-        assert len(var.issue_samples_ms) == 3
+        assert len(var.issue_samples_ms) == 3 and var.idle_tail_ms == pytest.approx([0.3] * IDLE_PROBES)
     record = {**_record("optimized_x", variants[1].samples_ms), "tail_samples_ms": variants[1].tail_samples_ms}
     assert variant_result(record, {})["verdict"] == "error"
 

@@ -22,6 +22,7 @@ from aisp.harness.options import RunOptions
 from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
 from aisp.harness.timing import (
+    IDLE_PROBES,
     SAMPLE_KEYS,
     gc_disabled,
     graph_replay,
@@ -62,6 +63,11 @@ class Variant:
     """Per sample, the host's time inside run() itself (per call)."""
     tail_samples_ms: list[float] = field(default_factory=list)
     """Per sample (CUDA), the wait of a device-wide sync after the last end event had completed."""
+    idle_probe_ms: list[float] = field(default_factory=list)
+    """Event times of the untimed probe calls timed from idle (CUDA)."""
+    idle_tail_ms: list[float] = field(default_factory=list)
+    """Their sync tails: work on a stream that never waited for the current one runs beside the
+    spacer in the timed samples, unseen, but past the end event here."""
     warm_issue_ms: list[float] = field(default_factory=list)
     """The issue time of each warmup call, which sizes the spacer."""
     spacer_ms: float = 0.0
@@ -222,11 +228,16 @@ def warm_up(live: list[Variant], options: RunOptions, device: torch.device, offs
 
 
 def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -> tuple[int, float]:
-    """One untimed call (the first call after gc.collect() and a sync is slow); returns how many
-    back-to-back calls make one sample (sustained timing: about SUSTAINED_BATCH_S of them) and the
-    spacer (CUDA, device window: sized from the issue times of the warmup calls and this one)."""
+    """IDLE_PROBES untimed calls from idle (the first call after gc.collect() and a sync is slow; on
+    CUDA their sync tails are kept); returns how many back-to-back calls make one sample (sustained
+    timing: about SUSTAINED_BATCH_S of them) and the spacer (CUDA, device window: sized from the issue
+    times of the warmup calls and the last probe)."""
     var.enter()
-    probe = time_call(var.bench.run, device)
+    for _ in range(IDLE_PROBES):
+        probe = time_call(var.bench.run, device)
+        if probe.tail_ms is not None:
+            var.idle_probe_ms.append(probe.ms)
+            var.idle_tail_ms.append(probe.tail_ms)
     calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
     device_window = device.type == "cuda" and var.bench.workload.window == "device"
     return calls, spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0

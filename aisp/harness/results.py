@@ -27,11 +27,12 @@ def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
 def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
     """A raw variant record plus its summaries (events, host window, issue time, sync tail) and
     throughput (when it has samples); an ``error`` when a device-wide sync after its end events
-    still waited (work they did not see); ``host_bound`` with its figures (CUDA) when its device
+    still waited (work they did not see), in its samples or its untimed calls from idle; ``host_bound`` with its figures (CUDA) when its device
     work barely exceeds the host's time to issue it, else None."""
     result = dict(raw)
     tails = raw.get("tail_samples_ms") or []
-    unseen = unseen_work(tails, raw.get("samples_ms") or [])
+    unseen = unseen_work(tails, raw.get("samples_ms") or []) or unseen_work(
+        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle")
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
     result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or []) if tails else None

@@ -30,8 +30,13 @@ SPACER_FACTOR, SPACER_MIN_MS, SPACER_MAX_MS = 2.0, 0.05, 20.0
 """The spacer spins 2 x the variant's median issue time (the launch path plus as much again for host
 jitter), at least 50 µs (a Triton launch takes 20-40 µs), at most 20 ms: a call whose issue time
 is longer than 10 ms is host-bound anyway, and the spin costs GPU time every sample."""
-SAMPLE_KEYS = ("samples_ms", "host_samples_ms", "issue_samples_ms", "tail_samples_ms")
-"""The per-sample lists of a variant's raw record (one entry per timed sample; the tail is empty on a CPU)."""
+SAMPLE_KEYS = ("samples_ms", "host_samples_ms", "issue_samples_ms", "tail_samples_ms", "idle_probe_ms",
+               "idle_tail_ms")
+"""The timing lists of a variant's raw record: per timed sample, and (CUDA) per untimed probe call
+timed from idle before them (the tails are empty on a CPU)."""
+IDLE_PROBES = 3
+"""Untimed calls from idle before the samples: the first warms up after gc.collect(); their sync tails
+catch work on a stream that never waited for the current one and would finish under the spacer."""
 
 
 @dataclass
@@ -169,17 +174,17 @@ def graph_replay(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[
     return replay, None
 
 
-def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float]) -> str | None:
+def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str = "timed calls") -> str | None:
     """Why the events under-time a variant (a device-wide sync after its end events still waited
-    longer than UNSEEN_REL/UNSEEN_ABS_MS allow), or None."""
+    longer than UNSEEN_REL/UNSEEN_ABS_MS allow), or None. ``calls`` names the calls, for the reason."""
     if not len(tail_ms) or not len(device_ms):
         return None
     tail, events = float(np.median(tail_ms)), float(np.median(device_ms))
     if tail <= max(UNSEEN_REL * events, UNSEEN_ABS_MS):
         return None
     return (f"work outside the timed stream: after the end event, a device-wide sync waited {tail:.3f} ms "
-            f"(median) beyond CUDA events of {events:.3f} ms; join side streams to the current stream "
-            "(wait_stream) before run() returns")
+            f"(median of {calls}) beyond CUDA events of {events:.3f} ms; join side streams to the current "
+            "stream (wait_stream) before run() returns")
 
 
 def host_bound(issue_ms: Sequence[float], device_ms: Sequence[float]) -> dict[str, float] | None:
