@@ -17,15 +17,18 @@ import torch
 
 UNSEEN_REL, UNSEEN_ABS_MS = 0.10, 0.02
 """After a call's end event has completed, a device-wide sync should return at once: its cost alone is
-the driver call (a few µs). A median wait above max(10% of the median event time, 20 µs) is work the
-call left on another stream: the speedup would be overstated by more than 10%, or (for calls under
-200 µs) by more than a short kernel, which the floor leaves to the sync's own cost and host jitter."""
+the driver call (the whole overhead of the old host window, two event records and a sync's wake-up
+included, was 13-19 µs median on an H100, so 20 µs bounds it). A median wait above max(10% of the
+median event time, 20 µs) is work the call left on another stream: the speedup would be overstated
+by more than 10%, or (for calls under 200 µs) by more than the floor, which is left to the sync's own
+cost and host jitter."""
 HOST_BOUND_RATIO = 1.1
 """A variant is host-bound when its median event time is at most 1.1 x its median host issue time.
 With the spacer in front, the events time the device work alone; when that is not clearly above the
 time the host takes to issue it, a caller without a queue ahead (no spacer) waits on the host, and
-the event time understates what it sees. 10% is the spread of a quiet host's issue time from one
-call to the next; below it the two figures cannot be told apart."""
+the event time understates what it sees. The 10% margin stands for the call-to-call spread of a
+host's issue time, within which the two figures cannot be told apart (a margin chosen, not yet
+measured on a GPU host)."""
 SPACER_FACTOR, SPACER_MIN_MS, SPACER_MAX_MS = 2.0, 0.05, 20.0
 """The spacer spins 2 x the variant's median issue time (the launch path plus as much again for host
 jitter), at least 50 µs (a Triton launch takes 20-40 µs), at most 20 ms: a call whose issue time
