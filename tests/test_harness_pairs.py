@@ -9,10 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import FIXTURE_PAIRS
 
+import aisp
 from aisp.harness import execute
 from aisp.harness.discovery import resolve_targets
+from aisp.harness.execute import Variant
 from aisp.harness.options import RunOptions
 from aisp.harness.results import exit_code
 from aisp.harness.runner import run_suite
@@ -208,3 +211,30 @@ def test_identical_variants_report_equal_memory_on_gpu(tmp_path):
         base, opt = result["baseline"]["memory"], result["variants"][0]["memory"]
         assert base["setup_bytes"] >= 0 and base["peak_bytes"] > 0, base
         assert (base["setup_bytes"], base["peak_bytes"]) == (opt["setup_bytes"], opt["peak_bytes"])
+
+
+def test_memory_reports_reserved_and_nvml_beside_allocated(monkeypatch):
+    """On CUDA (torch's allocator counters and NVML stubbed): peak allocated stays the headline;
+    peak reserved adds setup's reserve to the call's, and NVML's used memory change over the call
+    (a native allocation torch does not see) is reported beside them."""
+    counters = {"allocated": 100, "reserved": 200, "used": 1000}
+    stubs = {"memory_allocated": lambda d=None: counters["allocated"], "memory_reserved": lambda d=None: counters["reserved"],
+             "max_memory_allocated": lambda d=None: counters["allocated"] + 50,
+             "max_memory_reserved": lambda d=None: counters["reserved"] + 70,
+             "reset_peak_memory_stats": lambda d=None: None, "synchronize": lambda d=None: None, "empty_cache": lambda: None}
+    for name, stub in stubs.items():
+        monkeypatch.setattr(torch.cuda, name, stub)
+    monkeypatch.setattr(execute, "nvml_memory_reader", lambda device: lambda: counters["used"])
+
+    class NativeAlloc(aisp.Benchmark):
+        def run(self) -> None:
+            counters["used"] += 64
+
+    var = Variant(Path("baseline_m.py"), bench=NativeAlloc(), memory={"setup_bytes": 10, "setup_reserved_bytes": 20})
+    execute.measure_memory(var, torch.device("cuda"))
+    assert (var.memory["peak_bytes"], var.memory["run_peak_bytes"]) == (60, 50)
+    assert (var.memory["peak_reserved_bytes"], var.memory["run_peak_reserved_bytes"]) == (90, 70)
+    assert var.memory["nvml_used_delta_bytes"] == 64
+    monkeypatch.setattr(execute, "nvml_memory_reader", lambda device: None)
+    execute.measure_memory(var, torch.device("cuda"))
+    assert var.memory["nvml_used_delta_bytes"] is None
