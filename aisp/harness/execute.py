@@ -232,8 +232,8 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
     CUDA their sync tails are kept); returns how many back-to-back calls make one sample (sustained
     timing: about SUSTAINED_BATCH_S of them) and the spacer (CUDA, device window: sized from the issue
     times of the warmup calls and the last probe)."""
-    var.enter()
     for _ in range(IDLE_PROBES):
+        var.enter()
         probe = time_call(var.bench.run, device)
         if probe.tail_ms is not None:
             var.idle_probe_ms.append(probe.ms)
