@@ -8,12 +8,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pytest
+import torch
 from conftest import FIXTURE_PAIRS
 
+import aisp
 from aisp.harness import execute
 from aisp.harness.discovery import resolve_targets
+from aisp.harness.execute import Variant
 from aisp.harness.options import RunOptions
 from aisp.harness.results import exit_code
 from aisp.harness.runner import run_suite
@@ -125,26 +127,20 @@ def test_crash_log_kept(suite):
     assert "deliberate failure in run()" in log
 
 
-def test_aa_pair_speedup_contains_one(tmp_path):
-    """The same code on both sides: its 95% speedup interval holds 1 (2% either side allowed), and
-    the point estimates centre on 1. An interval misses 1 in about one run in twenty by construction;
-    on a loaded 2-core CI host one run's point estimate can stray far (0.76 and 1.25 seen in CI), with
-    an interval that widens to match. Alone at the default 20 iterations under bursty load on 2 cores,
-    16 runs gave 0.93-1.20, one interval of 16 missing 1. So four runs: at least two intervals hold 1,
-    and the median of the four estimates lies in (0.8, 1.25) (one stray run cannot move it there;
-    resampling the 18 values above, including both CI strays, fails ~0.1% of the time). A biased
-    harness shifts every run and misses in both."""
+def test_aa_pair_is_timed_alike_on_both_sides(tmp_path):
+    """The same code on both sides, as a structural check only: both sides keep the run's 20 samples
+    (the checked call left out and named), and the interval holds its own estimate. Whether the
+    interval holds 1 at its nominal rate and finds a 5% bias is calibrated on synthetic samples in
+    tests/test_stats.py: on this shared 2-core host the noise (~30% per sample) hides any 5% bias."""
     pairs = [p for p in resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,)) if p.name == "good"]
-    held, values = [], []
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        for run in range(4):
-            (result,), _ = run_suite(pairs, RunOptions(warmup=2, device="cpu", artifacts_dir=tmp_path / str(run)))
-            ratio = result["speedup"]
-            assert result["verdict"] in ("ok", "slower") and ratio["low"] <= ratio["value"] <= ratio["high"]
-            values.append(ratio["value"])
-            held.append(ratio["low"] <= 1.02 and ratio["high"] >= 0.98)
-    assert sum(held) >= 2 and 0.8 < float(np.median(values)) < 1.25, (held, values)
+        (result,), _ = run_suite(pairs, RunOptions(warmup=2, device="cpu", artifacts_dir=tmp_path))
+    ratio, sides = result["speedup"], [result["baseline"], result["variants"][0]]
+    assert result["verdict"] not in ("error", "verify-failed", "timeout"), result["reason"]
+    assert ratio["low"] <= ratio["value"] <= ratio["high"]
+    assert all(len(v["samples_ms"]) == len(v["issue_samples_ms"]) == 20 for v in sides)
+    assert len({v["checked_call"] for v in sides}) == 1 and 0 <= sides[0]["checked_call"] <= 20
 
 
 def test_good_pair_verified_bitwise(suite):
@@ -215,3 +211,30 @@ def test_identical_variants_report_equal_memory_on_gpu(tmp_path):
         base, opt = result["baseline"]["memory"], result["variants"][0]["memory"]
         assert base["setup_bytes"] >= 0 and base["peak_bytes"] > 0, base
         assert (base["setup_bytes"], base["peak_bytes"]) == (opt["setup_bytes"], opt["peak_bytes"])
+
+
+def test_memory_reports_reserved_and_nvml_beside_allocated(monkeypatch):
+    """On CUDA (torch's allocator counters and NVML stubbed): peak allocated stays the headline;
+    peak reserved adds setup's reserve to the call's, and NVML's used memory change over the call
+    (a native allocation torch does not see) is reported beside them."""
+    counters = {"allocated": 100, "reserved": 200, "used": 1000}
+    stubs = {"memory_allocated": lambda d=None: counters["allocated"], "memory_reserved": lambda d=None: counters["reserved"],
+             "max_memory_allocated": lambda d=None: counters["allocated"] + 50,
+             "max_memory_reserved": lambda d=None: counters["reserved"] + 70,
+             "reset_peak_memory_stats": lambda d=None: None, "synchronize": lambda d=None: None, "empty_cache": lambda: None}
+    for name, stub in stubs.items():
+        monkeypatch.setattr(torch.cuda, name, stub)
+    monkeypatch.setattr(execute, "nvml_memory_reader", lambda device: lambda: counters["used"])
+
+    class NativeAlloc(aisp.Benchmark):
+        def run(self) -> None:
+            counters["used"] += 64
+
+    var = Variant(Path("baseline_m.py"), bench=NativeAlloc(), memory={"setup_bytes": 10, "setup_reserved_bytes": 20})
+    execute.measure_memory(var, torch.device("cuda"))
+    assert (var.memory["peak_bytes"], var.memory["run_peak_bytes"]) == (60, 50)
+    assert (var.memory["peak_reserved_bytes"], var.memory["run_peak_reserved_bytes"]) == (90, 70)
+    assert var.memory["nvml_used_delta_bytes"] == 64
+    monkeypatch.setattr(execute, "nvml_memory_reader", lambda device: None)
+    execute.measure_memory(var, torch.device("cuda"))
+    assert var.memory["nvml_used_delta_bytes"] is None

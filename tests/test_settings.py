@@ -56,6 +56,7 @@ def test_rebound_global_of_a_pair_module_is_restored(actors, tmp_path):
     (tmp_path / "shared_knob.py").write_text("FAST = False\n")
     module = import_module_at(tmp_path / "shared_knob.py")
     try:
+        watch.snapshot_modules()
         watch.enter(second.evidence.notes)
         module.FAST = True
         watch.enter(first.evidence.notes)
@@ -63,6 +64,24 @@ def test_rebound_global_of_a_pair_module_is_restored(actors, tmp_path):
         assert second.evidence.notes == ["changed process-wide shared_knob.FAST; restored before each timed call"]
     finally:
         sys.modules.pop("shared_knob", None)
+
+
+def test_enter_reads_no_files_and_a_module_snapshot_is_taken_once(actors, tmp_path, monkeypatch):
+    """Before each call, enter() only compares what it snapshotted; globbing and resolving the pair's
+    folder happens in snapshot_modules(), after loading and setup, never per call."""
+    watch, first, second = actors
+    (tmp_path / "late_knob.py").write_text("FAST = False\n")
+    module = import_module_at(tmp_path / "late_knob.py")
+    try:
+        watch.snapshot_modules()
+        module.FAST = True
+        watch.snapshot_modules()  # already snapshotted: the first snapshot stands
+        monkeypatch.setattr(Path, "glob", lambda *a: pytest.fail("enter() read the pair's folder"))
+        monkeypatch.setattr(Path, "resolve", lambda *a: pytest.fail("enter() resolved a path"))
+        watch.enter(second.evidence.notes)
+        assert module.FAST is False and "late_knob.FAST" in first.evidence.notes[0]
+    finally:
+        sys.modules.pop("late_knob", None)
 
 
 @pytest.fixture(scope="module")

@@ -149,3 +149,50 @@ def test_cycle_averaging_keeps_a_true_speedup():
     a, b = _slotted(40, 2, 0.02, rng)
     r = paired_ratio(a * 1.5, b, cycle=2)
     assert r.low <= 1.5 <= r.high and abs(r.value / 1.5 - 1) < 0.005
+
+
+def _loaded_host(n: int, sigma: float, rng: np.random.Generator, bias: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A/A (or ``bias`` x slower baseline) as a loaded CPU host times it: 2n samples taken in turn from a
+    random first variant (as time_interleaved does), log noise of scale ``sigma`` that is heavy-tailed
+    (Student t, 3 degrees of freedom: a run of stalls) and serially correlated (AR(1), rho 0.5, over the
+    time order: a burst of load hits neighbouring samples of both variants)."""
+    shocks = rng.standard_t(3, size=2 * n) / np.sqrt(3.0)
+    noise = np.empty(2 * n)
+    noise[0] = sigma * shocks[0]
+    for k in range(1, 2 * n):
+        noise[k] = 0.5 * noise[k - 1] + sigma * np.sqrt(0.75) * shocks[k]
+    first = int(rng.integers(2))
+    order = np.array([(2 * i, 2 * i + 1)[::1 if (first + i) % 2 == 0 else -1] for i in range(n)])
+    return bias * np.exp(noise[order[:, 0]]), np.exp(noise[order[:, 1]])
+
+
+def _rates(n: int, sigma: float, runs: int) -> tuple[float, float]:
+    """Of ``runs`` simulated runs: the share of A/A intervals holding 1, and the share of intervals for
+    a 5% bias that exclude 1 (the bias found), each with the rotation's cycle of 2."""
+    held = found = 0
+    for seed in range(runs):
+        same = paired_ratio(*_loaded_host(n, sigma, np.random.default_rng(seed)), cycle=2, seed=seed)
+        held += same.low <= 1.0 <= same.high
+        biased = paired_ratio(*_loaded_host(n, sigma, np.random.default_rng(10**6 + seed), 1.05), cycle=2, seed=seed)
+        found += biased.low > 1.0
+    return held / runs, found / runs
+
+
+def test_aa_interval_holds_one_at_about_its_nominal_rate_and_a_5pct_bias_is_found_at_20_iterations():
+    """The calibration the CPU A/A run cannot give (its noise on a shared 2-core host hides 5%): with
+    heavy-tailed, serially correlated noise of 3% per sample, at the default 20 iterations, the 95%
+    interval holds 1 in 91-99% of 400 A/A runs (94% measured) and excludes 1 for a 5% bias in >= 95%
+    (98% measured)."""
+    held, found = _rates(20, 0.03, 400)
+    assert 0.91 <= held <= 0.99
+    assert found >= 0.95
+
+
+def test_at_a_loaded_hosts_noise_20_iterations_miss_5pct_and_100_find_it():
+    """At 10% noise per sample, 20 iterations find a 5% bias in about a third of runs (37% measured),
+    100 iterations in >= 95% (96.5%); the A/A interval still holds 1 at about its rate. (The CPU A/A
+    estimates of 0.93-1.20 seen on the CI host mean ~30% noise per sample: 5% would take ~2,000.)"""
+    held, found = _rates(20, 0.10, 200)
+    assert found < 0.5 and held >= 0.91
+    held, found = _rates(100, 0.10, 200)
+    assert found >= 0.95 and held >= 0.9

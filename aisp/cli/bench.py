@@ -70,7 +70,7 @@ def run(
     iterations: Annotated[int, typer.Option(help="Timed iterations per variant.")] = RunOptions.iterations,
     warmup: Annotated[int, typer.Option(help="Warmup iterations per variant (at least).")] = RunOptions.warmup,
     warmup_s: Annotated[float, typer.Option(help="Warm up for at least this many seconds too.")] = RunOptions.warmup_s,
-    timing: Annotated[str, typer.Option(help="per-call (sync around each call) or sustained (back to back).")
+    timing: Annotated[str, typer.Option(help="per-call (sync around each call), sustained (back to back) or graph (replays of one CUDA graph capture).")
                       ] = RunOptions.timing,
     artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,

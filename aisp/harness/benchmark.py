@@ -112,6 +112,10 @@ class Workload:
     """Seconds one pair run may take before it is killed (times --timeout-multiplier)."""
     iterations: int | None = None
     """Timed iterations at most (2 or more): a pair whose call takes a second may take fewer than the run's."""
+    window: Literal["device", "idle"] = "device"
+    """What the CUDA events of a call time. device: a spacer kernel queued before the start event keeps
+    the host's launch path out (device work, as do_bench times it). idle: the start event on an idle
+    GPU, so the host's path to the first kernel is in (for pairs whose lesson is launch latency)."""
 
 
 class Benchmark:

@@ -60,6 +60,7 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.results import VERDICT_ORDER
 from aisp.harness.stats import summarize
+from aisp.harness.timing import SAMPLE_KEYS
 from aisp.harness.verify import CheckPlan, Evidence
 
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -202,20 +203,21 @@ def agree(variants: list[Variant]) -> None:
 
 
 def slowest(variants: list[Variant], info: dict[str, Any]) -> None:
-    """Each sample becomes the slowest rank's; throttle flags are merged from every rank.
+    """Each sample (and its issue time and sync tail) becomes the slowest rank's; throttle flags are
+    merged from every rank.
     ``info["median_ms_per_rank"]`` gets each variant's median on each rank (the imbalance)."""
-    everyone = gather([(v.samples_ms, v.host_samples_ms, v.throttled) for v in variants])
+    everyone = gather([([getattr(v, key) for key in SAMPLE_KEYS], v.throttled) for v in variants])
     medians = info.setdefault("median_ms_per_rank", {})
     for i, var in enumerate(variants):
         per_rank = [rec[i] for rec in everyone]
-        var.samples_ms = [max(s) for s in zip(*(r[0] for r in per_rank), strict=True)]
-        var.host_samples_ms = [max(s) for s in zip(*(r[1] for r in per_rank), strict=True)]
+        for k, key in enumerate(SAMPLE_KEYS):  # events, host, issue time and sync tail alike
+            setattr(var, key, [max(s) for s in zip(*(r[0][k] for r in per_rank), strict=True)])
         merged: dict[int, set[str]] = {}
-        for _, _, throttled in per_rank:
+        for _, throttled in per_rank:
             for idx, reasons in throttled.items():
                 merged.setdefault(idx, set()).update(reasons)
         var.throttled = {idx: sorted(r) for idx, r in merged.items()}
-        medians[var.name] = [summarize(r[0]).median for r in per_rank]
+        medians[var.name] = [summarize(r[0][0]).median for r in per_rank]
 
 
 def merge_memory(variants: list[Variant]) -> None:

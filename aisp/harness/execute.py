@@ -20,8 +20,17 @@ from aisp.harness.benchmark import Benchmark, Unavailable, Workload, unmet_requi
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.settings import ProcessSettings
-from aisp.harness.telemetry import Telemetry, nvml_reader
-from aisp.harness.timing import gc_disabled, l2_flusher, synchronize, time_call
+from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
+from aisp.harness.timing import (
+    IDLE_PROBES,
+    SAMPLE_KEYS,
+    gc_disabled,
+    graph_replay,
+    l2_flusher,
+    spacer_ms,
+    synchronize,
+    time_call,
+)
 from aisp.harness.verify import (
     CallGuard,
     CheckPlan,
@@ -50,6 +59,22 @@ class Variant:
     bench: Benchmark | None = None
     samples_ms: list[float] = field(default_factory=list)
     host_samples_ms: list[float] = field(default_factory=list)
+    issue_samples_ms: list[float] = field(default_factory=list)
+    """Per sample, the host's time inside run() itself (per call)."""
+    tail_samples_ms: list[float] = field(default_factory=list)
+    """Per sample (CUDA), the wait of a device-wide sync after the last end event had completed."""
+    idle_probe_ms: list[float] = field(default_factory=list)
+    """Event times of the untimed probe calls timed from idle (CUDA)."""
+    idle_tail_ms: list[float] = field(default_factory=list)
+    """Their sync tails: work on a stream that never waited for the current one runs beside the
+    spacer in the timed samples, unseen, but past the end event here."""
+    warm_issue_ms: list[float] = field(default_factory=list)
+    """The issue time of each warmup call, which sizes the spacer."""
+    spacer_ms: float = 0.0
+    """The spin queued before each sample's start event (0: timed from idle, or a CPU)."""
+    checked_call: int | None = None
+    """The timed call whose inputs were refilled and output checked (0-based, among all timed calls):
+    timed like the others but left out of the samples (refilling and cloning came right before it)."""
     verdict: str = "pending"
     reason: str | None = None
     evidence: Evidence = field(default_factory=Evidence)
@@ -69,8 +94,8 @@ class Variant:
     def fail(self, verdict: str, reason: str) -> None:
         """Record why the variant failed; its samples, if any, no longer count."""
         self.verdict, self.reason = verdict, reason
-        self.samples_ms.clear()
-        self.host_samples_ms.clear()
+        for key in SAMPLE_KEYS:
+            getattr(self, key).clear()
 
     def enter(self) -> None:
         """About to run this variant's code: restore the process-wide settings others changed."""
@@ -115,14 +140,27 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     var.enter()
     bench = load_benchmark(var.path)
     bench.device, bench.seed = device, seed
+    _snapshot_modules(var)
     _settle(device)
-    before = _memory_now(device)
+    before, reserved = _memory_now(device), _reserved_now(device)
     bench.setup()
     _settle(device)
+    _snapshot_modules(var)
     var.bench = bench
     var.memory["setup_bytes"] = _memory_now(device) - before
+    if reserved is not None:
+        var.memory["setup_reserved_bytes"] = _reserved_now(device) - reserved
     var.known_after_setup = set(tensor_attributes(bench))
     return bench
+
+
+def _snapshot_modules(var: Variant) -> None:
+    if var.settings is not None:
+        var.settings.snapshot_modules()
+
+
+def _reserved_now(device: torch.device) -> int | None:
+    return torch.cuda.memory_reserved(device) if device.type == "cuda" else None
 
 
 def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
@@ -182,17 +220,54 @@ def warm_up(live: list[Variant], options: RunOptions, device: torch.device, offs
     while align(i < options.warmup or time.perf_counter() - started < options.warmup_s):
         for var in _rotation(live, offset + i):
             var.enter()
+            t = time.perf_counter()
             var.bench.run()
+            var.warm_issue_ms.append((time.perf_counter() - t) * 1e3)
         synchronize(device)
         i += 1
 
 
-def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -> int:
-    """One untimed call (the first call after gc.collect() and a sync is slow); with sustained
-    timing, how many back-to-back calls make one sample last about SUSTAINED_BATCH_S."""
-    var.enter()
-    probe = time_call(var.bench.run, device)
-    return 1 if options.timing == "per-call" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
+def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -> tuple[int, float]:
+    """IDLE_PROBES untimed calls from idle (the first call after gc.collect() and a sync is slow; on
+    CUDA their sync tails are kept); returns how many back-to-back calls make one sample (sustained
+    timing: about SUSTAINED_BATCH_S of them) and the spacer (CUDA, device window: sized from the issue
+    times of the warmup calls and the last probe)."""
+    for _ in range(IDLE_PROBES):
+        var.enter()
+        probe = time_call(var.bench.run, device)
+        if probe.tail_ms is not None:
+            var.idle_probe_ms.append(probe.ms)
+            var.idle_tail_ms.append(probe.tail_ms)
+    calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
+    device_window = device.type == "cuda" and var.bench.workload.window == "device"
+    return calls, spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
+
+
+def timed_functions(live: list[Variant], options: RunOptions, device: torch.device) -> dict[int, Callable[[], Any]]:
+    """By id(variant), what a timed sample calls: ``run()``, or with ``--timing graph`` on CUDA the
+    replay of its capture (a variant that cannot be captured keeps ``run()``, with a note)."""
+    fns = {id(var): var.bench.run for var in live}
+    if options.timing != "graph" or device.type != "cuda":
+        return fns
+    for var in live:
+        var.enter()
+        replay, why = graph_replay(var.bench.run, device)
+        if replay is None:
+            var.evidence.notes.append(f"--timing graph: run() could not be captured ({why}); timed per call")
+        else:
+            fns[id(var)] = replay
+            var.evidence.notes.append("--timing graph: timed as replays of one capture of run(); the checked "
+                                      "call runs run() itself")
+    return fns
+
+
+def _record(var: Variant, timed: Any) -> None:
+    var.samples_ms.append(timed.ms)
+    var.host_samples_ms.append(timed.host_ms)
+    var.issue_samples_ms.append(timed.issue_ms)
+    if timed.tail_ms is not None:
+        var.tail_samples_ms.append(timed.tail_ms)
+    var.windows.append((timed.start_s, timed.end_s))
 
 
 def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device,
@@ -202,27 +277,30 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
     window) and copies its output. ``align(value)``: the ranks of a multi-rank pair meet and take
     rank 0's value (before each timed call, and for the choices all ranks must make alike)."""
     live = [v for v in variants if v.bench is not None]
-    flush = l2_flusher(device) if options.flush_l2 else _alone
+    flush = l2_flusher(device) if options.flush_l2 else None
     offset = align(secrets.randbelow(len(live)))
     warm_up(live, options, device, offset, align)
-    last: dict[int, Callable[[], Any]] = {}
+    fns, last = timed_functions(live, options, device), {}
     with gc_disabled():
-        calls = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
-        for i in range(count := min(options.iterations, live[0].bench.workload.iterations or options.iterations)):
-            checked = check is not None and i == check.at % count
+        plans = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
+        count = min(options.iterations, live[0].bench.workload.iterations or options.iterations)
+        at = None if check is None else check.at % count
+        for step in range(count + (at is not None)):
+            i = step - (at is not None and step > at)  # the checked call repeats its turn's order
             for var in _rotation(live, offset + i):
-                if checked:
+                if step == at:
                     guard, originals = check.prepare(var.bench, var.known_after_setup)
-                flush()
                 align()
                 var.enter()
-                with torch.cuda.nvtx.range(f"{var.name}/iter{i}") if device.type == "cuda" else nullcontext():
-                    timed = time_call(var.bench.run, device, calls[id(var)])
-                var.samples_ms.append(timed.ms)
-                var.host_samples_ms.append(timed.host_ms)
-                var.windows.append((timed.start_s, timed.end_s))
-                if checked:
+                calls, spacer = plans[id(var)]
+                var.spacer_ms = spacer
+                with torch.cuda.nvtx.range(f"{var.name}/iter{step}") if device.type == "cuda" else nullcontext():
+                    timed = time_call(var.bench.run if step == at else fns[id(var)], device, calls, spacer, flush)
+                if step == at:
+                    var.checked_call = step
                     last[id(var)] = guard.settle(timed.output, originals)
+                else:
+                    _record(var, timed)
     return last
 
 
@@ -249,18 +327,26 @@ def verify_checked(variants: list[Variant], last: dict[int, Any], workload: Work
 
 
 def measure_memory(var: Variant, device: torch.device) -> None:
-    """Peak memory of one untimed call, on top of what the variant's setup keeps."""
+    """Peak memory of one untimed call, on top of what the variant's setup keeps: allocated (the
+    headline, ``peak_bytes``), reserved by torch's caching allocator (fragmentation and cached
+    blocks included) and, where NVML can be read, the change of the device's used memory over the
+    call (native cudaMalloc and NCCL buffers too; other processes on the GPU move it as well)."""
     var.enter()
     bench = var.bench
     if device.type == "cuda":
         _settle(device)
-        before = _memory_now(device)
+        before, reserved, used = _memory_now(device), _reserved_now(device), nvml_memory_reader(device)
+        nvml_before = used() if used is not None else None
         torch.cuda.reset_peak_memory_stats(device)
         bench.run()
         synchronize(device)
         transient = torch.cuda.max_memory_allocated(device) - before
         var.memory["run_peak_bytes"] = transient
         var.memory["peak_bytes"] = var.memory.get("setup_bytes", 0) + transient
+        run_reserved = torch.cuda.max_memory_reserved(device) - reserved
+        var.memory["run_peak_reserved_bytes"] = run_reserved
+        var.memory["peak_reserved_bytes"] = var.memory.get("setup_reserved_bytes", 0) + run_reserved
+        var.memory["nvml_used_delta_bytes"] = used() - nvml_before if used is not None else None
     else:
         bench.run()
         # On a CPU only the process-wide peak RSS is known; per-variant peaks need --cold-start.
@@ -357,6 +443,7 @@ def run_variants(paths: list[Path], options: RunOptions,
     plan = plan or CheckPlan.draw(options.seed, options.iterations)
     verify_seed(variants, workload, device, plan.fresh_seed, False, options.reproducible)
     before = verify_seed(variants, workload, device, options.seed, True, options.reproducible)
+    settings.snapshot_modules()  # modules run() imported on its first calls
     if options.verify_only:
         return variants, workload, None
     live = [variants[0]] + [v for v in variants[1:] if v.verdict == "pending"]

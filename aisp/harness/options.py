@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args
 
 ProfileLevel = Literal["none", "minimal", "full"]
 Device = Literal["auto", "cpu", "cuda"]
-Timing = Literal["per-call", "sustained"]
+Timing = Literal["per-call", "sustained", "graph"]
 PROFILE_LEVELS: tuple[str, ...] = get_args(ProfileLevel)
 DEVICES: tuple[str, ...] = get_args(Device)
 TIMINGS: tuple[str, ...] = get_args(Timing)
@@ -26,7 +26,9 @@ class RunOptions:
     """And warm up for this many seconds: an H100 running a large GEMM from idle stays at boost ~50 ms
     until its power cap pulls the clock down; per-call times settle within 0.5% after 0.5 s."""
     timing: Timing = "per-call"
-    """per-call: a device-wide sync around each call; sustained: calls back to back, one sync a sample."""
+    """per-call: a device-wide sync around each call; sustained: calls back to back, one sync a sample;
+    graph (CUDA): run() captured once into a CUDA graph after warmup, one replay a sample, synced like
+    per-call (a pair that cannot be captured is timed per call, with a note)."""
     seed: int = 0
     """Seed of the main pass; verification repeats on a seed drawn at random for each run."""
     device: Device = "auto"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
-from aisp.harness.timing import unseen_work
+from aisp.harness.timing import host_bound, unseen_work
 
 VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error", "timeout")
 """Least to most severe; a pair takes its worst variant's verdict."""
@@ -25,16 +25,23 @@ def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
 
 
 def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
-    """A raw variant record plus its summary and throughput (when it has samples); an ``error`` when
-    its host clock saw work its CUDA events did not."""
+    """A raw variant record plus its summaries (events, host window, issue time, sync tail) and
+    throughput (when it has samples); an ``error`` when a device-wide sync after its end events
+    still waited (work they did not see), in its samples or its untimed calls from idle; ``host_bound`` with its figures (CUDA) when its device
+    work barely exceeds the host's time to issue it, else None."""
     result = dict(raw)
-    unseen = unseen_work(raw.get("host_samples_ms") or [], raw.get("samples_ms") or [])
+    tails = raw.get("tail_samples_ms") or []
+    unseen = unseen_work(tails, raw.get("samples_ms") or []) or unseen_work(
+        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle")
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
+    result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or []) if tails else None
     if raw.get("samples_ms"):
         summary = summarize(raw["samples_ms"])
         result["summary"] = summary.to_dict()
-        result["host_summary"] = summarize(raw["host_samples_ms"]).to_dict() if raw.get("host_samples_ms") else None
+        for key in ("host", "issue", "tail"):
+            samples = raw.get(f"{key}_samples_ms")
+            result[f"{key}_summary"] = summarize(samples).to_dict() if samples else None
         result["throughput"] = throughput(workload, summary.median)
     else:
         result["summary"] = None

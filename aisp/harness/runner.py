@@ -25,6 +25,7 @@ from aisp.harness.discovery import Pair
 from aisp.harness.distributed import PARENT_PID_ENV
 from aisp.harness.options import RunOptions
 from aisp.harness.results import assemble, failed
+from aisp.harness.timing import SAMPLE_KEYS
 from aisp.harness.verify import CheckPlan
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
@@ -221,7 +222,7 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
             record = {**record, "memory": groups[-1]["memory"], "metrics": groups[-1]["metrics"],
                       "sample_groups": [g["samples_ms"] for g in groups],
                       "verification": {**record["verification"], "checks": checks},
-                      **{key: [x for g in groups for x in g[key]] for key in ("samples_ms", "host_samples_ms")}}
+                      **{key: [x for g in groups for x in g.get(key, [])] for key in SAMPLE_KEYS}}
         merged.append(record)
     reference.unlink(missing_ok=True)
     return merged

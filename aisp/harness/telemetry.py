@@ -43,16 +43,38 @@ def reason_names(bits: int, table: dict[int, str] = THROTTLE_REASONS) -> list[st
     return [name for bit, name in table.items() if bits & bit]
 
 
-def nvml_reader(device: torch.device) -> Callable[[], Reading] | None:
-    """A function that reads the device's NVML state now, or None where NVML is unavailable."""
+def _nvml_handle(device: torch.device) -> Any:
+    """pynvml and the device's NVML handle, or None where NVML is unavailable."""
     try:
         import pynvml
         pynvml.nvmlInit()
         props = torch.cuda.get_device_properties(device)
         bus = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+        return pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(bus)
     except Exception:  # no NVML, no driver access, or an old torch without PCI ids: no telemetry
         return None
+
+
+def nvml_memory_reader(device: torch.device) -> Callable[[], int] | None:
+    """A function that reads the device's used memory in bytes (NVML: every allocation on the GPU,
+    native and NCCL ones included, by any process), or None where NVML is unavailable."""
+    found = _nvml_handle(device)
+    if found is None:
+        return None
+    pynvml, handle = found
+    try:
+        pynvml.nvmlDeviceGetMemoryInfo(handle)
+    except Exception:  # a query NVML refuses here: no reading
+        return None
+    return lambda: int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+
+
+def nvml_reader(device: torch.device) -> Callable[[], Reading] | None:
+    """A function that reads the device's NVML state now, or None where NVML is unavailable."""
+    found = _nvml_handle(device)
+    if found is None:
+        return None
+    pynvml, handle = found
 
     def read() -> Reading:
         return Reading(

@@ -1,8 +1,10 @@
-"""Timing calls: device-wide syncs, CUDA events plus a host clock, GC off, optional L2 flush; and the
-check that the events saw all the work the host clock saw."""
+"""Timing calls: device-wide syncs, CUDA events plus a host clock, GC off, optional L2 flush; a spacer
+kernel that keeps the host's launch path out of the events; the host's issue time of each call; and
+the tail a device-wide sync still waits for after the end event (work the events did not see)."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -13,20 +15,44 @@ from typing import Any
 import numpy as np
 import torch
 
-UNSEEN_REL, UNSEEN_ABS_MS = 0.5, 0.05
-"""A variant's median host time may exceed its median event time by max(50% of it, 0.05 ms): the host
-window also holds two event records and the sync's wake-up (median 13-19 us, p90 21-29 us on an
-H100); beyond that, the call left work that the events on the current stream missed."""
+UNSEEN_REL, UNSEEN_ABS_MS = 0.10, 0.02
+"""After a call's end event has completed, a device-wide sync should return at once: its cost alone is
+the driver call (the whole overhead of the old host window, two event records and a sync's wake-up
+included, was 13-19 µs median on an H100, so 20 µs bounds it). A median wait above max(10% of the
+median event time, 20 µs) is work the call left on another stream: the speedup would be overstated
+by more than 10%, or (for calls under 200 µs) by more than the floor, which is left to the sync's own
+cost and host jitter."""
+HOST_BOUND_RATIO = 1.1
+"""A variant is host-bound when its median event time is at most 1.1 x its median host issue time.
+With the spacer in front, the events time the device work alone; when that is not clearly above the
+time the host takes to issue it, a caller without a queue ahead (no spacer) waits on the host, and
+the event time understates what it sees. The 10% margin stands for the call-to-call spread of a
+host's issue time, within which the two figures cannot be told apart (a margin chosen, not yet
+measured on a GPU host)."""
+SPACER_FACTOR, SPACER_MIN_MS, SPACER_MAX_MS = 2.0, 0.05, 20.0
+"""The spacer spins 2 x the variant's median issue time (the launch path plus as much again for host
+jitter), at least 50 µs (a Triton launch takes 20-40 µs), at most 20 ms: a call whose issue time
+is longer than 10 ms is host-bound anyway, and the spin costs GPU time every sample."""
+SAMPLE_KEYS = ("samples_ms", "host_samples_ms", "issue_samples_ms", "tail_samples_ms", "idle_probe_ms",
+               "idle_tail_ms")
+"""The timing lists of a variant's raw record: per timed sample, and (CUDA) per untimed probe call
+timed from idle before them (the tails are empty on a CPU)."""
+IDLE_PROBES = 3
+"""Untimed calls from idle before the samples: the first warms up after gc.collect(); their sync tails
+catch work on a stream that never waited for the current one and would finish under the spacer."""
 
 
 @dataclass
 class Timed:
-    """One timed window (``calls`` back-to-back calls): the last output, and per call the host wall
-    time and (on CUDA) the summed event time, in milliseconds."""
+    """One timed window (``calls`` back-to-back calls): the last output; per call the host wall time,
+    the host's issue time (inside ``fn()`` itself) and (on CUDA) the summed event time, in
+    milliseconds; and (on CUDA) the wait of a device-wide sync after the last end event completed."""
 
     output: Any
     host_ms: float
     device_ms: float | None
+    issue_ms: float = 0.0
+    tail_ms: float | None = None
     start_s: float = 0.0
     """perf_counter() at the start of the window (for matching telemetry)."""
     end_s: float = 0.0
@@ -43,36 +69,136 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_call(fn: Callable[[], Any], device: torch.device, calls: int = 1) -> Timed:
-    """Time ``calls`` back-to-back calls of ``fn()`` (no sync between them) between two device-wide
-    syncs; on CUDA each call also between two events recorded on the current stream."""
-    if device.type != "cuda":
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            out = fn()
-        t1 = time.perf_counter()
-        return Timed(out, (t1 - t0) * 1e3 / calls, None, t0, t1)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
-    torch.cuda.synchronize(device)
+@functools.cache
+def cycles_per_ms(device: torch.device) -> float:
+    """SM clock cycles per millisecond, measured once per process with ``torch.cuda._sleep`` (a
+    one-thread spin kernel): the fastest of three spins, so a lower clock later only lengthens a spacer."""
+    best = 0.0
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        torch.cuda._sleep(1_000_000)
+        end.record()
+        end.synchronize()
+        best = max(best, 1e6 / start.elapsed_time(end))
+    return best
+
+
+def spacer_ms(issue_ms: Sequence[float]) -> float:
+    """How long the spacer spins for a variant whose calls took ``issue_ms`` to issue (SPACER_*)."""
+    median = float(np.median(issue_ms)) if len(issue_ms) else 0.0
+    return min(max(SPACER_FACTOR * median, SPACER_MIN_MS), SPACER_MAX_MS)
+
+
+class CudaSide:
+    """The CUDA calls a timed window makes, in one place so a CPU test can stand in for the GPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def event(self) -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    def spin(self, ms: float) -> None:
+        """Queue a spin of ``ms`` milliseconds on the current stream (nothing for 0)."""
+        if ms > 0:
+            torch.cuda._sleep(int(ms * cycles_per_ms(self.device)))
+
+
+def _time_host(fn: Callable[[], Any], calls: int) -> Timed:
     t0 = time.perf_counter()
+    for _ in range(calls):
+        out = fn()
+    t1 = time.perf_counter()
+    return Timed(out, (t1 - t0) * 1e3 / calls, None, (t1 - t0) * 1e3 / calls, None, t0, t1)
+
+
+def time_call(fn: Callable[[], Any], device: torch.device, calls: int = 1, spacer: float = 0.0,
+              before: Callable[[], Any] | None = None, cuda: CudaSide | None = None) -> Timed:
+    """Time ``calls`` back-to-back calls of ``fn()`` (no sync between them) after a device-wide sync;
+    on CUDA each call between two events recorded on the current stream.
+
+    ``spacer`` > 0 (the device window): ``before()`` (the L2 flush) and a spin of ``spacer`` ms are
+    queued on the stream right before the first start event, with no sync in between, so the GPU is
+    busy while the host issues the call and the events time device work, as ``triton.testing.do_bench``
+    does. ``spacer`` = 0 (latency from idle): ``before()``, a sync, then the start event on an idle GPU,
+    so the events also hold the host's path to the first kernel. After the last end event has
+    completed, a device-wide sync is timed: the tail of work left on other streams."""
+    if device.type != "cuda" and cuda is None:
+        if before is not None:
+            before()
+        return _time_host(fn, calls)
+    cuda = cuda or CudaSide(device)
+    events = [(cuda.event(), cuda.event()) for _ in range(calls)]
+    cuda.synchronize()
+    if before is not None:
+        before()
+    if spacer > 0:
+        cuda.spin(spacer)
+    else:
+        cuda.synchronize()
+    t0, issue = time.perf_counter(), 0.0
     for start, end in events:
         start.record()
+        t = time.perf_counter()
         out = fn()
+        issue += time.perf_counter() - t
         end.record()
-    torch.cuda.synchronize(device)
+    events[-1][1].synchronize()
+    tail = time.perf_counter()
+    cuda.synchronize()
     t1 = time.perf_counter()
-    return Timed(out, (t1 - t0) * 1e3 / calls, sum(s.elapsed_time(e) for s, e in events) / calls, t0, t1)
+    device_ms = sum(s.elapsed_time(e) for s, e in events) / calls
+    return Timed(out, (t1 - t0) * 1e3 / calls, device_ms, issue * 1e3 / calls, (t1 - tail) * 1e3, t0, t1)
 
 
-def unseen_work(host_ms: Sequence[float], device_ms: Sequence[float]) -> str | None:
-    """Why the events under-time a variant (host clock far above them), or None."""
-    if not host_ms or not device_ms:
+def graph_replay(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], Any] | None, str | None]:
+    """``fn`` captured into a CUDA graph (after one call on a side stream, as torch asks) and a function
+    that replays it and returns the captured output; or None and why it could not be captured."""
+    try:
+        side, current = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            fn()
+        current.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn()
+    except Exception as exc:  # a host sync, a CPU op or another stream's work inside run()
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def replay() -> Any:
+        graph.replay()
+        return out
+    return replay, None
+
+
+def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str = "timed calls") -> str | None:
+    """Why the events under-time a variant (a device-wide sync after its end events still waited
+    longer than UNSEEN_REL/UNSEEN_ABS_MS allow), or None. ``calls`` names the calls, for the reason."""
+    if not len(tail_ms) or not len(device_ms):
         return None
-    host, events = float(np.median(host_ms)), float(np.median(device_ms))
-    if host - events <= max(UNSEEN_REL * events, UNSEEN_ABS_MS):
+    tail, events = float(np.median(tail_ms)), float(np.median(device_ms))
+    if tail <= max(UNSEEN_REL * events, UNSEEN_ABS_MS):
         return None
-    return (f"work outside the timed stream: host clock {host:.3f} ms vs CUDA events {events:.3f} ms; join side "
-            "streams to the current stream (wait_stream) before run() returns")
+    return (f"work outside the timed stream: after the end event, a device-wide sync waited {tail:.3f} ms "
+            f"(median of {calls}) beyond CUDA events of {events:.3f} ms; join side streams to the current "
+            "stream (wait_stream) before run() returns")
+
+
+def host_bound(issue_ms: Sequence[float], device_ms: Sequence[float]) -> dict[str, float] | None:
+    """The figures of a host-bound variant (median events within HOST_BOUND_RATIO of the median issue
+    time), or None when its device work clearly exceeds its issue time."""
+    if not len(issue_ms) or not len(device_ms):
+        return None
+    issue, events = float(np.median(issue_ms)), float(np.median(device_ms))
+    if events > HOST_BOUND_RATIO * issue:
+        return None
+    return {"issue_ms": issue, "events_ms": events, "events_over_issue": events / issue if issue > 0 else 0.0}
 
 
 @contextmanager
@@ -89,7 +215,8 @@ def gc_disabled() -> Iterator[None]:
 
 
 def l2_flusher(device: torch.device) -> Callable[[], Any]:
-    """Evicts the GPU's L2 by writing a buffer twice its size (called outside the timed window)."""
+    """Evicts the GPU's L2 by writing a buffer twice its size (queued before the start event, outside
+    the events: with the device window it sits in the stream ahead of the spacer)."""
     if device.type != "cuda":
         return lambda: None
     l2 = torch.cuda.get_device_properties(device).L2_cache_size or (64 << 20)

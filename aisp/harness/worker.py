@@ -21,6 +21,7 @@ from aisp.harness import distributed
 from aisp.harness.artifacts import atomic_write_text
 from aisp.harness.execute import ColdCheck, Variant, describe_error, run_variants, time_single, workload_dict
 from aisp.harness.options import RunOptions
+from aisp.harness.timing import SAMPLE_KEYS
 from aisp.harness.verify import CheckPlan
 
 
@@ -30,8 +31,9 @@ def raw_record(var: Variant) -> dict[str, Any]:
         "file": str(var.path),
         "verdict": var.verdict,
         "reason": var.reason,
-        "samples_ms": var.samples_ms,
-        "host_samples_ms": var.host_samples_ms,
+        **{key: getattr(var, key) for key in SAMPLE_KEYS},
+        "spacer_ms": var.spacer_ms,
+        "checked_call": var.checked_call,
         "verification": var.evidence.to_dict(),
         "memory": var.memory,
         "metrics": var.metrics,
