@@ -31,7 +31,7 @@ from aisp.harness.distributed import PARENT_PID_ENV
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import pair_phases
 from aisp.harness.results import assemble, failed
-from aisp.harness.scheduler import Events, Hint, Outcome, Share, Topology, cpu_shares, run_jobs
+from aisp.harness.scheduler import NO_SHARE, Events, Hint, Outcome, Share, Topology, cpu_shares, run_jobs
 from aisp.harness.verify import CheckPlan
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ class Budget:
         return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
 
 
-def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = Share(),
+def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = NO_SHARE,
           stop: threading.Event | None = None) -> tuple[dict | None, str, str]:
     """Run one worker with its GPUs and CPU share; returns (result document or None, status, reason):
     status is "done" when the worker wrote its result, else "timeout" or "error". The document's
@@ -182,7 +182,7 @@ Launch = Callable[[dict[str, Any], str], tuple[dict | None, str, str]]
 
 
 def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_timed: str | None = None,
-             share: Share = Share(), stop: threading.Event | None = None) -> dict[str, Any]:
+             share: Share = NO_SHARE, stop: threading.Event | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) with its GPUs and CPU share, and
     assemble its result, with its phases and placement."""
     info = pair_info(pair)

@@ -96,6 +96,10 @@ class Share:
         return {"gpus": list(self.gpus), "threads": self.threads, "cpus": format_cpus(self.cpus)}
 
 
+NO_SHARE = Share()
+"""The default run's: the environment's GPUs and torch's own thread count."""
+
+
 def format_cpus(cpus: tuple[int, ...]) -> str:
     """``0-3,8`` for (0, 1, 2, 3, 8); "" for none."""
     runs: list[list[int]] = []
@@ -114,7 +118,7 @@ def parse_gpus(text: str) -> str | int | tuple[int, ...]:
         return text
     if re.fullmatch(r"\d+", text) and int(text) >= 1:
         return int(text)
-    if re.fullmatch(r"\d+(,\d+)*,?", text):
+    if "," in text and re.fullmatch(r"\d+(,\d+)*,?", text):
         ordinals = tuple(int(x) for x in text.split(",") if x)
         if len(set(ordinals)) == len(ordinals):
             return ordinals
@@ -131,7 +135,8 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def cpu_shares(topo: Topology) -> dict[int, Share]:
     """Each GPU's share: ``cores // GPUs`` threads, and a slice of its NUMA node's cores of its own
-    (the node's cores split evenly among the node's GPUs); no binding where the node is unknown."""
+    (the node's cores split evenly among the node's GPUs; one core each, in turn, where the node has
+    fewer cores than GPUs); no binding where the node is unknown."""
     threads = max(1, topo.cpu_count // max(1, len(topo.gpus)))
     by_node: dict[tuple[int, ...], list[Gpu]] = {}
     for gpu in topo.gpus:
@@ -139,9 +144,18 @@ def cpu_shares(topo: Topology) -> dict[int, Share]:
     shares = {}
     for cpus, gpus in by_node.items():
         for k, gpu in enumerate(gpus):
-            part = cpus[k * len(cpus) // len(gpus):(k + 1) * len(cpus) // len(gpus)] or cpus
+            part = _slice(cpus, k, len(gpus))
             shares[gpu.ordinal] = Share((gpu.visible,), min(threads, len(part)) if part else threads, part)
     return shares
+
+
+def _slice(cpus: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
+    """The k-th of n even slices of ``cpus``; one core in turn when there are fewer cores than n."""
+    if not cpus:
+        return ()
+    if len(cpus) < n:
+        return (cpus[k % len(cpus)],)
+    return cpus[k * len(cpus) // n:(k + 1) * len(cpus) // n]
 
 
 def group_share(group: tuple[int, ...], shares: Mapping[int, Share]) -> Share:

@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping
 
 from aisp.harness.scheduler import Gpu, PlacementError, Topology, parse_gpus
-from aisp.system.nvml import Nvml, NvmlUnavailable, open_nvml
 from aisp.system.numa import nvml_index, resolve_gpu, torch_bus_id
+from aisp.system.nvml import Nvml, NvmlUnavailable, open_nvml
 
 MAX_LINKS = 18
 """NVLinks per GPU on Hopper (NVML_NVLINK_MAX_LINKS)."""
