@@ -161,3 +161,18 @@ def test_report_phases_prints_the_breakdown(tmp_path: Path):
     assert "ch01" in out.output and "1.50" in out.output
     assert "| ch01 | 1 | 1.5 | 2.0 | 3.5 | 1.50 |" in (tmp_path / "p.md").read_text()
     one_line_error(runner.invoke(app, ["report", "phases", str(tmp_path)]), 2, "summary.json")
+
+
+def test_expectations_record_the_seconds_that_hints_read(tmp_path: Path):
+    from aisp.judge.expectations import entry_from
+
+    timed = {"median": 2.0, "cv": 0.01}
+    measured = {**result("good"), "baseline": {"name": "b", "summary": timed, "memory": {}},
+                "variants": [{"name": "o", "summary": timed, "memory": {}}], "best": "o",
+                "speedup": {"value": 1.0, "low": 0.9, "high": 1.1}, "phases": {"start": 3.0, "total": 12.5}}
+    entry = entry_from(measured, {"hardware_key": "cpu", "gpu_name": None})
+    folder = tmp_path / "ch99"
+    shutil.copytree(FIXTURE_PAIRS, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "expectations_cpu.json").write_text(json.dumps({"entries": {"good": entry}}))
+    (good,) = [p for p in pairs_in(folder) if p.name == "good"]
+    assert suite.pair_hints([good]) == {"ch99_good": Hint(1, 12.5)}
