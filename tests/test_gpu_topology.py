@@ -73,3 +73,18 @@ def test_this_hosts_gpus_have_their_numa_cores_and_a_share_each():
     assert sum(s.threads for s in shares.values()) <= topo.cpu_count
     cores = [c for s in shares.values() for c in s.cpus]
     assert len(cores) == len(set(cores)), "no core in two shares"
+
+
+def test_hyperthreads_stay_with_their_core(tmp_path):
+    """Node 0 = cores 0-3 with siblings 8-11: two GPUs on it get whole cores each."""
+    from aisp.harness.scheduler import Gpu, Topology, cpu_shares
+
+    for cpu in (*range(4), *range(8, 12)):
+        folder = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        folder.mkdir(parents=True)
+        (folder / "thread_siblings_list").write_text(f"{cpu % 8},{cpu % 8 + 8}\n")
+    ordered = gpu_topology.by_core((0, 1, 2, 3, 8, 9, 10, 11), tmp_path)
+    assert ordered == (0, 8, 1, 9, 2, 10, 3, 11)
+    shares = cpu_shares(Topology((Gpu(0, "0", ordered), Gpu(1, "1", ordered)), 8))
+    assert set(shares[0].cpus) == {0, 8, 1, 9} and set(shares[1].cpus) == {2, 10, 3, 11}
+    assert gpu_topology.by_core((5, 4), tmp_path / "nothing") == (4, 5), "no sysfs: in order"

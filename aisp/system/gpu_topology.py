@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from aisp.harness.scheduler import Gpu, PlacementError, Topology, parse_gpus
 from aisp.system.numa import nvml_index, resolve_gpu, torch_bus_id
 from aisp.system.nvml import Nvml, NvmlUnavailable, open_nvml
+from aisp.system.procfs import parse_cpulist, read
 
 MAX_LINKS = 18
 """NVLinks per GPU on Hopper (NVML_NVLINK_MAX_LINKS)."""
@@ -36,6 +38,15 @@ def _visible(ordinal: int, env: Mapping[str, str]) -> str:
     """How a worker's CUDA_VISIBLE_DEVICES names this process's GPU ``ordinal``."""
     entries = [e.strip() for e in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
     return entries[ordinal] if "CUDA_VISIBLE_DEVICES" in env else str(ordinal)
+
+
+def by_core(cpus: tuple[int, ...], root: Path = Path("/")) -> tuple[int, ...]:
+    """``cpus`` with each core's hyperthreads side by side (0, 64, 1, 65, ...), so that the scheduler's
+    even slices of a node give each GPU whole cores, not the siblings of another GPU's cores."""
+    def core(cpu: int) -> int:
+        siblings = parse_cpulist(read(root, f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") or "")
+        return min(siblings, default=cpu)
+    return tuple(sorted(cpus, key=lambda c: (core(c), c)))
 
 
 def _far_ends(nvml: Nvml, index: int) -> list[str]:
@@ -79,7 +90,7 @@ def topology(text: str, env: Mapping[str, str] | None = None) -> Topology:
     for ordinal in ordinals:
         try:
             loc = resolve_gpu(ordinal, nvml, env=env)
-            cpus, node = tuple(c for c in loc.cpus if c in allowed), loc.node
+            cpus, node = by_core(tuple(c for c in loc.cpus if c in allowed)), loc.node
         except (LookupError, NvmlUnavailable, OSError, ValueError):
             cpus, node = (), None
         gpus.append(Gpu(ordinal, _visible(ordinal, env), cpus, node))
