@@ -94,3 +94,27 @@ def test_interrupt_stops_the_workers_of_every_gpu(sig: signal.Signals, pid_file:
     assert cli.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1].startswith(f"aisp: interrupted by {sig.name}") and "Traceback" not in err
     assert running(recorded(pid_file)) == []
+
+
+def test_the_live_view_shows_each_gpus_pair_and_an_eta():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from aisp.report.console import RichReporter, eta_seconds
+
+    assert eta_seconds(120.0, 0, 10) is None
+    assert eta_seconds(120.0, 4, 10) == 180.0, "4 pairs in 120 s: 6 more take 180 s"
+    pairs = resolve_targets(TARGETS[:3], REPO, (FIXTURE_PAIRS,))
+    out = StringIO()
+    reporter = RichReporter(Console(file=out, width=120, force_terminal=False))
+    reporter.start(pairs)
+    reporter.pair_started(pairs[0], "GPU 0")
+    reporter.pair_started(pairs[1], "GPUs 1,2")
+    shown = StringIO()
+    Console(file=shown, width=120).print(reporter._view())
+    assert "GPU 0" in shown.getvalue() and "pairs:good" in shown.getvalue() and "GPUs 1,2" in shown.getvalue()
+    assert "ETA: after the first pair" in shown.getvalue()
+    reporter.pair_done({"target": "pairs:good", "group": "pairs", "name": "good", "verdict": "ok"})
+    assert reporter.running == {"pairs:raises": "GPUs 1,2"}
+    reporter.live.stop()
