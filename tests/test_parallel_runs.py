@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURE_PAIRS, REPO
-from test_processes import PROCESSES, pid_file, recorded, running  # noqa: F401  (pid_file: a fixture)
+from test_processes import PROCESSES, interrupt_when_recorded, pid_file  # noqa: F401  (pid_file: a fixture)
 
 from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
@@ -84,16 +82,7 @@ def test_interrupt_stops_the_workers_of_every_gpu(sig: signal.Signals, pid_file:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(PROCESSES)])}
     cmd = [sys.executable, "-c", FAKE_GPUS.format(n=2), "bench", "run", "--root", str(mine), "--gpus", "2",
            "--device", "cpu", "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts")]
-    cli = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while len(recorded(pid_file)) < 4 and time.monotonic() < deadline and cli.poll() is None:
-        time.sleep(0.1)
-    assert len(recorded(pid_file)) >= 4, "both workers (one per GPU) started their sleepers at once"
-    cli.send_signal(sig)
-    _, err = cli.communicate(timeout=30)
-    assert cli.returncode == 128 + sig, err
-    assert err.strip().splitlines()[-1].startswith(f"aisp: interrupted by {sig.name}") and "Traceback" not in err
-    assert running(recorded(pid_file)) == []
+    interrupt_when_recorded(cmd, env, pid_file, 4, sig)  # 4: both workers (one per GPU) and their sleepers at once
 
 
 def test_the_live_view_shows_each_gpus_pair_and_an_eta():
