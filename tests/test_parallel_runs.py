@@ -107,3 +107,23 @@ def test_the_live_view_shows_each_gpus_pair_and_an_eta():
     reporter.pair_done({"target": "pairs:good", "group": "pairs", "name": "good", "verdict": "ok"})
     assert reporter.running == {"pairs:raises": "GPUs 1,2"}
     reporter.live.stop()
+
+
+@pytest.mark.gpu
+def test_every_gpu_of_this_host_gives_the_verdicts_of_one_at_a_time(tmp_path: Path):
+    """On a GPU host (at least two GPUs): the fixture pairs on every GPU at once, with this host's
+    real shares, against one at a time."""
+    import torch
+
+    from aisp.system.gpu_topology import topology
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    pairs = resolve_targets(TARGETS, REPO, (FIXTURE_PAIRS,))
+    options = RunOptions(iterations=5, warmup=1, artifacts_dir=tmp_path)
+    one, _ = run_suite(pairs, options)
+    every, _ = run_suite(pairs, options, hooks=Hooks(topology=topology("all")))
+    assert [r["verdict"] for r in one if r["target"] != "pairs:good"] == \
+        [r["verdict"] for r in every if r["target"] != "pairs:good"]
+    assert {r["placement"]["gpus"][0] for r in every} <= {str(i) for i in range(torch.cuda.device_count())}
+    assert all(r["placement"]["applied"]["threads"] == r["placement"]["threads"] for r in every)
