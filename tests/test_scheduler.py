@@ -226,6 +226,17 @@ def test_a_pair_that_needs_more_gpus_than_hinted_runs_again_with_them():
     assert [len(g) for g in seen] == [1, 2] and done == ["ran"]
 
 
+def test_a_pair_that_needs_more_gpus_than_the_node_has_runs_once_on_all():
+    seen: list[tuple[str, ...]] = []
+
+    def work(key: str, share: Share, stop: threading.Event) -> Outcome:
+        seen.append(share.gpus)
+        return Outcome("skipped: needs 8 GPUs", needs=8)
+    done: list = []
+    run_jobs(["p"], {"p": Hint(8, 1)}, four_gpus(), work, Events(lambda k, s: None, lambda k, r: done.append(r)))
+    assert seen == [("0", "1", "2", "3")] and done == ["skipped: needs 8 GPUs"]
+
+
 def test_an_interrupt_stops_and_joins_every_running_job():
     topo, stopped, started = four_gpus(), [], threading.Semaphore(0)
 

@@ -249,7 +249,7 @@ def run_jobs(keys: list[str], hints: Mapping[str, Hint], topo: Topology, work: W
             running -= 1
             if isinstance(outcome, BaseException):
                 raise outcome
-            if outcome.needs and topo.gpus and outcome.needs > len(group):
+            if outcome.needs and len(group) < min(outcome.needs, len(topo.gpus)):  # more GPUs would help
                 hints[key] = replace(hints.get(key, Hint()), gpus=outcome.needs)
                 pending = order([*pending, key], hints)
                 continue
