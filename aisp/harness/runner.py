@@ -274,7 +274,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
                 "schedule": environment.schedule(hooks.topology, cpu_shares(hooks.topology), options.shard)}
     atomic_write_json(run_dir / "manifest.json", manifest)
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
-    by_slug, results = {p.slug: p for p in pairs}, {}
+    by_slug, finished = {p.slug: p for p in pairs}, {}
 
     def work(slug: str, share: Share, stop: threading.Event) -> Outcome:
         if deadline is not None and deadline <= time.monotonic():
@@ -287,15 +287,14 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         for step in hooks.post:
             result = step(result, PairContext(manifest, run_dir / slug))
         write_pair(run_dir, result)
-        results[slug] = result
+        finished[slug] = result
         reporter.pair_done(result)
     reporter.start(pairs)
     run_jobs(list(by_slug), hooks.hints, hooks.topology, work,
              Events(lambda slug, share: reporter.pair_started(by_slug[slug], _where(share)), done))
-    ordered = [results[p.slug] for p in pairs]
-    write_summary(run_dir, ordered, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
+    results = [finished[p.slug] for p in pairs]
+    write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
                                      "options": options.to_dict(), "host_load_at_end": environment.host_load()})
-    results = ordered
     if hooks.finish is not None:
         hooks.finish(run_dir, results)
     reporter.finish(results, run_dir)
