@@ -6,6 +6,8 @@ a run as hooks (:class:`aisp.harness.runner.Hooks`), so the harness imports none
 
 from __future__ import annotations
 
+import json
+import re
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,10 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from aisp.harness.artifacts import read_json
-from aisp.harness.discovery import repo_root, resolve_targets
+from aisp.harness.discovery import Pair, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES, exit_code
 from aisp.harness.runner import Hooks, PairContext, Reporter, run_suite
+from aisp.harness.scheduler import DEFAULT_SECONDS, Hint, Topology, parse_shard, partition
 from aisp.judge import expectations
 from aisp.peak.measure import load_peaks
 from aisp.profile.pair import attach_profile
@@ -25,6 +28,9 @@ from aisp.report.ceilings import add_ceiling
 from aisp.report.console import RichReporter
 from aisp.report.roofline import add_roofline
 from aisp.report.tables import write_tables
+from aisp.system import gpu_topology
+
+GPUS_IN_KEY = re.compile(r"^expectations_(\d+)x_")
 
 
 def _roofline_step() -> Any:
@@ -42,8 +48,41 @@ def _judge_step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
     return expectations.judge(result, ctx.manifest)
 
 
-def hooks_for(options: RunOptions) -> Hooks:
-    """The tools a run with these options brings in: profiling, roofline, expectations."""
+def pair_hints(pairs: list[Pair]) -> dict[str, Hint]:
+    """Each pair's GPU count and expected seconds from the expectation files beside it: the count
+    from the files whose key names one (``expectations_2x_h200.json``), the seconds an entry
+    recorded (the longest of any file). The same files give the same hints on every machine."""
+    files: dict[Path, list[tuple[int, dict[str, Any]]]] = {}
+    hints = {}
+    for pair in pairs:
+        if pair.folder not in files:
+            files[pair.folder] = [(int(m.group(1)) if (m := GPUS_IN_KEY.match(path.name)) else 1, _entries(path))
+                                  for path in sorted(pair.folder.glob("expectations_*.json"))]
+        found = [(gpus, entries[pair.name]) for gpus, entries in files[pair.folder] if pair.name in entries]
+        seconds = [e["seconds"] for _, e in found if isinstance(e.get("seconds"), (int, float))]
+        hints[pair.slug] = Hint(max((g for g, _ in found), default=1), max(seconds, default=DEFAULT_SECONDS))
+    return hints
+
+
+def _entries(path: Path) -> dict[str, Any]:
+    """An expectation file's entries; {} when unreadable (judging names that file on its own)."""
+    try:
+        entries = json.loads(path.read_text()).get("entries")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def shard_of(pairs: list[Pair], hints: dict[str, Hint], shard: str) -> list[Pair]:
+    """This machine's pairs of ``--shard I/N``."""
+    index, count = parse_shard(shard)
+    mine = set(partition([p.slug for p in pairs], hints, count)[index])
+    return [p for p in pairs if p.slug in mine]
+
+
+def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hooks:
+    """The tools a run with these options brings in: profiling, roofline, expectations; and, for
+    ``--gpus``, the GPUs with their CPU shares and NVLink pairs (raises PlacementError for GPUs not here)."""
     post = []
     if options.profile != "none":
         post.append(partial(attach_profile, nsight=options.profile == "full"))
@@ -51,19 +90,25 @@ def hooks_for(options: RunOptions) -> Hooks:
     if not options.verify_only:
         post.append(_judge_step)
     on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
-    return Hooks(on_timed=on_timed, post=tuple(post), finish=write_tables)
+    topology = Topology() if options.gpus == "1" else gpu_topology.topology(options.gpus)
+    return Hooks(on_timed=on_timed, post=tuple(post), finish=write_tables, topology=topology, hints=hints or {})
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
         reporter: Reporter | None = None) -> int:
     """Resolve targets, run them, write artifacts; returns the run's exit code.
 
-    Raises TargetError for an unknown target. An expectations file that cannot be read is bad
+    Raises TargetError for an unknown target, PlacementError for ``--gpus`` naming GPUs not here. A
+    shard with no pair runs none (an empty run folder, exit 0). An expectations file that cannot be read is bad
     usage (exit 2 unless a worse verdict wins): every result is still written, the file is named
     on one line and left as it is.
     """
     pairs = resolve_targets(targets, repo_root(), roots)
-    results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks_for(options))
+    hints = pair_hints(pairs)
+    hooks = hooks_for(options, hints)
+    if options.shard:
+        pairs = shard_of(pairs, hints, options.shard)
+    results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks)
     if options.update_expectations:
         written = expectations.update(results, read_json(run_dir / "manifest.json"))
         for path in written:

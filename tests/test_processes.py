@@ -63,22 +63,29 @@ def test_no_child_of_a_pair_outlives_it(name: str, verdicts: tuple[str, ...], pi
     assert running(pids) == []
 
 
+def interrupt_when_recorded(cmd: list[str], env: dict[str, str], pid_file: Path, count: int,
+                            sig: signal.Signals) -> None:
+    """Start the CLI, send it ``sig`` once the fixture pairs recorded ``count`` pids (workers and
+    sleepers), and check it ended every one of them with exit 128 + sig and one line."""
+    cli = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(recorded(pid_file)) < count and time.monotonic() < deadline and cli.poll() is None:
+        time.sleep(0.1)
+    assert len(recorded(pid_file)) >= count, "the workers started their sleepers"
+    cli.send_signal(sig)
+    _, err = cli.communicate(timeout=30)
+    assert cli.returncode == 128 + sig, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"aisp: interrupted by {sig.name}") and "Traceback" not in err, err
+    assert running(recorded(pid_file)) == []
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_cli_stops_every_process(sig: signal.Signals, pid_file: Path, tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "aisp", "bench", "run", "--root", str(PROCESSES), "-t", "processes:hangs_with_child",
            "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts")]
-    cli = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while len(recorded(pid_file)) < 2 and time.monotonic() < deadline and cli.poll() is None:
-        time.sleep(0.1)
-    assert len(recorded(pid_file)) >= 2, "the worker started its sleeper"
-    cli.send_signal(sig)
-    _, err = cli.communicate(timeout=15)
-    assert cli.returncode == 128 + sig
-    lines = err.strip().splitlines()
-    assert lines[-1].startswith(f"aisp: interrupted by {sig.name}") and "Traceback" not in err, err
-    assert running(recorded(pid_file)) == []
+    interrupt_when_recorded(cmd, env, pid_file, 2, sig)
 
 
 def test_a_sigkilled_cli_takes_its_worker_with_it(pid_file: Path, tmp_path: Path):

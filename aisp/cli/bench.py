@@ -12,11 +12,16 @@ from rich.table import Table
 from aisp import suite
 from aisp.harness.discovery import TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
+from aisp.harness.scheduler import PlacementError
 
 app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.", no_args_is_help=True)
 
 Targets = Annotated[list[str] | None, typer.Option("--targets", "-t", help="ch01, ch1, ch01:name (repeatable).")]
 Roots = Annotated[list[Path] | None, typer.Option("--root", help="A folder of your own pairs (repeatable).")]
+Gpus = Annotated[str, typer.Option(help="GPUs of this node used together: all, a count (4) or ordinals (0,2,3); "
+                                        "each pair on its own GPU(s), several at once. 1: one pair at a time.")]
+Shard = Annotated[str | None, typer.Option(help="I/N: only this machine's part of the pairs (a Slurm array task "
+                                                "or Kubernetes index); 'aisp report merge' joins the parts.")]
 
 EXIT_CODES_HELP = ("Exit codes: 0 all ok or skipped; 1 an optimized variant is significantly slower; "
                    "2 bad usage (unknown target, bad option, no pair to run, unreadable expectations file); "
@@ -83,13 +88,15 @@ def run(
     profile: Annotated[str, typer.Option(help="none, minimal (torch.profiler) or full (+ Nsight).")] = RunOptions.profile,
     update_expectations: Annotated[bool, typer.Option(help="Rewrite expectations with this run.")] = RunOptions.update_expectations,
     seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
+    gpus: Gpus = RunOptions.gpus,
+    shard: Shard = RunOptions.shard,
 ) -> None:
     """Verify, then time each pair; write artifacts; exit with the worst verdict's code."""
     options = _options(iterations=iterations, warmup=warmup, warmup_s=warmup_s, timing=timing,
                        artifacts_dir=artifacts_dir, device=device,
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
-                       profile=profile, update_expectations=update_expectations, seed=seed)
+                       profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard)
     raise typer.Exit(_run(targets, root, options))
 
 
@@ -97,15 +104,17 @@ def run(
 def verify(targets: Targets = None, root: Roots = None,
            device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = RunOptions.device,
            artifacts_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = RunOptions.artifacts_dir,
+           gpus: Gpus = RunOptions.gpus, shard: Shard = RunOptions.shard,
            ) -> None:
     """Import every pair and check correctness (no timing)."""
-    raise typer.Exit(_run(targets, root, _options(verify_only=True, device=device, artifacts_dir=artifacts_dir)))
+    raise typer.Exit(_run(targets, root, _options(verify_only=True, device=device, artifacts_dir=artifacts_dir,
+                                                  gpus=gpus, shard=shard)))
 
 
 def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions) -> int:
     try:
         return suite.run(targets or [], tuple(root or ()), options)
-    except TargetError as exc:
+    except (TargetError, PlacementError) as exc:
         _fail_usage(str(exc))
 
 

@@ -1,4 +1,5 @@
-"""``aisp report``: reports of a run folder (roofline PNG, self-contained HTML, ceilings)."""
+"""``aisp report``: reports of a run folder (roofline PNG, self-contained HTML, ceilings, phases) and
+the merge of a sharded run's folders."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
+from aisp.harness.results import exit_code
 from aisp.peak.measure import load_peaks
 from aisp.report import ceilings, plotting
+from aisp.report import phases as phase_report
 from aisp.report.html_report import load_run, write_html
 from aisp.report.roofline import pair_points, plot
 
-app = typer.Typer(help="Reports of a run folder: roofline plot, HTML report.", no_args_is_help=True)
+app = typer.Typer(help="Reports of a run folder: roofline plot, HTML report, phases; merge of shards.",
+                  no_args_is_help=True)
 
 RunDir = Annotated[Path, typer.Argument(exists=True, file_okay=False, help="A run folder (artifacts/<timestamp>).")]
 
@@ -72,3 +77,55 @@ def ceilings_report(run_dir: RunDir) -> None:
     t = ceilings.tally(found)
     typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
                f"{t['below']} below ({t['below_without_reason']} without a reason), {t['no_ceiling']} without a ceiling")
+
+
+@app.command()
+def phases(
+    run_dir: RunDir,
+    pairs: Annotated[bool, typer.Option("--pairs", help="One row per pair instead of per chapter.")] = False,
+    markdown: Annotated[Path | None, typer.Option("--markdown", "-o", help="Also write the table here.")] = None,
+) -> None:
+    """Where the run's time went: seconds per phase for each chapter (or pair), and the harness's fixed
+    cost per pair (process start and imports, time in no phase, process exit)."""
+    try:
+        summary, _ = load_run(run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    rows = phase_report.by_group(summary.get("results", []), per_pair=pairs)
+    if not rows:
+        raise _fail("No pair in this run.", 1)
+    names = phase_report.columns(rows)
+    table = Table("pair" if pairs else "chapter", "pairs", *names, "fixed s/pair", title=f"Phases of {run_dir.name} (s)")
+    for row in rows:
+        fixed = row["fixed_per_pair"]
+        table.add_row(row["name"], str(row["pairs"]), *(f"{row.get(n, 0.0):.1f}" for n in names),
+                      "-" if fixed is None else f"{fixed:.2f}")
+    Console().print(table)
+    if markdown is not None:
+        markdown.write_text(phase_report.markdown(rows))
+        typer.echo(f"Wrote {markdown}")
+
+
+@app.command()
+def merge(
+    run_dirs: Annotated[list[Path], typer.Argument(exists=True, file_okay=False, help="The shards' run folders.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The merged run folder (new or empty).")],
+) -> None:
+    """One run folder from the run folders of a --shard run: every pair, each shard's host in the
+    manifest, the summary written again. Exit code: the merged run's worst verdict (as 'aisp bench
+    run'); 5 when a shard of the run is missing; 2 when the folders cannot be merged (different
+    results for one pair, different hardware, not a run folder)."""
+    from aisp.report.merge import MergeError
+    from aisp.report.merge import merge as merge_runs
+
+    try:
+        results, manifest = merge_runs(run_dirs, output)
+    except MergeError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    typer.echo(f"Merged {len(results)} pairs from {len(run_dirs)} run folders "
+               f"({', '.join(manifest['hosts'])}) into {output}")
+    code = exit_code(results)
+    if manifest["missing_shards"]:
+        typer.echo(f"error: shards missing: {', '.join(manifest['missing_shards'])}", err=True)
+        code = max(code, 5)
+    raise typer.Exit(code)

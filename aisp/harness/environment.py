@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from aisp.harness.scheduler import Share, Topology
+
 FINGERPRINT_FIELDS = ("gpu_name", "gpu_count", "driver", "cuda", "torch")
 """What must match for two runs (or a run and its expectations) to be compared."""
 
@@ -117,3 +119,17 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Human-readable differences between two fingerprints ("torch: 2.10 -> 2.11")."""
     return [f"{k}: {old.get(k)} -> {new.get(k)}" for k in FINGERPRINT_FIELDS
             if k in old and old.get(k) != new.get(k)]
+
+
+def host_load() -> dict[str, Any]:
+    """The host's load averages (1, 5, 15 min) beside its cores: a load above the cores is oversubscribed."""
+    load = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return {"loadavg": load, "cpu_count": os.cpu_count()}
+
+
+def schedule(topo: Topology, shares: dict[int, Share], shard: str | None) -> dict[str, Any]:
+    """How a run uses this host: its GPUs and each one's CPU share (threads, cores), NVLink pairs,
+    its shard of a multi-machine run, and the load when it started."""
+    return {"host": platform.node(), "shard": shard, "gpus": [g.visible for g in topo.gpus] or "one pair at a time",
+            "cpu_count": topo.cpu_count, "shares": {g.visible: shares[g.ordinal].to_dict() for g in topo.gpus},
+            "nvlink": sorted(sorted(p) for p in topo.nvlink), "load_at_start": host_load()}

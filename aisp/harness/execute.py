@@ -19,6 +19,7 @@ import torch
 from aisp.harness.benchmark import Benchmark, Unavailable, Workload, unmet_requirements
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
+from aisp.harness.phases import phase
 from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
 from aisp.harness.timing import (
@@ -143,7 +144,8 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     _snapshot_modules(var)
     _settle(device)
     before, reserved = _memory_now(device), _reserved_now(device)
-    bench.setup()
+    with phase("setup"):
+        bench.setup()
     _settle(device)
     _snapshot_modules(var)
     var.bench = bench
@@ -171,6 +173,7 @@ def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
     return guard.check(output)
 
 
+@phase("verify")
 def verify_seed(variants: list[Variant], workload: Workload, device: torch.device, seed: int,
                 keep: bool, reproducible: bool = False) -> tuple[Any, ...] | None:
     """Build every variant at ``seed``, run each once, compare each optimized with the baseline. With
@@ -212,6 +215,7 @@ def _alone(value: Any = None) -> Any:
     return value
 
 
+@phase("warmup")
 def warm_up(live: list[Variant], options: RunOptions, device: torch.device, offset: int,
             align: Callable[[Any], Any] = _alone) -> None:
     """Rotations until both ``options.warmup`` of them and ``options.warmup_s`` seconds have passed
@@ -270,6 +274,7 @@ def _record(var: Variant, timed: Any) -> None:
     var.windows.append((timed.start_s, timed.end_s))
 
 
+@phase("timed")
 def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device,
                      align: Callable[[Any], Any] = _alone, check: CheckPlan | None = None) -> dict[int, Any]:
     """Warm up, then time all live variants in rotating order from a random start; returns, by
@@ -304,6 +309,7 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
     return last
 
 
+@phase("verify")
 def verify_checked(variants: list[Variant], last: dict[int, Any], workload: Workload,
                    before: tuple[Any, ...] | None) -> None:
     """Each optimized output of the checked call against the baseline's on the same refilled inputs;
@@ -384,6 +390,7 @@ def start(paths: list[Path], options: RunOptions) -> tuple[torch.device, list[Va
     return device, variants, watch_settings(variants), load_benchmark(paths[0]).workload
 
 
+@phase("memory")
 def measure_standing(live: list[Variant], device: torch.device) -> list[Variant]:
     """Memory and metrics of the variants still standing after timing; returns them."""
     standing = [v for v in live if v.verdict == "pending"]
@@ -393,6 +400,7 @@ def measure_standing(live: list[Variant], device: torch.device) -> list[Variant]
     return standing
 
 
+@phase("teardown")
 def teardown(variants: list[Variant]) -> None:
     """Tear down every variant still set up."""
     for var in variants:
@@ -453,7 +461,8 @@ def run_variants(paths: list[Path], options: RunOptions,
         del last
         standing = measure_standing(live, device)
         if on_timed is not None:
-            on_timed(standing, device)
+            with phase("profile"):
+                on_timed(standing, device)
     settings.enter(None)
     teardown(variants)
     return variants, workload, None

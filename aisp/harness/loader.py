@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from aisp.harness.benchmark import Benchmark
+from aisp.harness.phases import phase
 
 
 def import_module_at(path: Path) -> ModuleType:
@@ -36,7 +37,8 @@ def import_module_at(path: Path) -> ModuleType:
 
 def load_benchmark(path: Path) -> Benchmark:
     """Import the pair file at ``path`` and return ``get_benchmark()``'s instance."""
-    module = import_module_at(path)
+    with phase("import"):
+        module = import_module_at(path)
     factory = getattr(module, "get_benchmark", None)
     if factory is None:
         raise AttributeError(f"{path} defines no get_benchmark()")

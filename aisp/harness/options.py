@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from aisp.harness.scheduler import parse_gpus, parse_shard
+
 ProfileLevel = Literal["none", "minimal", "full"]
 Device = Literal["auto", "cpu", "cuda"]
 Timing = Literal["per-call", "sustained", "graph"]
@@ -53,6 +55,10 @@ class RunOptions:
     """Rewrite chNN/expectations_<key>.json with this run's measurements."""
     artifacts_dir: Path = field(default=Path("artifacts"))
     """Where run folders are created."""
+    gpus: str = "1"
+    """GPUs of this node used together: all, a count (4) or ordinals (0,2,3); 1: one pair at a time."""
+    shard: str | None = None
+    """I/N: run only this machine's part of the selected pairs (a cluster job's task; merged after)."""
 
     def __post_init__(self) -> None:
         if self.iterations < 2:
@@ -69,6 +75,9 @@ class RunOptions:
                 raise ValueError(f"{flag} must be one of {', '.join(allowed)}, not '{value}'")
         if self.suite_timeout is not None and self.suite_timeout <= 0:
             raise ValueError(f"--suite-timeout must be positive, not {self.suite_timeout:g}")
+        parse_gpus(self.gpus)
+        if self.shard is not None:
+            parse_shard(self.shard)
         if not (existing := next(p for p in (self.artifacts_dir, *self.artifacts_dir.parents) if p.exists())).is_dir():
             raise ValueError(f"--artifacts-dir {self.artifacts_dir}: {existing} is a file, not a folder")
 

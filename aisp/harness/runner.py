@@ -1,4 +1,8 @@
-"""The suite runner: each pair in its own subprocess, killed with its process group on timeout."""
+"""The suite runner: each pair in its own subprocess, killed with its process group on timeout.
+
+With ``--gpus`` several workers run at once, one per GPU (or GPU group), each from a thread of its
+own (:mod:`aisp.harness.scheduler` places them); results are written and reported from the calling
+thread, in the order pairs finish, and the summary lists them in the order they were asked for."""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,9 @@ from aisp.harness.benchmark import Workload
 from aisp.harness.discovery import Pair
 from aisp.harness.distributed import PARENT_PID_ENV
 from aisp.harness.options import RunOptions
+from aisp.harness.phases import pair_phases
 from aisp.harness.results import assemble, failed
+from aisp.harness.scheduler import NO_SHARE, Events, Hint, Outcome, Share, Topology, cpu_shares, run_jobs
 from aisp.harness.timing import SAMPLE_KEYS
 from aisp.harness.verify import CheckPlan
 
@@ -58,13 +65,18 @@ class Hooks:
     """Steps applied in order to each finished result (roofline, profiles, expectations)."""
     finish: Callable[[Path, list[dict[str, Any]]], None] | None = None
     """Called with the run folder and every result once the JSON is written (Markdown/CSV tables)."""
+    topology: Topology = field(default_factory=Topology)
+    """The GPUs of a ``--gpus`` run (aisp.system.gpu_topology); none: one pair at a time, as before."""
+    hints: Mapping[str, Hint] = field(default_factory=dict)
+    """Each pair's GPU count and expected seconds by slug (from stored expectations), for the schedule."""
 
 
 class Reporter:
     """What a run tells its display (aisp.report.console); this base shows nothing (tests, library use)."""
 
     def start(self, pairs: list[Pair]) -> None: ...
-    def pair_started(self, pair: Pair) -> None: ...
+    def pair_started(self, pair: Pair, where: str = "") -> None:
+        """``where``: the GPUs it runs on ("GPU 2", "GPUs 0,1"), "" in a one-at-a-time run."""
     def pair_done(self, result: dict[str, Any]) -> None: ...
     def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None: ...
 
@@ -91,20 +103,23 @@ class Budget:
         return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
 
 
-def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tuple[dict | None, str, str]:
-    """Run one worker; returns (result document or None, status, reason): status is "done" when the worker
-    wrote its result, else "timeout" or "error". However it ends (Ctrl-C too), no process it started is left."""
+def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = NO_SHARE,
+          stop: threading.Event | None = None) -> tuple[dict | None, str, str]:
+    """Run one worker with its GPUs and CPU share; returns (result document or None, status, reason):
+    status is "done" when the worker wrote its result, else "timeout" or "error". The document's
+    ``clock`` gets when the worker was started and when it was gone. However it ends (Ctrl-C, or
+    ``stop`` set by another thread), no process it started is left."""
     work_dir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path, log_path, timeout_path = (work_dir / f"{tag}.{ext}"
                                                       for ext in ("spec.json", "result.json", "log", "timeout"))
     spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path)}
     spec_path.write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
-           PARENT_PID_ENV: str(os.getpid())}
+           PARENT_PID_ENV: str(os.getpid()), **share.env()}
     if spec["options"].get("reproducible"):
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     become_subreaper()
-    started = time.monotonic()
+    started, spawned = time.monotonic(), time.time()
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -113,11 +128,14 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tup
             declared = float(timeout_path.read_text()) if timeout_path.exists() else None
             if time.monotonic() - started > (limit := budget.limit(declared)):
                 return None, "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
+            if stop is not None and stop.is_set():
+                return None, "error", "stopped: the run was interrupted"
             time.sleep(0.05)
     finally:
         _end_tree(proc, token)
     if result_path.exists():
-        return json.loads(result_path.read_text()), "done", ""
+        doc = json.loads(result_path.read_text())
+        return {**doc, "clock": {**doc.get("clock", {}), "spawned": spawned, "ended": time.time()}}, "done", ""
     how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
     how += " (out of memory?)" * (code == -signal.SIGKILL)
     tail = _log_tail(log_path)
@@ -160,23 +178,41 @@ def pair_info(pair: Pair) -> dict[str, Any]:
             "files": [str(p) for p in (pair.baseline, *pair.optimized)]}
 
 
-def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget,
-             on_timed: str | None = None) -> dict[str, Any]:
-    """Run one pair in a subprocess (several for --cold-start) and assemble its result."""
+Launch = Callable[[dict[str, Any], str], tuple[dict | None, str, str]]
+"""Starts one worker of a pair on its spec and tag (``spawn`` with the pair's folder, budget and share)."""
+
+
+def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_timed: str | None = None,
+             share: Share = NO_SHARE, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run one pair in a subprocess (several for --cold-start) with its GPUs and CPU share, and
+    assemble its result, with its phases and placement."""
     info = pair_info(pair)
     if pair.problem:
         return failed(info, "error", pair.problem)
-    work = run_dir / pair.slug
+    work, docs = run_dir / pair.slug, []
+
+    def launch(spec: dict[str, Any], tag: str) -> tuple[dict | None, str, str]:
+        doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop)
+        docs.append(doc or {})
+        return doc, status, reason
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
             "on_timed": on_timed, "plan": asdict(CheckPlan.draw(options.seed, options.iterations))}
-    doc, status, reason = spawn(spec, work / "logs", budget, "pair")
+    result = _pair_result(info, spec, options, work, launch)
+    placement = {**share.to_dict(), "applied": docs[0].get("cpu_share") if docs else None,
+                 "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    return {**result, "phases": pair_phases(docs), "placement": placement}
+
+
+def _pair_result(info: dict[str, Any], spec: dict[str, Any], options: RunOptions, work: Path,
+                 launch: Launch) -> dict[str, Any]:
+    doc, status, reason = launch(spec, "pair")
     if doc is None:
         return failed(info, status, reason)
     if doc["status"] != "done":
         return failed(info, doc["status"], doc.get("reason") or "", doc.get("workload"))
     raw = doc["variants"]
     if options.cold_start and not options.verify_only:
-        raw = _cold_samples(spec, raw, work, budget, options.cold_runs)
+        raw = _cold_samples(spec, raw, work, launch, options.cold_runs)
     return _annotate(assemble(info, doc["workload"], raw), doc)
 
 
@@ -196,7 +232,7 @@ def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     return {**result, "telemetry": telemetry, "notes": notes}
 
 
-def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, budget: Budget,
+def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, launch: Launch,
                   runs: int) -> list[dict]:
     """Re-time each verified variant alone in ``runs`` fresh processes, the baseline's first; each
     process checks one timed call (the baseline's save its output, the others compare with it).
@@ -208,7 +244,7 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
         while record["verdict"] in ("pending", "ok") and len(groups) < runs:
             single = {**spec, "paths": [record["file"]], "single": True, "cold_reference": str(reference),
                       "cold_baseline": i == 0}
-            doc, status, reason = spawn(single, work / "logs", budget, f"cold{i}_{len(groups)}")
+            doc, status, reason = launch(single, f"cold{i}_{len(groups)}")
             if doc is None or doc.get("status") != "done":
                 record = {**record, "verdict": status if doc is None else doc["status"],
                           "reason": reason or (doc or {}).get("reason"), "samples_ms": []}
@@ -230,29 +266,48 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, b
 
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,
               hooks: Hooks = Hooks()) -> tuple[list[dict[str, Any]], Path]:
-    """Run every pair, write artifacts, and return the results and the run folder. Each of
-    ``hooks.post`` may amend each result (expectations add ``regressed``)."""
+    """Run every pair (on the GPUs of ``hooks.topology``, several at once), write artifacts, and
+    return the results (in the order of ``pairs``) and the run folder. Each of ``hooks.post`` may
+    amend each result (expectations add ``regressed``)."""
     reporter = reporter or Reporter()
     run_dir = new_run_dir(options.artifacts_dir)
-    manifest = environment.manifest(PACKAGE_PARENT, options.to_dict())
+    manifest = {**environment.manifest(PACKAGE_PARENT, options.to_dict()),
+                "schedule": environment.schedule(hooks.topology, cpu_shares(hooks.topology), options.shard)}
     atomic_write_json(run_dir / "manifest.json", manifest)
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
-    results: list[dict[str, Any]] = []
-    reporter.start(pairs)
-    for pair in pairs:
-        reporter.pair_started(pair)
+    by_slug, finished = {p.slug: p for p in pairs}, {}
+
+    def work(slug: str, share: Share, stop: threading.Event) -> Outcome:
         if deadline is not None and deadline <= time.monotonic():
-            result = failed(pair_info(pair), "timeout", "suite timeout reached before this pair started")
-        else:
-            result = run_pair(pair, options, run_dir, Budget(options.timeout_multiplier, deadline), hooks.on_timed)
+            return Outcome(failed(pair_info(by_slug[slug]), "timeout", "suite timeout reached before this pair started"))
+        result = run_pair(by_slug[slug], options, run_dir, Budget(options.timeout_multiplier, deadline),
+                          hooks.on_timed, share, stop)
+        return Outcome(result, _needs(result, share))
+
+    def done(slug: str, result: dict[str, Any]) -> None:
         for step in hooks.post:
-            result = step(result, PairContext(manifest, run_dir / pair.slug))
+            result = step(result, PairContext(manifest, run_dir / slug))
         write_pair(run_dir, result)
-        results.append(result)
+        finished[slug] = result
         reporter.pair_done(result)
+    reporter.start(pairs)
+    run_jobs(list(by_slug), hooks.hints, hooks.topology, work,
+             Events(lambda slug, share: reporter.pair_started(by_slug[slug], _where(share)), done))
+    results = [finished[p.slug] for p in pairs]
     write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
-                                     "options": options.to_dict()})
+                                     "options": options.to_dict(), "host_load_at_end": environment.host_load()})
     if hooks.finish is not None:
         hooks.finish(run_dir, results)
     reporter.finish(results, run_dir)
     return results, run_dir
+
+
+def _where(share: Share) -> str:
+    return "" if not share.gpus else f"GPU{'s' * (len(share.gpus) > 1)} {','.join(share.gpus)}"
+
+
+def _needs(result: dict[str, Any], share: Share) -> int | None:
+    """The GPUs a pair turned out to need when it was skipped for having too few (its hint was wrong)."""
+    requires = (result.get("workload") or {}).get("requires") or {}
+    needs = max(requires.get("gpus", 1), requires.get("ranks", 1))
+    return needs if share.gpus and result["verdict"] == "skipped" and needs > len(share.gpus) else None

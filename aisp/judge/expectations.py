@@ -137,6 +137,7 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
         "speedup": result["speedup"],
         "headline": result["workload"].get("headline", "time"),
         "best": result["best"],
+        "seconds": (result.get("phases") or {}).get("total"),  # the pair's wall time: --gpus and --shard plan with it
         "memory": {"baseline_peak_bytes": (base.get("memory") or {}).get("peak_bytes"),
                    "optimized_peak_bytes": (best.get("memory") or {}).get("peak_bytes")},
         "throughput": best.get("throughput", {}),
