@@ -79,6 +79,11 @@ class Workload:
     """Seconds one pair run may take before it is killed (times --timeout-multiplier)."""
     iterations: int | None = None
     """Timed iterations at most (2 or more): a pair whose call takes a second may take fewer than the run's."""
+    no_inputs_reason: str | None = None
+    """Why the pair's ``run()`` has no per-call inputs to declare (a loader that decodes its own
+    samples inside the call), stated with ``inputs = ()`` on its classes. Its result stays
+    ``ok-unchecked`` with this reason, and ``--update-expectations`` stores it; without a reason
+    an unchecked pair is not stored."""
 
 
 class Benchmark:
