@@ -11,9 +11,9 @@ from aisp.harness.timing import unseen_work
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
                  "error", "timeout")
 """Least to most severe; a pair takes its worst variant's verdict. ``inconclusive``: the speedup's
-95% interval holds 1 (no benefit shown); ``ok-unchecked``: faster, but the baseline declares no
-per-call ``inputs``, so an answer computed ahead would pass (after ``inconclusive``, so a pair
-whose variants are both keeps the mark)."""
+95% interval holds 1 (no benefit shown); ``ok-unchecked``: verified (and ``ok`` or ``inconclusive``
+by its timing), but the baseline declares no per-call ``inputs``, so an answer computed ahead
+would pass: the mark is never hidden by a timing verdict."""
 EXIT_CODES = {"ok": 0, "inconclusive": 0, "ok-unchecked": 0, "skipped": 0, "slower": 1, "usage": 2,
               "regressed": 3, "verify-failed": 4, "error": 5, "timeout": 5}
 """The CLI's exit code per verdict (the worst verdict of the run wins)."""
@@ -77,7 +77,7 @@ def unchecked_reason(workload: dict[str, Any]) -> str:
     """What an unchecked pair's result says: the pair's own reason, or how to check it."""
     if workload.get("no_inputs_reason"):
         return f"unchecked: no per-call inputs by design: {workload['no_inputs_reason']}"
-    return ("unchecked: the baseline declares no per-call `inputs`, so an answer computed ahead is not caught; "
+    return ("unchecked: the baseline declares no per-call `inputs`, so an answer computed ahead would pass; "
             "declare them, or state `inputs = ()` with the workload's `no_inputs_reason`")
 
 
@@ -93,7 +93,7 @@ def _variant_verdict(var: dict[str, Any]) -> str:
     if var.get("verdict") not in PASSED:
         return var["verdict"]
     verdict = _timed_verdict(var.get("speedup"))
-    return "ok-unchecked" if verdict == "ok" and unchecked(var) else verdict
+    return "ok-unchecked" if verdict != "slower" and unchecked(var) else verdict
 
 
 def _best(variants: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisp.harness.environment import fingerprint_changes
+from aisp.harness.results import unchecked_reason
 from aisp.judge.run_noise import (
     RATIO_PRIOR,
     TIME_PRIOR,
@@ -131,10 +132,8 @@ def figures(result: dict[str, Any], entry: dict[str, Any]) -> list[Figure]:
 def refusal(result: dict[str, Any]) -> str | None:
     """Why a measured result may be neither stored nor judged, or None: a pair whose baseline
     declares no per-call inputs, unless it states why (the workload's ``no_inputs_reason``)."""
-    if result.get("unchecked") and not (result.get("workload") or {}).get("no_inputs_reason"):
-        return ("unchecked: its baseline declares no per-call `inputs`, so an answer computed ahead would pass; "
-                "declare them, or state `inputs = ()` with the workload's `no_inputs_reason`")
-    return None
+    workload = result.get("workload") or {}
+    return unchecked_reason(workload) if result.get("unchecked") and not workload.get("no_inputs_reason") else None
 
 
 def comparable(result: dict[str, Any]) -> bool:
