@@ -186,3 +186,17 @@ def test_proof_of_benefit_calls_an_old_ok_with_an_interval_holding_one_inconclus
     old = {**_pair(tmp_path, "views", [("optimized_views", 1.07, 0.3)]), "verdict": "ok"}
     write_run(tmp_path / "runs", "20250101-000000", [old], env=ENV)
     assert proof_rows(tmp_path / "runs")[0][0]["status"] == "inconclusive"
+
+
+def test_the_readme_and_the_cli_help_list_every_verdict_with_its_exit_code():
+    from conftest import REPO
+
+    from aisp.cli.bench import EXIT_CODES_HELP
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Verdicts"):readme.index("## Chapters")]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    for verdict in VERDICT_ORDER:
+        row = next(line for line in rows if f"`{verdict}`" in line.split("|")[1])
+        assert row.split("|")[2].strip() == str(EXIT_CODES[verdict]), row
+    assert "inconclusive" in EXIT_CODES_HELP and "ok-unchecked" in EXIT_CODES_HELP

@@ -18,7 +18,8 @@ app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.
 Targets = Annotated[list[str] | None, typer.Option("--targets", "-t", help="ch01, ch1, ch01:name (repeatable).")]
 Roots = Annotated[list[Path] | None, typer.Option("--root", help="A folder of your own pairs (repeatable).")]
 
-EXIT_CODES_HELP = ("Exit codes: 0 all ok or skipped; 1 an optimized variant is significantly slower; "
+EXIT_CODES_HELP = ("Exit codes: 0 all ok, inconclusive (speedup interval holds 1), ok-unchecked (baseline "
+                   "declares no per-call inputs) or skipped; 1 an optimized variant is significantly slower; "
                    "2 bad usage (unknown target, bad option, no pair to run, unreadable expectations file); "
                    "3 regressed against expectations; 4 verification failed; 5 error or timeout (a baseline "
                    "without its optimized file, or the reverse, is an error); 130/143 interrupted by "
