@@ -19,6 +19,8 @@ EXIT_CODES = {"ok": 0, "inconclusive": 0, "ok-unchecked": 0, "skipped": 0, "slow
 """The CLI's exit code per verdict (the worst verdict of the run wins)."""
 PASSED = (None, "pending", "ok")
 """Raw verdicts of a variant that nothing has failed (yet)."""
+TIMED = ("ok", "inconclusive", "ok-unchecked", "slower")
+"""Verdicts of a variant that was verified and timed against its baseline."""
 SLOWER_THRESHOLD = 0.97
 """An optimized variant is ``slower`` when its speedup's 95% interval lies below 1 and the speedup
 is under this: a statistical difference and a practical one."""
@@ -99,8 +101,7 @@ def _variant_verdict(var: dict[str, Any]) -> str:
 def _best(variants: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The timed variant whose speedup's interval has the highest lower end (then the highest
     value): picking the largest point estimate would favour the luckiest draw of several."""
-    ranked = [v for v in variants if v["verdict"] in ("ok", "inconclusive", "ok-unchecked", "slower")
-              and v.get("speedup")]
+    ranked = [v for v in variants if v["verdict"] in TIMED and v.get("speedup")]
     return max(ranked, key=lambda v: (v["speedup"]["low"], v["speedup"]["value"])) if ranked else None
 
 
