@@ -113,6 +113,8 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
         written = expectations.update(results, read_json(run_dir / "manifest.json"))
         for path in written:
             Console().print(f"Expectations updated: {path}")
+        for line in expectations.refused(results):
+            Console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
     unreadable = expectations.unreadable_files(results)
     for line in unreadable:
         Console(stderr=True).print(f"[red]error:[/red] expectations file unreadable, not compared nor updated: "

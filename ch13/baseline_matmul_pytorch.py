@@ -3,8 +3,9 @@
 Baseline: ``a @ b`` on fp32 tensors. With ``torch.backends.cuda.matmul.allow_tf32`` False (the
 default) cuBLAS runs true fp32 FMA on the CUDA cores: ~51 TFLOP/s measured on our H200, 1.1 TFLOP
 per call.
-Optimized (optimized_matmul_pytorch.py): the same product from bf16 copies of the operands on
-the tensor cores (~800 TFLOP/s measured), accumulating and writing fp32
+Optimized (optimized_matmul_pytorch.py): the same product from bf16 operands on the tensor cores
+(~800 TFLOP/s measured; the weight ``b`` converted in setup(), the per-call activation ``a`` cast
+inside run()), accumulating and writing fp32
 (``torch.mm(..., out_dtype=torch.float32)``). TF32 variant (optimized_matmul_pytorch_tf32.py):
 fp32 operands, TF32 tensor-core math (~360 TFLOP/s measured).
 Expect: tf32 ~6x, bf16 ~14x on an H100/H200; both bound by tensor-core FLOPs (8192^3 has an
@@ -43,7 +44,11 @@ WORKLOAD = _workload()
 
 
 class FP32Matmul(aisp.Benchmark):
+    """``a`` is the per-call activation (refilled before a checked call); ``b`` the weight, which a
+    variant may convert once in setup()."""
+
     workload = WORKLOAD
+    inputs = ("a",)
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

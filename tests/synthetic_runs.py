@@ -36,7 +36,7 @@ def pair(target: str, baseline: dict[str, Any] | None, variants: list[dict[str, 
     timed = [v for v in variants if baseline and baseline["samples_ms"] and v["samples_ms"]]
     for v in timed:
         v["speedup"] = paired_ratio(baseline["samples_ms"], v["samples_ms"]).to_dict()
-    best = max(timed, key=lambda v: v["speedup"]["value"]) if timed else None
+    best = max(timed, key=lambda v: (v["speedup"]["low"], v["speedup"]["value"])) if timed else None
     return {"target": target, "group": group, "name": name, "files": [], "verdict": verdict,
             "reason": reason, "workload": {"headline": headline}, "baseline": baseline,
             "variants": variants, "best": best["name"] if best else None,

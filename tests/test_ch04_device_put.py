@@ -132,5 +132,5 @@ def test_the_pair_verifies_on_two_gpus(tmp_path) -> None:
     options = RunOptions(iterations=5, warmup=2, artifacts_dir=tmp_path)
     (result,) = run_suite(resolve_targets(["ch04:device_initiated_put_multigpu"], REPO), options)[0]
     (opt,) = result["variants"]
-    assert opt["verdict"] in ("ok", "slower"), opt["reason"]
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
     assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]

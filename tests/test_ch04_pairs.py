@@ -178,7 +178,7 @@ def test_dataparallel_through_the_harness(tmp_path, monkeypatch) -> None:
     results, _ = run_suite(resolve_targets([], pairs, (pairs,)), options)
     (result,) = results
     ddp = {v["name"]: v for v in result["variants"]}["optimized_dp"]
-    assert ddp["verdict"] in ("ok", "slower"), ddp["reason"]  # tiny sizes on a CPU: the time says nothing
+    assert ddp["verdict"] in ("ok", "inconclusive", "slower"), ddp["reason"]  # tiny sizes on a CPU: the time says nothing
     assert "each of 2 ranks: matches that rank's baseline" in ddp["verification"]["checks"]
 
 

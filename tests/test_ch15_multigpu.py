@@ -28,7 +28,7 @@ def suite(tmp_path_factory):
 def test_disaggregated_serving_matches_colocated_and_reports_latency(suite):
     pair = suite["disagg"]
     opt = pair["optimized_disagg"]
-    assert opt["verdict"] in ("ok", "slower"), opt["reason"]  # verified; CPU timing means nothing here
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]  # verified; CPU timing means nothing here
     assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
     for name in ("baseline_disagg", "optimized_disagg"):
         metrics = pair[name]["metrics"]
@@ -43,7 +43,7 @@ def test_decoding_without_the_sent_kv_fails(suite):
 
 def test_nccl_send_equals_the_host_path_exactly(suite):
     opt = suite["kv_transfer"]["optimized_kv_transfer"]
-    assert opt["verdict"] in ("ok", "slower"), opt["reason"]
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
     assert opt["verification"]["max_abs_err"] == 0.0
 
 

@@ -69,7 +69,7 @@ def suite(tmp_path_factory):
 
 def test_each_rank_decodes_the_one_shard_tokens(suite):
     opt = suite["optimized_tp"]
-    assert opt["verdict"] in ("ok", "slower"), opt["reason"]  # verified; CPU timing means nothing here
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]  # verified; CPU timing means nothing here
     assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
     assert opt["verification"]["max_abs_err"] < 1e-3  # fp32: only the order of the partial sums differs
 

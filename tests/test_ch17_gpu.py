@@ -88,7 +88,7 @@ def test_two_rank_pairs_verify_on_two_gpus(tmp_path) -> None:
     results = {r["name"]: r for r in run_suite(resolve_targets(targets, REPO), options)[0]}
     for result in results.values():
         (opt,) = result["variants"]
-        assert opt["verdict"] in ("ok", "slower"), opt["reason"]
+        assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
         assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
     topo = results["topology_aware_moe_multigpu"]
     assert topo["variants"][0]["metrics"]["remote_share"] < 0.5 * topo["baseline"]["metrics"]["remote_share"]

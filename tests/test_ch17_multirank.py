@@ -74,7 +74,7 @@ def suite(tmp_path_factory):
 def test_locality_aware_placement_matches_and_crosses_less(suite):
     pair = suite["topo"]
     opt = pair["optimized_topo"]
-    assert opt["verdict"] in ("ok", "slower"), opt["reason"]  # verified; CPU timing means nothing here
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]  # verified; CPU timing means nothing here
     assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
     uniform, local = pair["baseline_topo"]["metrics"]["remote_share"], opt["metrics"]["remote_share"]
     assert 0.35 < uniform < 0.65 and local < 0.3, (uniform, local)
@@ -87,7 +87,7 @@ def test_tokens_sent_to_the_wrong_experts_fail(suite):
 def test_micro_batched_pipeline_matches_and_halves_the_bubble(suite):
     pair = suite["pipe"]
     opt = pair["optimized_pipe"]
-    assert opt["verdict"] in ("ok", "slower"), opt["reason"]
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
     assert pair["baseline_pipe"]["metrics"]["bubble_fraction"] == pytest.approx(0.5)
     assert opt["metrics"]["bubble_fraction"] == pytest.approx(1 / 5)
 

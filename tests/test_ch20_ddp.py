@@ -58,7 +58,7 @@ def pair(tmp_path_factory) -> dict[str, dict]:
 @pytest.mark.parametrize("stage", STAGES)
 def test_stage_matches_the_baseline_on_every_rank(pair, stage: str) -> None:
     variant = pair[f"optimized_ddp_{stage}"]
-    assert variant["verdict"] in ("ok", "slower"), variant["reason"]  # verified; CPU timing means nothing here
+    assert variant["verdict"] in ("ok", "inconclusive", "slower"), variant["reason"]  # verified; CPU timing means nothing here
     assert "each of 2 ranks: matches that rank's baseline" in variant["verification"]["checks"]
     print(stage, "rel L2", variant["verification"].get("rel_l2_err"))
 

@@ -24,7 +24,7 @@ def test_every_stage_verifies_on_two_gpus_and_reports_mfu(tmp_path) -> None:
     print(f"\n{base['name']}: metrics {base['metrics']}")
     assert base["metrics"]["mfu"] > 0
     for stage in result["variants"]:
-        assert stage["verdict"] in ("ok", "slower"), (stage["name"], stage["reason"])
+        assert stage["verdict"] in ("ok", "inconclusive", "slower"), (stage["name"], stage["reason"])
         assert "each of 2 ranks: matches that rank's baseline" in stage["verification"]["checks"]
         assert stage["metrics"]["mfu"] > 0
         print(stage["name"], stage["verdict"], "speedup", stage.get("speedup"), "rel L2",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from aisp.cli.main import app
 from aisp.report.plotting import INSTALL_HINT
 
 runner = CliRunner()
+FIXTURE_UNCHECKED = Path(__file__).parent / "fixtures" / "unchecked"
 
 
 def test_list_targets_shows_chapter_pairs():
@@ -165,3 +168,24 @@ def test_cli_works_on_the_core_dependencies_alone(tmp_path):
     plot = aisp_without_extras("report", "roofline", str(tmp_path))
     assert plot.returncode == 2 and "Traceback" not in plot.stderr, plot.stderr
     assert plot.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]
+
+
+def test_a_cached_answer_without_inputs_is_ok_unchecked_and_not_stored(tmp_path):
+    """A variant returning ``self.answer.clone()`` computed in setup(), beside a baseline that declares
+    no per-call inputs, passed as ``ok`` with exit 0; now it is ``ok-unchecked`` in the console and
+    summary.md, and ``--update-expectations`` stores only the pair that states why it has no inputs."""
+    mine = tmp_path / "mine"
+    shutil.copytree(FIXTURE_UNCHECKED, mine)
+    result = runner.invoke(app, ["bench", "run", "--root", str(mine), "--device", "cpu", "--iterations", "5",
+                                 "--warmup", "1", "--warmup-s", "0", "--update-expectations",
+                                 "--artifacts-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[1]: line for line in result.output.splitlines() if line.startswith("│ mine:")}
+    assert "ok-unchecked" in rows["mine:answer_ahead"] and "ok-unchecked" in rows["mine:by_design"]
+    assert "mine:answer_ahead: optimized_answer_ahead: no per-call inputs declared" in result.output
+    summary = (next((tmp_path / "runs").iterdir()) / "summary.md").read_text()
+    assert summary.count("| ok-unchecked |") == 2 and "- mine:answer_ahead: optimized_answer_ahead: no per-call" in summary
+    refused = [line for line in result.output.splitlines() if "not stored in expectations" in line]
+    assert len(refused) == 1 and refused[0].startswith("warning: mine:answer_ahead: not stored")
+    stored = json.loads((mine / "expectations_cpu.json").read_text())["entries"]
+    assert list(stored) == ["by_design"]

@@ -35,7 +35,7 @@ def test_ring_attention_matches_allgather_on_every_rank(suite):
     ring = suite["context_parallel"]["optimized_context_parallel"]
     # A correct variant on a busy 2-core CPU (the suite runs on two processes) is sometimes timed
     # "slower": what this test is about is that it verified.
-    assert ring["verdict"] in ("ok", "slower"), ring["reason"]
+    assert ring["verdict"] in ("ok", "inconclusive", "slower"), ring["reason"]
     assert "each of 3 ranks: matches that rank's baseline" in ring["verification"]["checks"]
     assert ring["verification"]["max_abs_err"] < 1e-5
 
@@ -51,7 +51,7 @@ def test_attention_over_one_block_fails(suite):
 def test_preallocated_dispatch_equals_lists_exactly(suite):
     fixed = suite["expert_parallel"]["optimized_expert_parallel"]
     # Verified; its timing on a shared 2-core CI machine may come out either way (it once read "slower").
-    assert fixed["verdict"] in ("ok", "slower"), fixed["reason"]
+    assert fixed["verdict"] in ("ok", "inconclusive", "slower"), fixed["reason"]
     assert fixed["verification"]["max_abs_err"] == 0.0
 
 

@@ -321,7 +321,7 @@ def test_malformed_file_in_a_run_is_exit_2_with_every_result_written(tmp_path):
     assert "Traceback" not in result.output and broken.read_text() == "{not json"
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     assert [(r["target"], r["expectation"]["status"]) for r in summary["results"]] == [("mine:good", "unreadable")]
-    assert summary["results"][0]["verdict"] in ("ok", "slower")  # timed: an A/A pair on a busy CPU may read slower
+    assert summary["results"][0]["verdict"] in ("ok", "inconclusive", "slower")  # timed: an A/A pair, whatever the CPU load
 
 
 def test_bench_expectations_names_a_malformed_file(tmp_path, monkeypatch):

@@ -37,8 +37,8 @@ def test_ch01_pairs_verified_and_faster_on_gpu(tmp_path):
 def test_gpu_verification_gate_and_flush(tmp_path):
     results = _run(tmp_path, ["pairs:good", "pairs:skips_after_warmup", "pairs:setup_cached", "pairs:needs_gpu"],
                    (FIXTURE_PAIRS,), flush_l2=True)
-    assert results["good"]["verdict"] == "ok"
-    assert results["needs_gpu"]["verdict"] == "ok"
+    assert results["good"]["verdict"] in ("ok", "inconclusive")  # an A/A pair
+    assert results["needs_gpu"]["verdict"] in ("ok", "inconclusive")
     assert results["skips_after_warmup"]["verdict"] == "verify-failed"
     assert results["setup_cached"]["verdict"] == "verify-failed"
 
@@ -61,7 +61,7 @@ def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
         assert results[name]["verdict"] == "error" and results[name]["speedup"] is None
         assert "work outside the timed stream" in variant["reason"]
     joined = results["joined_stream"]
-    assert joined["verdict"] in ("ok", "inconclusive"), joined["reason"]  # parity: its interval may hold 1
+    assert joined["verdict"] == "ok-unchecked", joined["reason"]  # A/A, no per-call inputs declared
     assert 0.95 < joined["speedup"]["value"] < 1.05
     assert joined["variants"][0]["tail_summary"]["median"] < 0.02
 

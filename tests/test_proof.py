@@ -95,7 +95,7 @@ def test_hardware_keys_are_reported_apart(tmp_path):
     write_run(tmp_path, "20250101-000000", [timed("ch01:a", 2.0)], env={**ENV, "hardware_key": "h100"})
     write_run(tmp_path, "20250102-000000", [timed("ch01:a", 1.0)])
     rows = proof_rows(tmp_path)[0]
-    assert [(r["hardware"], r["status"]) for r in rows] == [("cpu", "needs-work"), ("h100", "ok")]
+    assert [(r["hardware"], r["status"]) for r in rows] == [("cpu", "inconclusive"), ("h100", "ok")]
 
 
 def test_a_one_gpu_pair_on_a_two_gpu_host_is_reported_under_its_own_key(tmp_path):
@@ -125,9 +125,9 @@ def test_csv_and_markdown_written(tmp_path):
         read = list(csv.DictReader(handle))
     assert [(r["target"], r["status"]) for r in read] == [("ch01:a", "ok"), ("ch01:b", "skipped")]
     assert list(read[0]) == ["target", "hardware", "status", "speedup", "low", "high", "headline",
-                             "baseline_ms", "optimized_ms", "best", "run_id", "reason"]
+                             "baseline_ms", "optimized_ms", "best", "run_id", "reason", "notes"]
     text = md_path.read_text()
-    assert "2 pairs: 1 ok, 0 needs-work, 0 regressed, 0 verify-failed, 0 error, 1 skipped" in text
+    assert "2 pairs: 1 ok, 0 ok-unchecked, 0 inconclusive, 0 needs-work, 0 regressed, 0 verify-failed, 0 error, 1 skipped" in text
     assert "| ch01:b | cpu | skipped |" in text
 
 
@@ -138,7 +138,7 @@ def test_cli_writes_report(tmp_path):
     result = runner.invoke(app, ["report", "proof-of-benefit", "--artifacts-dir", str(artifacts),
                                  "--output-csv", str(out), "--min-speedup", "1.1"])
     assert result.exit_code == 0, result.output
-    assert "2 pairs: 1 ok, 1 needs-work" in result.output
+    assert "2 pairs: 1 ok, 0 ok-unchecked, 1 inconclusive, 0 needs-work" in result.output
     assert "ch01:slow" in result.output
     assert out.exists() and out.with_suffix(".md").exists()
 

@@ -23,7 +23,8 @@ Gpus = Annotated[str, typer.Option(help="GPUs of this node used together: all, a
 Shard = Annotated[str | None, typer.Option(help="I/N: only this machine's part of the pairs (a Slurm array task "
                                                 "or Kubernetes index); 'aisp report merge' joins the parts.")]
 
-EXIT_CODES_HELP = ("Exit codes: 0 all ok or skipped; 1 an optimized variant is significantly slower; "
+EXIT_CODES_HELP = ("Exit codes: 0 all ok, inconclusive (speedup interval holds 1), ok-unchecked (baseline "
+                   "declares no per-call inputs) or skipped; 1 an optimized variant is significantly slower; "
                    "2 bad usage (unknown target, bad option, no pair to run, unreadable expectations file); "
                    "3 regressed against expectations; 4 verification failed; 5 error or timeout (a baseline "
                    "without its optimized file, or the reverse, is an error); 130/143 interrupted by "

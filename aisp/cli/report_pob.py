@@ -14,8 +14,8 @@ from aisp.cli.report import app
 from aisp.harness.options import RunOptions
 from aisp.judge.proof import COLUMNS, DEFAULT_MIN_SPEEDUP, proof_rows, tally, write_report
 
-STATUS_STYLE = {"ok": "green", "needs-work": "yellow", "regressed": "red", "verify-failed": "bold red",
-                "error": "bold red", "skipped": "dim"}
+STATUS_STYLE = {"ok": "green", "ok-unchecked": "magenta", "inconclusive": "cyan", "needs-work": "yellow",
+                "regressed": "red", "verify-failed": "bold red", "error": "bold red", "skipped": "dim"}
 
 
 def proof_table(rows: list[dict[str, str]], min_speedup: float) -> Table:

@@ -116,6 +116,11 @@ class Workload:
     """What the CUDA events of a call time. device: a spacer kernel queued before the start event keeps
     the host's launch path out (device work, as do_bench times it). idle: the start event on an idle
     GPU, so the host's path to the first kernel is in (for pairs whose lesson is launch latency)."""
+    no_inputs_reason: str | None = None
+    """Why the pair's ``run()`` has no per-call inputs to declare (a loader that decodes its own
+    samples inside the call), stated with ``inputs = ()`` on its classes. Its result stays
+    ``ok-unchecked`` with this reason, and ``--update-expectations`` stores it; without a reason
+    an unchecked pair is not stored."""
 
 
 class Benchmark:

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from aisp.harness.execute import UNCHECKED
 from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
 from aisp.harness.timing import host_bound, unseen_work
 
-VERDICT_ORDER = ("ok", "skipped", "slower", "regressed", "verify-failed", "error", "timeout")
-"""Least to most severe; a pair takes its worst variant's verdict."""
-EXIT_CODES = {"ok": 0, "skipped": 0, "slower": 1, "usage": 2, "regressed": 3, "verify-failed": 4,
-              "error": 5, "timeout": 5}
+VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
+                 "error", "timeout")
+"""Least to most severe; a pair takes its worst variant's verdict. ``inconclusive``: the speedup's
+95% interval holds 1 (no benefit shown); ``ok-unchecked``: verified (and ``ok`` or ``inconclusive``
+by its timing), but the baseline declares no per-call ``inputs``, so an answer computed ahead
+would pass: the mark is never hidden by a timing verdict."""
+EXIT_CODES = {"ok": 0, "inconclusive": 0, "ok-unchecked": 0, "skipped": 0, "slower": 1, "usage": 2,
+              "regressed": 3, "verify-failed": 4, "error": 5, "timeout": 5}
 """The CLI's exit code per verdict (the worst verdict of the run wins)."""
+PASSED = (None, "pending", "ok")
+"""Raw verdicts of a variant that nothing has failed (yet)."""
+TIMED = ("ok", "inconclusive", "ok-unchecked", "slower")
+"""Verdicts of a variant that was verified and timed against its baseline."""
 SLOWER_THRESHOLD = 0.97
 """An optimized variant is ``slower`` when its speedup's 95% interval lies below 1 and the speedup
 is under this: a statistical difference and a practical one."""
@@ -68,13 +77,39 @@ def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: in
     return (paired_ratio(b, o, cycle) if len(b) == len(o) else grouped_ratio([b], [o])).to_dict()
 
 
-def _variant_verdict(var: dict[str, Any]) -> str:
-    if var.get("verdict") not in (None, "pending", "ok"):
-        return var["verdict"]
-    ratio = var.get("speedup")
-    if ratio is None:
+def unchecked(var: dict[str, Any]) -> bool:
+    """Whether the variant was verified without per-call inputs to refill (its evidence says so)."""
+    return UNCHECKED in (var.get("verification") or {}).get("notes", [])
+
+
+def unchecked_reason(workload: dict[str, Any]) -> str:
+    """What an unchecked pair's result says: the pair's own reason, or how to check it."""
+    if workload.get("no_inputs_reason"):
+        return f"unchecked: no per-call inputs by design: {workload['no_inputs_reason']}"
+    return ("unchecked: the baseline declares no per-call `inputs`, so an answer computed ahead would pass; "
+            "declare them, or state `inputs = ()` with the workload's `no_inputs_reason`")
+
+
+def _timed_verdict(ratio: dict[str, float] | None) -> str:
+    """``ok`` when the speedup's interval lies above 1 (or nothing was timed), ``slower`` when it
+    lies below 1 and the speedup is under SLOWER_THRESHOLD, ``inconclusive`` otherwise."""
+    if ratio is None or ratio["low"] > 1.0:
         return "ok"
-    return "slower" if ratio["high"] < 1.0 and ratio["value"] < SLOWER_THRESHOLD else "ok"
+    return "slower" if ratio["high"] < 1.0 and ratio["value"] < SLOWER_THRESHOLD else "inconclusive"
+
+
+def _variant_verdict(var: dict[str, Any]) -> str:
+    if var.get("verdict") not in PASSED:
+        return var["verdict"]
+    verdict = _timed_verdict(var.get("speedup"))
+    return "ok-unchecked" if verdict != "slower" and unchecked(var) else verdict
+
+
+def _best(variants: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The timed variant whose speedup's interval has the highest lower end (then the highest
+    value): picking the largest point estimate would favour the luckiest draw of several."""
+    ranked = [v for v in variants if v["verdict"] in TIMED and v.get("speedup")]
+    return max(ranked, key=lambda v: (v["speedup"]["low"], v["speedup"]["value"])) if ranked else None
 
 
 def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str, Any]]) -> dict[str, Any]:
@@ -84,21 +119,22 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     variants, cycle = [], sum(1 for r in raw if r.get("samples_ms"))  # the variants timed in turn
     for record in raw[1:]:
         var = variant_result(record, workload)
-        timed = var.get("verdict") in (None, "pending", "ok") and base.get("verdict") in (None, "pending", "ok")
+        timed = var.get("verdict") in PASSED and base.get("verdict") in PASSED
         var["speedup"] = _speedup(base, var, headline, cycle) if timed else None
         if timed and headline.startswith("metric:") and var["speedup"] is None:
             var["verdict"], var["reason"] = "error", f"{headline}: not reported by both variants' metrics()"
         var["verdict"] = _variant_verdict(var)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
-    ranked = [v for v in variants if v["verdict"] in ("ok", "slower") and v.get("speedup")]
-    best = max(ranked, key=lambda v: v["speedup"]["value"]) if ranked else None
+    best = _best(variants)
     ran = [v["verdict"] for v in variants if v["verdict"] != "skipped"]
     verdict = max([base["verdict"], *ran], key=VERDICT_ORDER.index) if ran else "skipped"
+    is_unchecked = any(unchecked(v) for v in variants)
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
+    reasons += [unchecked_reason(workload)] if is_unchecked else []
     return {**pair, "verdict": verdict, "reason": "; ".join(reasons) or None, "workload": workload,
             "baseline": base, "variants": variants, "best": best["name"] if best else None,
-            "speedup": best["speedup"] if best else None}
+            "speedup": best["speedup"] if best else None, "unchecked": is_unchecked}
 
 
 def failed(pair: dict[str, Any], verdict: str, reason: str, workload: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
-from aisp.judge.regression import comparable, history_run, judge_entry, level_kept
+from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_kept, refusal
 from aisp.judge.run_noise import HISTORY_LENGTH
 
 
@@ -155,8 +155,15 @@ def stored_entry(result: dict[str, Any], old: dict[str, Any] | None, env: dict[s
     return {**new, "history": [*history, history_run(new)][-HISTORY_LENGTH:], **noise}
 
 
+def refused(results: list[dict[str, Any]]) -> list[str]:
+    """One line per measured pair that ``--update-expectations`` does not store, saying why."""
+    return [f"{r['target']}: not stored in expectations: {refusal(r)}" for r in results
+            if r["verdict"] in MEASURED and r.get("speedup") and refusal(r)]
+
+
 def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
     """Store this run's measured pairs; entries not re-measured are kept. Returns files written.
+    A pair :func:`refused` names is not stored.
 
     A file that cannot be read is left as it is (``judge`` has named it in its pairs' results)."""
     by_file: dict[Path, list[dict[str, Any]]] = {}

@@ -16,6 +16,7 @@ from aisp.harness import environment
 from aisp.harness.artifacts import new_run_dir, write_pair
 from aisp.harness.discovery import Pair
 from aisp.harness.options import RunOptions
+from aisp.harness.results import TIMED
 from aisp.harness.runner import PACKAGE_PARENT, Budget, run_pair
 from aisp.judge import expectations
 
@@ -40,7 +41,7 @@ def calibrate(pairs: list[Pair], options: RunOptions) -> list[dict[str, Any]]:
         for file in (pair.baseline, pair.optimized[0]):
             result = _aa(pair, file, options, run_dir)
             key = expectations.key_for(result, env)
-            if result["verdict"] not in ("ok", "slower") or not result.get("speedup"):
+            if result["verdict"] not in TIMED or not result.get("speedup"):
                 rows.append({"target": pair.target, "file": file.name, "verdict": result["verdict"],
                              "reason": result.get("reason")})
                 break

@@ -5,9 +5,11 @@ the GPUs the pair used, as its expectations were judged: a one-GPU pair on a 2 x
 ``h200``) the newest run wins (newest by the run's timestamp id, else by the summary file's time). A verify-only
 run proves correctness, not benefit: its passing results never replace a timed one.
 
-Status per pair: ``ok`` (speedup, or memory ratio for a memory-headline pair, at or above the bar),
-``needs-work`` (below the bar, or no measured speedup), ``regressed``, ``verify-failed``,
-``error`` (error or timeout) and ``skipped``.
+Status per pair: ``ok`` (speedup, or memory ratio for a memory-headline pair, at or above the bar,
+its 95% interval above 1), ``ok-unchecked`` (a timed pair whose baseline declares no per-call
+inputs, so an answer computed ahead would pass; the reason says how its figures stand),
+``inconclusive`` (the interval holds 1), ``needs-work`` (below the bar, or no measured speedup), ``regressed``, ``verify-failed``,
+``error`` (error or timeout) and ``skipped``. Every result's notes are in the last column.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from aisp.report.tables import csv_text, markdown_table
 
 DEFAULT_MIN_SPEEDUP = 1.05
 COLUMNS = ("target", "hardware", "status", "speedup", "low", "high", "headline", "baseline_ms",
-           "optimized_ms", "best", "run_id", "reason")
-STATUSES = ("ok", "needs-work", "regressed", "verify-failed", "error", "skipped")
+           "optimized_ms", "best", "run_id", "reason", "notes")
+STATUSES = ("ok", "ok-unchecked", "inconclusive", "needs-work", "regressed", "verify-failed", "error", "skipped")
 STATUS_BY_VERDICT = {"regressed": "regressed", "verify-failed": "verify-failed", "error": "error",
                      "timeout": "error", "skipped": "skipped"}
 RUN_ID = re.compile(r"^(\d{8}-\d{6})(?:-(\d+))?$")
@@ -85,7 +87,7 @@ def latest_results(runs: list[Run]) -> dict[tuple[str, str], tuple[dict[str, Any
     for run in runs:
         for result in run.summary["results"]:
             key = (result["target"], hardware(result, run))
-            untimed_pass = run.verify_only and result.get("verdict") == "ok"
+            untimed_pass = run.verify_only and result.get("verdict") in ("ok", "ok-unchecked")
             if not (untimed_pass and key in latest):
                 latest[key] = (result, run)
     return latest
@@ -100,12 +102,19 @@ def status(result: dict[str, Any], min_speedup: float) -> tuple[str, str]:
     if not speedup:
         return "needs-work", "; ".join(filter(None, ["no measured speedup", reason]))
     notes = [reason]
-    if speedup["low"] <= 1.0 <= speedup["high"] and speedup["low"] < speedup["high"]:
+    holds_one = speedup["low"] <= 1.0 <= speedup["high"] and speedup["low"] < speedup["high"]
+    if holds_one:
         notes.append(f"interval [{speedup['low']:.2f}, {speedup['high']:.2f}] includes 1.0")
-    if speedup["value"] < min_speedup:
+    below = speedup["value"] < min_speedup
+    if below:
         notes.append(f"{speedup['value']:.2f}x is below the {min_speedup:.2f}x bar")
-        return "needs-work", "; ".join(filter(None, notes))
-    return "ok", "; ".join(filter(None, notes))
+    if result["verdict"] == "ok-unchecked":  # the mark stays, whatever the figures
+        pair_status = "ok-unchecked"
+    elif holds_one or result["verdict"] == "inconclusive":
+        pair_status = "inconclusive"
+    else:
+        pair_status = "needs-work" if below else "ok"
+    return pair_status, "; ".join(filter(None, notes))
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -129,6 +138,7 @@ def row(result: dict[str, Any], run: Run, min_speedup: float) -> dict[str, str]:
         "baseline_ms": _num(_median(result.get("baseline")), ".4g"),
         "optimized_ms": _num(_median(best_variant(result)), ".4g"),
         "best": result.get("best") or "", "run_id": run.run_id, "reason": reason,
+        "notes": "; ".join(result.get("notes") or []),
     }
 
 

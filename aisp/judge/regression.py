@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisp.harness.environment import fingerprint_changes
+from aisp.harness.results import unchecked_reason
 from aisp.judge.run_noise import (
     RATIO_PRIOR,
     TIME_PRIOR,
@@ -32,8 +33,9 @@ from aisp.judge.run_noise import (
     noise_of,
 )
 
-MEASURED = ("ok", "slower", "regressed")
-"""Verdicts whose measurements may be stored and judged."""
+MEASURED = ("ok", "inconclusive", "ok-unchecked", "slower", "regressed")
+"""Verdicts whose measurements may be stored and judged (``ok-unchecked`` only with the pair's
+``no_inputs_reason``: see :func:`refusal`)."""
 
 
 @dataclass(frozen=True)
@@ -127,14 +129,22 @@ def figures(result: dict[str, Any], entry: dict[str, Any]) -> list[Figure]:
             *_variant_figures(optimized, "optimized", same_best, entry, memory)]
 
 
+def refusal(result: dict[str, Any]) -> str | None:
+    """Why a measured result may be neither stored nor judged, or None: a pair whose baseline
+    declares no per-call inputs, unless it states why (the workload's ``no_inputs_reason``)."""
+    workload = result.get("workload") or {}
+    return unchecked_reason(workload) if result.get("unchecked") and not workload.get("no_inputs_reason") else None
+
+
 def comparable(result: dict[str, Any]) -> bool:
-    return result["verdict"] in MEASURED and bool(result.get("speedup"))
+    """A measured result with a speedup that may be stored and judged."""
+    return result["verdict"] in MEASURED and bool(result.get("speedup")) and refusal(result) is None
 
 
 def judge_entry(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> dict[str, Any]:
     """How the result compares with its stored entry: new, environment-changed, ok or regressed."""
     if not comparable(result):
-        return {"status": "not-compared", "detail": f"verdict {result['verdict']}"}
+        return {"status": "not-compared", "detail": refusal(result) or f"verdict {result['verdict']}"}
     if entry is None or not entry.get("history"):
         return {"status": "new", "detail": "no stored expectation for this pair"}
     changes = fingerprint_changes(entry.get("environment") or {}, pair_env)

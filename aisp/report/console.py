@@ -8,14 +8,16 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aisp.harness.discovery import Pair
-from aisp.report.tables import summary_rows
+from aisp.report.tables import note_lines, summary_rows
 
-VERDICT_STYLE = {"ok": "green", "skipped": "dim", "slower": "yellow", "regressed": "red",
-                 "verify-failed": "bold red", "error": "bold red", "timeout": "bold red"}
+VERDICT_STYLE = {"ok": "green", "inconclusive": "cyan", "ok-unchecked": "magenta", "skipped": "dim",
+                 "slower": "yellow", "regressed": "red", "verify-failed": "bold red", "error": "bold red",
+                 "timeout": "bold red"}
 
 
 def results_table(results: list[dict[str, Any]], title: str = "Results") -> Table:
@@ -89,4 +91,9 @@ class RichReporter:
         if self.live:
             self.live.stop()
         self.console.print(results_table(results))
+        notes = note_lines(results)
+        if notes:
+            self.console.print("Notes:")
+        for line in notes:
+            self.console.print(f"  {escape(line)}", soft_wrap=True)
         self.console.print(f"Artifacts: {run_dir}")

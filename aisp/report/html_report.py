@@ -10,9 +10,10 @@ from aisp.harness.artifacts import atomic_write_text, best_variant, read_json
 from aisp.peak.measure import load_peaks
 from aisp.report.plotting import new_figure, png_base64
 from aisp.report.roofline import annotate, figure, pair_points
-from aisp.report.tables import summary_rows
+from aisp.report.tables import note_lines, summary_rows
 
-VERDICT_COLORS = {"ok": "tab:green", "slower": "tab:orange", "regressed": "tab:red"}
+VERDICT_COLORS = {"ok": "tab:green", "inconclusive": "tab:cyan", "ok-unchecked": "tab:purple",
+                  "slower": "tab:orange", "regressed": "tab:red"}
 STYLE = ("body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#f3f3f3}"
          ".note{color:#666}")
@@ -42,6 +43,13 @@ def _table(results: list[dict[str, Any]], peaks: dict[str, Any] | None) -> str:
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row.values()) + "</tr>"
                    for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _notes(results: list[dict[str, Any]]) -> str:
+    lines = note_lines(results)
+    if not lines:
+        return "<p class='note'>No notes.</p>"
+    return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
 
 
 def speedup_chart(results: list[dict[str, Any]]) -> str | None:
@@ -90,6 +98,7 @@ def build_html(run_dir: Path) -> str:
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{STYLE}</style></head><body>",
         f"<h1>{title}</h1><p>{facts_html}</p>",
         "<h2>Pairs</h2>", _table(results, peaks),
+        "<h2>Notes</h2>", _notes(results),
         "<h2>Speedup</h2>", _img(speed, "speedup chart") or "<p class='note'>No pair has a speedup.</p>",
         "<h2>Roofline</h2>", _img(roof, "roofline"), f"<p class='note'>{html.escape(roof_note)}</p>",
         "</body></html>",

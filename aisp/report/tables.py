@@ -40,6 +40,23 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
     return rows
 
 
+def note_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Every result's notes, one line each as ``target: note`` (settings a variant changed, samples
+    taken while throttled, a pair whose answers computed ahead are not checked, ...)."""
+    return [f"{r['target']}: {note}" for r in results for note in r.get("notes") or []]
+
+
+def notes_markdown(lines: list[str]) -> str:
+    """A "Notes" section listing ``lines``, or nothing without any."""
+    return "\n## Notes\n\n" + "".join(f"- {line}\n" for line in lines) if lines else ""
+
+
+def csv_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The summary rows with each pair's notes (joined by "; ") as a last column."""
+    return [{**row, "notes": "; ".join(r.get("notes") or [])}
+            for row, r in zip(summary_rows(results), results, strict=True)]
+
+
 def markdown_table(rows: list[dict[str, str]]) -> str:
     if not rows:
         return "(no pairs)\n"
@@ -74,15 +91,16 @@ def pair_markdown(result: dict[str, Any]) -> str:
                      "verdict": v.get("verdict", "-")})
     if rows:
         lines.append(markdown_table(rows))
-    return "\n".join(lines)
+    return "\n".join(lines) + notes_markdown(result.get("notes") or [])
 
 
 def write_tables(run_dir: Path, results: list[dict[str, Any]]) -> None:
     """A run's Markdown and CSV beside its JSON: ``summary.md`` and ``summary.csv`` (one row per
-    pair) and each pair's ``results/benchmark_test_results.md``."""
+    pair; the Markdown lists every result's notes under the table, the CSV has them as a column)
+    and each pair's ``results/benchmark_test_results.md``."""
     for result in results:
         folder = run_dir / f"{result['group']}_{result['name']}" / "results"
         atomic_write_text(folder / "benchmark_test_results.md", pair_markdown(result))
-    rows = summary_rows(results)
-    atomic_write_text(run_dir / "summary.md", f"# Run {run_dir.name}\n\n" + markdown_table(rows))
-    atomic_write_text(run_dir / "summary.csv", csv_text(rows))
+    atomic_write_text(run_dir / "summary.md", f"# Run {run_dir.name}\n\n" + markdown_table(summary_rows(results))
+                      + notes_markdown(note_lines(results)))
+    atomic_write_text(run_dir / "summary.csv", csv_text(csv_rows(results)))
