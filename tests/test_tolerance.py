@@ -105,6 +105,16 @@ def test_wrong_outputs_fail(name, dtype):
         _cmp(ref, mutate(ref))
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.complex64])
+def test_fp8_and_complex_outputs_are_compared(dtype):
+    ref = torch.randn(64, 64, generator=_gen(0)).to(dtype)
+    assert _cmp(ref, ref.clone()).max_z == 0
+    wrong = ref.clone()
+    wrong[0, :8] = torch.zeros(8).to(dtype)
+    with pytest.raises(VerificationError, match="outside tolerance"):
+        _cmp(ref, wrong)
+
+
 def test_bf16_computed_where_fp32_was_asked_fails():
     ref = _fp32_gemm(0)
     with pytest.raises(VerificationError, match="outside tolerance"):
@@ -154,6 +164,20 @@ def test_fp32_against_tf32_rounded_inputs_passes_as_tf32_only(seed):
     tf32 = [(t.view(torch.int32) + 0x1000 & ~0x1FFF).view(torch.float32) for t in (a, b)]
     ref, out = a @ b, tf32[0] @ tf32[1]
     _cmp(ref, out, precision="tf32")
+    with pytest.raises(VerificationError):
+        _cmp(ref, out)
+
+
+def _e4m3(t: torch.Tensor) -> torch.Tensor:
+    scale = t.abs().max() / 448
+    return (t / scale).to(torch.float8_e4m3fn).float() * scale
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fp8_operands_pass_as_fp8_only(seed):
+    a, b = _gemm_inputs(seed, dtype=torch.float32)
+    ref, out = (a @ b).bfloat16(), (_e4m3(a) @ _e4m3(b)).bfloat16()
+    _cmp(ref, out, precision="fp8")
     with pytest.raises(VerificationError):
         _cmp(ref, out)
 
