@@ -254,3 +254,28 @@ def test_a_reference_of_another_structure_or_shape_is_an_error():
         _cmp(r, r, high=(r, r))
     with pytest.raises(VerificationError, match="reference\\(\\) has shape"):
         _cmp(r, r, high=torch.ones(5))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(5))
+def test_gpu_gemms_pass_the_defaults(seed):
+    """On the GPU: cuBLAS bf16/fp16 GEMMs (fp32 accumulation) against fp64 rounded once, a split-K
+    of them, and fp32 GEMMs K=8192 against fp64 pass; TF32 passes as tf32 and fails as fp32."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a, b = torch.randn(2048, 8192, device="cuda", generator=gen), torch.randn(8192, 2048, device="cuda", generator=gen)
+    exact = a.double() @ b.double()
+    for dtype in (torch.bfloat16, torch.float16):
+        low_a, low_b = a.to(dtype), b.to(dtype)
+        ref = (low_a.double() @ low_b.double()).to(dtype)
+        _cmp(ref, low_a @ low_b)
+        _cmp(ref, _split_k(low_a, low_b, 8))
+    previous = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        _cmp(exact.float(), a @ b)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        _cmp(exact.float(), a @ b, precision="tf32")
+        with pytest.raises(VerificationError):
+            _cmp(exact.float(), a @ b, precision="fp32")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
