@@ -9,7 +9,7 @@ Optimized (optimized_bandwidth_naive.py): a tiled Triton transpose: each program
 stores it with coalesced row writes, so every sector moved is fully used.
 Expect: 1.5-3x on an H100/H200, the tiled kernel near the ~4.2 TB/s measured copy rate.
 Measured on our H200: 1.87 -> 0.56 ms (3.33x): 1.15 -> 3.82 TB/s, 91% of the copy ceiling.
-Tolerance: a transpose moves bits; results must be identical (rtol 0, atol 0).
+Tolerance: a transpose moves bits; results must be identical (rtol 0, element_tol 0).
 Run: python ch13/baseline_bandwidth_naive.py  |  aisp bench run -t ch13:bandwidth_naive
 """
 
@@ -31,7 +31,7 @@ class TransposeWorkload(aisp.Workload):
 def _workload() -> TransposeWorkload:
     w = TransposeWorkload()
     return TransposeWorkload(bytes=2.0 * 4 * w.rows * w.cols, items=w.rows * w.cols, item_unit="elements",
-                             precision="fp32", rtol=0.0, atol=0.0,
+                             precision="fp32", rtol=0.0, element_tol=0.0,
                              requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

@@ -11,7 +11,8 @@ Expect: 3-6x faster and gigabytes less peak memory on an H100/H200. Measured on 
 119.7 -> 12.7 ms (9.45x), 10.5 GiB -> 0.5 GiB peak; flash at 347 TFLOP/s useful.
 Tolerance: bf16 inputs and outputs, fp32 softmax statistics in both; as in attention_standard,
 differently rounded bf16 terms leave errors of a few ulps of the largest terms even on outputs
-near zero: atol 0.05, rtol 5e-2 (measured max 0.016).
+near zero: element_tol 0.015 (0.05 absolute at |o| up to ~3 in the first causal rows), rtol 5e-2
+(measured max 0.016).
 Run: python ch13/baseline_long_context_attention.py  |  aisp bench run -t ch13:long_context_attention
 """
 
@@ -24,7 +25,7 @@ from baseline_attention_standard import causal_workload, make_qkv
 
 import aisp
 
-WORKLOAD = causal_workload(batch=1, heads=16, seq=32768, head_dim=128, precision="bf16", atol=0.05, rtol=5e-2,
+WORKLOAD = causal_workload(batch=1, heads=16, seq=32768, head_dim=128, precision="bf16", element_tol=0.015, rtol=5e-2,
                            requires=aisp.Requirements(cuda=True))
 CHUNK = 2048
 

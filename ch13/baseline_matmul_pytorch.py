@@ -14,7 +14,7 @@ our H200: fp32 21.85 ms (50 TFLOP/s), tf32 2.76 ms (399 TFLOP/s, 7.9x), bf16 1.5
 (730 TFLOP/s, 93% of the 783 TFLOP/s the harness measured as peak; 14.5x).
 Tolerance: the lowest precision is bf16 operands (8 bits of mantissa, fp32 accumulation) over
 K = 8192 products of unit-variance values: outputs ~N(0, 1) err by ~3e-3 rms, ~2e-2 at worst:
-rtol 2e-2, atol 3e-2.
+rtol 2e-2, element_tol 6e-3 (3e-2 absolute at max |out| ~5).
 Run: python ch13/baseline_matmul_pytorch.py  |  aisp bench run -t ch13:matmul_pytorch
 """
 
@@ -37,7 +37,7 @@ class MatmulWorkload(aisp.Workload):
 def _workload() -> MatmulWorkload:
     w = MatmulWorkload()
     return MatmulWorkload(flops=2.0 * w.m * w.n * w.k, bytes=4.0 * (w.m * w.k + w.k * w.n + w.m * w.n),
-                          precision="bf16", rtol=2e-2, atol=3e-2, requires=aisp.Requirements(cuda=True))
+                          precision="bf16", rtol=2e-2, element_tol=6e-3, requires=aisp.Requirements(cuda=True))
 
 
 WORKLOAD = _workload()

@@ -10,7 +10,7 @@ Expect: 5-10x on an H100/H200 (matmul-bound step). Measured on our H200: 131.5 -
 (6.83x); 45 -> 311 TFLOP/s.
 Tolerance: the optimized computes in bf16 (8 significant bits); two steps of the same SGD from
 the same start give logits within a few bf16 ulps of fp32's (|z| up to ~4, ulp 0.0156):
-atol 0.06, rtol 5e-2 (measured max 0.030).
+element_tol 0.015 (0.06 at |z| ~4), rtol 5e-2 (measured max 0.030).
 Run: python ch13/baseline_precisionmixed.py  |  aisp bench run -t ch13:precisionmixed
 """
 
@@ -22,7 +22,7 @@ import aisp
 from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=1024, heads=16, layers=4), batch=16,
-                          precision="bf16", rtol=5e-2, atol=0.06, requires=aisp.Requirements(cuda=True))
+                          precision="bf16", rtol=5e-2, element_tol=0.015, requires=aisp.Requirements(cuda=True))
 
 
 class FP32Training(TrainBench):

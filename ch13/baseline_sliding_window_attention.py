@@ -10,7 +10,8 @@ from the same rule: the compiled Triton kernel visits only the key blocks inside
 Expect: 4-8x on an H100/H200 (useful FLOPs are ~1/8 of the dense ones). Measured on our H200:
 6.76 -> 0.93 ms (7.30x), 278 TFLOP/s useful.
 Tolerance: bf16 inputs and outputs; both keep fp32 softmax statistics but round different
-partial sums to bf16: atol 0.05, rtol 5e-2, as for attention_standard.
+partial sums to bf16: element_tol 0.015 (0.05 absolute at |o| up to ~3), rtol 5e-2, as for
+attention_standard.
 Run: python ch13/baseline_sliding_window_attention.py  |  aisp bench run -t ch13:sliding_window_attention
 """
 
@@ -37,7 +38,7 @@ def _workload() -> WindowWorkload:
     flops = 4.0 * w.batch * w.heads * pairs * w.head_dim
     return WindowWorkload(batch=w.batch, heads=w.heads, seq=w.seq, head_dim=w.head_dim, window=w.window,
                           flops=flops, bytes=4 * w.batch * w.heads * w.seq * w.head_dim * 2,
-                          items=w.batch * w.seq, item_unit="tokens", precision="bf16", atol=0.05, rtol=5e-2,
+                          items=w.batch * w.seq, item_unit="tokens", precision="bf16", element_tol=0.015, rtol=5e-2,
                           requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

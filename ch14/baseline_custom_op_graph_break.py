@@ -16,8 +16,8 @@ Expect: measured on an H200 (re-run after the fix): 1.481 -> 0.636 ms, 2.39x [2.
 BrokenStack). CPU: not run (Triton kernel);
 the graph counts (16 graph entries and 8 breaks vs 1 graph) are checked on a CPU in the tests.
 Tolerance: bf16, both compiled; the one-graph variant fuses the residual add with the next
-LayerNorm in fp32 where the broken graph stores the sum in bf16 (as in compile_modes): atol 0.1,
-rtol 5e-2.
+LayerNorm in fp32 where the broken graph stores the sum in bf16 (as in compile_modes): element_tol
+0.02 (0.1 absolute at max |h| ~5), rtol 5e-2.
 Run: python ch14/baseline_custom_op_graph_break.py  |  aisp bench run -t ch14:custom_op_graph_break
 """
 
@@ -47,7 +47,7 @@ class MLPStackWorkload(aisp.Workload):
 def stack_workload(**kw: int) -> MLPStackWorkload:
     w = MLPStackWorkload(**kw)
     return MLPStackWorkload(**kw, flops=2.0 * w.tokens * w.layers * 8 * w.dim**2, items=w.tokens,
-                            item_unit="tokens", precision="bf16", atol=0.1, rtol=5e-2,
+                            item_unit="tokens", precision="bf16", element_tol=0.02, rtol=5e-2,
                             requires=aisp.Requirements(cuda=True, packages=("triton",)), timeout_s=600)
 
 

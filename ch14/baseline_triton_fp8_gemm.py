@@ -13,7 +13,7 @@ the tiles want 147 KiB of shared memory (Ada's fp8 GPUs have 99 KiB per block).
 Tolerance: e4m3 keeps 3 mantissa bits. With x ~ N(0, 1) and w ~ N(0, 1/K) the outputs are
 ~N(0, 1); emulating the quantization on a CPU (512 x 512 x 8192, exact accumulation) measured
 a relative L2 error of 0.037 and a max abs error of 0.18 (mean 0.03); over 268M outputs, and
-with Hopper's fp8 accumulation, the worst element reaches ~0.3: atol 0.5, rtol 0, relative L2
+with Hopper's fp8 accumulation, the worst element reaches ~0.3: element_tol 0.08 (0.5 at max |out| ~6), rtol 0, relative L2
 0.1 (a wrong scale or layout errs by O(1)).
 Run: python ch14/baseline_triton_fp8_gemm.py  |  aisp bench run -t ch14:triton_fp8_gemm
 """
@@ -38,7 +38,7 @@ def fp8_workload(**kw: int) -> Fp8Workload:
     w = Fp8Workload(**kw)
     io = 2.0 * (w.m * w.k + w.n * w.k + w.m * w.n)
     return Fp8Workload(**kw, flops=2.0 * w.m * w.n * w.k, bytes=io, items=w.m, item_unit="tokens",
-                       precision="fp8", atol=0.5, rtol=0.0, max_rel_l2=0.1,
+                       precision="fp8", element_tol=0.08, rtol=0.0, max_rel_l2=0.1,
                        requires=aisp.Requirements(cuda=True, min_compute_capability=(9, 0),
                                                   packages=("triton",)))
 

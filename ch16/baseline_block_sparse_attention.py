@@ -15,10 +15,11 @@ neither variant; see Tolerance). The workload's FLOPs are the kept (query, key) 
 pair), so a variant's TFLOP/s is its share of the bf16 tensor-core peak: the baseline 42.3 TFLOP/s
 (5%), the optimized 231.7 TFLOP/s (30%; block granularity adds ~10% of masked work it must still
 do).
-Tolerance: bf16 rtol, atol 8e-3 (one bf16 step at magnitude 1). Both kernels round the softmax
+Tolerance: bf16 rtol, element_tol 0.002 (8e-3 absolute, one bf16 step at magnitude 1, at max |out|
+~4: the first causal rows attend to few keys). Both kernels round the softmax
 weights P to bf16 before P @ V, in different blocks: an output that is a near-cancelling sum of
-|V| ~ 1 terms carries ~2^-9 absolute error however small it is, while the default atol scales with
-the outputs' RMS (~0.03): on the H200 1 of 33.5M elements exceeded the default 0.0013.
+|V| ~ 1 terms carries ~2^-9 absolute error however small it is, while the former default atol scaled
+with the outputs' RMS (~0.03): on the H200 1 of 33.5M elements exceeded its 0.0013.
 Run: python ch16/baseline_block_sparse_attention.py  |  aisp bench run -t ch16:block_sparse_attention
 """
 
@@ -57,7 +58,7 @@ class SparseWorkload(aisp.Workload):
 def _workload() -> SparseWorkload:
     w = SparseWorkload()
     return SparseWorkload(flops=4.0 * w.batch * w.heads * w.head_dim * w.kept_pairs(), items=w.batch * w.seq,
-                          item_unit="tokens", precision="bf16", atol=8e-3, requires=aisp.Requirements(cuda=True))
+                          item_unit="tokens", precision="bf16", element_tol=0.002, requires=aisp.Requirements(cuda=True))
 
 
 WORKLOAD = _workload()

@@ -15,7 +15,7 @@ are the optimized variant's (the fp8 cache), so its GB/s is its share of HBM.
 Tolerance: e4m3 keeps 3 mantissa bits. Emulated on a CPU in fp32 at this size (3 seeds, 4 rows):
 the fp8 output differs from the exact one by at most 0.0032 where outputs have rms 0.018 (random
 keys spread attention over all 8,192 positions), relative L2 0.039 (bf16's own error: 0.0003
-max). Declared: atol 0.007 absolute, rtol 0, max relative L2 0.08 (about 2x margin); another
+max). Declared: element_tol 0.08 (0.007 absolute at max |out| ~0.09, 5 rms), rtol 0, max relative L2 0.08 (about 2x margin); another
 seed's cache errs by ~1.4x the rms.
 Run: python ch16/baseline_fp8_kv_cache.py  |  aisp bench run -t ch16:fp8_kv_cache
 """
@@ -50,7 +50,7 @@ class KVWorkload(aisp.Workload):
 def _workload() -> KVWorkload:
     w = KVWorkload()
     return KVWorkload(flops=2.0 * w.cache_elements() * w.groups, bytes=float(w.cache_elements()),
-                      items=w.rows, item_unit="tokens", precision="fp8", atol=0.007, rtol=0.0, max_rel_l2=0.08,
+                      items=w.rows, item_unit="tokens", precision="fp8", element_tol=0.08, rtol=0.0, max_rel_l2=0.08,
                       requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

@@ -16,10 +16,11 @@ ms, ~6-10x); 122.8 TFLOP/s, 15.7% of the bf16 tensor-core peak (estimated 30-45%
 BlockMask built per call by tensor ops (2026-11-26, compiled create_block_mask: 1.452 ms, 6.00x, 12.0%). The
 workload's FLOPs are the visible pairs' only (4 x dim per pair), so the optimized TFLOP/s is its share
 of the peak; tiles cut by document edges are partly masked work and the block mask is built in the call.
-Tolerance: bf16 rtol, atol 8e-3 (one bf16 step at magnitude 1): both kernels round the softmax
+Tolerance: bf16 rtol, element_tol 0.002 (8e-3 absolute, one bf16 step at magnitude 1, at max |out|
+~4: a document's first tokens attend to few keys): both kernels round the softmax
 weights to bf16 before P @ V in different tiles, so an output that is a near-cancelling sum of
-|V| ~ 1 terms carries ~2^-9 absolute error (ch16:block_sparse_attention failed the default atol on
-1 of 33.5M elements for this reason).
+|V| ~ 1 terms carries ~2^-9 absolute error (ch16:block_sparse_attention failed the former default atol
+on 1 of 33.5M elements for this reason).
 Run: python ch18/baseline_flex_document_mask.py  |  aisp bench run -t ch18:flex_document_mask
 """
 
@@ -60,7 +61,7 @@ class DocumentWorkload(aisp.Workload):
 def _workload() -> DocumentWorkload:
     w = DocumentWorkload()
     return DocumentWorkload(flops=4.0 * w.heads * w.head_dim * w.visible_pairs(), items=w.batch * w.seq,
-                            item_unit="tokens", precision="bf16", atol=8e-3, requires=aisp.Requirements(cuda=True))
+                            item_unit="tokens", precision="bf16", element_tol=0.002, requires=aisp.Requirements(cuda=True))
 
 
 WORKLOAD = _workload()

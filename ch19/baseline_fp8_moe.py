@@ -15,7 +15,7 @@ the grouped Triton variant, 6.929 ms, 1.25x [1.22, 1.27], 634.7 TFLOP/s (44% of 
 target 80%); the _scaled_mm variant 7.327 ms, 1.18x, 600.3 TFLOP/s. Estimated 1.3-1.6x. 2026-11-26:
 8.771 -> 7.788 ms, 1.13x (fast accumulation); without it 8.613 -> 7.776 ms, 1.11x.
 Tolerance: two chained e4m3 GEMMs with row-wise scales: ~4% relative error each (e4m3's 3 mantissa
-bits; measured on a CPU at small size: see tests), outputs of rms ~0.3: declared atol 0.25 absolute,
+bits; measured on a CPU at small size: see tests), outputs of rms ~0.3: declared element_tol 0.15 (0.25 absolute at max |out| ~1.5, 5 rms),
 rtol 0, rel L2 0.1. A wrong expert or gate errs by O(rms) everywhere it applies.
 Run: python ch19/baseline_fp8_moe.py  |  aisp bench run -t ch19:fp8_moe
 """
@@ -45,7 +45,7 @@ def moe_workload(**kw: object) -> MoEWorkload:
     return MoEWorkload(**kw, flops=flops, items=w.tokens, item_unit="tokens")
 
 
-WORKLOAD = moe_workload(precision="fp8", atol=0.25, rtol=0.0, max_rel_l2=0.1,
+WORKLOAD = moe_workload(precision="fp8", element_tol=0.15, rtol=0.0, max_rel_l2=0.1,
                         requires=aisp.Requirements(cuda=True, min_compute_capability=(8, 9), packages=("triton",)))
 
 

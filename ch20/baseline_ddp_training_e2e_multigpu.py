@@ -22,14 +22,17 @@ the compile (~30 s per rank) would exceed this pair's budget; gpt_training_e2e s
 Metric: ``mfu``, the FLOPs over the median call time as a share of 2 x 989 TFLOP/s (dense bf16).
 Expect (measured, 2 x H200, 2026-11-27, run 040354): 108.4 ms per call (p10 104.7, p90 109.0), MFU
 3.2% (estimated ~88 ms, MFU ~4%); stage 4 46.01 ms, 2.36x [2.09, 2.66], MFU 7.8%.
-Tolerance: |err| <= 1.0 + 0.05 |ref|, relative L2 0.05 per output. Rank 0 returns each parameter's
-gradient RMS and the last step's gradients in units of their parameter's RMS (so one absolute
-bound fits every parameter). bf16 GEMMs round each gradient by ~2^-8 of the norms it sums over,
+Tolerance: relative L2 0.05 per output, and per element z = |err| / (2^-5 max|ref| + 0.05 |ref|)
+(the harness's tail test: at most max(4, 1e-6 N) elements above 1, none above 8). Rank 0 returns
+each parameter's gradient RMS and the last step's gradients in units of their parameter's RMS (so
+one bound fits every parameter). bf16 GEMMs round each gradient by ~2^-8 of the norms it sums over,
 not of itself: near-zero elements err by up to ~0.1 of their parameter's RMS on a CPU's tiny GPT,
 and the tail of 169M such errors is long: on 2 x H200 the bf16 stage's largest was 0.53 (106
-elements above 0.2 + 0.05 |ref|), so the per-element bound is 1.0 and the relative L2 (bf16 stages
-~6e-3 on the CPU, tests/test_ch20_ddp.py prints it) is the check that matters: a rank without the
-all-reduce fails it by far.
+elements above 0.2 + 0.05 |ref|). 2^-5 is 8 bf16 roundings of the largest normalized gradient
+(~8 on the CPU's tiny GPT, where the largest z is 0.68; more over 169M values): at max|ref| >= 7
+the bound is >= 0.22, 169 elements may exceed it and none may reach 8x (1.75). The relative L2
+(bf16 stages ~6e-3 on the CPU, tests/test_ch20_ddp.py prints it) is the check that matters: a
+rank without the all-reduce fails it by far.
 Run: aisp bench run -t ch20:ddp_training_e2e_multigpu  (the harness starts 2 ranks under torchrun)
 """
 

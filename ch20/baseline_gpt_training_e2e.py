@@ -16,7 +16,7 @@ of launches that overlap it, so a graph would save almost nothing (see the READM
 Metric: ``mfu``, the model's FLOPs over the median call time as a share of 989 TFLOP/s (dense bf16).
 Expect (measured, H200, 2026-11-26): 376.8 ms per call [p10 374.3, p90 378.8], 37.2 TFLOP/s,
 MFU 3.8% (estimated ~330 ms, MFU ~4%).
-Tolerance: bf16 (the lowest precision of any stage) with atol 0.05: after one AdamW update at lr
+Tolerance: bf16 (the lowest precision of any stage) with element_tol 0.015 (0.05 at max |logit| ~3): after one AdamW update at lr
 3e-4 the logits (rms ~0.6) differ from fp32 by the bf16 rounding of 8 blocks, a few ulps anywhere,
 near-zero logits included (a tiny model on a CPU: max 0.004, relative L2 5e-3; ch13 measured 0.023
 at a similar size on the H200); the relative L2 bound (2e-2) still rejects a wrong update.
@@ -29,7 +29,7 @@ from ch20_gpt import TrainStep, train_workload
 
 import aisp
 
-WORKLOAD = train_workload(precision="bf16", atol=0.05, requires=aisp.Requirements(cuda=True, packages=("triton",)),
+WORKLOAD = train_workload(precision="bf16", element_tol=0.015, requires=aisp.Requirements(cuda=True, packages=("triton",)),
                           timeout_s=900)
 
 

@@ -14,10 +14,11 @@ from aisp.kits.moe import MoEWorkload, moe_workload
 def case_workload(requires: aisp.Requirements, **kw: object) -> MoEWorkload:
     """The kit's accounting with two bf16 passes over the activations. Every stage computes in bf16
     (the roofline's bf16 peak). The explicit tolerance is the dropped fp8 stage's (e4m3 weights and
-    activations: ~6% relative L2 on a CPU), kept because the 2026-11-27 run verified under it; the
+    activations: ~6% relative L2 on a CPU; element_tol 0.15 is the former 0.25 absolute at max |out|
+    ~1.5), kept because the 2026-11-27 run verified under it; the
     bf16 stages sit well inside it (tests/test_ch20_cases_gpu.py prints their errors: tighten it to
     those once recorded)."""
-    return moe_workload(requires, 2, atol=0.25, rtol=0.05, max_rel_l2=0.1, **kw)
+    return moe_workload(requires, 2, element_tol=0.15, rtol=0.05, max_rel_l2=0.1, **kw)
 
 
 def combine(y_sorted: torch.Tensor, order: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:

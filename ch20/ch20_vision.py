@@ -52,7 +52,7 @@ def net_flops(w: VisionWorkload) -> float:
 def vision_workload(requires: aisp.Requirements, **kw: object) -> VisionWorkload:
     w = VisionWorkload(**kw)
     return VisionWorkload(**kw, flops=net_flops(w), bytes=float(w.batch * w.size * w.size * 3), link="h2d",
-                          items=w.batch, item_unit="images", precision="bf16", atol=0.2, rtol=0.05,
+                          items=w.batch, item_unit="images", precision="bf16", element_tol=0.05, rtol=0.05,
                           max_rel_l2=0.05, requires=requires)
 
 

@@ -2,7 +2,7 @@
 
     python ch20/kernel_check.py MODULE:FUNCTION --reference MODULE:FUNCTION --shapes SPEC [SPEC ...]
         [--dims NAME=N ...] [--random N] [--dtypes float32 bfloat16 ...] [--device auto|cpu|cuda]
-        [--precision P] [--atol A] [--rtol R] [--seed S] [--iterations 20] [--warmup 5] [--no-time]
+        [--precision P] [--element-tol E] [--rtol R] [--seed S] [--iterations 20] [--warmup 5] [--no-time]
 
 MODULE is an importable name (the working directory is on the path) or a .py file. Both functions
 take the same tensors and return a tensor (or a tuple/list/dict of them). A SPEC is one call's
@@ -11,9 +11,9 @@ input shapes: tensors separated by ',' and dims by 'x'; a dim is an integer or a
 cases per spec with every name drawn in 1..its value (a spec of integers only runs once) (odd sizes find tile-tail bugs). Inputs are
 N(0, 1) in each dtype. Each case is compared with ``aisp.harness.verify.compare``: shape, dtype,
 NaN/Inf pattern, per-element and relative-L2 error at the harness's default tolerance for the
-output's dtype (``--precision`` picks another row of that table; ``--atol``/``--rtol`` set your
-own). Then every passing case is timed with the harness's timer, kernel and reference
-interleaved (CUDA events on a GPU): medians and the speedup with its 95% interval.
+output's dtype (``--precision`` picks another row of that table; ``--element-tol``/``--rtol`` set
+your own, relative: to the reference's largest |value| and to each value). Then every passing case
+is timed with the harness's timer, kernel and reference interleaved (CUDA events on a GPU): medians and the speedup with its 95% interval.
 Exit: 0 every case matches; 4 a case does not match; 5 the kernel or the reference raised; 2 bad
 usage (one line on stderr).
 Run: python ch20/kernel_check.py kernel_check_examples:softmax_two_pass \\
@@ -47,7 +47,7 @@ def check(kernel: Callable, ref: Callable, shapes: list[tuple], dtype: torch.dty
         return f"ERROR reference raised {type(exc).__name__}: {exc}", None
     try:
         got = detach_copy(kernel(*[x.clone() for x in inputs]))
-        evidence = compare(expected, got, Workload(precision=args.precision, atol=args.atol, rtol=args.rtol))
+        evidence = compare(expected, got, Workload(precision=args.precision, element_tol=args.element_tol, rtol=args.rtol))
     except VerificationError as exc:
         return f"FAIL {exc}", None
     except Exception as exc:

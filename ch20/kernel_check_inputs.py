@@ -101,7 +101,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dtypes", nargs="+", default=["float32"])
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--precision", choices=sorted(TOLERANCES), default=None)
-    p.add_argument("--atol", type=float, default=None)
+    p.add_argument("--element-tol", type=float, default=None)
     p.add_argument("--rtol", type=float, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--iterations", type=int, default=20)

@@ -14,6 +14,7 @@ from refill_check import check_refilled_pair
 import aisp
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
 
 CH01 = Path(__file__).resolve().parents[1] / "ch01"
 
@@ -72,7 +73,7 @@ def test_cpu_pair_matches_and_keeps_inputs(baseline: str, optimized: str, seed: 
     w = load(baseline).WORKLOAD
     for ref, got in zip(*outs, strict=True):
         assert ref.shape == got.shape and ref.dtype == got.dtype
-        torch.testing.assert_close(got, ref, atol=w.atol or 1e-4, rtol=w.rtol or 1e-4)
+        compare([("output", ref)], [("output", got)], w)
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), CPU_PAIRS)
@@ -113,7 +114,7 @@ def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
         bench.teardown()
     w = load(baseline).WORKLOAD
     for ref, got in zip(*outs, strict=True):
-        torch.testing.assert_close(got, ref, atol=w.atol or 1e-5, rtol=w.rtol or 1e-4)
+        compare([("output", ref)], [("output", got)], w)
 
 
 def metrics_of(module: str, device: str) -> dict[str, float]:

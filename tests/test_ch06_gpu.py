@@ -15,6 +15,7 @@ import torch
 from refill_check import check_refilled_pair
 
 from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
 from aisp.kits import native
 
 pytestmark = pytest.mark.gpu
@@ -50,8 +51,7 @@ def test_pair_matches_on_gpu(name: str) -> None:
         outs.append(bench.run().detach().clone())
         bench.teardown()
     w = bench.workload
-    torch.testing.assert_close(outs[1], outs[0], atol=w.atol or 3e-4 * float(outs[0].pow(2).mean().sqrt()),
-                               rtol=w.rtol or 1e-4)
+    compare([("output", outs[0])], [("output", outs[1])], w)
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

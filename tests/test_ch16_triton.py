@@ -30,7 +30,7 @@ from aisp.harness.verify import VerificationError, compare
 from aisp.kits.llm import LLMConfig
 from ch16_fp8_kv import fp8_decode_attention, quantize_heads
 
-SMALL = {{"fp8_kv_cache": dict(rows=2, kv_heads=2, context=512, splits=4, atol=0.03),
+SMALL = {{"fp8_kv_cache": dict(rows=2, kv_heads=2, context=512, splits=4, element_tol=0.15),
           "fp8_weight_decode": dict(model=LLMConfig(vocab=256, dim=128, layers=2, heads=2, kv_heads=1, ffn=128),
                                     batch=3, prompt=10, steps=6)}}
 for name, sizes in SMALL.items():

@@ -32,6 +32,8 @@ EXPECTED = {
     "wrong_shape": ("verify-failed", "shape"),
     "wrong_dtype": ("verify-failed", "dtype"),
     "low_precision": ("verify-failed", "outside tolerance"),
+    "reference_less_accurate": ("verify-failed", "against the baseline's high-precision reference()"),
+    "reference_accurate": ("ok", None),
     "skips_after_warmup": ("verify-failed", CHECKED),
     "caches_after_warmup": ("verify-failed", CHECKED),
     "setup_clone": ("verify-failed", CHECKED),

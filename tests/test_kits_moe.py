@@ -53,8 +53,8 @@ def test_sorted_paths_give_the_loops_answer(inputs: tuple[torch.Tensor, ...], co
 
 
 def test_workload_accounting() -> None:
-    w = moe.moe_workload(Requirements(cuda=True), 3, atol=0.5, **SMALL)
+    w = moe.moe_workload(Requirements(cuda=True), 3, element_tol=0.5, **SMALL)
     assert w.flops == 2.0 * 40 * 16 * 6 + 6.0 * 80 * 16 * 8
     assert w.bytes == 2.0 * 6 * 3 * 16 * 8 + 2.0 * 40 * 16 * 3
-    assert (w.items, w.item_unit, w.precision, w.atol, w.requires.cuda) == (40, "tokens", "bf16", 0.5, True)
+    assert (w.items, w.item_unit, w.precision, w.element_tol, w.requires.cuda) == (40, "tokens", "bf16", 0.5, True)
     assert moe.moe_workload(Requirements(), 2, **SMALL).bytes == w.bytes - 2.0 * 40 * 16

@@ -96,10 +96,12 @@ class Workload:
     precision: Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact"] | None = None
     """The lowest precision either variant computes in; picks the default tolerance.
     None: inferred from the output dtype."""
-    atol: float | None = None
-    """Absolute tolerance in the output's units; None: the precision's default times the baseline's RMS."""
+    element_tol: float | None = None
+    """Per element, how far an optimized value may be off as a fraction of the baseline's largest
+    |value| (the ``c*u`` of ``aisp.harness.verify.TOLERANCES``); None: the precision's default."""
     rtol: float | None = None
-    """Relative tolerance; None uses the precision's default."""
+    """Per element, how far an optimized value may be off as a fraction of the baseline's value;
+    None: the precision's default. Both element bounds are judged as a tail test (see TOLERANCES)."""
     max_rel_l2: float | None = None
     """Bound on ||optimized - baseline|| / ||baseline|| per output tensor; None: the precision's default."""
     headline: str = "time"
@@ -163,6 +165,12 @@ class Benchmark:
     def generator(self) -> torch.Generator:
         """A generator seeded from ``self.seed`` on this device, for building inputs."""
         return torch.Generator(device=self.device).manual_seed(self.seed)
+
+    def reference(self) -> Any:
+        """Optional, on a baseline: the baseline's math in fp32/fp64 on the inputs its last ``run()``
+        used, shaped like ``run()``'s output. Verification then asks each optimized output to be as
+        close to it as the baseline is (FlashAttention's differential test). None: none supplied."""
+        return None
 
     def metrics(self) -> dict[str, float]:
         """Extra figures to report after timing (e.g. goodput); optional."""

@@ -39,6 +39,7 @@ from aisp.harness.verify import (
     VerificationError,
     compare,
     fingerprint,
+    high_precision,
     input_signature,
     match_inputs,
     tensor_attributes,
@@ -181,6 +182,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
     fingerprint of the baseline's output, None when it declares no per-call inputs."""
     base, label = variants[0], f"seed {seed}" + ("" if keep else " (drawn at random)")
     ref = guarded_run(set_up(base, device, seed))
+    high = high_precision(base.bench)  # the baseline's optional fp32/fp64 reference, same inputs
     signature, printed = input_signature(base.bench), tuple(fingerprint(t) for _, t in ref)
     if not keep:
         teardown([base])
@@ -194,7 +196,7 @@ def verify_seed(variants: list[Variant], workload: Workload, device: torch.devic
             continue
         try:
             match_inputs(signature, set_up(var, device, seed))
-            var.evidence.merge(compare(ref, guarded_run(var.bench), workload))
+            var.evidence.merge(compare(ref, guarded_run(var.bench), workload, high))
             var.evidence.checks.append(f"{label}: matches baseline")
             var.evidence.notes += [UNCHECKED] if keep and not signature else []
         except VerificationError as exc:

@@ -1,9 +1,11 @@
 """Verification: the optimized output must equal the baseline's before any timing counts.
 
 Checks (each has a test that makes it fire): same structure, shape and dtype; NaN/Inf only where the
-baseline has them; values within the precision's tolerance, per element and in relative L2; inputs unchanged
-by ``run()``; output not sharing storage with a tensor that existed before ``run()``; and one timed call
-drawn at random, before which scratch is poisoned and the declared inputs are refilled with new values, so
+baseline has them; values within the precision's tolerance (relative L2, then a tail test per element
+in units of the precision's rounding; and, where the baseline supplies a higher-precision
+``reference()``, the optimized error against it no worse than the baseline's own: see tolerance.py);
+inputs unchanged by ``run()``; output not sharing storage with a tensor that existed before ``run()``;
+and one timed call drawn at random, before which scratch is poisoned and the declared inputs are refilled with new values, so
 that an answer computed ahead no longer matches.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -20,50 +22,13 @@ import numpy as np
 import torch
 
 from aisp.harness.benchmark import Benchmark, Workload
+from aisp.harness.tolerance import TOLERANCES as TOLERANCES
+from aisp.harness.tolerance import Evidence as Evidence
+from aisp.harness.tolerance import VerificationError as VerificationError
+from aisp.harness.tolerance import as_double, compare_tensor, differential, real_view, tolerance
 
-TOLERANCES: dict[str, tuple[float, float, float]] = {
-    "exact": (0.0, 0.0, 0.0), "int8": (0.0, 0.0, 5e-2), "fp64": (1e-7, 1e-9, 5e-8), "fp32": (1e-4, 3e-4, 5e-5),
-    "tf32": (1e-2, 3e-3, 5e-3), "fp16": (1e-2, 3e-3, 5e-3), "bf16": (5e-2, 2e-2, 2e-2), "fp8": (0.15, 5e-2, 0.1),
-}
-"""(rtol, atol, max_rel_l2) per precision, what two correct implementations can differ by: per element
-``|o - r| <= atol * rms(r) + rtol * |r|`` (atol scaled to the reference, which may be 1e3 or 1e-6); per
-tensor ``||o - r|| / ||r|| <= max_rel_l2`` (a bias each element hides within rtol), 5-200x above two
-correct GEMMs (bf16 ~3e-3, fp16 ~4e-4, fp32 ~3e-7). fp32 atol: two fp32 GEMM shapes on an H200
-(ch01:performance, batched vs per-sample) differed by 6e-5 x rms near zero on refilled inputs.
-A workload's own atol is absolute."""
-DTYPE_PRECISION = {
-    torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-    torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8",
-}
 CLONE_LIMIT_BYTES = 512 << 20
 """Inputs up to this size are cloned for the mutation check; larger ones are fingerprinted."""
-
-
-class VerificationError(AssertionError):
-    """The optimized variant does not compute what the baseline computes."""
-
-
-@dataclass
-class Evidence:
-    """What verification measured: the largest errors seen and the tolerance applied."""
-
-    max_abs_err: float = 0.0
-    max_rel_err: float = 0.0
-    rel_l2_err: float = 0.0
-    rtol: float = 0.0
-    atol: float = 0.0
-    max_rel_l2: float = 0.0
-    checks: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def merge(self, other: Evidence) -> None:
-        self.max_abs_err = max(self.max_abs_err, other.max_abs_err)
-        self.max_rel_err = max(self.max_rel_err, other.max_rel_err)
-        self.rel_l2_err = max(self.rel_l2_err, other.rel_l2_err)
-        self.rtol, self.atol, self.max_rel_l2 = other.rtol, other.atol, other.max_rel_l2
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def flatten(output: Any, path: str = "output") -> Iterator[tuple[str, torch.Tensor]]:
@@ -91,66 +56,33 @@ def detach_copy(output: Any) -> list[tuple[str, torch.Tensor]]:
     return [(p, t.detach().clone()) for p, t in flatten(output)]
 
 
-def tolerance(workload: Workload, dtype: torch.dtype, rms: float = 1.0) -> tuple[float, float, float]:
-    """(rtol, atol, max_rel_l2) for a reference of this dtype and RMS: the workload's, else defaults."""
-    if not (dtype.is_floating_point or dtype.is_complex):
-        return TOLERANCES["exact"]
-    rtol, atol, l2 = TOLERANCES[workload.precision or DTYPE_PRECISION.get(dtype, "fp32")]
-    return (workload.rtol if workload.rtol is not None else rtol,
-            workload.atol if workload.atol is not None else atol * max(rms, torch.finfo(dtype).tiny),
-            workload.max_rel_l2 if workload.max_rel_l2 is not None else l2)
-
-
 def compare(ref: list[tuple[str, torch.Tensor]], out: list[tuple[str, torch.Tensor]],
-            workload: Workload) -> Evidence:
-    """Raise VerificationError unless ``out`` matches ``ref``; return the error evidence."""
+            workload: Workload, high: list[tuple[str, torch.Tensor]] | None = None) -> Evidence:
+    """Raise VerificationError unless ``out`` matches ``ref``; return the error evidence. ``high``:
+    the baseline's higher-precision ``reference()`` on the same inputs, for the differential test."""
     if [p for p, _ in ref] != [p for p, _ in out]:
         raise VerificationError(f"output structure differs: baseline {[p for p, _ in ref]}, "
                                 f"optimized {[p for p, _ in out]}")
+    if high is not None and [p for p, _ in high] != [p for p, _ in ref]:
+        raise VerificationError(f"the baseline's reference() returns {[p for p, _ in high]}, "
+                                f"its run() {[p for p, _ in ref]}")
     evidence = Evidence()
-    for (path, r), (_, o) in zip(ref, out, strict=True):
+    for i, ((path, r), (_, o)) in enumerate(zip(ref, out, strict=True)):
         if r.shape != o.shape:
             raise VerificationError(f"{path}: shape {tuple(o.shape)}, baseline {tuple(r.shape)}")
         if r.dtype != o.dtype:
             raise VerificationError(f"{path}: dtype {o.dtype}, baseline {r.dtype}")
-        evidence.merge(_compare_tensor(path, r, o, workload))
+        evidence.merge(compare_tensor(path, r, o, workload))
+        if high is not None and (r.dtype.is_floating_point or r.dtype.is_complex):
+            differential(path, r, o, high[i][1], tolerance(workload, r.dtype).unit)
     return evidence
 
 
-def _compare_tensor(path: str, r: torch.Tensor, o: torch.Tensor, workload: Workload) -> Evidence:
-    if not (r.dtype.is_floating_point or r.dtype.is_complex):
-        mismatched = int((r != o.to(r.device)).sum())
-        if mismatched:
-            raise VerificationError(f"{path}: {mismatched} of {r.numel()} elements differ (exact match required)")
-        return Evidence()
-    r64, o64 = r.detach().double(), o.detach().to(r.device).double()
-    r_bad, o_bad = ~torch.isfinite(r64), ~torch.isfinite(o64)
-    extra = int((o_bad & ~r_bad).sum())
-    if extra:
-        raise VerificationError(f"{path}: {extra} NaN/Inf values where the baseline has finite ones")
-    if not torch.equal(r_bad, o_bad) or not torch.equal(r64[r_bad].nan_to_num(), o64[o_bad].nan_to_num()):
-        raise VerificationError(f"{path}: NaN/Inf pattern differs from the baseline's")
-    diff, ref_abs = (o64 - r64)[~r_bad].abs(), r64[~r_bad].abs()
-    norm = float(ref_abs.norm())
-    rtol, atol, max_l2 = tolerance(workload, r.dtype, norm / max(ref_abs.numel(), 1) ** 0.5)
-    evidence = Evidence(rtol=rtol, atol=atol, max_rel_l2=max_l2)
-    if not diff.numel():
-        return evidence
-    evidence.max_abs_err = float(diff.max())
-    evidence.max_rel_err = float((diff / ref_abs.clamp_min(1e-30)).max())
-    evidence.rel_l2_err = float(diff.norm()) / norm if norm > 0 else float(diff.norm())
-    bad = diff > atol + rtol * ref_abs
-    if bool(bad.any()):
-        worst = int(diff.argmax())
-        raise VerificationError(
-            f"{path}: {int(bad.sum())} of {diff.numel()} elements outside tolerance "
-            f"(rtol={rtol:g}, atol={atol:.3g}); max abs error {evidence.max_abs_err:.3g}, "
-            f"max rel error {evidence.max_rel_err:.3g} (baseline {float(r64[~r_bad][worst]):.6g}, "
-            f"optimized {float(o64[~r_bad][worst]):.6g})")
-    if norm > 0 and evidence.rel_l2_err > max_l2:
-        raise VerificationError(f"{path}: relative L2 error {evidence.rel_l2_err:.3g} exceeds {max_l2:g} "
-                                "although each element is within tolerance: the whole tensor is off")
-    return evidence
+def high_precision(bench: Benchmark) -> list[tuple[str, torch.Tensor]] | None:
+    """The baseline's ``reference()`` (its math in fp32/fp64 on the inputs of the call just made),
+    as fp64 tensors; None when the baseline supplies none."""
+    reference = bench.reference()
+    return None if reference is None else [(p, as_double(t)) for p, t in flatten(reference)]
 
 
 def _covered(name: str, names: tuple[str, ...]) -> bool:
@@ -183,7 +115,7 @@ def inputs_of(bench: Benchmark) -> dict[str, torch.Tensor]:
 
 def fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
     """Sums that change when any element of ``t`` does (for tensors too large to clone)."""
-    flat = _real(t).reshape(-1).double()
+    flat = real_view(t).reshape(-1).double()
     weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64).remainder_(8191)
     return float(flat.nan_to_num().sum()), float((flat.nan_to_num() * weights).sum()), int(flat.isnan().sum())
 
@@ -248,7 +180,7 @@ class CallGuard:
             result = exc
         with torch.no_grad():
             for name, t in declared_inputs(self.bench).items():
-                _real(t).copy_(_real(originals[name]))
+                real_view(t).copy_(real_view(originals[name]))
         return partial(_raise_or_return, result)
 
 
@@ -256,10 +188,6 @@ def _raise_or_return(result: Any) -> Any:
     if isinstance(result, VerificationError):
         raise result
     return result
-
-
-def _real(t: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(t.detach()) if t.is_complex() else t.detach()
 
 
 def declared_inputs(bench: Benchmark) -> dict[str, torch.Tensor]:
@@ -291,7 +219,7 @@ def refill(bench: Benchmark, seed: int) -> None:
     so variants holding the same inputs get the same values; addresses keep (CUDA graphs)."""
     with torch.no_grad():
         for i, t in enumerate(t for _, t in sorted(declared_inputs(bench).items()) if t.numel()):
-            _real(t).copy_(_draw(_real(t), torch.Generator(device=t.device).manual_seed(seed + i)))
+            real_view(t).copy_(_draw(real_view(t), torch.Generator(device=t.device).manual_seed(seed + i)))
 
 
 def _draw(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
