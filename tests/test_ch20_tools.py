@@ -73,7 +73,7 @@ def test_a_module_path_works(kc, capsys) -> None:
     ([f"{EX}:softmax_two_pass", "--reference", f"{EX}:softmax_reference", "--shapes", "M", "--dims", "M=0"], "bad --dims"),
     ([f"{EX}:softmax_two_pass", "--reference", f"{EX}:softmax_reference", "--shapes", "4", "--dtypes", "int4"], "unknown dtype"),
     ([f"{EX}:softmax_two_pass", "--shapes", "4"], "required: --reference"),
-    ([f"{EX}:softmax_two_pass", "--reference", f"{EX}:softmax_reference", "--shapes", "4", "--iterations", "1"], "--iterations"),
+    ([f"{EX}:softmax_two_pass", "--reference", f"{EX}:softmax_reference", "--shapes", "4", "--iterations", "1"], "iterations >= 2"),
     (["missing.py:f", "--reference", f"{EX}:softmax_reference", "--shapes", "4"], "no file 'missing.py'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(kc, capsys, args: list[str], message: str) -> None:

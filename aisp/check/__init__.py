@@ -10,11 +10,11 @@ import sys
 import types
 from typing import Any
 
-from aisp.check.core import CheckOptions, check
+from aisp.check.core import CheckOptions, check, check_named
 from aisp.check.inputs import Usage
 from aisp.check.result import EXIT_CODES, CaseResult, CheckResult
 
-__all__ = ["EXIT_CODES", "CaseResult", "CheckOptions", "CheckResult", "Usage", "check"]
+__all__ = ["EXIT_CODES", "CaseResult", "CheckOptions", "CheckResult", "Usage", "check", "check_named"]
 
 
 class _CallableModule(types.ModuleType):

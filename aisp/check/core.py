@@ -18,7 +18,7 @@ import torch
 
 from aisp.check.calls import Fired, guarded, judge, reference, refill, same
 from aisp.check.clock import time_pair
-from aisp.check.inputs import Usage, cases, parse_dims, parse_dtypes, parse_spec
+from aisp.check.inputs import Usage, cases, load, parse_dims, parse_dtypes, parse_spec
 from aisp.check.result import CaseResult, CheckResult, summarize
 from aisp.harness.benchmark import Workload, default_device
 from aisp.harness.verify import TOLERANCES
@@ -57,7 +57,7 @@ class CheckOptions:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise Usage("device cuda, but torch sees no GPU")
         if self.random < 0 or self.warmup < 0 or self.iterations < 2:
-            raise Usage("random and warmup must be >= 0, iterations >= 2")
+            raise Usage("random and warmup must be >= 0, iterations >= 2 (--random, --warmup, --iterations)")
         if self.precision is not None and self.precision not in TOLERANCES:
             raise Usage(f"unknown precision '{self.precision}' (known: {', '.join(sorted(TOLERANCES))})")
 
@@ -138,3 +138,13 @@ def verify_case(fn: Callable, ref: Callable, args: list[Any], device: torch.devi
                     f"after the inputs were refilled in place: {exc.reason}") from None
     worse = first if first.rel_l2_err >= second.rel_l2_err else second
     return worse, ("aliasing", "mutated-input", "nan", "precision", "tolerance", "refilled-inputs")
+
+
+def check_named(kernel: str, ref: str, shapes: list[str], dims: list[str], dtypes: Sequence[str],
+                options: CheckOptions) -> CheckResult:
+    """``check`` on functions named ``MODULE:FUNCTION`` (a module or a .py file), dims as
+    ``NAME=N`` strings: what the command lines and the MCP sandbox call."""
+    bound = parse_dims(dims)
+    parse_dtypes(dtypes)
+    fn, reference_fn = load(kernel), load(ref)
+    return check(fn, reference_fn, shapes=shapes, dims=bound, dtypes=dtypes, options=options)
