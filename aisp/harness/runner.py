@@ -90,9 +90,12 @@ class Budget:
         return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
 
 
-def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tuple[dict | None, str, str]:
-    """Run one worker; returns (result document or None, status, reason): status is "done" when the worker
-    wrote its result, else "timeout" or "error". However it ends (Ctrl-C too), no process it started is left."""
+def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str,
+          module: str = "aisp.harness.worker") -> tuple[dict | None, str, str]:
+    """Run one worker (``python -m module SPEC.json``; a tool's own worker, e.g. ``aisp.check.worker``,
+    follows the same protocol); returns (result document or None, status, reason): status is "done" when
+    the worker wrote its result, else "timeout" or "error". However it ends (Ctrl-C too), no process it
+    started is left."""
     work_dir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path, log_path, timeout_path = (work_dir / f"{tag}.{ext}"
                                                       for ext in ("spec.json", "result.json", "log", "timeout"))
@@ -100,12 +103,12 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str) -> tup
     spec_path.write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
            PARENT_PID_ENV: str(os.getpid())}
-    if spec["options"].get("reproducible"):
+    if spec.get("options", {}).get("reproducible"):
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     become_subreaper()
     started = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", str(spec_path)], cwd=PACKAGE_PARENT,
+        proc = subprocess.Popen([sys.executable, "-m", module, str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         while (code := proc.poll()) is None:
