@@ -224,3 +224,10 @@ def test_the_cli_min_speedup_and_bad_usage() -> None:
     assert runner.invoke(app, [*args, "--min-speedup", "1e6"]).exit_code == 1
     bad = runner.invoke(app, ["check", "nomodule_xyz:f", "-r", f"{EX}:softmax_reference", "-s", "4"])
     assert bad.exit_code == 2 and "cannot import 'nomodule_xyz'" in bad.output
+
+
+def test_aisp_mcp_without_the_sdk_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "aisp.mcp.server", raising=False)
+    result = CliRunner().invoke(app, ["mcp"])
+    assert result.exit_code == 2 and "aisp mcp needs the MCP SDK: pip install 'aisp[mcp]'" in result.output
