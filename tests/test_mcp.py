@@ -149,3 +149,26 @@ def test_a_kernel_that_does_not_parse_is_reported(tmp_path: Path) -> None:
     request = KernelRequest("def fast(x):\n    return (", "fast", "softmax", REFERENCE, ["4x4"], {}, ["float32"])
     result = check_source(request, tmp_path, SandboxPolicy(device="cpu"))
     assert result.verdict == "usage" and "cannot import" in result.reason and "SyntaxError" in result.reason
+
+
+def test_a_job_past_its_limit_is_killed_with_its_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aisp.mcp import jobs as jobs_module
+
+    monkeypatch.setattr(jobs_module, "DEFAULT_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(jobs_module, "SLACK_S", 1.0)  # the limit: 0 s a pair + 1 s
+    jobs = jobs_module.Jobs(tmp_path)
+    job_id = jobs.start("verify", "ch01:batch_size", "cpu").job_id
+    deadline = time.monotonic() + 60
+    while jobs.status(job_id).state == "running":
+        assert time.monotonic() < deadline, "the job outlived its limit"
+        time.sleep(0.2)
+    assert jobs.status(job_id).state == "timeout" and jobs.status(job_id).exit_code is None
+
+
+def test_stopping_the_server_ends_its_running_jobs(tmp_path: Path) -> None:
+    from aisp.mcp.jobs import Jobs
+
+    jobs = Jobs(tmp_path)
+    job_id = jobs.start("verify", "ch01:batch_size", "cpu").job_id
+    jobs.close()
+    assert jobs.jobs[job_id].proc.poll() is not None and jobs.status(job_id).state == "failed"
