@@ -52,8 +52,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture
 def aisp_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``aisp_check(fn, ref, inputs=... | shapes=..., dims=..., dtypes=..., **options)`` -> the
-    ``CheckResult``; the test fails on a mismatch or a raise. ``options`` are ``CheckOptions``
-    fields (device, seed, random, edges, iterations, warmup, time, precision, atol, rtol)."""
+    ``CheckResult``; the test fails on a mismatch or a raise (and under ``min_speedup`` when given).
+    ``options`` are ``CheckOptions`` fields (device, seed, random, edges, iterations, warmup, time,
+    precision, atol, rtol, min_speedup)."""
     def run(fn: Callable, ref: Callable, inputs: Any = None, **kwargs: Any) -> Any:
         from aisp.check import CheckOptions, check
 
@@ -65,7 +66,7 @@ def aisp_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             options["iterations"] = request.config.getoption("aisp_iterations")
         result = check(fn, ref, inputs, options=CheckOptions(**options), **kwargs)
         request.config.stash[RESULTS].append((request.node.nodeid, result))
-        if result.verdict in ("verify-failed", "error"):
+        if not result.ok:  # a mismatch, a raise, or a speedup under a min_speedup the test gave
             pytest.fail("aisp_check: " + "; ".join(result.errors), pytrace=False)
         return result
     return run

@@ -172,3 +172,13 @@ def test_stopping_the_server_ends_its_running_jobs(tmp_path: Path) -> None:
     job_id = jobs.start("verify", "ch01:batch_size", "cpu").job_id
     jobs.close()
     assert jobs.jobs[job_id].proc.poll() is not None and jobs.status(job_id).state == "failed"
+
+
+def test_a_server_with_its_own_references_refuses_others(tmp_path: Path) -> None:
+    policy = SandboxPolicy(device="cpu", references=("ch20.kernel_check_examples:softmax_reference",))
+    sent = KernelRequest(HONEST, "fast", "softmax", REFERENCE, ["4x4"], {}, ["float32"])
+    assert check_source(sent, tmp_path, policy).verdict == "usage"
+    named = KernelRequest(CACHED, "fast", "ch20.kernel_check_examples:softmax_reference", None, ["RxC"],
+                          {"R": 4, "C": 33}, ["float32"])
+    result = check_source(named, tmp_path, policy)
+    assert result.verdict == "verify-failed" and result.cases[0].check == "cached-answer"

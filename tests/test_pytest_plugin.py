@@ -116,3 +116,15 @@ def test_the_example_file_runs(pytester: pytest.Pytester) -> None:
 def test_the_entry_point_is_declared() -> None:
     text = (REPO / "pyproject.toml").read_text()
     assert '[project.entry-points.pytest11]\naisp = "aisp.pytest_plugin"\n' in text
+
+
+def test_a_min_speedup_under_the_interval_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import torch
+
+        def test_bar(aisp_check):
+            aisp_check(torch.relu, torch.relu, inputs=torch.randn(64), iterations=3, warmup=0, min_speedup=1e9)
+    """)
+    result = pytester.runpytest(*plugin_args())
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["aisp_check: speedup *: its interval's low end is under 1e+09"])

@@ -114,6 +114,8 @@ def run_case(fn: Callable, ref: Callable, args: list[Any], device: torch.device,
     except Fired as exc:
         verdict = "error" if exc.check == "raised" else "verify-failed"
         return CaseResult(shapes, dtype, verdict, exc.reason, exc.check)
+    if timing is not None:
+        checks += ("checked-timed-call",) + (("unjoined-stream",) if device.type == "cuda" else ())
     return CaseResult(shapes, dtype, "ok", "", "", evidence.max_abs_err, evidence.rel_l2_err, checks,
                       timing and timing.ref_ms, timing and timing.fn_ms, timing and timing.speedup)
 

@@ -15,6 +15,8 @@ def mcp(
     check_timeout: Annotated[float, typer.Option(help="Seconds a check_kernel worker may run before it is "
                                                  "killed with its process group.")] = SandboxPolicy.timeout_s,
     device: Annotated[str, typer.Option(help="check_kernel's device: auto, cpu or cuda.")] = SandboxPolicy.device,
+    reference: Annotated[list[str] | None, typer.Option(help="MODULE:FUNCTION: check_kernel may only compare with "
+                                                        "these (repeatable; default: any, or sent as source).")] = None,
 ) -> None:
     """Serve the tools (list_targets, start_job, job_status, job_result, compare_runs, check_kernel,
     summarize_profile, host_audit) over stdio. Exit 2 without the MCP SDK (pip install 'aisp[mcp]')."""
@@ -28,4 +30,5 @@ def mcp(
     if device not in ("auto", "cpu", "cuda"):
         typer.secho(f"error: --device {device}: use auto, cpu or cuda", err=True, fg="red")
         raise typer.Exit(2)
-    serve(ServerConfig(work_dir, SandboxPolicy(timeout_s=check_timeout, device=device)))
+    policy = SandboxPolicy(timeout_s=check_timeout, device=device, references=tuple(reference or ()))
+    serve(ServerConfig(work_dir, policy))

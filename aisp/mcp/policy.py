@@ -17,3 +17,6 @@ class SandboxPolicy:
     iterations: int = 20
     warmup: int = 5
     device: str = "auto"
+    references: tuple[str, ...] = ()
+    """When set, the only references a call may name (MODULE:FUNCTION), and none may be sent as
+    source: the agent under judgement then cannot pick what it is compared with."""

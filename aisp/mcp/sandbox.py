@@ -35,6 +35,9 @@ class KernelRequest:
 
 def check_source(request: KernelRequest, work: Path, policy: SandboxPolicy) -> KernelCheck:
     """Write the sources to files of their own, run the check in a worker, return its outcome."""
+    if policy.references and (request.reference_source is not None or request.reference not in policy.references):
+        return KernelCheck(verdict="usage", reason="this server checks against its own references only: "
+                           + ", ".join(policy.references))
     names = [request.function] + ([request.reference] if request.reference_source is not None else [])
     if bad := [n for n in names if not NAME.match(n)]:
         return KernelCheck(verdict="usage", reason=f"'{bad[0]}' is not a Python function name")
