@@ -227,7 +227,8 @@ def test_the_cli_min_speedup_and_bad_usage() -> None:
 
 
 def test_aisp_mcp_without_the_sdk_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in sys.modules if n.startswith("mcp.") or n == "aisp.mcp.server"]:
+        monkeypatch.delitem(sys.modules, name)  # put back after the test
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now raises ModuleNotFoundError
-    monkeypatch.delitem(sys.modules, "aisp.mcp.server", raising=False)
     result = CliRunner().invoke(app, ["mcp"])
     assert result.exit_code == 2 and "aisp mcp needs the MCP SDK: pip install 'aisp[mcp]'" in result.output
