@@ -122,8 +122,8 @@ def run_case(fn: Callable, ref: Callable, args: list[Any], device: torch.device,
 
 def verify_case(fn: Callable, ref: Callable, args: list[Any], device: torch.device, workload: Workload,
                 seed: int) -> tuple[Any, tuple[str, ...]]:
-    """Two verified calls, the second on refilled inputs; raises :class:`Fired` when a check fires.
-    Returns the worse call's evidence and the checks passed."""
+    """Three verified calls: two on the same values, one after the inputs are refilled in place;
+    raises :class:`Fired` when a check fires. Returns the worse evidence and the checks passed."""
     expected = reference(ref, args, device)
     first = judge(expected, guarded(fn, args, device)[1], workload)
     got = guarded(fn, args, device)[1]  # a repeat on the same values: still the same answer
