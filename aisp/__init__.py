@@ -14,3 +14,13 @@ from aisp.standalone import main, run_standalone
 __all__ = ["Benchmark", "LatencyCounts", "Requirements", "Unavailable", "Workload", "compare_and_display_all_metrics", "default_device", "main",
            "run_standalone"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``aisp.check`` imported on first use (``import aisp`` stays light): the callable package
+    ``aisp.check(fn, ref, inputs=...)``."""
+    if name == "check":
+        import importlib
+
+        return importlib.import_module("aisp.check")
+    raise AttributeError(f"module 'aisp' has no attribute '{name}'")

@@ -1,21 +1,13 @@
-"""Check your own kernel against a reference with the harness's verifier, then time both.
+"""Check your own kernel against a reference with the harness's verifier, then time both: a thin
+command line over ``aisp.check`` (the same as ``aisp check``, with this chapter's option spelling).
 
     python ch20/kernel_check.py MODULE:FUNCTION --reference MODULE:FUNCTION --shapes SPEC [SPEC ...]
-        [--dims NAME=N ...] [--random N] [--dtypes float32 bfloat16 ...] [--device auto|cpu|cuda]
-        [--precision P] [--element-tol E] [--rtol R] [--seed S] [--iterations 20] [--warmup 5] [--no-time]
+        [--dims NAME=N ...] [--random N] [--edges] [--dtypes float32 bfloat16 ...] [--device auto|cpu|cuda]
+        [--precision P] [--element-tol E] [--rtol R] [--seed S] [--iterations 20] [--warmup 5] [--no-time] [--json PATH]
 
-MODULE is an importable name (the working directory is on the path) or a .py file. Both functions
-take the same tensors and return a tensor (or a tuple/list/dict of them). A SPEC is one call's
-input shapes: tensors separated by ',' and dims by 'x'; a dim is an integer or a name bound by
---dims, so ``MxK,KxN --dims M=512 K=256 N=128`` keeps a matmul's K shared. ``--random N`` adds N
-cases per spec with every name drawn in 1..its value (a spec of integers only runs once) (odd sizes find tile-tail bugs). Inputs are
-N(0, 1) in each dtype. Each case is compared with ``aisp.harness.verify.compare``: shape, dtype,
-NaN/Inf pattern, per-element and relative-L2 error at the harness's default tolerance for the
-output's dtype (``--precision`` picks another row of that table; ``--element-tol``/``--rtol`` set
-your own, relative: to the reference's largest |value| and to each value). Then every passing case
-is timed with the harness's timer, kernel and reference interleaved (CUDA events on a GPU): medians and the speedup with its 95% interval.
-Exit: 0 every case matches; 4 a case does not match; 5 the kernel or the reference raised; 2 bad
-usage (one line on stderr).
+Every option is described in ``--help``. Exit: 0 every case matches; 4 a case does not match (or a
+check fired: cached answer, precision downgrade, aliasing, NaN/Inf, unjoined stream); 5 the kernel
+or the reference raised; 2 bad usage (one line on stderr).
 Run: python ch20/kernel_check.py kernel_check_examples:softmax_two_pass \\
          --reference kernel_check_examples:softmax_reference --shapes RxC --dims R=64 C=1024 --random 4
 """
@@ -23,73 +15,64 @@ Run: python ch20/kernel_check.py kernel_check_examples:softmax_two_pass \\
 from __future__ import annotations
 
 import argparse
-import random
 import sys
-from collections.abc import Callable
+from pathlib import Path
 
-import torch
-from kernel_check_inputs import DTYPES, Usage, cases, load, parse, parse_dims, parse_spec
-
-from aisp.harness.benchmark import Workload, default_device
-from aisp.harness.stats import paired_ratio
-from aisp.harness.timing import time_call
-from aisp.harness.verify import VerificationError, compare, detach_copy
+from aisp.check import CheckOptions, Usage, check_named
+from aisp.check.inputs import DTYPES
+from aisp.check.report import render
+from aisp.harness.artifacts import atomic_write_text
+from aisp.harness.verify import TOLERANCES
 
 
-def check(kernel: Callable, ref: Callable, shapes: list[tuple], dtype: torch.dtype, args: argparse.Namespace,
-          device: torch.device) -> tuple[str, list[torch.Tensor] | None]:
-    """('ok ...' | 'FAIL ...' | 'ERROR ...', the inputs when it matched)."""
-    gen = torch.Generator(device=device).manual_seed(args.seed)
-    inputs = [torch.randn(s, generator=gen, device=device).to(dtype) for s in shapes]
-    try:
-        expected = detach_copy(ref(*[x.clone() for x in inputs]))
-    except Exception as exc:
-        return f"ERROR reference raised {type(exc).__name__}: {exc}", None
-    try:
-        got = detach_copy(kernel(*[x.clone() for x in inputs]))
-        evidence = compare(expected, got, Workload(precision=args.precision, element_tol=args.element_tol, rtol=args.rtol))
-    except VerificationError as exc:
-        return f"FAIL {exc}", None
-    except Exception as exc:
-        return f"ERROR kernel raised {type(exc).__name__}: {exc}", None
-    return f"ok   max abs err {evidence.max_abs_err:.3g}, rel L2 {evidence.rel_l2_err:.3g}", inputs
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of argparse's usage block
+        raise Usage(message)
 
 
-def timing(kernel: Callable, ref: Callable, inputs: list[torch.Tensor], args: argparse.Namespace,
-           device: torch.device) -> str:
-    """Reference and kernel interleaved; medians and speedup (reference / kernel) [95% CI]."""
-    samples: dict[Callable, list[float]] = {ref: [], kernel: []}
-    for i in range(args.warmup + args.iterations):
-        for fn in (ref, kernel) if i % 2 else (kernel, ref):
-            ms = time_call(lambda f=fn: f(*inputs), device).ms
-            if i >= args.warmup:
-                samples[fn].append(ms)
-    r = paired_ratio(samples[ref], samples[kernel], 2)
-    med = {fn: sorted(s)[len(s) // 2] for fn, s in samples.items()}
-    return f"reference {med[ref]:.4g} ms, kernel {med[kernel]:.4g} ms, {r.value:.2f}x [{r.low:.2f}, {r.high:.2f}]"
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = Parser(prog="kernel_check", description="Check a kernel against a reference with the harness's "
+               "verifier over shapes and dtypes, then time both.", epilog="Exit: 0 every case matches; 4 a "
+               "case does not match; 5 the kernel or the reference raised; 2 bad usage.")
+    p.add_argument("kernel", help="MODULE:FUNCTION: an importable module (the working directory is on the path) "
+                   "or a .py file; takes tensors, returns a tensor or a tuple/list/dict of them")
+    p.add_argument("--reference", required=True, help="MODULE:FUNCTION of the reference, same arguments")
+    p.add_argument("--shapes", nargs="+", required=True, metavar="SPEC",
+                   help="one call's input shapes per SPEC: tensors joined by ',', dims by 'x'; a dim is an "
+                   "integer or a name bound by --dims (MxK,KxN)")
+    p.add_argument("--dims", nargs="*", default=[], metavar="NAME=N", help="bind the names used in --shapes")
+    p.add_argument("--random", type=int, default=0, metavar="N",
+                   help="N more cases per spec, each name drawn in 1..its value (odd sizes find tail bugs)")
+    p.add_argument("--edges", action="store_true", help="cases with every name at 1 and at its value + 1")
+    p.add_argument("--dtypes", nargs="+", default=["float32"], help=f"input dtypes: {', '.join(DTYPES)}")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA when present")
+    p.add_argument("--precision", choices=sorted(TOLERANCES), default=None,
+                   help="judge with this row of the harness's tolerance table, not the output dtype's")
+    p.add_argument("--element-tol", type=float, default=None,
+                   help="your own element tolerance, relative to the reference's largest |value|")
+    p.add_argument("--rtol", type=float, default=None, help="your own relative tolerance")
+    p.add_argument("--seed", type=int, default=0, help="seed of the inputs and the random sizes")
+    p.add_argument("--iterations", type=int, default=20, help="timed calls of each function (>= 2)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls of each function first")
+    p.add_argument("--no-time", action="store_true", help="verify only")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the result as JSON")
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(sys.argv[1:] if argv is None else argv)
-        kernel, ref = load(args.kernel), load(args.reference)
-        dims = parse_dims(args.dims)
-        all_cases = cases([parse_spec(s, dims) for s in args.shapes], dims, args.random, random.Random(args.seed))
+        options = CheckOptions(device=args.device, seed=args.seed, random=args.random, edges=args.edges,
+                               iterations=args.iterations, warmup=args.warmup, time=not args.no_time,
+                               precision=args.precision, element_tol=args.element_tol, rtol=args.rtol)
+        result = check_named(args.kernel, args.reference, args.shapes, args.dims, args.dtypes, options)
     except Usage as exc:
         print(f"kernel_check: {exc}", file=sys.stderr)
         return 2
-    device = default_device() if args.device == "auto" else torch.device(args.device)
-    code = 0
-    for shapes in all_cases:
-        for name in args.dtypes:
-            label = f"{','.join('x'.join(map(str, s)) for s in shapes)} {name}"
-            verdict, inputs = check(kernel, ref, shapes, DTYPES[name], args, device)
-            if inputs is not None and not args.no_time:
-                verdict += "; " + timing(kernel, ref, inputs, args, device)
-            print(f"{label:<28} {verdict}")
-            code = max(code, 4 if verdict.startswith("FAIL") else 5 if verdict.startswith("ERROR") else 0)
-    print({0: "all cases match", 4: "a case does not match", 5: "a call raised"}[code] + f" ({device.type})")
-    return code
+    print(render(result))
+    if args.json is not None:
+        atomic_write_text(args.json, result.to_json())
+    return result.exit_code
 
 
 if __name__ == "__main__":

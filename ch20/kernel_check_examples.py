@@ -1,5 +1,7 @@
-"""Kernels to try ``kernel_check.py`` on (and its tests' fixtures): a row softmax as a reference,
-a correct two-pass version, and one with a classic tile-tail bug.
+"""Kernels to try ``kernel_check.py`` and ``aisp check`` on (and their tests' fixtures): a row softmax
+as a reference, a correct two-pass version, one with a classic tile-tail bug, and three planted
+cheats that look faster or right without being right: a cached answer, a bfloat16 answer for
+float32 inputs, and (GPU) work left on a side stream the caller never waits for.
 
     cd ch20 && python kernel_check.py kernel_check_examples:softmax_two_pass \\
         --reference kernel_check_examples:softmax_reference --shapes RxC --dims R=64 C=1024 --random 4   # all match
@@ -42,3 +44,37 @@ def softmax_tail_bug(x: torch.Tensor) -> torch.Tensor:
 def softmax_raises(x: torch.Tensor) -> torch.Tensor:
     """A kernel that fails to launch (to show how an exception is reported)."""
     raise RuntimeError("invalid configuration argument")
+
+
+_CACHE: dict[tuple[int, tuple[int, ...]], torch.Tensor] = {}
+
+
+def softmax_cached(x: torch.Tensor) -> torch.Tensor:
+    """Cheat: the answer computed on the first call for this buffer, returned for every later call
+    (free after the first call, wrong once the buffer holds new values)."""
+    key = (x.data_ptr(), tuple(x.shape))
+    if key not in _CACHE:
+        _CACHE[key] = softmax_reference(x)
+    return _CACHE[key].clone()
+
+
+def softmax_bf16(x: torch.Tensor) -> torch.Tensor:
+    """Cheat: computed and returned in bfloat16 whatever the input's dtype (half the bytes)."""
+    return torch.softmax(x.bfloat16(), dim=-1)
+
+
+_SIDE: list[torch.cuda.Stream] = []
+
+
+def softmax_side_stream(x: torch.Tensor) -> torch.Tensor:
+    """Cheat (CUDA only): the work is queued on a side stream that the caller's stream never waits
+    for, so CUDA events on the caller's stream time almost nothing."""
+    if x.device.type != "cuda":
+        raise RuntimeError("softmax_side_stream needs a CUDA tensor")
+    if not _SIDE:
+        _SIDE.append(torch.cuda.Stream(device=x.device))
+    side = _SIDE[0]
+    side.wait_stream(torch.cuda.current_stream(x.device))  # the input is ready; the output is never joined
+    with torch.cuda.stream(side):
+        out = softmax_reference(x)
+    return out

@@ -44,6 +44,13 @@ app.command(name="cleanup")(cleanup)
 from aisp.cli.system import app as system_app  # noqa: E402
 
 app.add_typer(system_app, name="system")
+from aisp.cli.check import EXIT_HELP as CHECK_EXIT_HELP  # noqa: E402
+from aisp.cli.check import check  # noqa: E402
+
+app.command(name="check", epilog=CHECK_EXIT_HELP)(check)
+from aisp.cli.mcp import mcp  # noqa: E402
+
+app.command(name="mcp")(mcp)
 import aisp.cli.bench_compare  # noqa: E402,F401
 import aisp.cli.report_pob  # noqa: E402,F401
 

@@ -104,11 +104,12 @@ class Budget:
 
 
 def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = NO_SHARE,
-          stop: threading.Event | None = None) -> tuple[dict | None, str, str]:
-    """Run one worker with its GPUs and CPU share; returns (result document or None, status, reason):
-    status is "done" when the worker wrote its result, else "timeout" or "error". The document's
-    ``clock`` gets when the worker was started and when it was gone. However it ends (Ctrl-C, or
-    ``stop`` set by another thread), no process it started is left."""
+          stop: threading.Event | None = None, module: str = "aisp.harness.worker") -> tuple[dict | None, str, str]:
+    """Run one worker (``python -m module SPEC.json``; a tool's own worker, e.g. ``aisp.check.worker``,
+    follows the same protocol) with its GPUs and CPU share; returns (result document or None, status,
+    reason): status is "done" when the worker wrote its result, else "timeout" or "error". The
+    document's ``clock`` gets when the worker was started and when it was gone. However it ends
+    (Ctrl-C, or ``stop`` set by another thread), no process it started is left."""
     work_dir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path, log_path, timeout_path = (work_dir / f"{tag}.{ext}"
                                                       for ext in ("spec.json", "result.json", "log", "timeout"))
@@ -116,12 +117,12 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
     spec_path.write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
            PARENT_PID_ENV: str(os.getpid()), **share.env()}
-    if spec["options"].get("reproducible"):
+    if spec.get("options", {}).get("reproducible"):
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     become_subreaper()
     started, spawned = time.monotonic(), time.time()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", str(spec_path)], cwd=PACKAGE_PARENT,
+        proc = subprocess.Popen([sys.executable, "-m", module, str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         while (code := proc.poll()) is None:
