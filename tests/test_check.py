@@ -139,12 +139,12 @@ def test_a_raise_is_an_error_with_exit_5() -> None:
     assert result.cases[0].reason.startswith("reference raised RuntimeError")
 
 
-def fake_clock(ms: dict[str, tuple[float, float | None]]):
-    """A clock that runs the call and reports fixed (host, device) times, told apart by output."""
-    def clock(call, device):
+def fake_clock(ms: dict[str, tuple[float, float | None, float]]):
+    """A clock that runs the call and reports fixed (host, device, sync tail) times, told apart by output."""
+    def clock(call, device, spacer=0.0):
         out = call()
-        host, events = ms["fn" if getattr(out, "is_kernel", False) else "ref"]
-        return Timed(out, host, events)
+        host, events, tail = ms["fn" if getattr(out, "is_kernel", False) else "ref"]
+        return Timed(out, host, events, host, tail)
     return clock
 
 
@@ -155,14 +155,14 @@ def marked(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_work_outside_the_timed_stream_fails() -> None:
-    clock = fake_clock({"fn": (1.0, 0.1), "ref": (1.0, 0.95)})  # the kernel's events see a tenth
+    clock = fake_clock({"fn": (1.0, 0.1, 0.9), "ref": (1.0, 0.95, 0.01)})  # a sync waits 0.9 ms after the kernel's end event
     with pytest.raises(Fired) as fired:
         time_pair(marked, ex.softmax_reference, [torch.randn(4, 8)], Workload(), torch.device("cpu"), 1, 6, clock)
     assert fired.value.check == "unjoined-stream" and "wait_stream" in fired.value.reason
 
 
 def test_the_speedup_is_the_paired_ratio_of_the_clocks() -> None:
-    clock = fake_clock({"fn": (0.5, 0.5), "ref": (2.0, 2.0)})
+    clock = fake_clock({"fn": (0.5, 0.5, 0.005), "ref": (2.0, 2.0, 0.005)})
     timing = time_pair(marked, ex.softmax_reference, [torch.randn(4, 8)], Workload(), torch.device("cpu"), 1, 6, clock)
     assert timing.ref_ms == 2.0 and timing.fn_ms == 0.5 and timing.speedup.value == pytest.approx(4.0)
 

@@ -1,7 +1,8 @@
 """Timing a kernel against its reference with the harness's timer: the two interleaved (the order
 alternates, so drift and the slot after the sync cancel), one timed call drawn at random checked on
-refilled inputs, and the host clock compared with the CUDA events so work left on a side stream is
-caught. The speedup is the harness's paired ratio (reference / kernel) with its 95% interval."""
+refilled inputs; on a GPU each call's events time device work (a spacer kernel covers the host's
+issue time, as in the harness's device window) and a device-wide sync after the end event catches
+work left on a side stream. The speedup is the harness's paired ratio (reference / kernel) with its 95% interval."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import torch
 from aisp.check.calls import Fired, judge, reference, refill
 from aisp.harness.benchmark import Workload
 from aisp.harness.stats import Ratio, paired_ratio
-from aisp.harness.timing import Timed, gc_disabled, time_call, unseen_work
+from aisp.harness.timing import Timed, gc_disabled, spacer_ms, time_call, unseen_work
 from aisp.harness.verify import detach_copy
 
-Clock = Callable[[Callable[[], Any], torch.device], Timed]
+Clock = Callable[..., Timed]
+"""``clock(call, device, spacer=ms)``: one timed call (the harness's ``time_call``)."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,14 @@ def time_pair(fn: Callable, ref: Callable, args: Sequence[Any], workload: Worklo
                 refill(args, rng.randrange(2**31))
                 expected = reference(ref, args, device)
             for name in ("fn", "ref") if i % 2 else ("ref", "fn"):
-                timed = clock(lambda f=(fn if name == "fn" else ref): f(*args), device)
-                if i >= warmup:
-                    samples[name].append(timed)
+                issued = [t.issue_ms for t in samples[name][-5:]] or [0.0]
+                timed = clock(lambda f=(fn if name == "fn" else ref): f(*args), device,
+                              spacer=spacer_ms(issued) if device.type == "cuda" else 0.0)
+                samples[name].append(timed)
                 if expected is not None and name == "fn":
                     _check_timed(expected, timed.output, workload)
-    unseen = unseen_work([t.host_ms for t in samples["fn"]],
+    samples = {name: timed[warmup:] for name, timed in samples.items()}
+    unseen = unseen_work([t.tail_ms for t in samples["fn"] if t.tail_ms is not None],
                          [t.device_ms for t in samples["fn"] if t.device_ms is not None])
     if unseen:
         raise Fired("unjoined-stream", unseen)
