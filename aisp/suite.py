@@ -23,7 +23,9 @@ from aisp.peak.measure import load_peaks
 from aisp.profile.pair import attach_profile
 from aisp.report.console import RichReporter
 from aisp.report.roofline import add_roofline
+from aisp.report.step_summary import CiOutputs
 from aisp.report.tables import write_tables
+from aisp.report.tidy import run_fields, write_tidy
 
 
 def _roofline_step() -> Any:
@@ -41,6 +43,12 @@ def _judge_step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
     return expectations.judge(result, ctx.manifest)
 
 
+def _write_tables(run_dir: Path, results: list[dict[str, Any]]) -> None:
+    """The run's Markdown and CSV summaries, and its tidy ``results.csv``."""
+    write_tables(run_dir, results)
+    write_tidy(run_dir, results, run_fields({}, read_json(run_dir / "manifest.json"), run_dir.name))
+
+
 def hooks_for(options: RunOptions) -> Hooks:
     """The tools a run with these options brings in: profiling, roofline, expectations."""
     post = []
@@ -50,11 +58,11 @@ def hooks_for(options: RunOptions) -> Hooks:
     if not options.verify_only:
         post.append(_judge_step)
     on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
-    return Hooks(on_timed=on_timed, post=tuple(post), finish=write_tables)
+    return Hooks(on_timed=on_timed, post=tuple(post), finish=_write_tables)
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
-        reporter: Reporter | None = None) -> int:
+        reporter: Reporter | None = None, ci: CiOutputs | None = None) -> int:
     """Resolve targets, run them, write artifacts; returns the run's exit code.
 
     Raises TargetError for an unknown target. An expectations file that cannot be read is bad
@@ -63,6 +71,8 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     """
     pairs = resolve_targets(targets, repo_root(), roots)
     results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks_for(options))
+    if ci is not None:
+        ci.write(results, run_dir.name, read_json(run_dir / "manifest.json")["hardware_key"])
     if options.update_expectations:
         written = expectations.update(results, read_json(run_dir / "manifest.json"))
         for path in written:

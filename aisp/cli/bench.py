@@ -12,6 +12,7 @@ from rich.table import Table
 from aisp import suite
 from aisp.harness.discovery import TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
+from aisp.report.step_summary import CiOutputs
 
 app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.", no_args_is_help=True)
 
@@ -83,6 +84,9 @@ def run(
     profile: Annotated[str, typer.Option(help="none, minimal (torch.profiler) or full (+ Nsight).")] = RunOptions.profile,
     update_expectations: Annotated[bool, typer.Option(help="Rewrite expectations with this run.")] = RunOptions.update_expectations,
     seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
+    junit_xml: Annotated[Path | None, typer.Option(help="Also write the results as JUnit XML here.")] = None,
+    step_summary: Annotated[Path | None, typer.Option(
+        help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
 ) -> None:
     """Verify, then time each pair; write artifacts; exit with the worst verdict's code."""
     options = _options(iterations=iterations, warmup=warmup, warmup_s=warmup_s, timing=timing,
@@ -90,7 +94,7 @@ def run(
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed)
-    raise typer.Exit(_run(targets, root, options))
+    raise typer.Exit(_run(targets, root, options, CiOutputs.from_cli(junit_xml, step_summary)))
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -102,9 +106,10 @@ def verify(targets: Targets = None, root: Roots = None,
     raise typer.Exit(_run(targets, root, _options(verify_only=True, device=device, artifacts_dir=artifacts_dir)))
 
 
-def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions) -> int:
+def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions,
+         ci: CiOutputs | None = None) -> int:
     try:
-        return suite.run(targets or [], tuple(root or ()), options)
+        return suite.run(targets or [], tuple(root or ()), options, ci=ci)
     except TargetError as exc:
         _fail_usage(str(exc))
 
