@@ -12,7 +12,7 @@ from aisp.report import plotting
 from aisp.report.html_report import load_run, write_html
 from aisp.report.roofline import pair_points, plot
 
-app = typer.Typer(help="Reports of a run folder: roofline plot, HTML report.", no_args_is_help=True)
+app = typer.Typer(help="Reports of a run folder (roofline plot, HTML report) and a dashboard across runs.", no_args_is_help=True)
 
 RunDir = Annotated[Path, typer.Argument(exists=True, file_okay=False, help="A run folder (artifacts/<timestamp>).")]
 
@@ -54,3 +54,22 @@ def html_report(
     """One self-contained HTML file: summary table, speedup chart with intervals, roofline."""
     _require_plotting()
     typer.echo(f"Wrote {write_html(run_dir, output)}")
+
+
+@app.command()
+def dashboard(
+    artifacts_dir: Annotated[Path, typer.Argument(exists=True, file_okay=False,
+                                                  help="An artifacts folder holding run folders (or one run folder).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder of the site (created).")] = Path("site"),
+) -> None:
+    """A static site across runs: overview, chapter and pair pages with interactive charts (works offline)."""
+    from aisp.harness.discovery import repo_root
+    from aisp.report.dashboard import INSTALL_HINT, build_site, plotly_js
+
+    if plotly_js() is None:
+        raise _fail(f"error: {INSTALL_HINT}", 2)
+    try:
+        site = build_site(artifacts_dir, output, repo_root())
+    except (ValueError, OSError) as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    typer.echo(f"Wrote {site.index} ({site.pages} pages, {site.runs} runs, {site.pairs} pairs)")
