@@ -165,3 +165,12 @@ def test_pages_load_without_console_errors_and_draw_their_charts(site, browser):
         for href in browser.execute_script("return [...document.querySelectorAll('a')].map(a => a.href)"):
             assert Path(unquote(urlparse(href).path)).exists(), f"{page.name}: {href}"
     assert drawn >= 20
+
+
+def test_ratios_a_log_axis_cannot_take_are_left_off(artifacts):
+    history = collect(artifacts).pairs["ch13:training_standard"]
+    history[0].result["speedup"] = {"value": "inf", "low": 2.0, "high": "inf"}
+    history[1].result["speedup"] = {"value": 0.0, "low": 0.0, "high": 0.0}
+    figure = trend_figure(history, {})
+    assert len(figure["data"][0]["x"]) == 2  # four timed runs, two plottable
+    assert speedup_figure(history[:2]) is None

@@ -25,6 +25,13 @@ def verdict_color(verdict: str) -> str:
     return VERDICT_COLORS.get(verdict, NEUTRAL)
 
 
+def plottable(ratio: dict[str, Any] | None) -> bool:
+    """Whether a ratio can go on a log axis: value and interval finite positive numbers (a result
+    file may hold "inf" or null there)."""
+    values = [(ratio or {}).get(k) for k in ("value", "low", "high")]
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf") for v in values)
+
+
 def _interval(ratio: dict[str, Any] | None) -> str:
     return f"{ratio['value']:.3g}x [{ratio['low']:.3g}, {ratio['high']:.3g}]" if ratio else "no speedup"
 
@@ -57,7 +64,7 @@ def log_axis(values: list[float], title: str) -> dict[str, Any]:
 def speedup_figure(entries: list[PairRun]) -> dict[str, Any] | None:
     """Each pair's headline speedup with its 95% interval on a log axis, one colour (and legend entry)
     per verdict; None when no entry has a speedup."""
-    timed = [e for e in entries if e.result.get("speedup")]
+    timed = [e for e in entries if plottable(e.result.get("speedup"))]
     if not timed:
         return None
     keys = {e.key for e in timed}
@@ -83,14 +90,15 @@ def speedup_figure(entries: list[PairRun]) -> dict[str, Any] | None:
 
 def _band(entry: dict[str, Any]) -> tuple[float, float] | None:
     """The stored expectation's range: its interval, widened to every speedup of its history."""
-    values = [h["speedup"] for h in entry.get("history", []) if isinstance(h.get("speedup"), (int, float))]
+    values = [h["speedup"] for h in entry.get("history", []) if plottable({"value": h.get("speedup"), "low": 1, "high": 1})]
     stored = entry.get("speedup") or {}
-    values += [stored[k] for k in ("low", "high") if isinstance(stored.get(k), (int, float))]
+    values += [stored["low"], stored["high"]] if plottable(stored) else []
     return (min(values), max(values)) if values else None
 
 
 def _stored_trace(key: str, entry: dict[str, Any], color: str) -> dict[str, Any] | None:
-    history = [h for h in entry.get("history", []) if h.get("date") and h.get("speedup")]
+    history = [h for h in entry.get("history", []) if h.get("date") and plottable({"value": h.get("speedup"),
+                                                                                   "low": 1, "high": 1})]
     if not history:
         return None
     return {"type": "scatter", "mode": "markers", "name": f"stored expectation runs ({key})",
@@ -108,7 +116,7 @@ def trend_figure(history: list[PairRun], stored: dict[str, dict[str, Any]]) -> d
     keys = sorted({e.key for e in history} | set(stored))
     for i, key in enumerate(keys):
         color = KEY_COLORS[i % len(KEY_COLORS)]
-        runs = [e for e in history if e.key == key and e.result.get("speedup")]
+        runs = [e for e in history if e.key == key and plottable(e.result.get("speedup"))]
         if runs:
             ratios = [e.result["speedup"] for e in runs]
             traces.append({"type": "scatter", "mode": "lines+markers", "name": f"runs ({key})",
