@@ -174,3 +174,14 @@ def test_ratios_a_log_axis_cannot_take_are_left_off(artifacts):
     figure = trend_figure(history, {})
     assert len(figure["data"][0]["x"]) == 2  # four timed runs, two plottable
     assert speedup_figure(history[:2]) is None
+
+
+def test_a_single_run_trend_spans_days_and_its_axis_covers_the_interval(artifacts):
+    history = collect(artifacts).pairs["pairs:good"]
+    figure = trend_figure(history, {})
+    ratio = history[0].result["speedup"]
+    low, high = figure["layout"]["xaxis"]["range"]
+    assert high > low and figure["layout"]["xaxis"]["type"] == "date"
+    axis = figure["layout"]["yaxis"]
+    shown = axis.get("tickvals") or [ratio["low"], ratio["high"]]
+    assert min(shown) <= ratio["high"] and max(shown) >= ratio["low"]

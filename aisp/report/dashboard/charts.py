@@ -7,6 +7,7 @@ stays readable, and every point says its commit, date, GPU and interval when poi
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from aisp.report.dashboard.collect import PairRun
@@ -134,10 +135,37 @@ def trend_figure(history: list[PairRun], stored: dict[str, dict[str, Any]]) -> d
     traces = [t for t in traces if t]
     if not traces:
         return None
-    values = [y for t in traces for y in t["y"]] + [y for s in shapes for y in (s["y0"], s["y1"])]
-    layout = {**BASE_LAYOUT, "height": 380, "shapes": shapes, "xaxis": {"title": {"text": "run date"}},
-              "yaxis": log_axis(values, "speedup (log scale); band: stored expectation")}
+    layout = {**BASE_LAYOUT, "height": 380, "shapes": shapes, "xaxis": _date_axis(traces),
+              "yaxis": log_axis(_extent(traces, shapes), "speedup (log scale); band: stored expectation")}
     return {"data": traces, "layout": layout}
+
+
+def _extent(traces: list[dict[str, Any]], shapes: list[dict[str, Any]]) -> list[float]:
+    """Every y the chart must show: points, the ends of their error bars, the bands."""
+    values = [y for s in shapes for y in (s["y0"], s["y1"])]
+    for t in traces:
+        bars = t.get("error_y") or {}
+        values += t["y"]
+        values += [y + d for y, d in zip(t["y"], bars.get("array", []), strict=False)]
+        values += [y - d for y, d in zip(t["y"], bars.get("arrayminus", []), strict=False)]
+    return values
+
+
+def _parse_date(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+
+
+def _date_axis(traces: list[dict[str, Any]]) -> dict[str, Any]:
+    """A date axis; a day either side when every point has the same date (plotly would zoom into
+    milliseconds around a single run)."""
+    dates = sorted(d for t in traces for d in map(_parse_date, t["x"]) if d)
+    axis: dict[str, Any] = {"type": "date", "title": {"text": "run date"}}
+    if dates and dates[0] == dates[-1]:
+        axis["range"] = [(dates[0] - timedelta(days=1)).isoformat(), (dates[0] + timedelta(days=1)).isoformat()]
+    return axis
 
 
 def samples_figure(entry: PairRun) -> dict[str, Any] | None:

@@ -99,7 +99,8 @@ def _variant_rows(result: dict[str, Any]) -> list[list[str]]:
         s, roof = var.get("summary") or {}, var.get("roofline") or {}
         rates = var.get("throughput") or {}
         rows.append([esc(var["name"]) + (" (best)" if var["name"] == result.get("best") else ""),
-                     _num(s.get("median")), f"{_num(s.get('p10'))} - {_num(s.get('p90'))}", _num(s.get("cv"), ".3f"),
+                     _num(s.get("median")), f"{_num(s['p10'])} - {_num(s['p90'])}" if s.get("p10") else "-",
+                     _num(s.get("cv"), ".3f"),
                      _num(s.get("n"), "d") if isinstance(s.get("n"), int) else "-",
                      esc(_speedup_text(var.get("speedup"))), verdict_badge(var.get("verdict")),
                      _num(rates.get("tflops"), ".3g"), _num(rates.get("gbps"), ".3g"),
@@ -118,7 +119,8 @@ def _notes(entry: PairRun) -> list[str]:
     if expectation:
         notes.append(f"expectation ({esc(expectation.get('hardware_key'))}): {esc(expectation.get('status'))}"
                      f" - {esc(expectation.get('detail'))}")
-    env = {k: v for k, v in entry.run.manifest.items() if k not in ENV_SKIP and not isinstance(v, (dict, list))}
+    env = {k: v for k, v in entry.run.manifest.items()
+           if k not in ENV_SKIP and v is not None and not isinstance(v, (dict, list))}
     notes.append("environment: " + "; ".join(f"{esc(k)}={esc(v)}" for k, v in env.items()))
     return notes
 
