@@ -83,7 +83,7 @@ def chapter(collection: Collection, name: str, targets: list[str]) -> Page:
         figure, left_out = roofline_figure([e for e in latest if e.key == key])
         page.figure(figure, "No pair of this chapter can be placed on a roofline for this key.")
         if left_out:
-            page.add(f'<details class="note"><summary>{len(left_out)} pairs not plotted</summary><ul>'
+            page.add(f'<details class="note"><summary>not plotted: {len(left_out)} {"pair" if len(left_out) == 1 else "pairs"}</summary><ul>'
                      + "".join(f"<li>{esc(why)}</li>" for why in left_out) + "</ul></details>")
     rows = [[link(pair_page_name(e.result["target"]), e.result["target"]), esc(e.key),
              esc(_speedup_text(e.result.get("speedup"))), verdict_badge(e.result.get("verdict")),
