@@ -109,6 +109,7 @@ def test_every_relative_link_of_every_page_resolves(site):
     pair_page = (site / "pair-ch13_training_standard.html").read_text()
     assert "logs/pair.log" in pair_page and "profiles/trace_summary.txt" in pair_page
     assert "sw_power_cap" in pair_page and "environment: hardware_key=h200" in pair_page
+    assert "torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04" in (site / "index.html").read_text()
 
 
 def test_the_site_holds_every_run_as_one_tidy_csv(site):

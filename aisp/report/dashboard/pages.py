@@ -45,6 +45,14 @@ def _latest(collection: Collection, targets: list[str]) -> list[PairRun]:
     return [e for t in targets for _, e in sorted(latest_by_key(collection.pairs[t]).items())]
 
 
+def _versions(run: Run) -> str:
+    """torch, CUDA and driver of a run, where its manifest names them."""
+    env = run.manifest
+    parts = [f"{name} {env[key]}" for name, key in (("torch", "torch"), ("CUDA", "cuda"), ("driver", "driver"))
+             if env.get(key)]
+    return ", ".join(parts) or "-"
+
+
 def overview(collection: Collection, site: Path) -> Page:
     """Every pair's latest speedup per hardware key, the chapters, the runs."""
     page = Page("aisp dashboard")
@@ -61,11 +69,11 @@ def overview(collection: Collection, site: Path) -> Page:
              _counts([e.result for e in _latest(collection, targets)])]
             for ch, targets in collection.chapters().items()]
     page.add("<h2>Chapters</h2>", table(["chapter", "pairs", "latest verdicts"], rows, numeric=[1]))
-    run_rows = [[esc(r.run_id), esc(r.date), esc(r.commit), esc(r.gpu), esc(r.hardware_key),
+    run_rows = [[esc(r.run_id), esc(r.date), esc(r.commit), esc(r.gpu), esc(r.hardware_key), esc(_versions(r)),
                  str(len(r.results)) + (" (verify only)" if r.verify_only else ""), _counts(r.results),
                  _run_links(r, site)] for r in reversed(runs)]
-    page.add("<h2>Runs</h2>", table(["run", "date", "commit", "GPU", "key", "pairs", "verdicts", "files"],
-                                    run_rows, numeric=[5]))
+    page.add("<h2>Runs</h2>", table(["run", "date", "commit", "GPU", "key", "versions", "pairs", "verdicts", "files"],
+                                    run_rows, numeric=[6]))
     if collection.skipped:
         items = "".join(f"<li>{esc(p.name)}: {esc(why)}</li>" for p, why in collection.skipped)
         page.add(f"<h2>Folders not read</h2><ul>{items}</ul>")
