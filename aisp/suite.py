@@ -27,7 +27,9 @@ from aisp.profile.pair import attach_profile
 from aisp.report.ceilings import add_ceiling
 from aisp.report.console import RichReporter
 from aisp.report.roofline import add_roofline
+from aisp.report.step_summary import CiOutputs
 from aisp.report.tables import write_tables
+from aisp.report.tidy import run_fields, write_tidy
 from aisp.system import gpu_topology
 
 GPUS_IN_KEY = re.compile(r"^expectations_(\d+)x_")
@@ -46,6 +48,12 @@ def _roofline_step() -> Any:
 
 def _judge_step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
     return expectations.judge(result, ctx.manifest)
+
+
+def _write_tables(run_dir: Path, results: list[dict[str, Any]]) -> None:
+    """The run's Markdown and CSV summaries, and its tidy ``results.csv``."""
+    write_tables(run_dir, results)
+    write_tidy(run_dir, results, run_fields({}, read_json(run_dir / "manifest.json"), run_dir.name))
 
 
 def pair_hints(pairs: list[Pair]) -> dict[str, Hint]:
@@ -91,11 +99,11 @@ def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hook
         post.append(_judge_step)
     on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
     topology = Topology() if options.gpus == "1" else gpu_topology.topology(options.gpus)
-    return Hooks(on_timed=on_timed, post=tuple(post), finish=write_tables, topology=topology, hints=hints or {})
+    return Hooks(on_timed=on_timed, post=tuple(post), finish=_write_tables, topology=topology, hints=hints or {})
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
-        reporter: Reporter | None = None) -> int:
+        reporter: Reporter | None = None, ci: CiOutputs | None = None) -> int:
     """Resolve targets, run them, write artifacts; returns the run's exit code.
 
     Raises TargetError for an unknown target, PlacementError for ``--gpus`` naming GPUs not here. A
@@ -109,6 +117,8 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     if options.shard:
         pairs = shard_of(pairs, hints, options.shard)
     results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks)
+    if ci is not None:
+        ci.write(results, run_dir.name, read_json(run_dir / "manifest.json")["hardware_key"])
     if options.update_expectations:
         written = expectations.update(results, read_json(run_dir / "manifest.json"))
         for path in written:

@@ -42,7 +42,7 @@ def test_bad_options_are_usage_errors():
 def test_options_reach_the_core(monkeypatch):
     seen = {}
 
-    def fake_run(targets, roots, options, reporter=None):
+    def fake_run(targets, roots, options, reporter=None, ci=None):
         seen.update(targets=targets, roots=roots, options=options)
         return 4
 
@@ -74,7 +74,7 @@ def test_defaults_come_from_run_options(monkeypatch):
     from aisp.harness.options import RunOptions
 
     seen = []
-    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None: seen.append(options) or 0)
+    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None, ci=None: seen.append(options) or 0)
     assert runner.invoke(app, ["bench", "run", "-t", "ch01"]).exit_code == 0
     assert chapter.compare_main(str(Path("ch01") / "compare.py"), []) == 0
     assert seen == [RunOptions(), RunOptions()]

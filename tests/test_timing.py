@@ -277,7 +277,7 @@ def test_sustained_timing_runs_calls_back_to_back_per_sample(monkeypatch):
 
 def test_timing_flags_reach_the_core(monkeypatch):
     seen = {}
-    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None: seen.update(o=options) or 0)
+    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None, ci=None: seen.update(o=options) or 0)
     result = CliRunner().invoke(app, ["bench", "run", "-t", "ch01", "--timing", "sustained", "--warmup-s", "1.5",
                                       "--cold-runs", "4"])
     assert result.exit_code == 0, result.output

@@ -13,6 +13,7 @@ from aisp import suite
 from aisp.harness.discovery import TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.scheduler import PlacementError
+from aisp.report.step_summary import CiOutputs
 
 app = typer.Typer(help="Run, verify and list baseline/optimized benchmark pairs.", no_args_is_help=True)
 
@@ -91,6 +92,9 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
     gpus: Gpus = RunOptions.gpus,
     shard: Shard = RunOptions.shard,
+    junit_xml: Annotated[Path | None, typer.Option(help="Also write the results as JUnit XML here.")] = None,
+    step_summary: Annotated[Path | None, typer.Option(
+        help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
 ) -> None:
     """Verify, then time each pair; write artifacts; exit with the worst verdict's code."""
     options = _options(iterations=iterations, warmup=warmup, warmup_s=warmup_s, timing=timing,
@@ -98,7 +102,7 @@ def run(
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard)
-    raise typer.Exit(_run(targets, root, options))
+    raise typer.Exit(_run(targets, root, options, CiOutputs.from_cli(junit_xml, step_summary)))
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -112,9 +116,10 @@ def verify(targets: Targets = None, root: Roots = None,
                                                   gpus=gpus, shard=shard)))
 
 
-def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions) -> int:
+def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions,
+         ci: CiOutputs | None = None) -> int:
     try:
-        return suite.run(targets or [], tuple(root or ()), options)
+        return suite.run(targets or [], tuple(root or ()), options, ci=ci)
     except (TargetError, PlacementError) as exc:
         _fail_usage(str(exc))
 

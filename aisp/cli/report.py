@@ -17,7 +17,7 @@ from aisp.report import phases as phase_report
 from aisp.report.html_report import load_run, write_html
 from aisp.report.roofline import pair_points, plot
 
-app = typer.Typer(help="Reports of a run folder: roofline plot, HTML report, phases; merge of shards.",
+app = typer.Typer(help="Reports of a run folder (roofline plot, HTML report, ceilings, phases), merge of shards, and a dashboard across runs.",
                   no_args_is_help=True)
 
 RunDir = Annotated[Path, typer.Argument(exists=True, file_okay=False, help="A run folder (artifacts/<timestamp>).")]
@@ -129,3 +129,22 @@ def merge(
         typer.echo(f"error: shards missing: {', '.join(manifest['missing_shards'])}", err=True)
         code = max(code, 5)
     raise typer.Exit(code)
+
+
+@app.command()
+def dashboard(
+    artifacts_dir: Annotated[Path, typer.Argument(exists=True, file_okay=False,
+                                                  help="An artifacts folder holding run folders (or one run folder).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder of the site (created).")] = Path("site"),
+) -> None:
+    """A static site across runs: overview, chapter and pair pages with interactive charts (works offline)."""
+    from aisp.harness.discovery import repo_root
+    from aisp.report.dashboard import INSTALL_HINT, build_site, plotly_js
+
+    if plotly_js() is None:
+        raise _fail(f"error: {INSTALL_HINT}", 2)
+    try:
+        site = build_site(artifacts_dir, output, repo_root())
+    except (ValueError, OSError) as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    typer.echo(f"Wrote {site.index} ({site.pages} pages, {site.runs} runs, {site.pairs} pairs)")

@@ -11,13 +11,34 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+FILE_MODE = 0o666
+"""Mode of an artifact before the umask: readable by the group and others under the usual 022."""
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where /proc tells it (Linux 4.7+): swapping it
+    to read it would race with files other threads create meanwhile."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part.
+
+    The file gets the mode an ordinary ``open`` would give it (0644 under umask 022), not the 0600
+    of the temporary file it starts as: artifacts are read by the group (a shared results folder).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE & ~_umask())
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
