@@ -128,7 +128,7 @@ def test_bad_shard_and_missing_gpus_are_usage_errors(monkeypatch):
 
 def test_gpus_and_shard_reach_the_core(monkeypatch):
     seen = {}
-    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None: seen.setdefault("o", options) and 0)
+    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None, ci=None: seen.setdefault("o", options) and 0)
     assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--gpus", "0,2,3", "--shard", "1/4"]).exit_code == 0
     assert (seen["o"].gpus, seen["o"].shard) == ("0,2,3", "1/4")
 
