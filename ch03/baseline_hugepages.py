@@ -35,7 +35,8 @@ class BufferWorkload(aisp.Workload):
     mib: int = 512
 
 
-WORKLOAD = BufferWorkload(bytes=512.0 * 2**20, precision="exact")
+WORKLOAD = BufferWorkload(bytes=512.0 * 2**20, precision="exact",
+                          window="idle")
 
 
 def huge_bytes(address: int) -> int:

@@ -39,7 +39,8 @@ def _workload() -> HeatWorkload:
     s = HeatWorkload()
     # One step is 4 FLOPs per point (sub, add, mul, FMA); the fewest bytes are u0 read once and the result written once.
     return HeatWorkload(flops=4.0 * s.n * s.steps, bytes=8.0 * s.n, items=s.steps, item_unit="steps", precision="fp32",
-                        atol=1e-5, requires=aisp.Requirements(cuda=True, executables=("nvcc",)))
+                        atol=1e-5, requires=aisp.Requirements(cuda=True, executables=("nvcc",)),
+                        window="idle")
 
 
 WORKLOAD = _workload()

@@ -43,7 +43,8 @@ def _workload() -> IfWorkload:
     s = IfWorkload()
     # fp32 norms over 32K elements against float64: ~1e-6 relative; outputs are O(1).
     return IfWorkload(bytes=12.0 * s.n * len(s.ratios), items=len(s.ratios), item_unit="stages",
-                      precision="fp32", atol=1e-4, requires=native.REQUIRES)
+                      precision="fp32", atol=1e-4, requires=native.REQUIRES,
+                      window="idle")
 
 
 WORKLOAD = _workload()

@@ -34,7 +34,8 @@ class WhileWorkload(aisp.Workload):
     max_iters: int = 200
 
 
-WORKLOAD = WhileWorkload(items=1, item_unit="loops", precision="fp32", atol=1e-5, requires=native.REQUIRES)
+WORKLOAD = WhileWorkload(items=1, item_unit="loops", precision="fp32", atol=1e-5, requires=native.REQUIRES,
+                         window="idle")
 LIBRARY = library("conditional_while")
 SIGNATURES = {**GRAPH_ENTRY_POINTS, "while_host": [PTR, PTR, INT, FLT, INT, PTR, PTR, ctypes.POINTER(INT), PTR],
               "while_build": [PTR, INT, FLT, INT, PTR, ctypes.POINTER(PTR)]}

@@ -37,7 +37,8 @@ class RefineWorkload(aisp.Workload):
     """Intervals one level's list holds (the largest level of the default inputs is ~190K)."""
 
 
-WORKLOAD = RefineWorkload(items=4096, item_unit="cells", precision="fp64", atol=1e-9, requires=native.REQUIRES)
+WORKLOAD = RefineWorkload(items=4096, item_unit="cells", precision="fp64", atol=1e-9, requires=native.REQUIRES,
+                          window="idle")
 LIBRARY = library("dynamic_parallelism", "-rdc=true", "-lcudadevrt")
 
 

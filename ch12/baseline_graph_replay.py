@@ -47,7 +47,8 @@ def _workload() -> ReplayWorkload:
     # 200 dependent fp32 FMAs per element: ~1e-5 relative error against float64.
     return ReplayWorkload(flops=2.0 * s.n * s.steps, bytes=8.0 * s.n * s.steps, items=s.steps,
                           latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=s.steps),
-                          item_unit="kernels", precision="fp32", atol=1e-4, requires=native.REQUIRES)
+                          item_unit="kernels", precision="fp32", atol=1e-4, requires=native.REQUIRES,
+                          window="idle")
 
 
 WORKLOAD = _workload()

@@ -44,7 +44,8 @@ def _workload() -> UpdateWorkload:
     kernels = s.nodes * s.steps
     return UpdateWorkload(flops=2.0 * s.n * kernels, bytes=8.0 * s.n * kernels, items=kernels, item_unit="kernels",
                           latency=aisp.LatencyCounts(graph_launches=s.steps, graph_nodes=kernels),
-                          precision="fp32", atol=1e-4, requires=native.REQUIRES)
+                          precision="fp32", atol=1e-4, requires=native.REQUIRES,
+                          window="idle")
 
 
 WORKLOAD = _workload()

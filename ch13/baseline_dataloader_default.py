@@ -47,7 +47,8 @@ def _workload() -> LoaderWorkload:
     w = LoaderWorkload()
     features = 3 * w.crop * w.crop
     return LoaderWorkload(flops=2.0 * w.samples * features * w.classes, items=w.samples,
-                          item_unit="samples", precision="fp32")
+                          item_unit="samples", precision="fp32",
+                          window="idle")
 
 
 WORKLOAD = _workload()
