@@ -45,6 +45,17 @@ from an idle GPU, the host's path inside the window (README, "How a pair is run"
 WHY_IDLE = re.compile(r"launch|graph|overhead|sync|host", re.IGNORECASE)
 """Words one of an idle pair's headers must use to say where its time goes."""
 
+
+def _imported_names(tree: ast.AST) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
 def _source_window(path: Path, seen: set[Path] | None = None) -> str:
     """The window of a file this machine cannot import (it needs Triton, say), read from source:
     "idle" when it, or a module of its own folder that it imports, passes ``window="idle"``."""
@@ -53,17 +64,16 @@ def _source_window(path: Path, seen: set[Path] | None = None) -> str:
     text = path.read_text()
     if 'window="idle"' in text:
         return "idle"
-    for node in ast.walk(ast.parse(text)):
-        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-            [a.name for a in node.names] if isinstance(node, ast.Import) else []
-        for name in names:
-            local = path.parent / f"{name}.py"
-            if local.exists() and local not in seen and _source_window(local, seen) == "idle":
-                return "idle"
+    for name in _imported_names(ast.parse(text)):
+        local = path.parent / f"{name}.py"
+        if local.exists() and local not in seen and _source_window(local, seen) == "idle":
+            return "idle"
     return "device"
 
 
 def _window(path: Path) -> str:
+    """The window ``path``'s workload declares: imported, or read from source when the import
+    needs a package this machine lacks."""
     try:
         return load_benchmark(path).workload.window
     except ModuleNotFoundError as missing:
@@ -109,3 +119,12 @@ def test_an_idle_pair_says_why_in_its_header(target):
 
 def test_the_header_check_fires_on_a_header_about_bytes():
     assert not WHY_IDLE.search("Optimized coalescing: each warp access is one 128-byte line.")
+
+
+def test_a_file_that_cannot_be_imported_is_read_from_its_source(tmp_path):
+    (tmp_path / "baseline_x.py").write_text('import triton\nWORKLOAD = aisp.Workload(items=1,\n    window="idle")\n')
+    (tmp_path / "optimized_x.py").write_text("import triton\nfrom baseline_x import WORKLOAD\n")
+    (tmp_path / "baseline_y.py").write_text("import triton\nWORKLOAD = aisp.Workload(items=1)\n")
+    (tmp_path / "optimized_y.py").write_text("import triton\nfrom baseline_y import WORKLOAD\n")
+    assert [_source_window(tmp_path / f"{side}_x.py") for side in ("baseline", "optimized")] == ["idle", "idle"]
+    assert [_source_window(tmp_path / f"{side}_y.py") for side in ("baseline", "optimized")] == ["device", "device"]
