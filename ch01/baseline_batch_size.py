@@ -33,7 +33,8 @@ def _mlp_workload() -> MLPWorkload:
     weights = shape.d_in * shape.hidden + shape.hidden * shape.d_out
     io = shape.samples * (shape.d_in + shape.d_out)
     return MLPWorkload(flops=2.0 * macs, bytes=4.0 * (weights + io), items=shape.samples,
-                       item_unit="samples", precision="fp32")
+                       item_unit="samples", precision="fp32",
+                       window="idle")
 
 
 WORKLOAD = _mlp_workload()

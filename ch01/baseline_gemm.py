@@ -42,7 +42,8 @@ def _gemm_workload() -> GemmWorkload:
     return GemmWorkload(flops=2.0 * s.batch * s.m * s.n * s.k,
                         bytes=4.0 * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n),
                         items=s.batch, item_unit="GEMMs", precision="fp32", element_tol=2e-6,
-                        requires=native.REQUIRES)
+                        requires=native.REQUIRES,
+                        window="idle")
 
 
 WORKLOAD = _gemm_workload()

@@ -49,7 +49,8 @@ def _train_workload() -> TrainWorkload:
     data = shape.samples * (shape.d_in + shape.d_out)
     # Forward 2 FLOPs per MAC, backward 4; fewest bytes: the data once, weights read+written per step.
     return TrainWorkload(flops=6.0 * shape.samples * params, bytes=4.0 * (data + 2 * steps * params),
-                         items=shape.samples, item_unit="samples", precision="fp32")
+                         items=shape.samples, item_unit="samples", precision="fp32",
+                         window="idle")
 
 
 WORKLOAD = _train_workload()

@@ -32,7 +32,8 @@ def _step_workload() -> StepWorkload:
     tile = shape.rows * shape.dim
     # Fewest bytes: read every x tile once, write the total once (fp32).
     return StepWorkload(flops=4.0 * shape.steps * tile, bytes=4.0 * (shape.steps + 1) * tile,
-                        items=shape.steps, item_unit="steps", precision="fp32")
+                        items=shape.steps, item_unit="steps", precision="fp32",
+                        window="idle")
 
 
 WORKLOAD = _step_workload()

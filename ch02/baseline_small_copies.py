@@ -28,7 +28,8 @@ class CopiesWorkload(aisp.Workload):
 
 
 WORKLOAD = CopiesWorkload(bytes=2048 * 1024 * 4.0, link="h2d", precision="exact", items=2048, item_unit="copies",
-                          requires=aisp.Requirements(cuda=True))
+                          requires=aisp.Requirements(cuda=True),
+                          window="idle")
 
 
 class ManySmallCopies(aisp.Benchmark):

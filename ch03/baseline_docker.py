@@ -23,7 +23,7 @@ import aisp
 
 DOCKER_DEFAULT_SHM = 64 << 20
 """What ``docker run`` mounts on /dev/shm without --shm-size or --ipc=host."""
-WORKLOAD = loader_workload()
+WORKLOAD = loader_workload(window="idle")
 
 
 def in_flight_bytes(workers: int, prefetch: int) -> int:

@@ -34,7 +34,8 @@ def _workload() -> ChainWorkload:
     w = ChainWorkload()
     return ChainWorkload(flops=2.0 * w.layers * w.n**3, bytes=2.0 * w.layers * 3 * w.n * w.n,
                          items=w.layers, item_unit="GEMMs", precision="bf16",
-                         requires=aisp.Requirements(cuda=True))
+                         requires=aisp.Requirements(cuda=True),
+                         window="idle")
 
 
 WORKLOAD = _workload()

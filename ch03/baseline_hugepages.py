@@ -37,7 +37,8 @@ class BufferWorkload(aisp.Workload):
 
 WORKLOAD = BufferWorkload(bytes=512.0 * 2**20, precision="exact",
                           no_inputs_reason="run() maps, fills and reads a fresh buffer inside the call (the page "
-                                           "faults are the work timed); its one input is the fill byte drawn in setup()")
+                                           "faults are the work timed); its one input is the fill byte drawn in setup()",
+                          window="idle")
 
 
 def huge_bytes(address: int) -> int:

@@ -25,7 +25,7 @@ from ch03_common import LoaderPipeline, loader_workload
 import aisp
 from aisp.system import numa
 
-WORKLOAD = loader_workload()
+WORKLOAD = loader_workload(window="idle")
 
 
 class UnboundPipeline(LoaderPipeline):

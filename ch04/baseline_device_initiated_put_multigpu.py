@@ -66,7 +66,8 @@ def ring_workload(**kw: object) -> RingWorkload:
     w = RingWorkload(**kw)
     return RingWorkload(**kw, bytes=4.0 * w.width * w.messages, link="nvlink", items=w.messages,
                         item_unit="messages", precision="fp32", timeout_s=240,
-                        requires=aisp.Requirements(gpus=w.world, executables=("nvcc",)))
+                        requires=aisp.Requirements(gpus=w.world, executables=("nvcc",)),
+                        window="idle")
 
 
 WORKLOAD = ring_workload()

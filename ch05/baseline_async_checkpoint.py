@@ -48,7 +48,8 @@ class CheckpointWorkload(aisp.Workload):
     """...and after it, in the same run(): what the optimized write may hide behind."""
 
 
-WORKLOAD = CheckpointWorkload(items=20, item_unit="steps", precision="fp32")
+WORKLOAD = CheckpointWorkload(items=20, item_unit="steps", precision="fp32",
+                              window="idle")
 """No FLOPs declared: the bound is max(steps, disk write), not a roofline; the batch differs per device."""
 
 

@@ -40,7 +40,8 @@ class FileWorkload(aisp.Workload):
 
 
 WORKLOAD = FileWorkload(bytes=256.0 * 2**20, link="h2d", items=16, item_unit="chunks", precision="exact",
-                        requires=aisp.Requirements(cuda=True))
+                        requires=aisp.Requirements(cuda=True),
+                        window="idle")
 
 
 class PosixRead(aisp.Benchmark):

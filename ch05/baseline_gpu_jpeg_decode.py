@@ -38,7 +38,8 @@ class JpegWorkload(aisp.Workload):
 
 
 WORKLOAD = JpegWorkload(items=128, item_unit="images", precision="fp32", element_tol=12 / 255, rtol=0.0, max_rel_l2=0.02,
-                        requires=aisp.Requirements(cuda=True, packages=("torchvision", "PIL")))
+                        requires=aisp.Requirements(cuda=True, packages=("torchvision", "PIL")),
+                        window="idle")
 
 
 def encode_pool(w: JpegWorkload, seed: int) -> list[torch.Tensor]:

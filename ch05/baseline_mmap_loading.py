@@ -38,7 +38,8 @@ class ShardedArrays(aisp.Workload):
     """Rows per batch, all from one shard."""
 
 
-WORKLOAD = ShardedArrays(bytes=512 * 1024 * 4, link="h2d", items=512, item_unit="rows", precision="fp32")
+WORKLOAD = ShardedArrays(bytes=512 * 1024 * 4, link="h2d", items=512, item_unit="rows", precision="fp32",
+                         window="idle")
 """bytes: the batch that must reach the device; on a GPU the roofline shows it against pinned H2D."""
 
 

@@ -37,7 +37,8 @@ class ShardWorkload(aisp.Workload):
     """Samples read per run()."""
 
 
-WORKLOAD = ShardWorkload(items=2048, item_unit="samples", precision="exact")
+WORKLOAD = ShardWorkload(items=2048, item_unit="samples", precision="exact",
+                         window="idle")
 
 
 class SampleReader(aisp.Benchmark):

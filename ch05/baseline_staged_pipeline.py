@@ -45,7 +45,8 @@ class StreamWorkload(aisp.Workload):
 
 
 WORKLOAD = StreamWorkload(bytes=16 * 2048 * 2048 * 4.0, link="h2d", flops=16 * 8 * 2 * 2048**3.0, items=16,
-                          item_unit="chunks", precision="fp32", requires=aisp.Requirements(cuda=True))
+                          item_unit="chunks", precision="fp32", requires=aisp.Requirements(cuda=True),
+                          window="idle")
 
 
 class SerialPipeline(aisp.Benchmark):

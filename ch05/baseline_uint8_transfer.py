@@ -33,7 +33,8 @@ class ImageBatch(aisp.Workload):
 
 
 WORKLOAD = ImageBatch(bytes=256 * 224 * 224 * 3, link="h2d", items=256, item_unit="images", precision="fp32",
-                      requires=aisp.Requirements(cuda=True))
+                      requires=aisp.Requirements(cuda=True),
+                      window="idle")
 
 
 def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

@@ -37,7 +37,8 @@ class RowsWorkload(aisp.Workload):
 def _workload() -> RowsWorkload:
     s = RowsWorkload()
     return RowsWorkload(flops=2.0 * s.rows * s.cols, bytes=4.0 * (2 * s.rows * s.cols + 2 * s.cols),
-                        items=s.rows, item_unit="rows", precision="fp32")
+                        items=s.rows, item_unit="rows", precision="fp32",
+                        window="idle")
 
 
 WORKLOAD = _workload()

@@ -40,7 +40,8 @@ def _workload() -> HeatWorkload:
     # element_tol 1.4e-5 of max|u| (~0.7 after 256 steps from N(0, 1)): 1e-5 absolute.
     # One step is 4 FLOPs per point (sub, add, mul, FMA); the fewest bytes are u0 read once and the result written once.
     return HeatWorkload(flops=4.0 * s.n * s.steps, bytes=8.0 * s.n, items=s.steps, item_unit="steps", precision="fp32",
-                        element_tol=1.4e-5, requires=aisp.Requirements(cuda=True, executables=("nvcc",)))
+                        element_tol=1.4e-5, requires=aisp.Requirements(cuda=True, executables=("nvcc",)),
+                        window="idle")
 
 
 WORKLOAD = _workload()

@@ -40,7 +40,8 @@ def _workload() -> PipelineWorkload:
     flops = 2.0 * s.batches * s.rows * s.dim * (s.dim + s.out_dim)
     moved = 2.0 * (s.batches * s.rows * (2 * s.dim + s.dim + s.out_dim) + s.dim * (s.dim + s.out_dim))
     return PipelineWorkload(flops=flops, bytes=moved, items=s.batches, item_unit="micro-batches",
-                            precision="bf16", requires=aisp.Requirements(cuda=True))
+                            precision="bf16", requires=aisp.Requirements(cuda=True),
+                            window="idle")
 
 
 WORKLOAD = _workload()

@@ -44,7 +44,8 @@ class AllocWorkload(aisp.Workload):
 def _workload() -> AllocWorkload:
     s = AllocWorkload()
     return AllocWorkload(bytes=2 * 4.0 * s.steps * s.n, flops=4.0 * s.steps * s.n, items=s.steps,
-                         item_unit="steps", precision="fp32", requires=native.REQUIRES)
+                         item_unit="steps", precision="fp32", requires=native.REQUIRES,
+                         window="idle")
 
 
 WORKLOAD = _workload()

@@ -44,7 +44,8 @@ def _workload() -> IfWorkload:
     # fp32 norms over 32K elements against float64: ~1e-6 relative; outputs are O(1).
     # element_tol: 1e-4 absolute at max |x| ~5 (same kernels, the same math).
     return IfWorkload(bytes=12.0 * s.n * len(s.ratios), items=len(s.ratios), item_unit="stages",
-                      precision="fp32", element_tol=2e-5, requires=native.REQUIRES)
+                      precision="fp32", element_tol=2e-5, requires=native.REQUIRES,
+                      window="idle")
 
 
 WORKLOAD = _workload()

@@ -35,7 +35,8 @@ class WhileWorkload(aisp.Workload):
 
 
 # element_tol: 1e-5 absolute at the fixed point 0.739 (same kernels, the same math).
-WORKLOAD = WhileWorkload(items=1, item_unit="loops", precision="fp32", element_tol=1.35e-5, requires=native.REQUIRES)
+WORKLOAD = WhileWorkload(items=1, item_unit="loops", precision="fp32", element_tol=1.35e-5, requires=native.REQUIRES,
+                         window="idle")
 LIBRARY = library("conditional_while")
 SIGNATURES = {**GRAPH_ENTRY_POINTS, "while_host": [PTR, PTR, INT, FLT, INT, PTR, PTR, ctypes.POINTER(INT), PTR],
               "while_build": [PTR, INT, FLT, INT, PTR, ctypes.POINTER(PTR)]}

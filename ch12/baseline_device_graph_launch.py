@@ -49,7 +49,7 @@ class GateWorkload(aisp.Workload):
         return torch.cumsum(steps, 0)[:, None] + torch.randn(self.requests, self.n, generator=gen, device=gen.device)
 
 
-WORKLOAD = GateWorkload(items=GateWorkload.requests, item_unit="requests", precision="fp32", requires=native.REQUIRES)
+WORKLOAD = GateWorkload(items=GateWorkload.requests, item_unit="requests", precision="fp32", requires=native.REQUIRES, window="idle")
 LIBRARY = library("device_graph_launch", "-rdc=true", "-lcudadevrt")
 
 

@@ -38,7 +38,8 @@ class RefineWorkload(aisp.Workload):
 
 
 # element_tol: 1e-9 absolute at max |integral| ~3.1 (same kernels, the same math).
-WORKLOAD = RefineWorkload(items=4096, item_unit="cells", precision="fp64", element_tol=3e-10, requires=native.REQUIRES)
+WORKLOAD = RefineWorkload(items=4096, item_unit="cells", precision="fp64", element_tol=3e-10, requires=native.REQUIRES,
+                          window="idle")
 LIBRARY = library("dynamic_parallelism", "-rdc=true", "-lcudadevrt")
 
 

@@ -48,7 +48,8 @@ def _workload() -> ReplayWorkload:
     # element_tol: 1e-4 absolute at max |out| ~3.1 (same kernels, the same math).
     return ReplayWorkload(flops=2.0 * s.n * s.steps, bytes=8.0 * s.n * s.steps, items=s.steps,
                           latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=s.steps),
-                          item_unit="kernels", precision="fp32", element_tol=3.2e-5, requires=native.REQUIRES)
+                          item_unit="kernels", precision="fp32", element_tol=3.2e-5, requires=native.REQUIRES,
+                          window="idle")
 
 
 WORKLOAD = _workload()

@@ -45,7 +45,8 @@ def _workload() -> UpdateWorkload:
     # element_tol: 1e-4 absolute at max |out| ~4.8 (same kernels, the same math).
     return UpdateWorkload(flops=2.0 * s.n * kernels, bytes=8.0 * s.n * kernels, items=kernels, item_unit="kernels",
                           latency=aisp.LatencyCounts(graph_launches=s.steps, graph_nodes=kernels),
-                          precision="fp32", element_tol=2e-5, requires=native.REQUIRES)
+                          precision="fp32", element_tol=2e-5, requires=native.REQUIRES,
+                          window="idle")
 
 
 WORKLOAD = _workload()

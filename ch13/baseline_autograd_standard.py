@@ -21,7 +21,8 @@ import aisp
 from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=1024, seq=128, dim=256, heads=4, layers=2), batch=4,
-                          precision="fp32", requires=aisp.Requirements(cuda=True))
+                          precision="fp32", requires=aisp.Requirements(cuda=True),
+                          window="idle")
 
 
 class EagerStep(TrainBench):

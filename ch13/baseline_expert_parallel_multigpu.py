@@ -22,7 +22,7 @@ from expert_parallel_common import ListDispatch, ep_workload
 
 import aisp
 
-WORKLOAD = ep_workload()
+WORKLOAD = ep_workload(window="idle")
 
 
 class Baseline(ListDispatch):

@@ -56,7 +56,8 @@ class RegionalWorkload(aisp.Workload):
 
 
 WORKLOAD = RegionalWorkload(precision="bf16", element_tol=0.03, rtol=5e-2, timeout_s=600,
-                            requires=aisp.Requirements(cuda=True, packages=("triton",)))
+                            requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                            window="idle")
 COLD = ("import sys, torch; sys.path.insert(0, {folder!r}); import {module} as m; b = m.get_benchmark(); "
         "b.setup(); print(b.cold_start_s())")
 """A fresh interpreter that sets up this variant and prints its cold-start seconds."""

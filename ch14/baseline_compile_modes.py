@@ -45,7 +45,8 @@ def block_workload(**kw: object) -> BlockWorkload:
     flops = 2.0 * tokens * cfg.layers * (12 * cfg.dim**2 + cfg.dim * cfg.seq)
     return BlockWorkload(**kw, flops=flops, items=tokens, item_unit="tokens", precision="bf16",
                          element_tol=0.02, rtol=5e-2, requires=aisp.Requirements(cuda=True, packages=("triton",)),
-                         timeout_s=600)
+                         timeout_s=600,
+                         window="idle")
 
 
 WORKLOAD = block_workload()

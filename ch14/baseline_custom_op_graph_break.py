@@ -48,7 +48,8 @@ def stack_workload(**kw: int) -> MLPStackWorkload:
     w = MLPStackWorkload(**kw)
     return MLPStackWorkload(**kw, flops=2.0 * w.tokens * w.layers * 8 * w.dim**2, items=w.tokens,
                             item_unit="tokens", precision="bf16", element_tol=0.02, rtol=5e-2,
-                            requires=aisp.Requirements(cuda=True, packages=("triton",)), timeout_s=600)
+                            requires=aisp.Requirements(cuda=True, packages=("triton",)), timeout_s=600,
+                            window="idle")
 
 
 WORKLOAD = stack_workload()

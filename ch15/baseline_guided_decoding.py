@@ -55,7 +55,8 @@ def _workload(w: GuidedWorkload = GuidedWorkload()) -> GuidedWorkload:
         m.forward_flops(w.batch, w.prompt + t) for t in range(1, w.steps))
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return GuidedWorkload(flops=flops, bytes=(w.steps - 1) * weight_bytes(m) + kv, items=w.batch * w.steps,
-                          item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=10)
+                          item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=10,
+                          window="idle")
 
 
 WORKLOAD = _workload()

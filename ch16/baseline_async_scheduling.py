@@ -50,7 +50,8 @@ def _workload() -> AsyncWorkload:
     w = AsyncWorkload()
     kv = sum(w.model.kv_bytes_per_token() * (p + t) for p in w.prompts() for t in range(w.steps))
     return AsyncWorkload(bytes=w.steps * weight_bytes(w.model) + kv, items=w.slots * w.steps, item_unit="tokens",
-                         precision="exact", requires=GPU_SIZED)
+                         precision="exact", requires=GPU_SIZED,
+                         window="idle")
 
 
 WORKLOAD = _workload()

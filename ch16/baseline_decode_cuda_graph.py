@@ -30,7 +30,8 @@ from aisp.kits.llm import TOP, DenseKVCache, build_decoder, decode, greedy_top, 
 def _workload() -> DecodeWorkload:
     w = DecodeWorkload()
     return DecodeWorkload(flops=w.step_flops(), bytes=w.step_bytes(), items=w.batch * w.steps, item_unit="tokens",
-                          precision="bf16", requires=GPU_SIZED)
+                          precision="bf16", requires=GPU_SIZED,
+                          window="idle")
 
 
 WORKLOAD = _workload()

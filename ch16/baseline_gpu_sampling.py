@@ -42,7 +42,8 @@ class SamplingWorkload(aisp.Workload):
 def _workload() -> SamplingWorkload:
     w = SamplingWorkload()
     return SamplingWorkload(bytes=4.0 * w.steps * w.batch * w.vocab, link="d2h", items=w.steps * w.batch,
-                            item_unit="tokens", precision="exact", requires=aisp.Requirements(cuda=True))
+                            item_unit="tokens", precision="exact", requires=aisp.Requirements(cuda=True),
+                            window="idle")
 
 
 WORKLOAD = _workload()

@@ -47,7 +47,8 @@ def router_workload(**kw: int) -> RouterWorkload:
     w = RouterWorkload(**kw)
     cells = w.requests * w.workers
     return RouterWorkload(**kw, flops=8.0 * cells, bytes=4.0 * (3 * cells + w.requests * (3 + 2 * w.choices)),
-                          items=w.requests, item_unit="requests", precision="fp32")
+                          items=w.requests, item_unit="requests", precision="fp32",
+                          window="idle")
 
 
 WORKLOAD = router_workload()

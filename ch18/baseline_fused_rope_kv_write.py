@@ -54,7 +54,8 @@ def _workload() -> RopeWorkload:
     dim, width = w.heads * w.head_dim, w.qkv_width()
     moved = dim * width + w.tokens * (dim + width)  # weights, activations in, Q/K/V out
     return RopeWorkload(flops=2.0 * w.tokens * dim * width, bytes=2.0 * moved, items=w.tokens, item_unit="tokens",
-                        precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)))
+                        precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                        window="idle")
 
 
 WORKLOAD = _workload()

@@ -29,7 +29,8 @@ from ch20_moe import case_workload
 import aisp
 from aisp.kits.moe import MoEWorkload, masked_moe, moe_inputs
 
-WORKLOAD = case_workload(aisp.Requirements(cuda=True))
+WORKLOAD = case_workload(aisp.Requirements(cuda=True),
+                         window="idle")
 """Sized for an H100/H200; tests/test_ch20_cases.py runs the same code at tiny sizes on a CPU."""
 
 
