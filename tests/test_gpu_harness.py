@@ -63,7 +63,10 @@ def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
     joined = results["joined_stream"]
     assert joined["verdict"] == "ok-unchecked", joined["reason"]  # A/A, no per-call inputs declared
     assert 0.95 < joined["speedup"]["value"] < 1.05
-    assert joined["variants"][0]["tail_summary"]["median"] < 0.02
+    tail, events = joined["variants"][0]["tail_summary"]["median"], joined["variants"][0]["summary"]["median"]
+    # per call, a joined stream leaves only the sync's own wake-up (~10 us on an H200); a sustained batch's
+    # tail read 51 us there beside events of ~0.5 ms (2026-11-28), inside the rule's 10% of the events
+    assert tail < (0.02 if timing == "per-call" else max(0.1 * events, 0.02))
 
 
 def test_host_bound_tag_and_memory_figures(tmp_path):

@@ -19,7 +19,7 @@ from aisp.peak.probes import PeakConfig, ProbeSkipped
 CPU = torch.device("cpu")
 TINY = PeakConfig(cpu_matmul_n=128, matmul_iters=1, repeats=2, copy_bytes=1 << 20, compile=False,
                   latency_calls=50)
-OLD_H200 = Path(__file__).parents[1] / "peaks" / "peak_h200.json"
+OLD_H200 = Path(__file__).parent / "fixtures" / "peaks" / "peak_h200_before_latency.json"  # the H200 file as written before the latency section
 
 
 class FakeClock:

@@ -374,3 +374,14 @@ def test_graph_timing_replays_a_capture_and_falls_back_to_run_with_a_note(monkey
                                    "permitted when stream is capturing); timed per call"]
     assert execute.timed_functions(variants, RunOptions(timing="graph"), CPU)[id(opt)] == opt.bench.run
     assert execute.timed_functions(variants, RunOptions(), torch.device("cuda"))[id(opt)] == opt.bench.run
+
+
+def test_a_host_bound_variant_is_named_in_the_notes():
+    from aisp.harness.runner import _annotate
+
+    result = assemble({"name": "loop"}, {}, [_record("baseline_loop", [2.0] * 4, [0.005] * 4, [0.1] * 4),
+                                             _record("optimized_loop", [0.3] * 4, [0.005] * 4, [1.6] * 4)])
+    notes = _annotate(result, {})["notes"]
+    assert [n for n in notes if "host-bound" in n] == [
+        "optimized_loop: host-bound: CUDA events 0.3 ms against a host issue time of 1.6 ms; its time is device "
+        "work, a caller issuing it waits about the issue time"]
