@@ -89,7 +89,7 @@ def test_graph_timing_replays_capturable_pairs(tmp_path):
     no longer host-bound (one replay issues them all)."""
     results = _run(tmp_path, ["timing:same", "timing:launches"], (TIMING,), timing="graph")
     for result in results.values():
-        assert result["verdict"] in ("ok", "inconclusive"), result["reason"]  # A/A: its interval may hold 1
+        assert result["verdict"] in ("ok", "inconclusive", "ok-unchecked"), result["reason"]  # A/A: its interval may hold 1
         assert any("timed as replays" in n for n in result["variants"][0]["verification"]["notes"])
     assert results["same"]["speedup"]["value"] == pytest.approx(1.0, abs=0.02)
     print("graph launches", results["launches"]["baseline"]["summary"], results["launches"]["baseline"]["host_bound"])

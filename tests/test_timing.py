@@ -385,3 +385,21 @@ def test_a_host_bound_variant_is_named_in_the_notes():
     assert [n for n in notes if "host-bound" in n] == [
         "optimized_loop: host-bound: CUDA events 0.3 ms against a host issue time of 1.6 ms; its time is device "
         "work, a caller issuing it waits about the issue time"]
+
+
+def test_the_tail_rule_counts_only_the_wait_beyond_an_empty_calls():
+    """A process whose every sync waits ~25 us (seen on a busy 4 x H200 host, baselines included) is no
+    hidden work; ~0.5 ms past the end event beside 0.1 ms of events still is."""
+    assert unseen_work([0.03] * 5, [0.12] * 5) is not None  # above the 20 us floor on its own
+    assert unseen_work([0.03] * 5, [0.12] * 5, empty_ms=[0.025] * 5) is None
+    reason = unseen_work([0.5] * 5, [0.1] * 5, empty_ms=[0.02] * 5)
+    assert reason is not None and "0.480 ms more than after an empty call (0.020 ms)" in reason
+
+
+def test_a_variants_empty_call_tails_reach_the_rule():
+    base = _record("baseline_mm", [0.12] * 5, [0.03] * 5)
+    opt = {**_record("optimized_mm", [0.11] * 5, [0.03] * 5), "empty_tail_ms": [0.026] * 5}
+    result = assemble({"name": "mm"}, {}, [{**base, "empty_tail_ms": [0.026] * 5}, opt])
+    assert result["verdict"] != "error", result["reason"]
+    flagged = assemble({"name": "mm"}, {}, [base, _record("optimized_mm", [0.11] * 5, [0.03] * 5)])
+    assert flagged["verdict"] == "error"  # without the empty calls, 30 us is over the floor

@@ -23,6 +23,7 @@ from aisp.harness.phases import phase
 from aisp.harness.settings import ProcessSettings
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
 from aisp.harness.timing import (
+    EMPTY_PROBES,
     IDLE_PROBES,
     SAMPLE_KEYS,
     gc_disabled,
@@ -70,6 +71,8 @@ class Variant:
     idle_tail_ms: list[float] = field(default_factory=list)
     """Their sync tails: work on a stream that never waited for the current one runs beside the
     spacer in the timed samples, unseen, but past the end event here."""
+    empty_tail_ms: list[float] = field(default_factory=list)
+    """Sync tails of empty calls in this variant's window (EMPTY_PROBES), the tail rule's zero."""
     warm_issue_ms: list[float] = field(default_factory=list)
     """The issue time of each warmup call, which sizes the spacer."""
     spacer_ms: float = 0.0
@@ -246,7 +249,10 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
             var.idle_tail_ms.append(probe.tail_ms)
     calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
     device_window = device.type == "cuda" and var.bench.workload.window == "device"
-    return calls, spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
+    spacer = spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
+    if probe.tail_ms is not None:  # what the tail sync costs here with nothing left (EMPTY_PROBES)
+        var.empty_tail_ms += [time_call(_alone, device, 1, spacer).tail_ms for _ in range(EMPTY_PROBES)]
+    return calls, spacer
 
 
 def timed_functions(live: list[Variant], options: RunOptions, device: torch.device) -> dict[int, Callable[[], Any]]:

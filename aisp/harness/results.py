@@ -40,8 +40,9 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     work barely exceeds the host's time to issue it, else None."""
     result = dict(raw)
     tails = raw.get("tail_samples_ms") or []
-    unseen = unseen_work(tails, raw.get("samples_ms") or []) or unseen_work(
-        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle")
+    empty = raw.get("empty_tail_ms") or []
+    unseen = unseen_work(tails, raw.get("samples_ms") or [], empty_ms=empty) or unseen_work(
+        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle", empty)
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
     result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or []) if tails else None

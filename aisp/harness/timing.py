@@ -34,9 +34,18 @@ SPACER_FACTOR, SPACER_MIN_MS, SPACER_MAX_MS = 2.0, 0.05, 20.0
 jitter), at least 50 µs (a Triton launch takes 20-40 µs), at most 20 ms: a call whose issue time
 is longer than 10 ms is host-bound anyway, and the spin costs GPU time every sample."""
 SAMPLE_KEYS = ("samples_ms", "host_samples_ms", "issue_samples_ms", "tail_samples_ms", "idle_probe_ms",
-               "idle_tail_ms")
+               "idle_tail_ms", "empty_tail_ms")
 """The timing lists of a variant's raw record: per timed sample, and (CUDA) per untimed probe call
-timed from idle before them (the tails are empty on a CPU)."""
+timed from idle before them, and the sync tails of empty calls in the same window (the tails are
+empty on a CPU)."""
+EMPTY_PROBES = 5
+"""Empty calls (nothing issued between the events) timed per variant after its idle probes: the
+median of their sync tails is what a device-wide sync costs in this process when nothing is left,
+subtracted from the variant's own tails before the unseen-work rule. On a 4 x H200 host running
+four pairs at once (2026-11-28) every variant of some pairs, baselines included, waited 20-60 us
+in that sync with no side stream in sight (ch09:split_k, ch11:concurrent_kernels, ch13:
+arithmetic_intensity, ch16:fp8_kv_cache, ch18:paged_attention_decode), where a quiet H200 waits
+8-15 us: a fixed 20 us floor made them false errors."""
 IDLE_PROBES = 3
 """Untimed calls from idle before the samples: the first warms up after gc.collect(); their sync tails
 catch work on a stream that never waited for the current one and would finish under the spacer."""
@@ -177,15 +186,19 @@ def graph_replay(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[
     return replay, None
 
 
-def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str = "timed calls") -> str | None:
+def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str = "timed calls",
+                empty_ms: Sequence[float] = ()) -> str | None:
     """Why the events under-time a variant (a device-wide sync after its end events still waited
-    longer than UNSEEN_REL/UNSEEN_ABS_MS allow), or None. ``calls`` names the calls, for the reason."""
+    longer than UNSEEN_REL/UNSEEN_ABS_MS allow, beyond what the same sync takes after an empty call in
+    this process: the median of ``empty_ms``), or None. ``calls`` names the calls, for the reason."""
     if not len(tail_ms) or not len(device_ms):
         return None
-    tail, events = float(np.median(tail_ms)), float(np.median(device_ms))
+    overhead = float(np.median(empty_ms)) if len(empty_ms) else 0.0
+    tail, events = float(np.median(tail_ms)) - overhead, float(np.median(device_ms))
     if tail <= max(UNSEEN_REL * events, UNSEEN_ABS_MS):
         return None
-    return (f"work outside the timed stream: after the end event, a device-wide sync waited {tail:.3f} ms "
+    after = f" more than after an empty call ({overhead:.3f} ms)" if len(empty_ms) else ""
+    return (f"work outside the timed stream: after the end event, a device-wide sync waited {tail:.3f} ms{after} "
             f"(median of {calls}) beyond CUDA events of {events:.3f} ms; join side streams to the current "
             "stream (wait_stream) before run() returns")
 
