@@ -43,9 +43,9 @@ def key_for(result: dict[str, Any], env: dict[str, Any]) -> str:
 
 
 def pair_fingerprint(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """The run's fingerprint with the GPU count the pair uses, not the host's."""
-    found = fingerprint(env)
-    return {**found, "gpu_count": world_size(result)} if found.get("gpu_count") else found
+    """The run's fingerprint with the GPU count the pair uses, not the host's (and, for a pair of
+    several GPUs, the host's count and NVLinks)."""
+    return fingerprint(env, world_size(result))
 
 
 def path_for(result: dict[str, Any], key: str) -> Path:
@@ -85,7 +85,9 @@ def _save(path: Path, key: str, entries: dict[str, Any]) -> None:
 
 
 def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """Amend a result with its comparison; a regression turns its verdict into ``regressed``.
+    """Amend a result with its comparison; a regression turns its verdict into ``regressed``. A
+    result not compared for its environment, a busy host or re-runs that failed, and one whose flag
+    the re-runs did or did not confirm, gets a note saying so (the console prints notes).
 
     A file that cannot be read gives the status ``unreadable`` (see :func:`unreadable_files`)."""
     key = key_for(result, env)
@@ -97,10 +99,18 @@ def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     else:
         outcome = judge_entry(result, entry, pair_fingerprint(result, env))
     amended = {**result, "expectation": {**outcome, "file": str(path), "hardware_key": key}}
+    if outcome["status"] == "not-compared" and outcome.get("why") != "not judged" or outcome.get("confirmation"):
+        amended["notes"] = [*result.get("notes", []), _note(outcome)]
     if outcome["status"] == "regressed":
         amended["verdict"] = "regressed"
         amended["reason"] = "; ".join(filter(None, [result.get("reason"), f"regressed: {outcome['detail']}"]))
     return amended
+
+
+def _note(outcome: dict[str, Any]) -> str:
+    """What the console and reports show of a comparison they would not otherwise explain."""
+    return f"not compared: {outcome['detail']}" if outcome["status"] == "not-compared" else \
+        f"expectations: {outcome['detail']}"
 
 
 def unreadable_files(results: list[dict[str, Any]]) -> list[str]:
