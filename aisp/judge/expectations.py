@@ -137,7 +137,9 @@ def stored_times(result: dict[str, Any], env: dict[str, Any]) -> dict[str, list[
 
 def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     """What a measured result stores: times, speedup with interval, best variant, memory,
-    throughput, environment and provenance (the history is added by :func:`update`)."""
+    throughput, environment and provenance (the history is added by :func:`update`). ``env`` is the
+    run's manifest, written when the run started: the commit is the one that ran, and a tree with
+    changes to anything but expectation files is recorded as dirty with the diff's SHA-256."""
     base, best = result["baseline"], best_variant(result) or {}
     return {
         "baseline_ms": base["summary"]["median"],
@@ -153,7 +155,7 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
         "throughput": best.get("throughput", {}),
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
-                       "dirty": env.get("git_dirty")},
+                       "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256")},
     }
 
 
