@@ -144,6 +144,19 @@ def test_re_runs_back_at_the_stored_level_clear_the_flag(tmp_path):
     assert outcome["detail"].startswith("flagged (speedup") and "not confirmed by the mean of 2 re-run(s)" in outcome["detail"]
 
 
+def test_storing_a_run_whose_flag_the_re_runs_cleared_keeps_the_history(tmp_path):
+    _stored(tmp_path, 3)
+    cleared = {**_result(tmp_path, "a", 7, seed=20), "reruns": [_result(tmp_path, "a", 5, seed=21 + i) for i in range(2)]}
+    expectations.update([cleared], ENV)
+    assert len(_entry(tmp_path)["history"]) == 4
+    other = tmp_path / "other"
+    other.mkdir()
+    _stored(other, 3)
+    confirmed = {**_result(other, "a", 7, seed=30), "reruns": [_result(other, "a", 7, seed=31 + i) for i in range(2)]}
+    expectations.update([confirmed], ENV)
+    assert len(_entry(other)["history"]) == 1, "a confirmed change of level starts a new history"
+
+
 def test_re_runs_that_could_not_be_compared_leave_the_pair_not_compared(tmp_path):
     _stored(tmp_path, 3)
     outcome = _judged(tmp_path, 7, [None, None])

@@ -230,9 +230,14 @@ def history_run(entry: dict[str, Any]) -> dict[str, Any]:
 
 def level_kept(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> bool:
     """Whether the result measures the same code at the same level as the entry's history (same
-    environment, every figure within its limit); if not, storing it starts a new history."""
+    environment, every figure within its limit, or a flag its re-runs did not confirm); if not,
+    storing it starts a new history."""
     if not entry or not entry.get("history"):
         return False
     if fingerprint_changes(entry.get("environment") or {}, pair_env):
         return False
-    return not any(assess(f)["shifted"] for f in figures(result, entry))
+    shifted = [a["figure"] for a in map(assess, figures(result, entry)) if a["shifted"]]
+    if not shifted:
+        return True
+    check = confirm(shifted, result["reruns"], entry) if result.get("reruns") else None
+    return bool(check and check["runs"] and not check["confirmed"])  # a flag its re-runs cleared: an outlier
