@@ -3,6 +3,7 @@ result not judged nor stored, the explicit default CPU share, and the runner's r
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -113,3 +114,36 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
     assert asked == ["mine_good"] and len(result["reruns"]) == 1
     rerun = result["reruns"][0]
     assert rerun["verdict"] in TIMED and rerun["host"]["busy"] and (run_dir / "mine_good" / "rerun0").is_dir()
+
+
+HOLDER = """
+import sys, time, torch
+x = torch.ones(1, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.gpu
+def test_nvml_names_a_process_holding_the_pairs_gpu():
+    """On a GPU host: the suite's NVML hook sees a CUDA context another process holds on GPU 0,
+    and the host is busy by it; once that process is gone, it is not listed."""
+    import subprocess
+    import sys
+
+    from aisp import suite
+    from aisp.harness.scheduler import Share
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        pids = suite.gpu_pids(Share(), 1)
+        assert pids is not None, "NVML could not list the GPU's processes"
+        reading = host.read(pids)
+        assert host.state(reading, reading, cores=10**6)["busy"], "a context NVML lists counts (in a PID namespace NVML shows host pids)"
+    finally:
+        proc.kill()
+        proc.wait()
+    quiet = host.read(suite.gpu_pids(Share(), 1))
+    assert not host.state(quiet, quiet, cores=10**6, own=[os.getpid()])["busy"]
