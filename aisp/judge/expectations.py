@@ -4,12 +4,15 @@ The key is that of the GPUs a pair uses: its world size (``Requirements.gpus``/`
 host's GPU model, so a one-GPU pair on a 2 x H200 host is judged against ``expectations_h200.json``
 and a two-rank pair against ``expectations_2x_h200.json``; ``cpu`` without a GPU.
 
-Each entry holds the latest measured figures, its own environment fingerprint (GPU model and the
-pair's GPU count, driver, CUDA, torch), provenance, the A/A ``noise`` of ``aisp bench noise``, and
+Each entry holds the latest measured figures, its own environment fingerprint
+(:func:`aisp.harness.environment.fingerprint`: GPU model and the pair's GPU count, driver, CUDA,
+torch, Triton, Python, CPU model; the host's GPU count and NVLinks for a multi-GPU pair),
+provenance (the commit that ran, dirty flag, diff hash), the A/A ``noise`` of ``aisp bench noise``, and
 a ``history`` of up to ten runs: ``--update-expectations`` appends a run while the figures stay
 within their run-to-run limits in the same environment, and starts a new history otherwise (an
 accepted change of level). A run is judged against the history (:mod:`aisp.judge.regression`);
-an entry measured in another environment gives "environment changed", never a regression. Files
+an entry measured in another environment gives ``not-compared`` (environment changed), never a
+regression, and so does a result measured on a busy host (which is not stored either). Files
 written before entries carried their own environment are migrated on read.
 """
 
