@@ -319,10 +319,13 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
     return results, run_dir
 
 
-def default_share(topo: Topology, gpus: int) -> Share:
-    """The CPU share of a worker the schedule gave none (one pair at a time): the cores this process
-    may use, split among the pair's ranks (``gpus``), as threads per rank; no binding."""
-    return Share(threads=max(1, topo.cpu_count // max(1, gpus)))
+def default_share(topo: Topology, gpus: int, physical: int | None = None) -> Share:
+    """The CPU share of a worker the schedule gave none (one pair at a time): the host's physical
+    cores (torch's own default; hyperthreads slow its thread pool), at most the cores this process
+    may use, split among the pair's ranks (``gpus``, from its expectation files), as threads per
+    rank; no binding. Set explicitly so that it is recorded and every rank's pool is bounded."""
+    cores = min(topo.cpu_count, physical or psutil.cpu_count(logical=False) or topo.cpu_count)
+    return Share(threads=max(1, cores // max(1, gpus)))
 
 
 def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share, gpus: int) -> dict[str, Any]:
@@ -333,8 +336,9 @@ def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share
     before = host.read(pids())
     result = measure()
     after = host.read(pids())
-    own = [os.getpid(), *(p.pid for p in descendants())]
-    return {**result, "host": host.state(before, after, os.cpu_count() or 1, own)}
+    state = host.state(before, after, os.cpu_count() or 1, [os.getpid(), *(p.pid for p in descendants())])
+    busy = [f"host busy: {why}" for why in state["busy"]]
+    return {**result, "host": state, "notes": [*result.get("notes", []), *busy]}
 
 
 def _where(share: Share) -> str:

@@ -89,8 +89,9 @@ def _save(path: Path, key: str, entries: dict[str, Any]) -> None:
 
 def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     """Amend a result with its comparison; a regression turns its verdict into ``regressed``. A
-    result not compared for its environment, a busy host or re-runs that failed, and one whose flag
-    the re-runs did or did not confirm, gets a note saying so (the console prints notes).
+    result not compared for its environment or re-runs that failed, and one whose flag the re-runs
+    did or did not confirm, gets a note saying so (the console prints notes; the runner has noted
+    a busy host already).
 
     A file that cannot be read gives the status ``unreadable`` (see :func:`unreadable_files`)."""
     key = key_for(result, env)
@@ -102,7 +103,8 @@ def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     else:
         outcome = judge_entry(result, entry, pair_fingerprint(result, env))
     amended = {**result, "expectation": {**outcome, "file": str(path), "hardware_key": key}}
-    if outcome["status"] == "not-compared" and outcome.get("why") != "not judged" or outcome.get("confirmation"):
+    if outcome["status"] == "not-compared" and outcome.get("why") not in ("not judged", "host busy") \
+            or outcome.get("confirmation"):
         amended["notes"] = [*result.get("notes", []), _note(outcome)]
     if outcome["status"] == "regressed":
         amended["verdict"] = "regressed"
