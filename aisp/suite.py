@@ -7,7 +7,9 @@ a run as hooks (:class:`aisp.harness.runner.Hooks`), so the harness imports none
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,8 @@ from aisp.harness.artifacts import read_json
 from aisp.harness.discovery import Pair, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES, exit_code
-from aisp.harness.runner import Hooks, PairContext, Reporter, run_suite
-from aisp.harness.scheduler import DEFAULT_SECONDS, Hint, Topology, parse_shard, partition
+from aisp.harness.runner import Again, Hooks, PairContext, Reporter, run_suite
+from aisp.harness.scheduler import DEFAULT_SECONDS, Hint, Share, Topology, parse_shard, partition
 from aisp.judge import expectations
 from aisp.peak.measure import load_peaks
 from aisp.profile.pair import attach_profile
@@ -31,6 +33,8 @@ from aisp.report.step_summary import CiOutputs
 from aisp.report.tables import write_tables
 from aisp.report.tidy import run_fields, write_tidy
 from aisp.system import gpu_topology
+from aisp.system.numa import nvml_index, torch_bus_id
+from aisp.system.nvml import NvmlUnavailable, open_nvml
 
 GPUS_IN_KEY = re.compile(r"^expectations_(\d+)x_")
 
@@ -48,6 +52,32 @@ def _roofline_step() -> Any:
 
 def _judge_step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
     return expectations.judge(result, ctx.manifest)
+
+
+def _confirm_step(runs: int) -> Any:
+    """Re-run a pair its judge flags regressed ``runs`` times, at once, on the same GPUs; the re-runs
+    go into the result (``reruns``) for the judge step to confirm or clear the flag."""
+    def confirm(result: dict[str, Any], ctx: PairContext, again: Again) -> dict[str, Any]:
+        if expectations.judge(result, ctx.manifest)["verdict"] != "regressed":
+            return result
+        return {**result, "reruns": [again(i) for i in range(runs)]}
+    return confirm
+
+
+def gpu_pids(share: Share, gpus: int) -> Iterable[int] | None:
+    """The processes with a compute context on a worker's GPUs (those its share names, else the first
+    ``gpus`` this process sees), through NVML; None where NVML or CUDA cannot say."""
+    nvml, _ = open_nvml()
+    if nvml is None:
+        return None
+    visible = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
+    ordinals = [visible.index(g) if visible else int(g) for g in share.gpus] or list(range(gpus))
+    try:
+        indices = [nvml_index(o, nvml, os.environ, torch_bus_id(o)) for o in ordinals]
+        calls = ("GetComputeRunningProcesses_v3", "GetComputeRunningProcesses")
+        return [p.pid for i in indices for p in nvml.device(i, calls)]
+    except (LookupError, ValueError, NvmlUnavailable, RuntimeError, AssertionError):
+        return None
 
 
 def _write_tables(run_dir: Path, results: list[dict[str, Any]]) -> None:
@@ -89,7 +119,8 @@ def shard_of(pairs: list[Pair], hints: dict[str, Hint], shard: str) -> list[Pair
 
 
 def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hooks:
-    """The tools a run with these options brings in: profiling, roofline, expectations; and, for
+    """The tools a run with these options brings in: profiling, roofline, expectations with the
+    re-runs that confirm a regression, NVML's view of other processes on a pair's GPUs; and, for
     ``--gpus``, the GPUs with their CPU shares and NVLink pairs (raises PlacementError for GPUs not here)."""
     post = []
     if options.profile != "none":
@@ -99,7 +130,9 @@ def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hook
         post.append(_judge_step)
     on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
     topology = Topology() if options.gpus == "1" else gpu_topology.topology(options.gpus)
-    return Hooks(on_timed=on_timed, post=tuple(post), finish=_write_tables, topology=topology, hints=hints or {})
+    confirm = _confirm_step(options.confirm_runs) if options.confirm_runs and not options.verify_only else None
+    return Hooks(on_timed=on_timed, post=tuple(post), finish=_write_tables, topology=topology, hints=hints or {},
+                 gpu_pids=gpu_pids, confirm=confirm)
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,

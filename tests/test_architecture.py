@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-HARNESS_BUDGET_LINES = 3650  # 2,500; 2,520 for the checked call's refill (2026-11-26); 2,550 for torchrun run in the worker (2026-11-27); 2026-11-28: +40 for the Workload's latency counts and ceiling note, +280 for issue 27 items 1, 2, 6, 7 (the device-work window, issue times, sync tails, host-bound tag, --timing graph, reserved and NVML memory), +500 for issue 28 (--gpus: the scheduler and CPU shares, --shard, phases), +50 for the verdicts inconclusive and ok-unchecked (issue 27 items 4, 5, 9), +150 for the tolerance rules (tolerance.py: the tail test in units of rounding, the differential test against a reference), +10 for spawn's module (aisp check's worker), +25 for artifact file modes
+HARNESS_BUDGET_LINES = 3700  # 2,500; 2,520 for the checked call's refill (2026-11-26); 2,550 for torchrun run in the worker (2026-11-27); 2026-11-28: +40 for the Workload's latency counts and ceiling note, +280 for issue 27 items 1, 2, 6, 7 (the device-work window, issue times, sync tails, host-bound tag, --timing graph, reserved and NVML memory), +500 for issue 28 (--gpus: the scheduler and CPU shares, --shard, phases), +50 for the verdicts inconclusive and ok-unchecked (issue 27 items 4, 5, 9), +150 for the tolerance rules (tolerance.py: the tail test in units of rounding, the differential test against a reference), +10 for spawn's module (aisp check's worker), +25 for artifact file modes; +50 for issue 29 (host.py: host readings and the busy rule; the runner's re-run hook; NVLinks and the diff hash in the fingerprint)
 CHAPTER_MODULE = re.compile(r"^ch\d\d")
 
 

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from aisp import suite
 from aisp.cli.main import app
+from aisp.harness import host
 from aisp.report.plotting import INSTALL_HINT
 
 runner = CliRunner()
@@ -37,6 +38,7 @@ def test_bad_options_are_usage_errors():
     assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--iterations", "1"]).exit_code == 2
     assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--profile", "loud"]).exit_code == 2
     assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--device", "tpu"]).exit_code == 2
+    assert runner.invoke(app, ["bench", "run", "-t", "ch01", "--confirm-runs", "-1"]).exit_code == 2
 
 
 def test_options_reach_the_core(monkeypatch):
@@ -49,12 +51,13 @@ def test_options_reach_the_core(monkeypatch):
     monkeypatch.setattr(suite, "run", fake_run)
     result = runner.invoke(app, ["bench", "run", "-t", "ch1", "-t", "ch03:gemm", "--root", str(FIXTURE_PAIRS),
                                  "--iterations", "7", "--warmup", "2", "--reproducible", "--cold-start",
-                                 "--flush-l2", "--timeout-multiplier", "2.5", "--suite-timeout", "60"])
+                                 "--flush-l2", "--timeout-multiplier", "2.5", "--suite-timeout", "60",
+                                 "--confirm-runs", "3"])
     assert result.exit_code == 4
     opts = seen["options"]
     assert seen["targets"] == ["ch1", "ch03:gemm"] and seen["roots"] == (Path(FIXTURE_PAIRS),)
     assert (opts.iterations, opts.warmup, opts.reproducible, opts.cold_start, opts.flush_l2) == (7, 2, True, True, True)
-    assert (opts.timeout_multiplier, opts.suite_timeout) == (2.5, 60.0)
+    assert (opts.timeout_multiplier, opts.suite_timeout, opts.confirm_runs) == (2.5, 60.0, 3)
 
 
 def test_verify_runs_without_timing(tmp_path):
@@ -170,10 +173,12 @@ def test_cli_works_on_the_core_dependencies_alone(tmp_path):
     assert plot.stderr.strip().splitlines() == [f"error: {INSTALL_HINT}"]
 
 
-def test_a_cached_answer_without_inputs_is_ok_unchecked_and_not_stored(tmp_path):
+def test_a_cached_answer_without_inputs_is_ok_unchecked_and_not_stored(tmp_path, monkeypatch):
     """A variant returning ``self.answer.clone()`` computed in setup(), beside a baseline that declares
     no per-call inputs, passed as ``ok`` with exit 0; now it is ``ok-unchecked`` in the console and
-    summary.md, and ``--update-expectations`` stores only the pair that states why it has no inputs."""
+    summary.md, and ``--update-expectations`` stores only the pair that states why it has no inputs.
+    (The host reads as quiet: on a loaded CI host a busy result would not be stored either.)"""
+    monkeypatch.setattr(host, "read", lambda gpu_pids=None: host.Reading(0.0, None, None))
     mine = tmp_path / "mine"
     shutil.copytree(FIXTURE_UNCHECKED, mine)
     result = runner.invoke(app, ["bench", "run", "--root", str(mine), "--device", "cpu", "--iterations", "5",

@@ -169,8 +169,10 @@ def test_memory_headline_has_a_tolerance(tmp_path, stored, new, status):
 def test_environment_change_is_not_a_regression(tmp_path):
     expectations.update([_result(tmp_path, "a", 10, 5, seed=1)], ENV)
     judged = expectations.judge(_result(tmp_path, "a", 10, 8, seed=2), {**ENV, "torch": "2.12"})
-    assert judged["expectation"]["status"] == "environment-changed" and judged["verdict"] == "ok"
-    assert "torch: 2.11 -> 2.12" in judged["expectation"]["detail"]
+    outcome = judged["expectation"]
+    assert outcome["status"] == "not-compared" and outcome["why"] == "environment changed" and judged["verdict"] == "ok"
+    assert outcome["changes"] == ["torch: 2.11 -> 2.12"] and outcome["detail"] == "environment changed: torch: 2.11 -> 2.12"
+    assert "not compared: environment changed: torch: 2.11 -> 2.12" in judged["notes"]
 
 
 def test_partial_update_keeps_each_entrys_own_environment(tmp_path):
@@ -183,7 +185,7 @@ def test_partial_update_keeps_each_entrys_own_environment(tmp_path):
     assert len(doc["entries"]["a"]["history"]) == 1
     assert expectations.judge(_result(tmp_path, "a", 10, 5, seed=3), newer)["expectation"]["status"] == "ok"
     old = expectations.judge(_result(tmp_path, "b", 10, 2, seed=3), newer)["expectation"]
-    assert old["status"] == "environment-changed" and "torch: 2.11 -> 2.12" in old["detail"]
+    assert old["status"] == "not-compared" and "torch: 2.11 -> 2.12" in old["detail"]
 
 
 def test_a_pair_is_judged_under_the_key_of_the_gpus_it_uses(tmp_path):
@@ -259,7 +261,7 @@ def test_committed_files_of_the_older_format_load_and_judge(relative, tmp_path):
         assert judged["expectation"]["status"] == "ok", (name, judged["expectation"]["detail"])
         assert judged["expectation"]["file"] == str(path)
     changed = expectations.judge(_stored_as_result(path.parent, name, entry, seed=7), {**host, "driver": "590"})
-    assert changed["expectation"]["status"] == "environment-changed"
+    assert changed["expectation"]["why"] == "environment changed"
 
 
 def test_an_older_file_is_migrated_when_rewritten(tmp_path):

@@ -92,6 +92,9 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed of the main pass.")] = RunOptions.seed,
     gpus: Gpus = RunOptions.gpus,
     shard: Shard = RunOptions.shard,
+    confirm_runs: Annotated[int, typer.Option(help="Re-run a pair flagged regressed this many times; it stays "
+                                                   "regressed only if the re-runs confirm (0: no re-run).")
+                            ] = RunOptions.confirm_runs,
     junit_xml: Annotated[Path | None, typer.Option(help="Also write the results as JUnit XML here.")] = None,
     step_summary: Annotated[Path | None, typer.Option(
         help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
@@ -101,7 +104,8 @@ def run(
                        artifacts_dir=artifacts_dir, device=device,
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
-                       profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard)
+                       profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard,
+                       confirm_runs=confirm_runs)
     raise typer.Exit(_run(targets, root, options, CiOutputs.from_cli(junit_xml, step_summary)))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -16,8 +17,16 @@ import torch
 
 from aisp.harness.scheduler import Share, Topology
 
-FINGERPRINT_FIELDS = ("gpu_name", "gpu_count", "driver", "cuda", "torch")
-"""What must match for two runs (or a run and its expectations) to be compared."""
+FINGERPRINT_FIELDS = ("gpu_name", "gpu_count", "driver", "cuda", "torch", "triton", "python", "cpu_model")
+"""What must match for two runs (or a run and its expectations) to be compared: the GPU model and the
+GPUs the pair uses, the software that times and compiles it, and the CPU that launches its work."""
+MULTI_GPU_FIELDS = ("host_gpu_count", "nvlink")
+"""Added for a pair of several GPUs: the host's GPU count and each GPU's active NVLinks (a 2-GPU pair
+on a 4-GPU host ran 1.48x where a 2-GPU host gave 1.75x)."""
+NVLINKS = 18
+"""NVLinks per GPU NVML is asked about (NVML_NVLINK_MAX_LINKS on Hopper)."""
+UNHASHED = (":(exclude)*expectations_*.json",)
+"""Left out of the dirty-tree check and diff hash: the files ``--update-expectations`` itself writes."""
 
 
 def hardware_key(gpu_name: str | None = None, gpu_count: int | None = None) -> str:
@@ -58,8 +67,27 @@ def _nvml_state() -> dict[str, Any]:
             state[key] = query()
         except pynvml.NVMLError as exc:  # NotSupported / NoPermission: recorded, not guessed
             state[key] = f"unavailable: {exc}"
+    state["nvlink"] = _nvlinks(pynvml)
     pynvml.nvmlShutdown()
     return state
+
+
+def _nvlinks(pynvml: Any) -> list[int] | None:
+    """Active NVLinks of each GPU of the host, in NVML order ([18, 18, 18, 18] on an HGX H200 board,
+    [0, 0] without NVLink); None where NVML cannot say."""
+    counts = []
+    try:
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle, active = pynvml.nvmlDeviceGetHandleByIndex(index), 0
+            for link in range(NVLINKS):
+                try:
+                    active += bool(pynvml.nvmlDeviceGetNvLinkState(handle, link))
+                except pynvml.NVMLError:  # no such link on this GPU, or no NVLink at all
+                    continue
+            counts.append(active)
+    except pynvml.NVMLError:
+        return None
+    return counts
 
 
 def _gpu() -> dict[str, Any]:
@@ -89,8 +117,11 @@ def _git(root: Path) -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             return None
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", *UNHASHED)
+    dirty = bool(status) if status is not None else None
+    diff = git("diff", "HEAD", "--binary", "--", ".", *UNHASHED) if dirty else None
+    return {"git_commit": commit, "git_dirty": dirty,
+            "git_diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None}
 
 
 def _versions() -> dict[str, Any]:
@@ -110,14 +141,23 @@ def manifest(root: Path, config: dict[str, Any] | None = None) -> dict[str, Any]
             "hostname": platform.node(), "command_line": sys.argv, "config": config or {}}
 
 
-def fingerprint(env: dict[str, Any]) -> dict[str, Any]:
-    """The part of a manifest that must match for results to be comparable."""
-    return {key: env.get(key) for key in FINGERPRINT_FIELDS}
+def fingerprint(env: dict[str, Any], gpus: int | None = None) -> dict[str, Any]:
+    """The part of a manifest that must match for results to be comparable; given the GPUs a pair
+    uses (``gpus``), ``gpu_count`` is theirs, and a pair of several adds the host's GPU count and
+    NVLinks (:data:`MULTI_GPU_FIELDS`)."""
+    found = {key: env.get(key) for key in FINGERPRINT_FIELDS}
+    if gpus is None or not env.get("gpu_count"):
+        return found
+    found["gpu_count"] = gpus
+    if gpus > 1:
+        found.update(host_gpu_count=env.get("gpu_count"), nvlink=env.get("nvlink"))
+    return found
 
 
 def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Human-readable differences between two fingerprints ("torch: 2.10 -> 2.11")."""
-    return [f"{k}: {old.get(k)} -> {new.get(k)}" for k in FINGERPRINT_FIELDS
+    """Human-readable differences between two fingerprints ("torch: 2.10 -> 2.11"). A field the old
+    one did not record (an entry stored before it was part of the fingerprint) is not compared."""
+    return [f"{k}: {old.get(k)} -> {new.get(k)}" for k in (*FINGERPRINT_FIELDS, *MULTI_GPU_FIELDS)
             if k in old and old.get(k) != new.get(k)]
 
 

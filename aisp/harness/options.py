@@ -59,12 +59,17 @@ class RunOptions:
     """GPUs of this node used together: all, a count (4) or ordinals (0,2,3); 1: one pair at a time."""
     shard: str | None = None
     """I/N: run only this machine's part of the selected pairs (a cluster job's task; merged after)."""
+    confirm_runs: int = 2
+    """A pair flagged regressed is re-run at once this many times in fresh processes, and stays
+    regressed only if the mean of the re-runs is worse too (aisp.judge.regression.confirm); 0: no re-run."""
 
     def __post_init__(self) -> None:
         if self.iterations < 2:
             raise ValueError("--iterations must be at least 2 (a spread needs two samples)")
         if self.warmup < 0 or self.warmup_s < 0:
             raise ValueError("--warmup and --warmup-s must be 0 or more")
+        if self.confirm_runs < 0:
+            raise ValueError("--confirm-runs must be 0 or more")
         if self.cold_runs < 1:
             raise ValueError("--cold-runs must be at least 1")
         if self.timeout_multiplier <= 0:

@@ -16,14 +16,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from aisp.harness import environment
+from aisp.harness import environment, host
 from aisp.harness.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
 from aisp.harness.benchmark import Workload
 from aisp.harness.discovery import Pair
@@ -42,6 +42,8 @@ WORKER_TOKEN = "AISP_WORKER_TOKEN"
 """Set in each worker's environment (a fresh value per worker): every process it starts inherits it."""
 
 PostStep = Callable[[dict[str, Any], "PairContext"], dict[str, Any]]
+Again = Callable[[int], dict[str, Any]]
+"""Runs the pair once more (re-run ``i``) in fresh processes on the same GPUs and share; returns its result."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,12 @@ class Hooks:
     """The GPUs of a ``--gpus`` run (aisp.system.gpu_topology); none: one pair at a time, as before."""
     hints: Mapping[str, Hint] = field(default_factory=dict)
     """Each pair's GPU count and expected seconds by slug (from stored expectations), for the schedule."""
+    gpu_pids: Callable[[Share, int], Iterable[int] | None] | None = None
+    """The processes with a compute context on a worker's GPUs (its share, and its GPU count where the
+    share names none), None when NVML cannot say; read before and after each pair (host busy)."""
+    confirm: Callable[[dict[str, Any], PairContext, Again], dict[str, Any]] | None = None
+    """Called in the pair's job (holding its GPUs) with its result: may re-run it (``--confirm-runs``)
+    and returns the result with what it found."""
 
 
 class Reporter:
@@ -285,8 +293,16 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
     def work(slug: str, share: Share, stop: threading.Event) -> Outcome:
         if deadline is not None and deadline <= time.monotonic():
             return Outcome(failed(pair_info(by_slug[slug]), "timeout", "suite timeout reached before this pair started"))
-        result = run_pair(by_slug[slug], options, run_dir, Budget(options.timeout_multiplier, deadline),
-                          hooks.on_timed, share, stop)
+        gpus = hooks.hints.get(slug, Hint()).gpus
+        share = share if share.threads is not None else default_share(hooks.topology, gpus)
+
+        def again(i: int | None = None) -> dict[str, Any]:
+            folder = run_dir if i is None else run_dir / slug / f"rerun{i}"
+            return _with_host(lambda: run_pair(by_slug[slug], options, folder, Budget(options.timeout_multiplier, deadline),
+                                               hooks.on_timed, share, stop), hooks, share, gpus)
+        result = again()
+        if hooks.confirm is not None and not stop.is_set():
+            result = hooks.confirm(result, PairContext(manifest, run_dir / slug), again)
         return Outcome(result, _needs(result, share))
 
     def done(slug: str, result: dict[str, Any]) -> None:
@@ -305,6 +321,28 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         hooks.finish(run_dir, results)
     reporter.finish(results, run_dir)
     return results, run_dir
+
+
+def default_share(topo: Topology, gpus: int, physical: int | None = None) -> Share:
+    """The CPU share of a worker the schedule gave none (one pair at a time): the host's physical
+    cores (torch's own default; hyperthreads slow its thread pool), at most the cores this process
+    may use, split among the pair's ranks (``gpus``, from its expectation files), as threads per
+    rank; no binding. Set explicitly so that it is recorded and every rank's pool is bounded."""
+    cores = min(topo.cpu_count, physical or psutil.cpu_count(logical=False) or topo.cpu_count)
+    return Share(threads=max(1, cores // max(1, gpus)))
+
+
+def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share, gpus: int) -> dict[str, Any]:
+    """The pair's result with the host's state around it (:mod:`aisp.harness.host`): load, steal and
+    other processes on its GPUs, read before it starts and after its processes are gone."""
+    def pids() -> Iterable[int] | None:
+        return hooks.gpu_pids(share, gpus) if hooks.gpu_pids is not None else None
+    before = host.read(pids())
+    result = measure()
+    after = host.read(pids())
+    state = host.state(before, after, os.cpu_count() or 1, [os.getpid(), *(p.pid for p in descendants())])
+    busy = [f"host busy: {why}" for why in state["busy"]]
+    return {**result, "host": state, "notes": [*result.get("notes", []), *busy]}
 
 
 def _where(share: Share) -> str:

@@ -4,12 +4,15 @@ The key is that of the GPUs a pair uses: its world size (``Requirements.gpus``/`
 host's GPU model, so a one-GPU pair on a 2 x H200 host is judged against ``expectations_h200.json``
 and a two-rank pair against ``expectations_2x_h200.json``; ``cpu`` without a GPU.
 
-Each entry holds the latest measured figures, its own environment fingerprint (GPU model and the
-pair's GPU count, driver, CUDA, torch), provenance, the A/A ``noise`` of ``aisp bench noise``, and
+Each entry holds the latest measured figures, its own environment fingerprint
+(:func:`aisp.harness.environment.fingerprint`: GPU model and the pair's GPU count, driver, CUDA,
+torch, Triton, Python, CPU model; the host's GPU count and NVLinks for a multi-GPU pair),
+provenance (the commit that ran, dirty flag, diff hash), the A/A ``noise`` of ``aisp bench noise``, and
 a ``history`` of up to ten runs: ``--update-expectations`` appends a run while the figures stay
 within their run-to-run limits in the same environment, and starts a new history otherwise (an
 accepted change of level). A run is judged against the history (:mod:`aisp.judge.regression`);
-an entry measured in another environment gives "environment changed", never a regression. Files
+an entry measured in another environment gives ``not-compared`` (environment changed), never a
+regression, and so does a result measured on a busy host (which is not stored either). Files
 written before entries carried their own environment are migrated on read.
 """
 
@@ -43,9 +46,9 @@ def key_for(result: dict[str, Any], env: dict[str, Any]) -> str:
 
 
 def pair_fingerprint(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """The run's fingerprint with the GPU count the pair uses, not the host's."""
-    found = fingerprint(env)
-    return {**found, "gpu_count": world_size(result)} if found.get("gpu_count") else found
+    """The run's fingerprint with the GPU count the pair uses, not the host's (and, for a pair of
+    several GPUs, the host's count and NVLinks)."""
+    return fingerprint(env, world_size(result))
 
 
 def path_for(result: dict[str, Any], key: str) -> Path:
@@ -85,7 +88,10 @@ def _save(path: Path, key: str, entries: dict[str, Any]) -> None:
 
 
 def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
-    """Amend a result with its comparison; a regression turns its verdict into ``regressed``.
+    """Amend a result with its comparison; a regression turns its verdict into ``regressed``. A
+    result not compared for its environment or re-runs that failed, and one whose flag the re-runs
+    did or did not confirm, gets a note saying so (the console prints notes; the runner has noted
+    a busy host already).
 
     A file that cannot be read gives the status ``unreadable`` (see :func:`unreadable_files`)."""
     key = key_for(result, env)
@@ -97,10 +103,19 @@ def judge(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     else:
         outcome = judge_entry(result, entry, pair_fingerprint(result, env))
     amended = {**result, "expectation": {**outcome, "file": str(path), "hardware_key": key}}
+    if outcome["status"] == "not-compared" and outcome.get("why") not in ("not judged", "host busy") \
+            or outcome.get("confirmation"):
+        amended["notes"] = [*result.get("notes", []), _note(outcome)]
     if outcome["status"] == "regressed":
         amended["verdict"] = "regressed"
         amended["reason"] = "; ".join(filter(None, [result.get("reason"), f"regressed: {outcome['detail']}"]))
     return amended
+
+
+def _note(outcome: dict[str, Any]) -> str:
+    """What the console and reports show of a comparison they would not otherwise explain."""
+    return f"not compared: {outcome['detail']}" if outcome["status"] == "not-compared" else \
+        f"expectations: {outcome['detail']}"
 
 
 def unreadable_files(results: list[dict[str, Any]]) -> list[str]:
@@ -127,7 +142,9 @@ def stored_times(result: dict[str, Any], env: dict[str, Any]) -> dict[str, list[
 
 def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     """What a measured result stores: times, speedup with interval, best variant, memory,
-    throughput, environment and provenance (the history is added by :func:`update`)."""
+    throughput, environment and provenance (the history is added by :func:`update`). ``env`` is the
+    run's manifest, written when the run started: the commit is the one that ran, and a tree with
+    changes to anything but expectation files is recorded as dirty with the diff's SHA-256."""
     base, best = result["baseline"], best_variant(result) or {}
     return {
         "baseline_ms": base["summary"]["median"],
@@ -143,7 +160,7 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
         "throughput": best.get("throughput", {}),
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
-                       "dirty": env.get("git_dirty")},
+                       "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256")},
     }
 
 

@@ -11,13 +11,21 @@ regressed only when all hold:
   limit is a tolerance of 5% plus 1 MiB per peak instead;
 - the new run's own 95% interval lies wholly on the worse side of the reference.
 
-A pair is ``regressed`` when any figure is; the detail names which.
+A pair is ``regressed`` when any figure is and, where the run re-ran it (``--confirm-runs``, the
+result's ``reruns``), the re-runs confirm it: the geometric mean of a flagged figure over the re-runs
+is again worse than the reference by more than the limit of a mean of that many runs. Otherwise it is
+``ok`` with the unconfirmed flag in its detail. The speedup of a pair with a host-bound variant is
+judged with the time prior: its interleaved variants no longer cancel the host's drift.
+
+A result is ``not-compared`` (never ``regressed``) when its environment differs from the entry's
+(``environment changed`` and each difference) or it was measured on a busy host (``host busy`` and
+the readings, :mod:`aisp.harness.host`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aisp.harness.environment import fingerprint_changes
@@ -72,8 +80,8 @@ def assess(fig: Figure) -> dict[str, Any]:
                     f"{len(fig.history)} run(s): {change:+.1%} (limit {limit:+.1%})"}
 
 
-def _noise_limit(history: list[float], aa_rel: float | None, prior: Prior) -> float:
-    return max(log_limit(noise_of(history, prior), len(history)), math.log1p(aa_rel or 0.0))
+def _noise_limit(history: list[float], aa_rel: float | None, prior: Prior, runs: int = 1) -> float:
+    return max(log_limit(noise_of(history, prior), len(history), runs), math.log1p(aa_rel or 0.0))
 
 
 def _peak_limit(reference: float) -> float:
@@ -90,18 +98,25 @@ def _ratio_limit(history: list[dict[str, Any]]) -> float:
     return math.log(b / low) + _peak_limit(o) if low > 0 else math.inf
 
 
-def _speedup_figure(result: dict[str, Any], entry: dict[str, Any]) -> Figure:
+def host_bound_names(result: dict[str, Any]) -> list[str]:
+    """The baseline and best variant when tagged host-bound (``host_bound`` set by the harness)."""
+    best = next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
+    return [v["name"] for v in (result.get("baseline"), best) if v and v.get("host_bound")]
+
+
+def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) -> Figure:
     new, history = result["speedup"], entry["history"]
     values = [h["speedup"] for h in history]
     headline = result["workload"].get("headline", "time")
     if headline != "time":
         return Figure(f"{headline} ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
     aa = (entry.get("noise") or {}).get("speedup_rel")
-    return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa, RATIO_PRIOR), "x")
+    prior = TIME_PRIOR if host_bound_names(result) else RATIO_PRIOR
+    return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa, prior, runs), "x")
 
 
 def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[dict[str, Any]],
-                     entry: dict[str, Any], memory: bool) -> list[Figure]:
+                     entry: dict[str, Any], memory: bool, runs: int = 1) -> list[Figure]:
     """Median time (and, for a memory headline, peak) of the baseline or the stored best variant."""
     if not variant or variant.get("verdict") not in MEASURED or not variant.get("samples_ms"):
         return []
@@ -109,7 +124,7 @@ def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[di
     low, _ = median_interval(variant["samples_ms"])
     aa = (entry.get("noise") or {}).get(f"{role}_rel")
     figures = [Figure(f"{variant['name']} time", variant["summary"]["median"], low, tuple(times), False,
-                      _noise_limit(times, aa, TIME_PRIOR), " ms")] if times else []
+                      _noise_limit(times, aa, TIME_PRIOR, runs), " ms")] if times else []
     peaks = [h[f"{role}_peak_bytes"] for h in history if h.get(f"{role}_peak_bytes")]
     peak = (variant.get("memory") or {}).get("peak_bytes")
     if memory and peaks and peak:
@@ -118,22 +133,32 @@ def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[di
     return figures
 
 
-def figures(result: dict[str, Any], entry: dict[str, Any]) -> list[Figure]:
-    """Every figure of the result that the entry's history can judge."""
+def figures(result: dict[str, Any], entry: dict[str, Any], runs: int = 1) -> list[Figure]:
+    """Every figure of the result that the entry's history can judge; with ``runs``, the limits
+    are those of a mean of that many new runs."""
     memory = result["workload"].get("headline") == "memory"
     best = entry.get("best")
     optimized = next((v for v in result.get("variants", []) if v["name"] == best), None)
     same_best = [h for h in entry["history"] if h.get("best") == best]
-    return [_speedup_figure(result, entry),
-            *_variant_figures(result.get("baseline"), "baseline", entry["history"], entry, memory),
-            *_variant_figures(optimized, "optimized", same_best, entry, memory)]
+    return [_speedup_figure(result, entry, runs),
+            *_variant_figures(result.get("baseline"), "baseline", entry["history"], entry, memory, runs),
+            *_variant_figures(optimized, "optimized", same_best, entry, memory, runs)]
+
+
+def host_busy(result: dict[str, Any]) -> str | None:
+    """``host busy: <why>`` when the result was measured on a busy host (its ``host`` readings), else None."""
+    reasons = (result.get("host") or {}).get("busy") or []
+    return f"host busy: {'; '.join(reasons)}" if reasons else None
 
 
 def refusal(result: dict[str, Any]) -> str | None:
     """Why a measured result may be neither stored nor judged, or None: a pair whose baseline
-    declares no per-call inputs, unless it states why (the workload's ``no_inputs_reason``)."""
+    declares no per-call inputs, unless it states why (the workload's ``no_inputs_reason``), or a
+    result measured on a busy host."""
     workload = result.get("workload") or {}
-    return unchecked_reason(workload) if result.get("unchecked") and not workload.get("no_inputs_reason") else None
+    if result.get("unchecked") and not workload.get("no_inputs_reason"):
+        return unchecked_reason(workload)
+    return host_busy(result)
 
 
 def comparable(result: dict[str, Any]) -> bool:
@@ -141,25 +166,62 @@ def comparable(result: dict[str, Any]) -> bool:
     return result["verdict"] in MEASURED and bool(result.get("speedup")) and refusal(result) is None
 
 
+def confirm(flagged: list[str], reruns: list[dict[str, Any]], entry: dict[str, Any]) -> dict[str, Any]:
+    """Whether the re-runs confirm the figures a run flagged: a flagged figure's geometric mean over
+    the comparable re-runs is worse than the reference beyond the limit of a mean of that many runs.
+    Re-runs that failed or ran on a busy host do not count; with none left nothing is confirmed."""
+    measured = [r for r in reruns if comparable(r)]
+    if not measured:
+        return {"confirmed": False, "runs": 0, "detail": f"none of {len(reruns)} re-run(s) could be compared"}
+    pooled = []
+    for label in flagged:
+        each = [f for r in measured for f in figures(r, entry, len(measured)) if f.label == label]
+        if len(each) == len(measured):
+            value = geomean([f.value for f in each])
+            pooled.append(assess(replace(each[0], value=value, best_case=value)))
+    held = [p["text"] for p in pooled if p["regressed"]]
+    detail = "; ".join(held or [p["text"] for p in pooled])
+    return {"confirmed": bool(held), "runs": len(measured), "detail": f"mean of {len(measured)} re-run(s): {detail}"}
+
+
+def _not_compared(why: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"status": "not-compared", "why": why, "detail": f"{why}: {detail}" if detail else why, **extra}
+
+
 def judge_entry(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> dict[str, Any]:
-    """How the result compares with its stored entry: new, environment-changed, ok or regressed."""
+    """How the result compares with its stored entry: new, ok, regressed, or not-compared (its
+    ``why``: not measured, unchecked, host busy, environment changed, re-runs not comparable)."""
     if not comparable(result):
-        return {"status": "not-compared", "detail": refusal(result) or f"verdict {result['verdict']}"}
+        busy = host_busy(result)
+        if busy and result["verdict"] in MEASURED:
+            return _not_compared("host busy", busy.removeprefix("host busy: "), host=result.get("host"))
+        return _not_compared("not judged", refusal(result) or f"verdict {result['verdict']}")
     if entry is None or not entry.get("history"):
         return {"status": "new", "detail": "no stored expectation for this pair"}
     changes = fingerprint_changes(entry.get("environment") or {}, pair_env)
     if changes:
-        return {"status": "environment-changed", "detail": "; ".join(changes)}
+        return _not_compared("environment changed", "; ".join(changes), changes=changes)
     judged = [assess(f) for f in figures(result, entry)]
-    worse = [j["text"] for j in judged if j["regressed"]]
-    detail = "; ".join(worse or [j["text"] for j in judged])
-    return {"status": "regressed" if worse else "ok", "detail": detail, "figures": judged}
+    worse = [j for j in judged if j["regressed"]]
+    detail = "; ".join(j["text"] for j in worse or judged)
+    if not worse or result.get("reruns") is None:
+        return {"status": "regressed" if worse else "ok", "detail": detail, "figures": judged}
+    check = confirm([j["figure"] for j in worse], result["reruns"], entry)
+    if check["confirmed"]:
+        return {"status": "regressed", "detail": f"{detail}; confirmed by the {check['detail']}",
+                "figures": judged, "confirmation": check}
+    if not check["runs"]:
+        return _not_compared("not confirmed", f"flagged ({detail}) but {check['detail']}", figures=judged,
+                             confirmation=check)
+    return {"status": "ok", "detail": f"flagged ({detail}), not confirmed by the {check['detail']}",
+            "figures": judged, "confirmation": check}
 
 
 def history_run(entry: dict[str, Any]) -> dict[str, Any]:
     """What one run adds to an entry's history: its figures, date and commit."""
     memory, provenance = entry.get("memory") or {}, entry.get("provenance") or {}
     return {"date": provenance.get("date"), "commit": provenance.get("commit"),
+            "diff_sha256": provenance.get("diff_sha256"),
             "speedup": entry["speedup"]["value"], "best": entry.get("best"),
             "baseline_ms": entry.get("baseline_ms"), "optimized_ms": entry.get("optimized_ms"),
             "baseline_peak_bytes": memory.get("baseline_peak_bytes"),
@@ -168,9 +230,14 @@ def history_run(entry: dict[str, Any]) -> dict[str, Any]:
 
 def level_kept(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> bool:
     """Whether the result measures the same code at the same level as the entry's history (same
-    environment, every figure within its limit); if not, storing it starts a new history."""
+    environment, every figure within its limit, or a flag its re-runs did not confirm); if not,
+    storing it starts a new history."""
     if not entry or not entry.get("history"):
         return False
     if fingerprint_changes(entry.get("environment") or {}, pair_env):
         return False
-    return not any(assess(f)["shifted"] for f in figures(result, entry))
+    shifted = [a["figure"] for a in map(assess, figures(result, entry)) if a["shifted"]]
+    if not shifted:
+        return True
+    check = confirm(shifted, result["reruns"], entry) if result.get("reruns") else None
+    return bool(check and check["runs"] and not check["confirmed"])  # a flag its re-runs cleared: an outlier

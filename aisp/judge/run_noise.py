@@ -41,8 +41,11 @@ tests/test_judge_simulation.py checks the 1% target on pairs of 2-7% noise. Wort
 history (ten runs) weighs a little less, so a pair whose few runs happened to agree closely is not
 trusted to be that quiet."""
 TIME_PRIOR = Prior(sigma=0.15, runs=6)
-"""A variant's absolute median time. Nothing cancels between processes or machine leases: clocks, host
-load and the allocator's state all move it. On H200 leases, identical ch01 code moved its host-bound
+"""A variant's absolute median time, and the speedup of a pair with a host-bound variant (its events
+barely exceed the host's time to issue the work, so host noise, which interleaving does not cancel,
+moves the ratio: ch01:arithmetic_intensity's variants both moved +24-26 us on a quiet H200).
+Nothing cancels between processes or machine leases: clocks, host load and the allocator's state
+all move it. On H200 leases, identical ch01 code moved its host-bound
 times a lot while the speedups held: preallocated_buffers' baseline 2.65, 2.77 (one lease), 3.76 and
 4.89 ms (the next, two processes), speedup 1.81-1.96x; pinned_memory's baseline 13.8, 14.3, 19.4 and
 20.0 ms. So the prior is wide and weighs six runs: with one stored run a time must more than double
@@ -78,11 +81,13 @@ def noise_of(history: Sequence[float], prior: Prior = RATIO_PRIOR) -> Noise:
     return Noise(math.sqrt((prior.runs * prior.sigma**2 + squares) / df), df)
 
 
-def log_limit(noise: Noise, reference_runs: int) -> float:
-    """Largest log change of one new run from the mean of ``reference_runs`` runs that the noise
-    explains at ``FALSE_FLAG_RATE / FIGURES`` (one-sided). For a speedup with one stored run it is
-    0.162 (17.6%); its prior keeps it above 0.084 (8.7%) even for a full history of identical values."""
-    return _quantile(noise.df) * noise.sigma * math.sqrt(1 + 1 / reference_runs)
+def log_limit(noise: Noise, reference_runs: int, new_runs: int = 1) -> float:
+    """Largest log change of the mean of ``new_runs`` new runs from the mean of ``reference_runs``
+    runs that the noise explains at ``FALSE_FLAG_RATE / FIGURES`` (one-sided). For a speedup's one
+    new run against one stored run it is 0.162 (17.6%); its prior keeps it above 0.084 (8.7%) even
+    for a full history of identical values. The re-runs that confirm a regression are judged as one
+    mean of ``new_runs`` (:func:`aisp.judge.regression.confirm`)."""
+    return _quantile(noise.df) * noise.sigma * math.sqrt(1 / new_runs + 1 / reference_runs)
 
 
 @lru_cache(maxsize=64)

@@ -1,0 +1,82 @@
+"""Is the host quiet enough for a pair's figures to be judged? Readings before and after each pair.
+
+A pair is timed on a *busy* host when any of these holds (each with its figures in ``busy``):
+
+- **CPU oversubscribed**: the 1-minute load average exceeds the host's cores at both readings
+  (before and after the pair). The run's own workers are given at most the cores (one pair at a
+  time: all of them; ``--gpus``: a share each, together the cores), so load beyond the cores is
+  threads waiting for one, ours included: CPU-bound baselines ran 45-65x slower that way.
+- **another process on the pair's GPU**: a compute process that is not this run's (NVML's running
+  compute processes of the pair's GPUs, read by a hook of the caller: the harness imports no tool).
+- **CPU steal**: more than ``STEAL_LIMIT`` of the host's CPU time over the pair went to other
+  virtual machines (``steal`` in ``/proc/stat``).
+
+A busy result keeps its figures and is reported; it is neither judged against expectations nor
+stored (``not-compared: host busy``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STEAL_LIMIT = 0.05
+"""Share of CPU time taken by the hypervisor above which the host counts as busy."""
+PROC_STAT = Path("/proc/stat")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The host at one moment."""
+
+    load_1m: float | None
+    """1-minute load average; None where the OS has none."""
+    cpu_ticks: tuple[int, int] | None
+    """(all, steal) CPU ticks since boot from ``/proc/stat``; None off Linux."""
+    gpu_pids: tuple[int, ...] | None
+    """Processes with a compute context on the pair's GPUs; None where NVML cannot say (or no GPU)."""
+
+
+def cpu_ticks(text: str) -> tuple[int, int] | None:
+    """(all, steal) ticks from the ``cpu`` line of ``/proc/stat`` text (user nice system idle iowait
+    irq softirq steal ...; guest time is already inside user)."""
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu" and len(fields) > 8:
+            ticks = [int(x) for x in fields[1:9]]
+            return sum(ticks), ticks[7]
+    return None
+
+
+def read(gpu_pids: Iterable[int] | None = None) -> Reading:
+    """The host now; ``gpu_pids`` as the caller's NVML hook found them (None: unknown)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    ticks = cpu_ticks(PROC_STAT.read_text()) if PROC_STAT.exists() else None
+    return Reading(load, ticks, tuple(gpu_pids) if gpu_pids is not None else None)
+
+
+def state(before: Reading, after: Reading, cores: int, own: Iterable[int] = ()) -> dict[str, Any]:
+    """The readings around one pair, and ``busy``: why the host was busy (empty when quiet).
+    ``own``: this run's processes (not counted as others on the GPU)."""
+    steal = _steal(before.cpu_ticks, after.cpu_ticks)
+    others = sorted({p for r in (before, after) for p in (r.gpu_pids or ())} - set(own))
+    loads = [r.load_1m for r in (before, after) if r.load_1m is not None]
+    busy = []
+    if len(loads) == 2 and min(loads) > cores:
+        busy.append(f"1-min load {min(loads):.1f} above the host's {cores} cores before and after the pair")
+    if others:
+        busy.append(f"other process(es) on the pair's GPU: pid {', '.join(map(str, others))}")
+    if steal is not None and steal > STEAL_LIMIT:
+        busy.append(f"CPU steal {steal:.1%} over the pair (limit {STEAL_LIMIT:.0%})")
+    gpu_known = before.gpu_pids is not None or after.gpu_pids is not None
+    return {"load_1m": [before.load_1m, after.load_1m], "cores": cores, "steal": steal,
+            "gpu_processes": others if gpu_known else None, "busy": busy}
+
+
+def _steal(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])

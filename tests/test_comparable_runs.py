@@ -1,0 +1,183 @@
+"""What makes two runs comparable (the fingerprint, provenance), the host-bound noise model, and the
+re-runs that confirm or clear a regression flag."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from aisp import suite
+from aisp.harness import environment
+from aisp.harness.results import assemble, failed
+from aisp.judge import expectations
+from aisp.judge.regression import judge_entry
+
+ENV = {"hardware_key": "h200", "gpu_name": "NVIDIA H200", "gpu_count": 1, "driver": "580", "cuda": "13.0",
+       "torch": "2.11", "triton": "3.5.0", "python": "3.12.3", "cpu_model": "Intel Xeon Platinum 8480C",
+       "nvlink": [18, 18], "git_commit": "abc"}
+TWO_GPU_HOST = {**ENV, "hardware_key": "2x_h200", "gpu_count": 2}
+
+
+def _result(folder, name, opt_ms, seed, noise=0.01, gpus=1, host_bound=False):
+    rng = np.random.default_rng(seed)
+    raw = [{"name": f"baseline_{name}", "verdict": "pending", "memory": {},
+            "samples_ms": list(10 * (1 + rng.normal(0, noise, 30)))},
+           {"name": f"optimized_{name}", "verdict": "pending", "memory": {},
+            "samples_ms": list(opt_ms * (1 + rng.normal(0, noise, 30)))}]
+    pair = {"target": f"{folder.name}:{name}", "group": folder.name, "name": name,
+            "files": [str(folder / f"baseline_{name}.py")]}
+    result = assemble(pair, {"headline": "time", "requires": {"gpus": gpus, "ranks": 1}}, raw)
+    if host_bound:
+        result["variants"][0]["host_bound"] = {"issue_ms": opt_ms, "events_ms": opt_ms, "events_over_issue": 1.0}
+    return result
+
+
+@pytest.mark.parametrize(("field", "value"), [("cpu_model", "AMD EPYC 9654"), ("python", "3.13.1"),
+                                              ("triton", "3.6.0")])
+def test_a_changed_cpu_python_or_triton_is_not_compared_never_regressed(tmp_path, field, value):
+    expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
+    judged = expectations.judge(_result(tmp_path, "a", 9, seed=2), {**ENV, field: value})
+    outcome = judged["expectation"]
+    assert judged["verdict"] == "ok" and outcome["status"] == "not-compared"
+    assert outcome["changes"] == [f"{field}: {ENV[field]} -> {value}"]
+    assert expectations.judge(_result(tmp_path, "a", 9, seed=2), ENV)["verdict"] == "regressed"
+
+
+def test_a_two_gpu_pair_on_a_bigger_host_is_not_compared(tmp_path):
+    """ch04:dataparallel ran 1.48x on 2 GPUs of a 4-GPU host against 1.75x stored on a 2-GPU host."""
+    expectations.update([_result(tmp_path, "dp", 10 / 1.75, seed=1, gpus=2)], TWO_GPU_HOST)
+    four = {**TWO_GPU_HOST, "gpu_count": 4, "nvlink": [18, 18, 18, 18]}
+    judged = expectations.judge(_result(tmp_path, "dp", 10 / 1.48, seed=2, gpus=2), four)
+    outcome = judged["expectation"]
+    assert judged["verdict"] == "ok" and outcome["why"] == "environment changed"
+    assert outcome["changes"] == ["host_gpu_count: 2 -> 4", "nvlink: [18, 18] -> [18, 18, 18, 18]"]
+    pcie = expectations.judge(_result(tmp_path, "dp", 10 / 1.48, seed=2, gpus=2), {**TWO_GPU_HOST, "nvlink": [0, 0]})
+    assert pcie["expectation"]["changes"] == ["nvlink: [18, 18] -> [0, 0]"]
+
+
+def test_a_one_gpu_pair_is_compared_whatever_the_hosts_gpu_count(tmp_path):
+    expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
+    judged = expectations.judge(_result(tmp_path, "a", 5, seed=2), {**ENV, "gpu_count": 4, "nvlink": [18] * 4})
+    assert judged["expectation"]["status"] == "ok", judged["expectation"]["detail"]
+
+
+def test_an_entry_stored_before_a_field_was_fingerprinted_is_still_compared(tmp_path):
+    expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
+    path = tmp_path / "expectations_h200.json"
+    doc = json.loads(path.read_text())
+    doc["entries"]["a"]["environment"] = {k: v for k, v in doc["entries"]["a"]["environment"].items()
+                                          if k not in ("triton", "python", "cpu_model")}
+    path.write_text(json.dumps(doc))
+    assert expectations.judge(_result(tmp_path, "a", 5, seed=2), ENV)["expectation"]["status"] == "ok"
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_provenance_is_the_commit_that_ran_with_the_diff_hash_of_a_dirty_tree(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "ch01").mkdir(parents=True)
+    (repo / "ch01" / "baseline_a.py").write_text("x = 1\n")
+    (repo / "ch01" / "expectations_h200.json").write_text("{}\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "first")
+    clean = environment._git(repo)
+    assert clean["git_dirty"] is False and clean["git_diff_sha256"] is None and len(clean["git_commit"]) == 40
+    (repo / "ch01" / "expectations_h200.json").write_text('{"entries": {}}\n')
+    assert environment._git(repo)["git_dirty"] is False, "the file an update writes is not a code change"
+    (repo / "ch01" / "baseline_a.py").write_text("x = 2\n")
+    dirty = environment._git(repo)
+    assert dirty["git_dirty"] is True and len(dirty["git_diff_sha256"]) == 64
+    assert dirty["git_commit"] == clean["git_commit"]
+    (repo / "ch01" / "baseline_a.py").write_text("x = 3\n")
+    assert environment._git(repo)["git_diff_sha256"] != dirty["git_diff_sha256"]
+    expectations.update([_result(repo / "ch01", "a", 5, seed=1)], {**ENV, **dirty})
+    provenance = expectations.load(repo / "ch01" / "expectations_h200.json")["entries"]["a"]["provenance"]
+    assert (provenance["commit"], provenance["dirty"], provenance["diff_sha256"]) == (
+        clean["git_commit"], True, dirty["git_diff_sha256"])
+
+
+def _stored(tmp_path, runs, **kwargs):
+    for seed in range(1, runs + 1):
+        expectations.update([_result(tmp_path, "a", 5, seed=seed, noise=0.002, **kwargs)], ENV)
+
+
+def test_a_host_bound_pair_is_judged_with_the_time_prior(tmp_path):
+    """The speedup of a pair whose optimized variant is host-bound moves with the host: a 20% drop
+    (three quiet stored runs) flags an interleaved pair, not a host-bound one."""
+    _stored(tmp_path, 3)
+    assert expectations.judge(_result(tmp_path, "a", 6.25, seed=9, noise=0.002), ENV)["verdict"] == "regressed"
+    judged = expectations.judge(_result(tmp_path, "a", 6.25, seed=9, noise=0.002, host_bound=True), ENV)
+    speedup = next(f for f in judged["expectation"]["figures"] if f["figure"] == "speedup")
+    assert judged["expectation"]["status"] == "ok" and speedup["limit"] < -0.3, judged["expectation"]["detail"]
+
+
+def _entry(tmp_path):
+    return expectations.load(tmp_path / "expectations_h200.json")["entries"]["a"]
+
+
+def _judged(tmp_path, first_ms, rerun_ms):
+    """A run at ``first_ms`` with re-runs at ``rerun_ms`` (None: a re-run that failed)."""
+    result = _result(tmp_path, "a", first_ms, seed=20)
+    reruns = [_result(tmp_path, "a", ms, seed=21 + i) if ms else failed({"target": "x:a"}, "error", "boom")
+              for i, ms in enumerate(rerun_ms)]
+    return judge_entry({**result, "reruns": reruns}, _entry(tmp_path), expectations.pair_fingerprint(result, ENV))
+
+
+def test_re_runs_that_regress_too_confirm_the_flag(tmp_path):
+    _stored(tmp_path, 3)
+    outcome = _judged(tmp_path, 7, [7, 7.2])
+    assert outcome["status"] == "regressed" and outcome["confirmation"]["confirmed"]
+    assert "confirmed by the mean of 2 re-run(s): speedup" in outcome["detail"]
+
+
+def test_re_runs_back_at_the_stored_level_clear_the_flag(tmp_path):
+    _stored(tmp_path, 3)
+    outcome = _judged(tmp_path, 7, [5, 5.1])
+    assert outcome["status"] == "ok" and not outcome["confirmation"]["confirmed"]
+    assert outcome["detail"].startswith("flagged (speedup") and "not confirmed by the mean of 2 re-run(s)" in outcome["detail"]
+
+
+def test_storing_a_run_whose_flag_the_re_runs_cleared_keeps_the_history(tmp_path):
+    _stored(tmp_path, 3)
+    cleared = {**_result(tmp_path, "a", 7, seed=20), "reruns": [_result(tmp_path, "a", 5, seed=21 + i) for i in range(2)]}
+    expectations.update([cleared], ENV)
+    assert len(_entry(tmp_path)["history"]) == 4
+    other = tmp_path / "other"
+    other.mkdir()
+    _stored(other, 3)
+    confirmed = {**_result(other, "a", 7, seed=30), "reruns": [_result(other, "a", 7, seed=31 + i) for i in range(2)]}
+    expectations.update([confirmed], ENV)
+    assert len(_entry(other)["history"]) == 1, "a confirmed change of level starts a new history"
+
+
+def test_re_runs_that_could_not_be_compared_leave_the_pair_not_compared(tmp_path):
+    _stored(tmp_path, 3)
+    outcome = _judged(tmp_path, 7, [None, None])
+    assert outcome["status"] == "not-compared" and outcome["why"] == "not confirmed"
+    assert "none of 2 re-run(s) could be compared" in outcome["detail"]
+    assert _judged(tmp_path, 7, [None, 7.1])["status"] == "regressed", "one measured re-run is enough"
+
+
+def test_the_suite_re_runs_only_a_flagged_pair_and_as_often_as_asked(tmp_path):
+    _stored(tmp_path, 3)
+    confirm = suite._confirm_step(3)
+    calls = []
+
+    def again(i):
+        calls.append(i)
+        return _result(tmp_path, "a", 7, seed=30 + i)
+    manifest = suite.PairContext(ENV, tmp_path)
+    quiet = _result(tmp_path, "a", 5, seed=40)
+    assert confirm(quiet, manifest, again) is quiet and calls == []
+    flagged = confirm(_result(tmp_path, "a", 7, seed=41), manifest, again)
+    assert calls == [0, 1, 2] and len(flagged["reruns"]) == 3
+    judged = expectations.judge(flagged, ENV)
+    assert judged["verdict"] == "regressed" and judged["expectation"]["confirmation"]["runs"] == 3
+    assert any(n.startswith("expectations: ") and "confirmed by the mean of 3" in n for n in judged["notes"])

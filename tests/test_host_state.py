@@ -1,0 +1,159 @@
+"""Host state as evidence: readings around each pair, the busy rule on synthetic readings, a busy
+result not judged nor stored, the explicit default CPU share, and the runner's re-run hook."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from conftest import FIXTURE_PAIRS
+
+from aisp.harness import host
+from aisp.harness.discovery import pairs_in
+from aisp.harness.options import RunOptions
+from aisp.harness.results import TIMED, assemble
+from aisp.harness.runner import Hooks, default_share, run_suite
+from aisp.harness.scheduler import Topology
+from aisp.judge import expectations
+
+ENV = {"hardware_key": "h100", "gpu_name": "NVIDIA H100", "gpu_count": 1, "driver": "580", "cuda": "13.0",
+       "torch": "2.11", "git_commit": "abc"}
+STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+
+
+def _ticks(user: int, idle: int, steal: int) -> tuple[int, int]:
+    found = host.cpu_ticks(STAT.format(user=user, system=0, idle=idle, steal=steal))
+    assert found is not None
+    return found
+
+
+def _reading(load: float = 0.5, ticks: tuple[int, int] | None = (1000, 0), pids: tuple[int, ...] | None = ()):
+    return host.Reading(load, ticks, pids)
+
+
+def test_proc_stat_line_gives_all_ticks_and_steal():
+    assert host.cpu_ticks(STAT.format(user=50, system=10, idle=900, steal=40)) == (1000, 40)
+    assert host.cpu_ticks("intr 1 2 3\n") is None
+
+
+def test_a_quiet_host_is_not_busy():
+    state = host.state(_reading(3.0, _ticks(100, 900, 0), (42,)), _reading(3.5, _ticks(200, 1800, 10), (42,)),
+                       cores=4, own=[42])
+    assert state["busy"] == [] and state["gpu_processes"] == [] and state["steal"] == pytest.approx(10 / 1010)
+
+
+@pytest.mark.parametrize(("before", "after", "busy"), [(9.0, 8.5, True), (9.0, 3.0, False), (2.0, 9.0, False)])
+def test_load_above_the_cores_at_both_readings_is_busy(before, after, busy):
+    state = host.state(_reading(before), _reading(after), cores=4)
+    assert bool(state["busy"]) is busy, state
+    if busy:
+        assert state["busy"] == ["1-min load 8.5 above the host's 4 cores before and after the pair"]
+
+
+def test_another_process_on_the_pairs_gpu_is_busy_but_this_runs_own_are_not():
+    state = host.state(_reading(pids=(7, 900)), _reading(pids=(7,)), cores=8, own=[7])
+    assert state["gpu_processes"] == [900] and state["busy"] == ["other process(es) on the pair's GPU: pid 900"]
+    unknown = host.state(_reading(pids=None), _reading(pids=None), cores=8)
+    assert unknown["gpu_processes"] is None and unknown["busy"] == []
+
+
+def test_cpu_steal_above_five_percent_is_busy():
+    state = host.state(_reading(ticks=_ticks(0, 1000, 0)), _reading(ticks=_ticks(500, 1400, 100)), cores=8)
+    assert state["steal"] == pytest.approx(0.1) and state["busy"] == ["CPU steal 10.0% over the pair (limit 5%)"]
+    calm = host.state(_reading(ticks=_ticks(0, 1000, 0)), _reading(ticks=_ticks(500, 1460, 40)), cores=8)
+    assert calm["busy"] == []
+
+
+def test_the_default_share_is_the_physical_cores_split_among_the_ranks():
+    """One pair at a time: torch's own default (physical cores), at most the cores allowed, per rank."""
+    big = Topology(cpu_count=64)
+    assert default_share(big, 1, physical=32).threads == 32
+    assert default_share(big, 2, physical=32).threads == 16
+    assert default_share(Topology(cpu_count=8), 1, physical=32).threads == 8
+    assert default_share(Topology(cpu_count=2), 4, physical=1).threads == 1
+    assert default_share(big, 1, physical=32).env()["OMP_NUM_THREADS"] == "32"
+
+
+def _result(folder, name, opt_ms, seed, busy=()):
+    rng = np.random.default_rng(seed)
+    raw = [{"name": f"baseline_{name}", "verdict": "pending", "memory": {}, "samples_ms": list(10 * (1 + rng.normal(0, 0.01, 30)))},
+           {"name": f"optimized_{name}", "verdict": "pending", "memory": {},
+            "samples_ms": list(opt_ms * (1 + rng.normal(0, 0.01, 30)))}]
+    pair = {"target": f"{folder.name}:{name}", "group": folder.name, "name": name,
+            "files": [str(folder / f"baseline_{name}.py")]}
+    result = assemble(pair, {"headline": "time", "requires": {"gpus": 1, "ranks": 1}}, raw)
+    return {**result, "host": {"load_1m": [9.0, 9.0], "cores": 4, "steal": 0.0, "gpu_processes": [], "busy": list(busy)}}
+
+
+def test_a_busy_result_keeps_its_figures_and_is_neither_judged_nor_stored(tmp_path):
+    expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
+    busy = _result(tmp_path, "a", 8, seed=2, busy=["1-min load 9.0 above the host's 4 cores before and after the pair"])
+    judged = expectations.judge(busy, ENV)
+    outcome = judged["expectation"]
+    assert judged["verdict"] == "ok" and outcome["status"] == "not-compared" and outcome["why"] == "host busy"
+    assert outcome["detail"] == "host busy: 1-min load 9.0 above the host's 4 cores before and after the pair"
+    assert outcome["host"]["load_1m"] == [9.0, 9.0] and judged["speedup"]["value"] < 1.3
+    assert expectations.update([busy], ENV) == []
+    assert expectations.refused([busy]) == [f"{tmp_path.name}:a: not stored in expectations: {outcome['detail']}"]
+    quiet = expectations.judge(_result(tmp_path, "a", 8, seed=2), ENV)
+    assert quiet["verdict"] == "regressed", "the same figures on a quiet host are judged"
+
+
+def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tmp_path):
+    """One pair through run_suite: a fake NVML hook names a foreign process, so the result is busy;
+    the default (one pair at a time) share sets the threads to the cores this process may use; the
+    confirm hook's ``again`` runs the pair once more in a fresh process with its own host readings."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
+        shutil.copy(FIXTURE_PAIRS / name, mine / name)
+    asked = []
+
+    def confirm(result, ctx, again):
+        asked.append(ctx.work_dir.name)
+        return {**result, "reruns": [again(0)]}
+    hooks = Hooks(gpu_pids=lambda share, gpus: [2**22 + 1], confirm=confirm)
+    options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
+    (result,), run_dir = run_suite(pairs_in(mine), options, hooks=hooks)
+    assert result["host"]["gpu_processes"] == [2**22 + 1]
+    assert result["host"]["busy"] == [f"other process(es) on the pair's GPU: pid {2**22 + 1}"]
+    assert result["notes"][-1] == f"host busy: other process(es) on the pair's GPU: pid {2**22 + 1}"
+    assert result["placement"]["threads"] == default_share(Topology(), 1).threads == result["placement"]["applied"]["threads"]
+    assert asked == ["mine_good"] and len(result["reruns"]) == 1
+    rerun = result["reruns"][0]
+    assert rerun["verdict"] in TIMED and rerun["host"]["busy"] and (run_dir / "mine_good" / "rerun0").is_dir()
+
+
+HOLDER = """
+import sys, time, torch
+x = torch.ones(1, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.gpu
+def test_nvml_names_a_process_holding_the_pairs_gpu():
+    """On a GPU host: the suite's NVML hook sees a CUDA context another process holds on GPU 0,
+    and the host is busy by it; once that process is gone, it is not listed."""
+    import subprocess
+    import sys
+
+    from aisp import suite
+    from aisp.harness.scheduler import Share
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        pids = suite.gpu_pids(Share(), 1)
+        assert pids is not None, "NVML could not list the GPU's processes"
+        reading = host.read(pids)
+        assert host.state(reading, reading, cores=10**6)["busy"], "a context NVML lists counts (in a PID namespace NVML shows host pids)"
+    finally:
+        proc.kill()
+        proc.wait()
+    quiet = host.read(suite.gpu_pids(Share(), 1))
+    assert not host.state(quiet, quiet, cores=10**6, own=[os.getpid()])["busy"]
