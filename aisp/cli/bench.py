@@ -87,7 +87,7 @@ def list_targets(chapter: Annotated[str | None, typer.Option(metavar="CHAPTER", 
         return
     _print_targets(rows, check_here)
     tail = f"; {here} run here" if check_here else ""
-    typer.echo(f"{len(rows)} pairs in {len(counts)} chapters{tail}: "
+    typer.echo(f"{len(rows)} pairs in {len(counts)} chapter{'' if len(counts) == 1 else 's'}{tail}: "
                + ", ".join(f"{c} {n}" for c, n in counts.items()))
 
 
