@@ -140,12 +140,12 @@ def _median(variant: dict[str, Any] | None) -> float | None:
     return summary["median"] if summary else None
 
 
-def row(result: dict[str, Any], run: Run, min_speedup: float) -> dict[str, str]:
-    """One CSV/Markdown row of the report."""
+def row(result: dict[str, Any], run: Run, min_speedup: float, hardware_key: str | None = None) -> dict[str, str]:
+    """One CSV/Markdown row of the report (``hardware_key``: the row's, default the result's own)."""
     pair_status, reason = status(result, min_speedup)
     speedup = result.get("speedup") or {}
     return {
-        "target": result["target"], "hardware": hardware(result, run),
+        "target": result["target"], "hardware": hardware_key or hardware(result, run),
         "status": pair_status, "speedup": _num(speedup.get("value"), ".3f"),
         "low": _num(speedup.get("low"), ".3f"), "high": _num(speedup.get("high"), ".3f"),
         "headline": (result.get("workload") or {}).get("headline", "time"),
@@ -162,7 +162,7 @@ def proof_rows(artifacts_dir: Path, min_speedup: float = DEFAULT_MIN_SPEEDUP) ->
         raise FileNotFoundError(f"{artifacts_dir}: no such artifacts folder")
     runs, problems = load_runs(artifacts_dir)
     latest = latest_results(runs)
-    return [row(*latest[key], min_speedup) for key in sorted(latest)], problems
+    return [row(*latest[key], min_speedup, key[1]) for key in sorted(latest)], problems
 
 
 def counts(rows: list[dict[str, str]]) -> dict[str, int]:
