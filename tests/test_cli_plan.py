@@ -153,3 +153,25 @@ def test_list_targets_counts_runs_here_and_json():
         assert "needs a CUDA GPU" in shown.output
     assert data["runs_here"] == sum(p["runs_here"] for p in data["pairs"])
     assert f"{data['count']} pairs in 1 chapter; {data['runs_here']} run here: pairs {data['count']}" in shown.output
+
+
+def test_gpus_at_once():
+    assert [bench.gpus_at_once(g) for g in ("1", "4", "0,2,3")] == [1, 4, 3]
+
+
+def test_verification_progress_names_the_pair():
+    pairs = resolve_targets(["pairs:good"], REPO, (FIXTURE_PAIRS,))
+    reporter = RichReporter(Console(file=StringIO(), width=120), lines=False, verb="verifying")
+    reporter.start(pairs)
+    reporter.pair_started(pairs[0])
+    shown = StringIO()
+    Console(file=shown, width=120).print(reporter._view())
+    reporter.live.stop()
+    assert "verifying pairs:good" in shown.getvalue()
+
+
+def test_verify_off_a_terminal_says_it_verifies(tmp_path):
+    result = runner.invoke(app, ["bench", "verify", "--root", str(FIXTURE_PAIRS), "-t", "pairs:good",
+                                 "--artifacts-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == "Verifying 1 pairs"

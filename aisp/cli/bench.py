@@ -137,6 +137,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
+def gpus_at_once(gpus: str) -> int:
+    """How many pairs ``--gpus`` runs at once (one per GPU): ``1``, a count, ordinals or ``all``."""
+    if gpus == "all":
+        import torch
+
+        return max(torch.cuda.device_count(), 1)
+    return len(gpus.split(",")) if "," in gpus else max(int(gpus), 1) if gpus.isdigit() else 1
+
+
 def confirm_all(roots: tuple[Path, ...], options: RunOptions, yes: bool) -> bool:
     """Before a run without --targets: with --yes, go; on a terminal, print the plan and ask;
     elsewhere (CI, a pipe) exit 2, since nobody asked for every pair. False: the person declined."""
@@ -154,9 +163,7 @@ def confirm_all(roots: tuple[Path, ...], options: RunOptions, yes: bool) -> bool
         fail_usage(str(exc))
     hints = suite.pair_hints(pairs)
     seconds = {slug: h.seconds for slug, h in hints.items() if h.seconds != DEFAULT_SECONDS}
-    parallel = 1 if options.gpus == "1" else len(options.gpus.split(",")) if "," in options.gpus else (
-        int(options.gpus) if options.gpus.isdigit() else 1)
-    typer.echo(plan_text(pairs, seconds, DEFAULT_SECONDS, parallel))
+    typer.echo(plan_text(pairs, seconds, DEFAULT_SECONDS, gpus_at_once(options.gpus)))
     return typer.confirm(f"Run all {len(pairs)} pairs?", default=False)
 
 

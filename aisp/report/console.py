@@ -127,8 +127,10 @@ class RichReporter:
     ETA); or, with ``lines`` (default: stdout is not a terminal), one line per finished pair. The
     summary table and run folder at the end."""
 
-    def __init__(self, console: Console | None = None, lines: bool | None = None) -> None:
+    def __init__(self, console: Console | None = None, lines: bool | None = None, verb: str = "running") -> None:
         terminal = Console().is_terminal
+        self.verb = verb
+        """What the live view says the pairs in flight are doing ("verifying" for ``aisp bench verify``)."""
         self.console = console or Console(width=None if terminal else 150)
         self.lines = (not terminal and console is None) if lines is None else lines
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -157,7 +159,7 @@ class RichReporter:
     def start(self, pairs: list[Pair]) -> None:
         self.started, self.total = time.monotonic(), len(pairs)
         if self.lines:
-            self.console.print(f"Running {len(pairs)} pairs", soft_wrap=True)
+            self.console.print(f"{self.verb.capitalize()} {len(pairs)} pairs", soft_wrap=True)
             return
         self.task = self.progress.add_task("pairs", total=len(pairs))
         self.live = Live(self._view(), console=self.console, refresh_per_second=4, transient=True)
@@ -168,8 +170,8 @@ class RichReporter:
         self.started_at[pair.target] = time.monotonic()
         if self.lines:
             return
-        self.progress.update(self.task, description=f"running {', '.join(self.running)}" if not where
-                             else f"{len(self.running)} running")
+        self.progress.update(self.task, description=f"{self.verb} {', '.join(self.running)}" if not where
+                             else f"{len(self.running)} {self.verb}")
         if self.live:
             self.live.update(self._view())
 
