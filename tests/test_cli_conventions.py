@@ -108,6 +108,8 @@ def test_every_option_is_described():
     (["bench", "run", "-t", "ch01", "--tmie", "3"], ["--tmie"]),
     (["bench", "run", "-t", "ch01", "--iterations", "many"], ["--iterations"]),
     (["bench", "compare"], ["RUN_A"]),
+    (["system", "audit", "--profile", "loud"], ["--profile", "training", "inference"]),
+    (["mcp", "--device", "tpu"], ["--device", "auto", "cpu", "cuda"]),
     (["bench", "run", "-t", "ch01:batch_sise"], ["ch01:batch_size"]),  # aisp's own check
 ])
 def test_one_error_style(args, words):

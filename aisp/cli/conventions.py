@@ -61,7 +61,8 @@ def one_line(exc: Exception) -> str:
     """A Click error as aisp's one line: ``error: <message> (see 'aisp bench run --help')``."""
     ctx = getattr(exc, "ctx", None)
     where = f" (see '{ctx.command_path} --help')" if isinstance(exc, click_errors.UsageError) and ctx else ""
-    return f"error: {' '.join(exc.format_message().split())}{where}"
+    message = " ".join(exc.format_message().split()).replace("Value error, ", "")  # Typer's validator prefix
+    return f"error: {message}{where}"
 
 
 class ConventionalGroup(TyperGroup):
