@@ -175,3 +175,39 @@ def test_verify_off_a_terminal_says_it_verifies(tmp_path):
                                  "--artifacts-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == "Verifying 1 pairs"
+
+
+class FakeTimer:
+    """Records the notice instead of starting a thread."""
+
+    made: list[FakeTimer] = []
+
+    def __init__(self, seconds, callback):
+        self.seconds, self.callback, self.cancelled, self.daemon = seconds, callback, False, False
+        FakeTimer.made.append(self)
+
+    def start(self):
+        pass
+
+    def cancel(self):
+        self.cancelled = True
+
+
+def test_a_long_pair_is_named_off_a_terminal():
+    from aisp.report.console import STILL_RUNNING_S
+
+    FakeTimer.made = []
+    pairs = resolve_targets(["pairs:good", "pairs:raises"], REPO, (FIXTURE_PAIRS,))
+    out = StringIO()
+    reporter = RichReporter(Console(file=out, width=120), lines=True, verb="verifying", timer=FakeTimer)
+    reporter.start(pairs)
+    reporter.pair_started(pairs[0])
+    reporter.pair_started(pairs[1])
+    assert [t.seconds for t in FakeTimer.made] == [STILL_RUNNING_S, STILL_RUNNING_S]
+    reporter.pair_done({"target": "pairs:raises", "verdict": "ok"})
+    assert FakeTimer.made[1].cancelled and not FakeTimer.made[0].cancelled
+    FakeTimer.made[0].callback()  # the first pair's time is up
+    FakeTimer.made[1].callback()  # finished already: nothing
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if "still" in line] == [lines[-1]]
+    assert lines[-1].startswith("  ... still verifying pairs:good (")

@@ -7,8 +7,9 @@ cell: a pair name is never split; only the reason column wraps.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ REASON_MIN_WIDTH = 24
 """The wrapping column keeps at least this many characters; optional columns go first."""
 CELL_PADDING = 3
 """Characters rich adds per column (a space each side and a border)."""
+STILL_RUNNING_S = 60.0
+"""Off a terminal, a pair still running after this many seconds gets a line naming it (once)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,8 @@ class RichReporter:
     ETA); or, with ``lines`` (default: stdout is not a terminal), one line per finished pair. The
     summary table and run folder at the end."""
 
-    def __init__(self, console: Console | None = None, lines: bool | None = None, verb: str = "running") -> None:
+    def __init__(self, console: Console | None = None, lines: bool | None = None, verb: str = "running",
+                 timer: Callable[[float, Callable[[], None]], threading.Timer] = threading.Timer) -> None:
         terminal = Console().is_terminal
         self.verb = verb
         """What the live view says the pairs in flight are doing ("verifying" for ``aisp bench verify``)."""
@@ -141,6 +145,9 @@ class RichReporter:
         self.running: dict[str, str] = {}
         """Target -> where it runs ("GPU 2"), for the pairs running now."""
         self.started_at: dict[str, float] = {}
+        self.timer = timer
+        """Starts the "still running" notice of a pair (a fake in tests)."""
+        self.timers: dict[str, threading.Timer] = {}
         self.started, self.total = time.monotonic(), 0
 
     def _view(self) -> Group:
@@ -169,14 +176,27 @@ class RichReporter:
         self.running[pair.target] = where
         self.started_at[pair.target] = time.monotonic()
         if self.lines:
+            notice = self.timer(STILL_RUNNING_S, lambda: self.still_running(pair.target))
+            notice.daemon = True
+            notice.start()
+            self.timers[pair.target] = notice
             return
         self.progress.update(self.task, description=f"{self.verb} {', '.join(self.running)}" if not where
                              else f"{len(self.running)} {self.verb}")
         if self.live:
             self.live.update(self._view())
 
+    def still_running(self, target: str) -> None:
+        """Off a terminal: name a pair that runs long, so a log shows where the time goes."""
+        if target in self.running:
+            self.console.print(escape(f"  ... still {self.verb} {target} ({time.monotonic() - self.started_at[target]:.0f} s)"),
+                               soft_wrap=True, highlight=False)
+
     def pair_done(self, result: dict[str, Any]) -> None:
         self.running.pop(result["target"], None)
+        notice = self.timers.pop(result["target"], None)
+        if notice is not None:
+            notice.cancel()
         self.results.append(result)
         if self.lines:
             seconds = _pair_seconds(result, self.started_at.get(result["target"]), time.monotonic())
@@ -188,6 +208,8 @@ class RichReporter:
             self.live.update(self._view())
 
     def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None:
+        for notice in self.timers.values():
+            notice.cancel()
         if self.live:
             self.live.stop()
         self.console.print(results_table(results, width=self.console.width))
