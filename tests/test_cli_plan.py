@@ -211,3 +211,17 @@ def test_a_long_pair_is_named_off_a_terminal():
     lines = out.getvalue().splitlines()
     assert [line for line in lines if "still" in line] == [lines[-1]]
     assert lines[-1].startswith("  ... still verifying pairs:good (")
+
+
+def test_a_pair_that_cannot_load_does_not_run_here(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "baseline_needs_pkg.py").write_text("import aisp_no_such_package\n")
+    (mine / "optimized_needs_pkg.py").write_text("import aisp_no_such_package\n")
+    (mine / "baseline_broken.py").write_text("raise RuntimeError('broken at import')\n")
+    (mine / "optimized_broken.py").write_text("")
+    listed = runner.invoke(app, ["bench", "list-targets", "--root", str(mine), "--chapter", "mine", "--json"])
+    rows = {p["target"]: p for p in json.loads(listed.output)["pairs"]}
+    assert rows["mine:needs_pkg"]["why_not"] == "needs the Python package 'aisp_no_such_package', which is not installed"
+    assert rows["mine:broken"]["why_not"] == "cannot load baseline_broken.py: RuntimeError: broken at import"
+    assert not rows["mine:needs_pkg"]["runs_here"] and not rows["mine:broken"]["runs_here"]

@@ -22,6 +22,8 @@ def why_not_here(pair: Pair) -> str | None:
     try:
         bench = load_benchmark(pair.baseline)
         return unmet_requirements(bench.workload.requires, default_device())
+    except ModuleNotFoundError as exc:  # a file importing an optional package at its top (triton)
+        return f"needs the Python package '{exc.name}', which is not installed"
     except Exception as exc:  # noqa: BLE001 - a pair that cannot even load does not run here; say why
         return f"cannot load {pair.baseline.name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
