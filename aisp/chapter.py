@@ -21,9 +21,10 @@ def compare_main(compare_file: str, argv: list[str] | None = None) -> int:
     chapter = normalize_chapter(Path(compare_file).resolve().parent.name)
     parser = argparse.ArgumentParser(description=f"Compare every baseline/optimized pair of {chapter}.")
     parser.add_argument("--examples", nargs="*", help="Pair names (default: all of the chapter).")
-    parser.add_argument("--profile", choices=PROFILE_LEVELS, default=RunOptions.profile)
-    parser.add_argument("--iterations", type=int, default=RunOptions.iterations)
-    parser.add_argument("--warmup", type=int, default=RunOptions.warmup)
+    parser.add_argument("--profile", choices=PROFILE_LEVELS, default=RunOptions.profile,
+                        help="none, minimal (torch.profiler) or full (+ Nsight).")
+    parser.add_argument("--iterations", type=int, default=RunOptions.iterations, help="Timed iterations per variant.")
+    parser.add_argument("--warmup", type=int, default=RunOptions.warmup, help="Warmup iterations per variant (at least).")
     args = parser.parse_args(argv)
     options = RunOptions(profile=args.profile, iterations=args.iterations, warmup=args.warmup)
     return suite.run(_targets(chapter, args.examples), (), options)

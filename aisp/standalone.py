@@ -17,10 +17,11 @@ from aisp.harness.timing import gc_disabled, synchronize, time_call
 def run_standalone(get_benchmark: Callable[[], Benchmark], argv: Sequence[str] | None = None) -> int:
     """Set up, warm up and time one variant; print average, median and std. Returns an exit code."""
     parser = argparse.ArgumentParser(description="Time one benchmark variant on its own.")
-    parser.add_argument("--iterations", type=int, default=RunOptions.iterations)
-    parser.add_argument("--warmup", type=int, default=RunOptions.warmup)
-    parser.add_argument("--device", choices=DEVICES, default=RunOptions.device)
-    parser.add_argument("--seed", type=int, default=RunOptions.seed)
+    parser.add_argument("--iterations", type=int, default=RunOptions.iterations, help="Timed iterations.")
+    parser.add_argument("--warmup", type=int, default=RunOptions.warmup, help="Untimed iterations first.")
+    parser.add_argument("--device", choices=DEVICES, default=RunOptions.device,
+                        help="auto (CUDA when present), cpu or cuda.")
+    parser.add_argument("--seed", type=int, default=RunOptions.seed, help="Seed of the inputs.")
     args, _ = parser.parse_known_args(argv)
 
     bench = get_benchmark()

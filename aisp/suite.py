@@ -149,7 +149,7 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     hooks = hooks_for(options, hints)
     if options.shard:
         pairs = shard_of(pairs, hints, options.shard)
-    results, run_dir = run_suite(pairs, options, reporter or RichReporter(), hooks)
+    results, run_dir = run_suite(pairs, options, reporter or RichReporter(verb="verifying" if options.verify_only else "running"), hooks)
     if ci is not None:
         ci.write(results, run_dir.name, read_json(run_dir / "manifest.json")["hardware_key"])
     if options.update_expectations:

@@ -114,8 +114,8 @@ def plot(points: list[tuple[Kernel, float]], peaks: dict[str, Any], path: Path) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("roofline.png"))
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--out", type=Path, default=Path("roofline.png"), help="PNG path of the roofline plot")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--vector-n", type=int, default=None, help="vector length (default 256M GPU, 16M CPU)")
     parser.add_argument("--matmul-n", type=int, default=None, help="matrix size (default 8192 GPU, 1024 CPU)")
     args = parser.parse_args(argv)

@@ -29,10 +29,10 @@ from aisp.system import numa
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--side", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=50, help="training steps per rank")
+    parser.add_argument("--batch", type=int, default=64, help="images per batch")
+    parser.add_argument("--side", type=int, default=64, help="image side in pixels (side x side, 3 channels)")
+    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers per rank, each on its own local core")
     parser.add_argument("--no-bind", action="store_true", help="leave placement to the scheduler")
     return parser.parse_args()
 

@@ -61,12 +61,12 @@ def plot(rows: list[Row], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--min-bytes", default="8")
-    ap.add_argument("--max-bytes", default="1G")
-    ap.add_argument("--factor", type=int, default=2)
-    ap.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS))
-    ap.add_argument("--samples", type=int, default=5)
-    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--min-bytes", default="8", help="smallest message (8, 64K, 1M, 1G)")
+    ap.add_argument("--max-bytes", default="1G", help="largest message (same units)")
+    ap.add_argument("--factor", type=int, default=2, help="each message size is the previous one times this")
+    ap.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), help="collectives to sweep")
+    ap.add_argument("--samples", type=int, default=5, help="timed repeats per size; the median is reported")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="auto (CUDA with NCCL when present), cuda or cpu (gloo)")
     ap.add_argument("--png", help="write the bus-bandwidth plot here (rank 0)")
     ap.add_argument("--json", help="write the rows here (rank 0)")
     args = ap.parse_args(argv)

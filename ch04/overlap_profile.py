@@ -90,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-t", "--target", required=True, help="one pair, e.g. ch04:ddp_overlap_multigpu")
     parser.add_argument("--root", type=Path, action="append", default=[], help="a folder of your own pairs")
-    parser.add_argument("--out", type=Path, default=Path("artifacts/overlap_profile"))
+    parser.add_argument("--out", type=Path, default=Path("artifacts/overlap_profile"), help="folder for the traces and the summary")
     parser.add_argument("--steps", type=int, default=4, help="profiled calls per variant")
     parser.add_argument("--iterations", type=int, default=20, help="timed calls per variant")
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls per variant first")
     parser.add_argument("--device", default="auto", help="auto, cuda or cpu (gloo)")
     args = parser.parse_args(argv)
     if "RANK" not in os.environ:

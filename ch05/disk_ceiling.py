@@ -111,7 +111,7 @@ def store(found: dict[str, dict[str, object]], save_to: Path | None) -> Path | N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mib", type=int, default=DiskConfig.size_mib)
+    parser.add_argument("--size-mib", type=int, default=DiskConfig.size_mib, help="MiB written then read back")
     parser.add_argument("--dir", type=Path, default=io_root(), help="folder on the disk to measure")
     parser.add_argument("--save-to", type=Path, help="write the peaks file here instead of where it was found")
     parser.add_argument("--no-save", action="store_true", help="print only")

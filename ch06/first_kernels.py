@@ -34,8 +34,8 @@ def fill_2d(lib: ctypes.CDLL, rows: int, cols: int) -> tuple[torch.Tensor, tuple
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=100)
-    parser.add_argument("--cols", type=int, default=37)
+    parser.add_argument("--rows", type=int, default=100, help="rows of the matrix filled through the 2-D grid")
+    parser.add_argument("--cols", type=int, default=37, help="columns of that matrix")
     args = parser.parse_args(argv)
     if reason := native.unavailable():
         print(f"SKIPPED: {reason}")

@@ -130,7 +130,7 @@ def query(lib: ctypes.CDLL, sizes: list[int]) -> tuple[SmLimits, tuple[Kernel, .
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, nargs="+", default=[32, 128, 256, 1024])
+    parser.add_argument("--blocks", type=int, nargs="+", default=[32, 128, 256, 1024], help="block sizes (threads per block) to model and measure")
     parser.add_argument("--recorded", action="store_true", help="model only, recorded sm_90 figures, no GPU")
     args = parser.parse_args(argv)
     reason = None if args.recorded else native.unavailable()

@@ -122,8 +122,8 @@ def hbm_peak() -> float | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("occupancy_sweep.png"))
-    parser.add_argument("--n", type=int, default=SweepConfig.n)
+    parser.add_argument("--out", type=Path, default=Path("occupancy_sweep.png"), help="PNG path of the sweep plot")
+    parser.add_argument("--n", type=int, default=SweepConfig.n, help="elements of x and y")
     args = parser.parse_args(argv)
     if reason := native.unavailable():
         print(f"occupancy_sweep: skipped, {reason}")

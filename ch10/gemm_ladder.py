@@ -59,7 +59,7 @@ def measure(size: int, repeats: int, device: torch.device) -> list[Rung]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=8192, help="M = N = K (a multiple of 256)")
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=20, help="timed calls per kernel; the median is reported")
     args = parser.parse_args(argv)
     if reason := native.unavailable():
         print(f"skipped: {reason}")

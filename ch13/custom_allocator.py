@@ -182,11 +182,11 @@ def verify(cfg: AllocatorConfig, device: torch.device | None = None) -> Verifica
 
 def _parse(argv: list[str] | None) -> AllocatorConfig:
     p = argparse.ArgumentParser(description="Apply allocator options, then verify they are in effect.")
-    p.add_argument("--backend", choices=["native", "cudaMallocAsync"], default="native")
-    p.add_argument("--expandable-segments", action="store_true")
-    p.add_argument("--max-split-size-mb", type=int)
-    p.add_argument("--gc-threshold", type=float)
-    p.add_argument("--roundup-power2-divisions", type=int)
+    p.add_argument("--backend", choices=["native", "cudaMallocAsync"], default="native", help="the CUDA caching allocator (native) or cudaMallocAsync")
+    p.add_argument("--expandable-segments", action="store_true", help="let segments grow instead of allocating new ones (less fragmentation)")
+    p.add_argument("--max-split-size-mb", type=int, help="blocks above this size are never split (MB)")
+    p.add_argument("--gc-threshold", type=float, help="reclaim cached blocks once usage passes this fraction of the memory (0..1)")
+    p.add_argument("--roundup-power2-divisions", type=int, help="round allocation sizes up to this many divisions per power of two")
     a = p.parse_args(argv)
     return AllocatorConfig(a.backend, a.expandable_segments, a.max_split_size_mb, a.gc_threshold,
                            a.roundup_power2_divisions)

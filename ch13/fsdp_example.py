@@ -135,10 +135,10 @@ def report(runs: list[dict[str, object]], rtol: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small", help="model size")
+    parser.add_argument("--steps", type=int, default=10, help="training steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the step time")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto (CUDA with NCCL when present), cpu (gloo) or cuda")
     parser.add_argument("--json", type=Path, help="also write both runs' figures here (rank 0)")
     args = parser.parse_args(argv)
     if args.steps <= args.warmup + 1:

@@ -132,8 +132,8 @@ def parent(runs: int, out: Path, dump: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dump", action="store_true", help="also write memory_summary() and a snapshot per run")
-    p.add_argument("--runs", type=int, default=2)
-    p.add_argument("--out", type=Path, default=Path("artifacts/ch13_memory"))
+    p.add_argument("--runs", type=int, default=2, help="training steps profiled per variant")
+    p.add_argument("--out", type=Path, default=Path("artifacts/ch13_memory"), help="folder for the summaries and snapshots")
     p.add_argument("--child", choices=list(VARIANTS), help=argparse.SUPPRESS)
     p.add_argument("--setting", choices=list(SETTINGS), help=argparse.SUPPRESS)
     a = p.parse_args(argv)

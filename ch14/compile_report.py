@@ -107,7 +107,7 @@ def demo_calls(device: torch.device, dim: int = 64) -> list[tuple[torch.Tensor]]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu", help="where the demo model runs (default: cuda when present)")
     device = torch.device(parser.parse_args(argv).device)
     print(report(DemoModel().to(device), demo_calls(device)).table())
     return 0

@@ -117,13 +117,18 @@ def plot(times: list[RequestTimes], path: Path) -> None:
 
 def config_from(argv: list[str] | None = None) -> tuple[ServeConfig, str, Path | None]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, default in [("--requests", 64), ("--slots", 16), ("--prompt-mean", 256), ("--output-mean", 64)]:
-        p.add_argument(flag, type=int, default=default)
-    for flag, default in [("--rate", 20.0), ("--ttft-slo-ms", 1000.0), ("--tpot-slo-ms", 50.0)]:
-        p.add_argument(flag, type=float, default=default, help="arrivals per second (0: all at once)" if flag == "--rate" else None)
-    p.add_argument("--paged", action="store_true")
+    for flag, default, text in [("--requests", 64, "requests in the stream"),
+                                ("--slots", 16, "requests decoded together (KV-cache rows)"),
+                                ("--prompt-mean", 256, "mean prompt length in tokens"),
+                                ("--output-mean", 64, "mean output length in tokens")]:
+        p.add_argument(flag, type=int, default=default, help=text)
+    for flag, fdefault, text in [("--rate", 20.0, "arrivals per second (0: all at once)"),
+                                 ("--ttft-slo-ms", 1000.0, "time-to-first-token objective in ms"),
+                                 ("--tpot-slo-ms", 50.0, "time-per-output-token objective in ms")]:
+        p.add_argument(flag, type=float, default=fdefault, help=text)
+    p.add_argument("--paged", action="store_true", help="a paged KV cache instead of one dense slot per request")
     p.add_argument("--tiny", action="store_true", help="a tiny decoder (CPU-friendly)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where the decoder runs (default: cuda when present)")
     p.add_argument("--plot", type=Path, default=None, help="write the TTFT/TPOT plot here (matplotlib)")
     a = p.parse_args(argv)
     model = TINY if a.tiny else MODEL

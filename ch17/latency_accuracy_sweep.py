@@ -106,10 +106,13 @@ def sweep(cfg: SweepConfig, device: torch.device) -> list[Point]:
 
 def main(argv: list[str] | None = None) -> list[Point]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, default in (("--requests", 256), ("--prompt", 128), ("--draft", 2), ("--iterations", 10), ("--seed", 0)):
-        p.add_argument(flag, type=int, default=default)
+    for flag, default, text in (("--requests", 256, "requests per measured point"),
+                                ("--prompt", 128, "prompt length in tokens"),
+                                ("--draft", 2, "blocks of the truncated draft model in the cascade"),
+                                ("--iterations", 10, "timed calls per point"), ("--seed", 0, "seed of weights and prompts")):
+        p.add_argument(flag, type=int, default=default, help=text)
     p.add_argument("--tiny", action="store_true", help="a tiny 4-block decoder (CPU-friendly)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where the decoder runs (default: cuda when present)")
     p.add_argument("--plot", type=Path, default=None, help="write the latency/agreement plot here (matplotlib)")
     a = p.parse_args(argv)
     cfg = SweepConfig(model=TINY if a.tiny else MODEL, requests=a.requests, prompt=a.prompt, draft=a.draft,

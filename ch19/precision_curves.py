@@ -114,10 +114,10 @@ def plot(curves: dict[str, list[float]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=CurveConfig.steps)
-    parser.add_argument("--every", type=int, default=25)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", type=Path, default=Path("artifacts/ch19_precision_curves.png"))
+    parser.add_argument("--steps", type=int, default=CurveConfig.steps, help="training steps per variant")
+    parser.add_argument("--every", type=int, default=25, help="print the loss every this many steps")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where training runs (default: cuda when present)")
+    parser.add_argument("--out", type=Path, default=Path("artifacts/ch19_precision_curves.png"), help="PNG path of the loss curves")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     cfg = CurveConfig(steps=args.steps, **(CPU_SIZES if device.type == "cpu" else {}))

@@ -87,8 +87,8 @@ def report(size: int, device: torch.device) -> list[dict[str, object]]:
 
 def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=4096 if torch.cuda.is_available() else 512)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--size", type=int, default=4096 if torch.cuda.is_available() else 512, help="M = N = K of the GEMM (default 4096 on a GPU, 512 on a CPU)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where the GEMM runs (default: cuda when present)")
     args = parser.parse_args(argv)
     rows = report(args.size, torch.device(args.device))
     print(f"e4m3 GEMM {args.size}^3 vs fp32, errors on the ordinary rows ({args.device}; ms: quantize + GEMM)")

@@ -99,8 +99,8 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", type=Path, help="a run folder (default: the newest under --artifacts-dir with the chapter)")
-    p.add_argument("--artifacts-dir", type=Path, default=Path("artifacts"))
-    p.add_argument("--chapter", default="ch20")
+    p.add_argument("--artifacts-dir", type=Path, default=Path("artifacts"), help="folder of run folders searched for the newest run")
+    p.add_argument("--chapter", default="ch20", help="the chapter whose staged pairs are charted")
     p.add_argument("--png", type=Path, help="also draw the cumulative speedup per stage here")
     args = p.parse_args(argv)
     try:

@@ -60,12 +60,12 @@ def test_pairs_matched_by_target_and_variant(tmp_path):
     b = write_run(tmp_path, "20250102-000000", b_pairs)
     comparison = compare_runs(a, b)
     by_target = {p["target"]: p for p in comparison["pairs"]}
-    assert by_target["ch01:gone"]["status"] == "removed"
-    assert by_target["ch02:new"]["status"] == "added"
+    assert by_target["ch01:gone"]["status"] == "not in run B"
+    assert by_target["ch02:new"]["status"] == "not in run A"
     x = by_target["ch01:x"]
     assert x["status"] == "slower"
     assert {r["variant"]: r["status"] for r in x["variants"]} == {
-        "baseline_x": "slower", "optimized_x": "slower", "optimized_x_extra": "added"}
+        "baseline_x": "slower", "optimized_x": "slower", "optimized_x_extra": "not in run A"}
     assert comparison["environment_changes"] == []
     assert not any(p["environment_changed"] for p in comparison["pairs"])
 
@@ -79,7 +79,7 @@ def test_variant_without_samples_is_not_compared(tmp_path):
     assert rows["optimized_x"]["status"] == "not-compared"
     assert "verify-failed" in rows["optimized_x"]["reason"]
     assert rows["baseline_x"]["status"] == "same"
-    assert compare_runs(a, b)["pairs"][0]["status"] == "same"
+    assert compare_runs(a, b)["pairs"][0]["status"] == "not-compared", "no optimized variant was compared"
     only_failed = write_run(tmp_path, "c", [pair("ch01:x", variant("baseline_x", None, verdict="error"), [],
                                                  verdict="error")])
     assert compare_runs(a, only_failed)["pairs"][0]["status"] == "not-compared"
@@ -159,3 +159,75 @@ def test_cli_usage_errors(tmp_path):
     (broken / "summary.json").write_text('{"results": {"not": "a list"}}')
     assert runner.invoke(app, ["bench", "compare", str(a), str(broken)]).exit_code == 2
     assert runner.invoke(app, ["bench", "compare", str(a), str(a), "--threshold", "1.5"]).exit_code == 2
+
+
+def test_only_a_slower_baseline_does_not_fail(tmp_path):
+    """The baseline 30% slower, the optimized variant unchanged: reported, exit 0 (the speedup rose)."""
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1)])
+    b_pair = pair("ch01:x", variant("baseline_x", samples(13.0, 0.01, seed=5)),
+                  [variant("optimized_x", samples(5.0, 0.01, seed=6))])
+    b = write_run(tmp_path, "b", [b_pair])
+    comparison = compare_runs(a, b)
+    rows = {r["variant"]: r for r in comparison["pairs"][0]["variants"]}
+    assert rows["baseline_x"]["status"] == "slower" and rows["baseline_x"]["role"] == "baseline"
+    assert rows["optimized_x"]["status"] == "same" and comparison["pairs"][0]["status"] == "same"
+    result = runner.invoke(app, ["bench", "compare", str(a), str(b)])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_worse_headline_fails(tmp_path):
+    """The baseline much faster, the optimized variant unchanged: the speedup fell from 2x to 1.1x."""
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1)])
+    b_pair = pair("ch01:x", variant("baseline_x", samples(5.5, 0.01, seed=5)),
+                  [variant("optimized_x", samples(5.0, 0.01, seed=6))])
+    b = write_run(tmp_path, "b", [b_pair])
+    found = compare_runs(a, b)["pairs"][0]
+    assert found["headline_worse"] and found["status"] == "slower"
+    result = runner.invoke(app, ["bench", "compare", str(a), str(b)])
+    assert result.exit_code == 3 and "(worse)" in result.output
+
+
+def test_pairs_missing_from_one_run_do_not_fail(tmp_path):
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1), one_pair(5.0, 0.01, 3, "ch02:only_a")])
+    b = write_run(tmp_path, "b", [one_pair(5.0, 0.001, 2)])
+    result = runner.invoke(app, ["bench", "compare", str(a), str(b)])
+    assert result.exit_code == 0
+    assert "1 not in run B" in result.output and "removed" not in result.output
+
+
+def test_json_and_csv(tmp_path):
+    import csv
+    import io
+    import json
+
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1), one_pair(5.0, 0.01, 3, "ch02:only_a")])
+    b = write_run(tmp_path, "b", [one_pair(6.0, 0.01, 2)])
+    as_json = runner.invoke(app, ["bench", "compare", str(a), str(b), "--json"])
+    assert as_json.exit_code == 3
+    data = json.loads(as_json.stdout)
+    assert {p["target"]: p["status"] for p in data["pairs"]} == {"ch01:x": "slower", "ch02:only_a": "not in run B"}
+    as_csv = runner.invoke(app, ["bench", "compare", str(a), str(b), "--csv"])
+    assert as_csv.exit_code == 3
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [(r["target"], r["variant"], r["role"]) for r in rows] == [
+        ("ch01:x", "baseline_x", "baseline"), ("ch01:x", "optimized_x", "optimized"),
+        ("ch02:only_a", "baseline_x", "baseline"), ("ch02:only_a", "optimized_x", "optimized")]
+    assert float(rows[1]["ratio"]) == pytest.approx(1.2, rel=0.05)
+    assert rows[2]["ratio"] == "" and rows[2]["status"] == "not in run B"
+    both = runner.invoke(app, ["bench", "compare", str(a), str(b), "--json", "--csv"])
+    assert both.exit_code == 2 and both.stderr.startswith("error: ")
+
+
+def test_table_at_120_columns_keeps_names_whole_and_agrees_with_help(tmp_path):
+    from aisp.cli.bench_compare import DEFAULT_THRESHOLD
+
+    name = "ch18:speculative_decoding_with_paged_attention"
+    a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1, name)])
+    b = write_run(tmp_path, "b", [one_pair(5.0, 0.001, 2, name)], env={**ENV, "torch": "2.14.0+cpu"})
+    narrow = CliRunner(env={"COLUMNS": "120"})
+    result = narrow.invoke(app, ["bench", "compare", str(a), str(b)])
+    assert name in result.output, "the pair's name is on one line"
+    assert max(len(line) for line in result.output.splitlines() if line.startswith(("│", "┃"))) <= 120
+    figure = f"{DEFAULT_THRESHOLD:.1%}"
+    assert figure in " ".join(narrow.invoke(app, ["bench", "compare", "--help"]).output.split())
+    assert figure in CliRunner(env={"COLUMNS": "250"}).invoke(app, ["bench", "compare", str(a), str(b)]).output

@@ -97,12 +97,12 @@ def test_cli_quick_measures_and_does_not_cache(peak_home: tuple[Path, Path]) -> 
 def test_cli_shows_the_cache_and_refresh_remeasures(peak_home: tuple[Path, Path],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     override, _ = peak_home
-    monkeypatch.setattr("aisp.cli.peak.hardware_key", lambda: "h999")
+    monkeypatch.setattr("aisp.harness.environment.hardware_key", lambda: "h999")
     save_peaks(_doc("h999", 123.0))
     shown = CliRunner().invoke(app, ["peak"])
     assert shown.exit_code == 0 and "123.0" in shown.output and "Cached" in shown.output
     assert "different environment" not in shown.output
-    monkeypatch.setattr("aisp.cli.peak.measure_peaks", lambda cfg, progress: _doc("h999", 7.0))
+    monkeypatch.setattr("aisp.peak.measure.measure_peaks", lambda cfg, progress: _doc("h999", 7.0))
     refreshed = CliRunner().invoke(app, ["peak", "--refresh", "--json"])
     assert refreshed.exit_code == 0, refreshed.output
     assert json.loads(refreshed.stdout)["measurements"]["matmul_fp32"]["value"] == 7.0

@@ -108,7 +108,7 @@ def test_nccl_small_allreduce_latency_back_to_back() -> None:
 
 def test_cli_table_shows_the_latency_floors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AISP_PEAK_DIR", str(tmp_path))
-    monkeypatch.setattr("aisp.cli.peak.hardware_key", lambda: "h999")
+    monkeypatch.setattr("aisp.harness.environment.hardware_key", lambda: "h999")
     save_peaks({"measurements": {}, "skipped": {}, "errors": {}, "provenance": {"hardware_key": "h999"},
                 "latency": {"launch_graph_node": {"value": 0.87, "unit": "us", "detail": "empty kernels"}}})
     shown = CliRunner().invoke(app, ["peak"], terminal_width=200)

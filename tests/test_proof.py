@@ -158,3 +158,39 @@ def test_cli_missing_artifacts_dir(tmp_path):
     assert result.exit_code == 2
     assert "no such artifacts folder" in result.output
     assert not (tmp_path / "pob.csv").exists()
+
+
+def test_a_verify_only_run_alone_makes_no_row(tmp_path):
+    """A pair only ever verified has no measured speedup to prove: no "needs-work" row for it."""
+    write_run(tmp_path, "20250101-000000", [timed("ch01:a", 2.0)])
+    write_run(tmp_path, "20250102-000000", [timed("ch01:a", 2.0, seed=3), timed("ch01:never_timed", 2.0)],
+              verify_only=True)
+    rows = by_target(proof_rows(tmp_path)[0])
+    assert list(rows) == ["ch01:a"] and rows["ch01:a"]["run_id"] == "20250101-000000"
+
+
+def test_a_verify_only_pass_on_a_two_gpu_host_does_not_shadow_the_one_gpu_result(tmp_path):
+    """Timed results carry their pair's key (h200); a verify-only run carries only the host's (2x_h200)."""
+    one_gpu = {**timed("ch13:a", 2.0), "expectation": {"status": "ok", "hardware_key": "h200"}}
+    two_gpu_env = {**ENV, "hardware_key": "2x_h200"}
+    write_run(tmp_path, "20250101-000000", [one_gpu], env=two_gpu_env)
+    write_run(tmp_path, "20250102-000000", [timed("ch13:a", 2.0)], env=two_gpu_env, verify_only=True)
+    assert [(r["hardware"], r["status"]) for r in proof_rows(tmp_path)[0]] == [("h200", "ok")]
+    write_run(tmp_path, "20250103-000000", [untimed("ch13:a", "verify-failed", "bad")], env=two_gpu_env,
+              verify_only=True)
+    assert [(r["hardware"], r["status"]) for r in proof_rows(tmp_path)[0]] == [("h200", "verify-failed")]
+
+
+def test_console_table_fits_120_columns(tmp_path):
+    write_run(tmp_path, "20250101-000000", [timed("ch18:speculative_decoding_with_paged_attention", 2.0),
+                                            untimed("ch01:b", "error", "a long reason " * 12)])
+    result = CliRunner(env={"COLUMNS": "120"}).invoke(app, ["report", "proof-of-benefit", "--artifacts-dir",
+                                                            str(tmp_path), "--output-csv", str(tmp_path / "p.csv")])
+    assert result.exit_code == 0, result.output
+    table = [line for line in result.output.splitlines() if line.startswith(("│", "┃"))]
+    assert "ch18:speculative_decoding_with_paged_attention" in result.output
+    assert max(len(line) for line in table) <= 120
+    starts = [line.split("│")[1].strip() for line in table[1:]]
+    assert [s for s in starts if s] == ["ch01:b", "ch18:speculative_decoding_with_paged_attention"]
+    assert "error" in next(line for line in table if "ch01:b" in line), "the status sits on the pair's line"
+    assert len(table[0].split("┃")) == len(table[1].split("│")), "one header line: no header wraps"

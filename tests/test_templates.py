@@ -36,7 +36,7 @@ exit 3
 def options_of(argv: list[str], monkeypatch: pytest.MonkeyPatch):
     """The RunOptions the CLI builds from ``aisp`` arguments (no pair runs)."""
     seen = {}
-    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None: seen.update(
+    monkeypatch.setattr(suite, "run", lambda targets, roots, options, reporter=None, ci=None: seen.update(
         targets=targets, options=options) or 0)
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output

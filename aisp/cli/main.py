@@ -9,18 +9,39 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from typing import Annotated
 
 import psutil
 import typer
 
-from aisp.harness.runner import KILL_GRACE_S, descendants
+import aisp
+from aisp.cli.conventions import ConventionalGroup
+
+LEFTOVER_GRACE_S = 5.0
+"""Seconds a leftover process has to exit after SIGTERM before SIGKILL (the runner's grace too)."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"aisp {aisp.__version__}")
+        raise typer.Exit(0)
+
 
 app = typer.Typer(
+    cls=ConventionalGroup,
+    rich_markup_mode=None,
     name="aisp",
     help="AI systems performance: verified benchmark pairs, expectations, peaks, profiling, host audit.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                              help="Print aisp's version and exit.")] = False) -> None:
+    """The root: options that apply before any command (--version)."""
+
 
 from aisp.cli.peak import peak  # noqa: E402
 
@@ -72,14 +93,14 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def end_leftovers() -> None:
     """SIGTERM, then SIGKILL after a grace period, every descendant still alive (adopted orphans too)."""
-    procs = descendants()
+    procs = psutil.Process().children(recursive=True)
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    for proc in psutil.wait_procs(procs, timeout=KILL_GRACE_S)[1]:
+    for proc in psutil.wait_procs(procs, timeout=LEFTOVER_GRACE_S)[1]:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(procs, timeout=KILL_GRACE_S)
+    psutil.wait_procs(procs, timeout=LEFTOVER_GRACE_S)
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -14,7 +14,8 @@ def mcp(
     work_dir: Annotated[Path, typer.Option(help="Where jobs' artifacts and checked kernels go.")] = Path("artifacts/mcp"),
     check_timeout: Annotated[float, typer.Option(help="Seconds a check_kernel worker may run before it is "
                                                  "killed with its process group.")] = SandboxPolicy.timeout_s,
-    device: Annotated[str, typer.Option(help="check_kernel's device: auto, cpu or cuda.")] = SandboxPolicy.device,
+    device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
+        help="check_kernel's device: CUDA when present (auto), or forced.")] = SandboxPolicy.device,
     reference: Annotated[list[str] | None, typer.Option(help="MODULE:FUNCTION: check_kernel may only compare with "
                                                         "these (repeatable; default: any, or sent as source).")] = None,
 ) -> None:
@@ -27,8 +28,5 @@ def mcp(
             raise
         typer.secho("error: aisp mcp needs the MCP SDK: pip install 'aisp[mcp]'", err=True, fg="red")
         raise typer.Exit(2) from None
-    if device not in ("auto", "cpu", "cuda"):
-        typer.secho(f"error: --device {device}: use auto, cpu or cuda", err=True, fg="red")
-        raise typer.Exit(2)
     policy = SandboxPolicy(timeout_s=check_timeout, device=device, references=tuple(reference or ()))
     serve(ServerConfig(work_dir, policy))

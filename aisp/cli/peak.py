@@ -9,9 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aisp.harness.environment import hardware_key
-from aisp.peak.measure import FULL, QUICK, environment_changes, load_peaks, measure_peaks, save_peaks
-
 
 def peak(
     quick: Annotated[bool, typer.Option(
@@ -23,6 +20,9 @@ def peak(
     """Measure this machine's ceilings (matmul per dtype, bandwidths, compile time; latency floors of a
     kernel launch, a graph launch and node, a sync, small copies and a torch op's dispatch; with 2+
     GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small all-reduce latency)."""
+    from aisp.harness.environment import hardware_key
+    from aisp.peak.measure import FULL, QUICK, environment_changes, load_peaks, measure_peaks, save_peaks
+
     console = Console(stderr=as_json)
     key = hardware_key()
     cached = None if (quick or refresh) else load_peaks(key)

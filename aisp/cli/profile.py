@@ -11,9 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aisp.harness.discovery import TargetError
-from aisp.profile.command import CommandError, profile_any
-from aisp.profile.diff import diff_pair, diff_table, profiled
-from aisp.profile.pair import ProfileRequest, profile_target
+from aisp.profile.command import CommandError
 from aisp.profile.trace_summary import TraceSummary, summarize_trace
 
 app = typer.Typer(help="Profile a pair or any command (torch.profiler traces, Nsight Compute, Nsight Systems), "
@@ -43,6 +41,9 @@ def run(target: Annotated[str | None, typer.Option("--target", "-t", help="One p
     under --tool torch."""
     if (target is None) == (not command):
         raise _usage("name one pair with -t, or one command after --, not both")
+    from aisp.profile.command import profile_any
+    from aisp.profile.pair import ProfileRequest, profile_target
+
     try:
         if target is not None:
             result = profile_target(ProfileRequest(target, tool.value, output_dir, iterations, warmup))
@@ -62,6 +63,8 @@ def diff(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e
     """Nsight Compute on every variant of one pair, top kernels side by side: duration, SOL % of
     compute and memory, DRAM and L2 throughput, tensor pipe, occupancy, top stalls. Exit 1 when
     fewer than two variants could be profiled (ncu absent or failing), 2 for an unknown target."""
+    from aisp.profile.diff import diff_pair, diff_table, profiled
+
     try:
         result = diff_pair(target, output_dir, kernels, timeout)
     except TargetError as exc:

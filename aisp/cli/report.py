@@ -10,11 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aisp.harness.results import exit_code
-from aisp.peak.measure import load_peaks
-from aisp.report import ceilings, plotting
 from aisp.report import phases as phase_report
-from aisp.report.html_report import load_run, write_html
+from aisp.report import plotting
 from aisp.report.roofline import pair_points, plot
 
 app = typer.Typer(help="Reports of a run folder (roofline plot, HTML report, ceilings, phases), merge of shards, and a dashboard across runs.",
@@ -40,6 +37,9 @@ def roofline(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="PNG path (default RUN_DIR/roofline.png).")] = None,
 ) -> None:
     """Plot each pair's baseline -> optimized move on this hardware key's measured roofline."""
+    from aisp.peak.measure import load_peaks
+    from aisp.report.html_report import load_run
+
     _require_plotting()
     summary, _ = load_run(run_dir)
     peaks = load_peaks(summary["hardware_key"])
@@ -58,6 +58,8 @@ def html_report(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML path (default RUN_DIR/report.html).")] = None,
 ) -> None:
     """One self-contained HTML file: summary table, speedup chart with intervals, roofline."""
+    from aisp.report.html_report import write_html
+
     _require_plotting()
     typer.echo(f"Wrote {write_html(run_dir, output)}")
 
@@ -66,6 +68,10 @@ def html_report(
 def ceilings_report(run_dir: RunDir) -> None:
     """Every pair's ceiling (compute, memory or latency), the % its best variant reaches and, below
     80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary."""
+    from aisp.peak.measure import load_peaks
+    from aisp.report import ceilings
+    from aisp.report.html_report import load_run
+
     if not (run_dir / "summary.json").exists():
         raise _fail(f"error: {run_dir} has no summary.json; pass a run folder (artifacts/<timestamp>).", 2)
     summary, _ = load_run(run_dir)
@@ -87,6 +93,8 @@ def phases(
 ) -> None:
     """Where the run's time went: seconds per phase for each chapter (or pair), and the harness's fixed
     cost per pair (process start and imports, time in no phase, process exit)."""
+    from aisp.report.html_report import load_run
+
     try:
         summary, _ = load_run(run_dir)
     except (FileNotFoundError, ValueError) as exc:
@@ -115,6 +123,7 @@ def merge(
     manifest, the summary written again. Exit code: the merged run's worst verdict (as 'aisp bench
     run'); 5 when a shard of the run is missing; 2 when the folders cannot be merged (different
     results for one pair, different hardware, not a run folder)."""
+    from aisp.harness.results import exit_code
     from aisp.report.merge import MergeError
     from aisp.report.merge import merge as merge_runs
 

@@ -12,23 +12,37 @@ from rich.table import Table
 
 from aisp.cli.report import app
 from aisp.harness.options import RunOptions
-from aisp.judge.proof import COLUMNS, DEFAULT_MIN_SPEEDUP, proof_rows, tally, write_report
+from aisp.judge.proof import DEFAULT_MIN_SPEEDUP, proof_rows, tally, write_report
+from aisp.report.console import Column, fitted_table
 
 STATUS_STYLE = {"ok": "green", "ok-unchecked": "magenta", "inconclusive": "cyan", "needs-work": "yellow",
                 "regressed": "red", "verify-failed": "bold red", "error": "bold red", "skipped": "dim"}
 
 
-def proof_table(rows: list[dict[str, str]], min_speedup: float) -> Table:
-    """The report's rows as a rich table, status coloured."""
-    table = Table(title=f"Proof of benefit (bar {min_speedup:.2f}x)")
-    for column in COLUMNS:
-        table.add_column(column, overflow="fold")
+CONSOLE_COLUMNS = (Column("target"), Column("hardware", drop_rank=3), Column("status"),
+                   Column("speedup [95% CI]"), Column("headline", drop_rank=1), Column("baseline ms", drop_rank=2),
+                   Column("optimized ms", drop_rank=4), Column("best", drop_rank=0), Column("run", drop_rank=5),
+                   Column("reason", wraps=True))
+"""The console's columns (the CSV and Markdown keep every one, notes included): optional ones go,
+lowest rank first, when the terminal is narrow; only the reason wraps."""
+
+
+def _speedup(row: dict[str, str]) -> str:
+    return f"{row['speedup']}x [{row['low']}, {row['high']}]" if row["speedup"] else "-"
+
+
+def proof_table(rows: list[dict[str, str]], min_speedup: float, width: int = 150) -> Table:
+    """The report's rows as a rich table fitted to ``width``, status coloured; a pair's notes are
+    counted in its reason (they are in full in the CSV and Markdown)."""
+    cells = []
     for row in rows:
         style = STATUS_STYLE[row["status"]]
-        cells = [escape(row[c]) for c in COLUMNS]
-        cells[COLUMNS.index("status")] = f"[{style}]{row['status']}[/{style}]"
-        table.add_row(*cells)
-    return table
+        notes = len(row["notes"].split("; ")) if row["notes"] else 0
+        reason = "; ".join(filter(None, [row["reason"], f"{notes} note(s) in the CSV" if notes else ""]))
+        cells.append([escape(row["target"]), row["hardware"], f"[{style}]{row['status']}[/{style}]", _speedup(row),
+                      row["headline"], row["baseline_ms"] or "-", row["optimized_ms"] or "-", escape(row["best"]),
+                      row["run_id"], escape(reason)])
+    return fitted_table(CONSOLE_COLUMNS, cells, width, title=f"Proof of benefit (bar {min_speedup:.2f}x)")
 
 
 @app.command("proof-of-benefit")
@@ -51,5 +65,5 @@ def proof_of_benefit(
     for problem in problems:
         console.print(f"[yellow]skipped unreadable run:[/yellow] {escape(problem)}")
     csv_path, md_path = write_report(rows, output_csv, artifacts_dir, min_speedup)
-    console.print(proof_table(rows, min_speedup))
+    console.print(proof_table(rows, min_speedup, console.width))
     console.print(f"{tally(rows)}\nWrote {csv_path} and {md_path}")

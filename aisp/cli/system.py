@@ -9,18 +9,12 @@ import typer
 
 from aisp.system.audit import EXIT_CODES_HELP
 from aisp.system.commands import AuditOptions, TuneOptions, audit_main, manifest_main, tune_main
-from aisp.system.model import PROFILES
+from aisp.system.model import Profile
 
 app = typer.Typer(help="Host audit and tuning for GPU servers (chapter 3).", no_args_is_help=True)
 
 
-def _profile(value: str) -> str:
-    if value not in PROFILES:
-        raise typer.BadParameter(f"choose one of {', '.join(PROFILES)}")
-    return value
-
-
-ProfileOpt = Annotated[str, typer.Option("--profile", callback=_profile, help="training or inference")]
+ProfileOpt = Annotated[Profile, typer.Option("--profile", help="training or inference")]
 RootOpt = Annotated[Path, typer.Option("--root", help="root of the /proc and /sys tree (a fake tree in tests)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="schema-versioned JSON on stdout")]
 

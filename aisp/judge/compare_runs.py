@@ -12,8 +12,14 @@ run-to-run noise seen on the H200 exceeds in under 1% of comparisons.
 - ``same``: the interval lies inside [1 - threshold, 1 + threshold];
 - ``ambiguous``: anything else (too few samples or too much noise to tell).
 
-A pair takes its worst compared variant's status. A different environment fingerprint (GPU, driver, CUDA,
-torch) or a missing manifest is reported as "environment changed" and flags every row.
+A pair takes the worst status of its compared optimized variants -- a baseline that got slower or
+faster shows on its own row but does not make the pair slower -- and is ``slower`` too when its
+headline (the speedup, or memory ratio, of its best variant) got worse: B's interval entirely below
+A's and lower by more than the threshold. Only a ``slower`` pair makes ``aisp bench compare`` exit 3.
+A pair (or variant) in one run only is ``not in run A`` / ``not in run B``.
+
+A different environment fingerprint (GPU, driver, CUDA, torch) or a missing manifest is reported as
+"environment changed" and flags every row.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from aisp.judge.run_noise import log_limit, noise_of
 ALPHA = 0.01
 """A change needs a Mann-Whitney p-value below this."""
 STATUS_ORDER = ("same", "faster", "ambiguous", "slower")
-"""Least to most worrying; a pair in both runs takes its worst compared variant's status."""
+"""Least to most worrying; a pair in both runs takes its worst compared optimized variant's status."""
+NOT_IN_A, NOT_IN_B = "not in run A", "not in run B"
+"""A pair or variant present in one run only (not selected, added or removed: the runs cannot tell)."""
 
 
 def classify(ratio: dict[str, float], p_value: float, threshold: float) -> str:
@@ -69,11 +77,12 @@ def run_to_run_threshold(history_ms: list[float]) -> float:
 
 
 def compare_variant(name: str, a: dict[str, Any] | None, b: dict[str, Any] | None,
-                    threshold: float) -> dict[str, Any]:
-    """One variant of one pair in both runs (``None`` where a run lacks it)."""
-    row: dict[str, Any] = {"variant": name, "a_ms": _median(a), "b_ms": _median(b), "threshold": threshold}
+                    threshold: float, role: str = "optimized") -> dict[str, Any]:
+    """One variant (``role``: baseline or optimized) of one pair in both runs (``None`` where a run lacks it)."""
+    row: dict[str, Any] = {"variant": name, "role": role, "a_ms": _median(a), "b_ms": _median(b),
+                           "threshold": threshold}
     if a is None or b is None:
-        return {**row, "status": "added" if a is None else "removed"}
+        return {**row, "status": NOT_IN_A if a is None else NOT_IN_B}
     missing = [f"{run} has no samples (verdict {v.get('verdict')})"
                for run, v in (("A", a), ("B", b)) if not v.get("samples_ms")]
     if missing:
@@ -90,27 +99,43 @@ def _variants(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 def worst_status(statuses: Sequence[str]) -> str:
     """The most worrying of the compared statuses; ``not-compared`` when no variant was compared
-    (a variant added, removed or without samples shows on its own row, not in the pair's status)."""
+    (a variant in one run only or without samples shows on its own row, not in the pair's status)."""
     compared = [s for s in statuses if s in STATUS_ORDER]
     return max(compared, key=STATUS_ORDER.index) if compared else "not-compared"
 
 
+def headline_worse(speedup_a: dict[str, float] | None, speedup_b: dict[str, float] | None,
+                   threshold: float) -> bool:
+    """Whether the pair's headline (speedup or memory ratio) got worse: B's interval entirely below
+    A's, and B's value lower than A's by more than ``threshold``."""
+    if not speedup_a or not speedup_b:
+        return False
+    return speedup_b["high"] < speedup_a["low"] and speedup_b["value"] < speedup_a["value"] * (1 - threshold)
+
+
+def _baseline_names(*results: dict[str, Any] | None) -> set[str]:
+    return {r["baseline"]["name"] for r in results if r and r.get("baseline")}
+
+
 def compare_pair(target: str, a: dict[str, Any] | None, b: dict[str, Any] | None,
                  threshold: float | None = None, history_ms: dict[str, list[float]] | None = None) -> dict[str, Any]:
-    """Every variant of a pair; ``added``/``removed`` when the pair is in one run only.
+    """Every variant of a pair; ``not in run A``/``not in run B`` when the pair is in one run only.
 
-    Without a ``threshold`` each variant's comes from its stored medians in ``history_ms``."""
+    Without a ``threshold`` each variant's comes from its stored medians in ``history_ms`` (the
+    headline's from the default)."""
     va, vb = _variants(a), _variants(b)
     names = list(va) + [n for n in vb if n not in va]
-    history_ms = history_ms or {}
-    rows = [compare_variant(n, va.get(n), vb.get(n), threshold or run_to_run_threshold(history_ms.get(n, [])))
-            for n in names]
+    history_ms, baselines = history_ms or {}, _baseline_names(a, b)
+    rows = [compare_variant(n, va.get(n), vb.get(n), threshold or run_to_run_threshold(history_ms.get(n, [])),
+                            "baseline" if n in baselines else "optimized") for n in names]
+    speedup_a, speedup_b = (a or {}).get("speedup"), (b or {}).get("speedup")
+    worse = headline_worse(speedup_a, speedup_b, threshold or run_to_run_threshold([]))
     if a is None or b is None:
-        status = "added" if a is None else "removed"
+        status = NOT_IN_A if a is None else NOT_IN_B
     else:
-        status = worst_status([r["status"] for r in rows])
-    return {"target": target, "status": status, "variants": rows,
-            "speedup_a": (a or {}).get("speedup"), "speedup_b": (b or {}).get("speedup")}
+        status = "slower" if worse else worst_status([r["status"] for r in rows if r["role"] == "optimized"])
+    return {"target": target, "status": status, "headline_worse": worse, "variants": rows,
+            "speedup_a": speedup_a, "speedup_b": speedup_b}
 
 
 def _results(summary: dict[str, Any], run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -159,5 +184,28 @@ def compare_runs(run_a: Path, run_b: Path, threshold: float | None = None) -> di
 
 
 def any_slower(comparison: dict[str, Any]) -> bool:
-    """Whether some pair of run B is significantly slower than in run A."""
+    """Whether some pair of run B got worse than in run A: an optimized variant significantly
+    slower, or the headline lower (a baseline alone getting slower does not count)."""
     return any(p["status"] == "slower" for p in comparison["pairs"])
+
+
+CSV_COLUMNS = ("target", "pair_status", "variant", "role", "status", "a_ms", "b_ms", "ratio", "ratio_low",
+               "ratio_high", "change", "threshold", "p_value", "speedup_a", "speedup_b", "headline_worse",
+               "environment_changed", "reason")
+
+
+def csv_rows(comparison: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per pair and variant, numbers as numbers and None (an empty cell) where missing."""
+    rows = []
+    for pair in comparison["pairs"]:
+        for row in pair["variants"]:
+            ratio = row.get("ratio") or {}
+            rows.append({
+                "target": pair["target"], "pair_status": pair["status"], "variant": row["variant"],
+                "role": row["role"], "status": row["status"], "a_ms": row["a_ms"], "b_ms": row["b_ms"],
+                "ratio": ratio.get("value"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
+                "change": row.get("change"), "threshold": row["threshold"], "p_value": row.get("p_value"),
+                "speedup_a": (pair["speedup_a"] or {}).get("value"), "speedup_b": (pair["speedup_b"] or {}).get("value"),
+                "headline_worse": pair["headline_worse"], "environment_changed": pair["environment_changed"],
+                "reason": row.get("reason")})
+    return rows

@@ -2,8 +2,13 @@
 
 Each run folder (``<artifacts>/<timestamp>/summary.json``) is read; per pair and hardware key (of
 the GPUs the pair used, as its expectations were judged: a one-GPU pair on a 2 x H200 host is
-``h200``) the newest run wins (newest by the run's timestamp id, else by the summary file's time). A verify-only
-run proves correctness, not benefit: its passing results never replace a timed one.
+``h200``) the newest run wins (newest by the run's timestamp id, else by the summary file's time).
+
+A verify-only run (``aisp bench verify``) proves correctness, not benefit: its passing results are
+ignored (they neither replace a timed result nor make a "no measured speedup" row of their own). Its
+failures (verify-failed, error, timeout) do replace the pair's newest timed result on the same
+hardware -- a verify-only result carries no expectation, so its key is the run's; a run key that
+names a GPU count (``2x_h200``) also matches the one-GPU key (``h200``) -- or, with none, make a row.
 
 Status per pair: ``ok`` (speedup, or memory ratio for a memory-headline pair, at or above the bar,
 its 95% interval above 1), ``ok-unchecked`` (a timed pair whose baseline declares no per-call
@@ -81,15 +86,24 @@ def hardware(result: dict[str, Any], run: Run) -> str:
     return str((result.get("expectation") or {}).get("hardware_key") or run.summary.get("hardware_key") or "?")
 
 
+def _same_gpu(run_key: str, key: str) -> bool:
+    """Whether a verify-only run's key covers a timed result's: equal, or ``2x_h200`` for ``h200``."""
+    return key == run_key or run_key.endswith(f"x_{key}")
+
+
 def latest_results(runs: list[Run]) -> dict[tuple[str, str], tuple[dict[str, Any], Run]]:
-    """(target, hardware key) -> (newest result, its run); ``runs`` must be oldest first."""
+    """(target, hardware key) -> (newest result, its run); ``runs`` must be oldest first. Passing
+    results of verify-only runs are skipped; their failures replace the matching timed results."""
     latest: dict[tuple[str, str], tuple[dict[str, Any], Run]] = {}
     for run in runs:
         for result in run.summary["results"]:
             key = (result["target"], hardware(result, run))
-            untimed_pass = run.verify_only and result.get("verdict") in ("ok", "ok-unchecked")
-            if not (untimed_pass and key in latest):
+            if not run.verify_only:
                 latest[key] = (result, run)
+            elif result.get("verdict") in STATUS_BY_VERDICT and result["verdict"] != "skipped":
+                matching = [k for k in latest if k[0] == key[0] and _same_gpu(key[1], k[1])]
+                for k in matching or [key]:
+                    latest[k] = (result, run)
     return latest
 
 
@@ -126,12 +140,12 @@ def _median(variant: dict[str, Any] | None) -> float | None:
     return summary["median"] if summary else None
 
 
-def row(result: dict[str, Any], run: Run, min_speedup: float) -> dict[str, str]:
-    """One CSV/Markdown row of the report."""
+def row(result: dict[str, Any], run: Run, min_speedup: float, hardware_key: str | None = None) -> dict[str, str]:
+    """One CSV/Markdown row of the report (``hardware_key``: the row's, default the result's own)."""
     pair_status, reason = status(result, min_speedup)
     speedup = result.get("speedup") or {}
     return {
-        "target": result["target"], "hardware": hardware(result, run),
+        "target": result["target"], "hardware": hardware_key or hardware(result, run),
         "status": pair_status, "speedup": _num(speedup.get("value"), ".3f"),
         "low": _num(speedup.get("low"), ".3f"), "high": _num(speedup.get("high"), ".3f"),
         "headline": (result.get("workload") or {}).get("headline", "time"),
@@ -148,7 +162,7 @@ def proof_rows(artifacts_dir: Path, min_speedup: float = DEFAULT_MIN_SPEEDUP) ->
         raise FileNotFoundError(f"{artifacts_dir}: no such artifacts folder")
     runs, problems = load_runs(artifacts_dir)
     latest = latest_results(runs)
-    return [row(*latest[key], min_speedup) for key in sorted(latest)], problems
+    return [row(*latest[key], min_speedup, key[1]) for key in sorted(latest)], problems
 
 
 def counts(rows: list[dict[str, str]]) -> dict[str, int]:

@@ -80,8 +80,8 @@ def burst_row(nbytes: int, device: torch.device, samples: int, calls: int) -> Ro
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="One rank of aisp peak's all-reduce sweep (torchrun starts it).")
     ap.add_argument("sizes", nargs="+", type=int, help="message sizes in bytes")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda (NCCL) or cpu (gloo)")
+    ap.add_argument("--samples", type=int, default=5, help="timed samples per size; the median is kept")
     ap.add_argument("--out", type=Path, required=True, help="rank 0 writes the rows here (JSON)")
     ap.add_argument("--burst", type=int, default=0, help="calls per sample (0: about 256 MB of messages)")
     args = ap.parse_args(argv)

@@ -1,8 +1,16 @@
-"""Rich display of a run: a progress bar with a live table, then the final summary table."""
+"""Console display of a run: on a terminal, a progress bar with a live table; elsewhere (a CI log, a
+file) one line per finished pair; then the summary table, fitted to the console's width.
+
+Tables fit the width by dropping optional columns (least useful first) rather than wrapping every
+cell: a pair name is never split; only the reason column wraps.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +19,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from aisp.harness.discovery import Pair
 from aisp.report.tables import note_lines, summary_rows
@@ -18,19 +27,77 @@ from aisp.report.tables import note_lines, summary_rows
 VERDICT_STYLE = {"ok": "green", "inconclusive": "cyan", "ok-unchecked": "magenta", "skipped": "dim",
                  "slower": "yellow", "regressed": "red", "verify-failed": "bold red", "error": "bold red",
                  "timeout": "bold red"}
+REASON_MIN_WIDTH = 24
+"""The wrapping column keeps at least this many characters; optional columns go first."""
+CELL_PADDING = 3
+"""Characters rich adds per column (a space each side and a border)."""
+STILL_RUNNING_S = 60.0
+"""Off a terminal, a pair still running after this many seconds gets a line naming it (once)."""
 
 
-def results_table(results: list[dict[str, Any]], title: str = "Results") -> Table:
-    """pair | baseline ms | optimized ms | best | speedup [95% CI] | verdict | reason."""
-    table = Table(title=title, show_lines=False)
-    for column in ("pair", "baseline ms", "optimized ms", "best", "speedup [95% CI]", "verdict", "reason"):
-        table.add_column(column, overflow="fold")
-    for row in summary_rows(results):
-        style = VERDICT_STYLE.get(row["verdict"], "")
-        reason = row["reason"] if len(row["reason"]) < 160 else row["reason"][:157] + "..."
-        table.add_row(row["target"], row["baseline_ms"], row["optimized_ms"], row["best"], row["speedup"],
-                      f"[{style}]{row['verdict']}[/{style}]" if style else row["verdict"], reason)
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, whether it wraps (only the reason does) and, for an optional
+    one, its rank (lower rank: dropped first when the table is too wide; None: always shown)."""
+
+    header: str
+    wraps: bool = False
+    drop_rank: int | None = None
+
+
+def fitted_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
+    """Indices of the columns to show at ``width``: optional ones dropped, lowest rank first, until
+    the non-wrapping columns at their widest cell leave the wrapping ones REASON_MIN_WIDTH each."""
+    def needed(col: int) -> int:
+        if columns[col].wraps:
+            return REASON_MIN_WIDTH + CELL_PADDING
+        cells = [len(columns[col].header), *(len(_plain(r[col])) for r in rows)]
+        return max(cells) + CELL_PADDING
+
+    shown = list(range(len(columns)))
+    droppable = sorted((c for c in shown if columns[c].drop_rank is not None), key=lambda c: columns[c].drop_rank)
+    while droppable and sum(needed(c) for c in shown) > width:
+        shown.remove(droppable.pop(0))
+    return shown
+
+
+def _plain(cell: str) -> str:
+    """A cell's text without rich markup (for measuring)."""
+    return Text.from_markup(cell).plain
+
+
+def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, **table_args: Any) -> Table:
+    """A rich table of the columns that fit ``width``; only wrapping columns wrap, the others never
+    split (a name stays on one line)."""
+    shown = fitted_columns(columns, rows, width)
+    table = Table(**table_args)
+    for c in shown:
+        col = columns[c]
+        table.add_column(col.header, no_wrap=not col.wraps, overflow="fold" if col.wraps else "ellipsis",
+                         min_width=REASON_MIN_WIDTH if col.wraps else None)
+    for row in rows:
+        table.add_row(*(row[c] for c in shown))
     return table
+
+
+RESULT_COLUMNS = (Column("pair"), Column("baseline ms", drop_rank=1), Column("optimized ms", drop_rank=2),
+                  Column("best", drop_rank=0), Column("speedup [95% CI]"), Column("verdict"),
+                  Column("reason", wraps=True))
+
+
+def _styled(verdict: str) -> str:
+    style = VERDICT_STYLE.get(verdict, "")
+    return f"[{style}]{verdict}[/{style}]" if style else verdict
+
+
+def results_table(results: list[dict[str, Any]], title: str = "Results", width: int = 150) -> Table:
+    """pair | baseline ms | optimized ms | best | speedup [95% CI] | verdict | reason, fitted to ``width``."""
+    rows = []
+    for row in summary_rows(results):
+        reason = row["reason"] if len(row["reason"]) < 160 else row["reason"][:157] + "..."
+        rows.append([escape(row["target"]), row["baseline_ms"], row["optimized_ms"], escape(row["best"]),
+                     row["speedup"], _styled(row["verdict"]), escape(reason)])
+    return fitted_table(RESULT_COLUMNS, rows, width, title=title)
 
 
 def eta_seconds(elapsed_s: float, done: int, total: int) -> float | None:
@@ -39,12 +106,37 @@ def eta_seconds(elapsed_s: float, done: int, total: int) -> float | None:
     return elapsed_s * (total - done) / done if done else None
 
 
+def progress_line(result: dict[str, Any], done: int, total: int, seconds: float | None) -> str:
+    """One finished pair as a plain log line: ``[12/160] ch05:packed_shards ok 1.52x [1.47, 1.56] 3.1 s``
+    (the reason after the verdict where there is no speedup)."""
+    speedup = result.get("speedup")
+    detail = (f"{speedup['value']:.2f}x [{speedup['low']:.2f}, {speedup['high']:.2f}]" if speedup
+              else (result.get("reason") or "").splitlines()[0][:100] if result.get("reason") else "")
+    parts = [f"[{done:>{len(str(total))}}/{total}]", result["target"], result["verdict"], detail,
+             f"{seconds:.1f} s" if seconds is not None else ""]
+    return " ".join(p for p in parts if p)
+
+
+def _pair_seconds(result: dict[str, Any], started: float | None, now: float) -> float | None:
+    """The pair's wall time: its workers' total from the result's phases, else since it started here."""
+    total = (result.get("phases") or {}).get("total")
+    if isinstance(total, (int, float)):
+        return float(total)
+    return now - started if started is not None else None
+
+
 class RichReporter:
     """Progress bar and live table while pairs run (with ``--gpus``, each GPU's current pair and an
-    ETA); the summary table and run folder at the end."""
+    ETA); or, with ``lines`` (default: stdout is not a terminal), one line per finished pair. The
+    summary table and run folder at the end."""
 
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(width=None if Console().is_terminal else 150)
+    def __init__(self, console: Console | None = None, lines: bool | None = None, verb: str = "running",
+                 timer: Callable[[float, Callable[[], None]], threading.Timer] = threading.Timer) -> None:
+        terminal = Console().is_terminal
+        self.verb = verb
+        """What the live view says the pairs in flight are doing ("verifying" for ``aisp bench verify``)."""
+        self.console = console or Console(width=None if terminal else 150)
+        self.lines = (not terminal and console is None) if lines is None else lines
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=self.console)
         self.results: list[dict[str, Any]] = []
@@ -52,6 +144,10 @@ class RichReporter:
         self.task = None
         self.running: dict[str, str] = {}
         """Target -> where it runs ("GPU 2"), for the pairs running now."""
+        self.started_at: dict[str, float] = {}
+        self.timer = timer
+        """Starts the "still running" notice of a pair (a fake in tests)."""
+        self.timers: dict[str, threading.Timer] = {}
         self.started, self.total = time.monotonic(), 0
 
     def _view(self) -> Group:
@@ -61,7 +157,7 @@ class RichReporter:
             for target, where in sorted(self.running.items(), key=lambda kv: kv[1]):
                 table.add_row(where, target)
             parts.append(table)
-        return Group(*parts, results_table(self.results, title="Finished so far"))
+        return Group(*parts, results_table(self.results, title="Finished so far", width=self.console.width))
 
     def _eta(self) -> str:
         left = eta_seconds(time.monotonic() - self.started, len(self.results), self.total)
@@ -69,28 +165,54 @@ class RichReporter:
 
     def start(self, pairs: list[Pair]) -> None:
         self.started, self.total = time.monotonic(), len(pairs)
+        if self.lines:
+            self.console.print(f"{self.verb.capitalize()} {len(pairs)} pairs", soft_wrap=True)
+            return
         self.task = self.progress.add_task("pairs", total=len(pairs))
         self.live = Live(self._view(), console=self.console, refresh_per_second=4, transient=True)
         self.live.start()
 
     def pair_started(self, pair: Pair, where: str = "") -> None:
         self.running[pair.target] = where
-        self.progress.update(self.task, description=f"running {', '.join(self.running)}" if not where
-                             else f"{len(self.running)} running")
+        self.started_at[pair.target] = time.monotonic()
+        if self.lines:
+            notice = self.timer(STILL_RUNNING_S, lambda: self.still_running(pair.target))
+            notice.daemon = True
+            notice.start()
+            self.timers[pair.target] = notice
+            return
+        self.progress.update(self.task, description=f"{self.verb} {', '.join(self.running)}" if not where
+                             else f"{len(self.running)} {self.verb}")
         if self.live:
             self.live.update(self._view())
 
+    def still_running(self, target: str) -> None:
+        """Off a terminal: name a pair that runs long, so a log shows where the time goes."""
+        if target in self.running:
+            self.console.print(escape(f"  ... still {self.verb} {target} ({time.monotonic() - self.started_at[target]:.0f} s)"),
+                               soft_wrap=True, highlight=False)
+
     def pair_done(self, result: dict[str, Any]) -> None:
         self.running.pop(result["target"], None)
+        notice = self.timers.pop(result["target"], None)
+        if notice is not None:
+            notice.cancel()
         self.results.append(result)
+        if self.lines:
+            seconds = _pair_seconds(result, self.started_at.get(result["target"]), time.monotonic())
+            self.console.print(escape(progress_line(result, len(self.results), self.total, seconds)),
+                               soft_wrap=True, highlight=False)
+            return
         self.progress.advance(self.task)
         if self.live:
             self.live.update(self._view())
 
     def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None:
+        for notice in self.timers.values():
+            notice.cancel()
         if self.live:
             self.live.stop()
-        self.console.print(results_table(results))
+        self.console.print(results_table(results, width=self.console.width))
         notes = note_lines(results)
         if notes:
             self.console.print("Notes:")
