@@ -225,3 +225,46 @@ def test_a_pair_that_cannot_load_does_not_run_here(tmp_path):
     assert rows["mine:needs_pkg"]["why_not"] == "needs the Python package 'aisp_no_such_package', which is not installed"
     assert rows["mine:broken"]["why_not"] == "cannot load baseline_broken.py: RuntimeError: broken at import"
     assert not rows["mine:needs_pkg"]["runs_here"] and not rows["mine:broken"]["runs_here"]
+
+
+def test_the_step_a_pair_is_in_reaches_the_display(tmp_path):
+    """The worker tells the runner each phase it enters; the display names the pair and its step."""
+    from aisp.harness.options import RunOptions
+    from aisp.harness.runner import Reporter, run_suite
+
+    class Steps(Reporter):
+        def __init__(self):
+            self.seen: list[tuple[str, str]] = []
+
+        def pair_step(self, pair, step):
+            self.seen.append((pair.target, step))
+
+    reporter = Steps()
+    pairs = resolve_targets(["pairs:good"], REPO, (FIXTURE_PAIRS,))
+    run_suite(pairs, RunOptions(iterations=2, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path), reporter)
+    steps = [step for target, step in reporter.seen if target == "pairs:good"]
+    known = {"import", "setup", "verify", "warmup", "timed", "memory", "teardown"}
+    assert steps and all(set(step.split(" > ")) <= known for step in steps if step), steps  # polled: some
+
+    FakeTimer.made = []
+    out = StringIO()
+    lines = RichReporter(Console(file=out, width=120), lines=True, verb="verifying", timer=FakeTimer)
+    lines.start(pairs)
+    lines.pair_started(pairs[0])
+    lines.pair_step(pairs[0], "setup")
+    FakeTimer.made[0].callback()
+    assert out.getvalue().splitlines()[-1].startswith("  ... still verifying pairs:good (setup, ")
+
+
+def test_a_worker_announces_where_it_is():
+    from aisp.harness.phases import Recorder
+
+    seen: list[str] = []
+    recorder = Recorder()
+    recorder.listener = seen.append
+    with recorder.phase("verify"):
+        with recorder.phase("setup"):
+            pass
+    with recorder.phase("timed"):
+        pass
+    assert seen == ["verify", "verify > setup", "verify", "", "timed", ""]

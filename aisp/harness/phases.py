@@ -9,7 +9,7 @@ exit after its result (see :func:`pair_phases`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,6 +26,10 @@ class Recorder:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._stack: list[list[Any]] = []
+        self.listener: Callable[[str], None] | None = None
+        """Told where the process is whenever a phase is entered or left: the phases it is inside,
+        outermost first ("verify > setup"; "" outside every phase). The worker passes it on to the
+        runner's display."""
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -34,6 +38,7 @@ class Recorder:
             outer = self._stack[-1]
             self.seconds[outer[0]] = self.seconds.get(outer[0], 0.0) + now - outer[1]
         self._stack.append([name, now])
+        self._tell()
         try:
             yield
         finally:
@@ -42,6 +47,11 @@ class Recorder:
             self.seconds[name] = self.seconds.get(name, 0.0) + now - inner[1]
             if self._stack:
                 self._stack[-1][1] = now
+            self._tell()
+
+    def _tell(self) -> None:
+        if self.listener is not None:
+            self.listener(" > ".join(name for name, _ in self._stack))
 
 
 RECORDER = Recorder()

@@ -85,6 +85,8 @@ class Reporter:
     def start(self, pairs: list[Pair]) -> None: ...
     def pair_started(self, pair: Pair, where: str = "") -> None:
         """``where``: the GPUs it runs on ("GPU 2", "GPUs 0,1"), "" in a one-at-a-time run."""
+    def pair_step(self, pair: Pair, step: str) -> None:
+        """The step a running pair's worker entered (setup, verify, warmup, timed, memory...)."""
     def pair_done(self, result: dict[str, Any]) -> None: ...
     def finish(self, results: list[dict[str, Any]], run_dir: Path) -> None: ...
 
@@ -112,16 +114,18 @@ class Budget:
 
 
 def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = NO_SHARE,
-          stop: threading.Event | None = None, module: str = "aisp.harness.worker") -> tuple[dict | None, str, str]:
+          stop: threading.Event | None = None, module: str = "aisp.harness.worker",
+          on_phase: Callable[[str], None] | None = None) -> tuple[dict | None, str, str]:
     """Run one worker (``python -m module SPEC.json``; a tool's own worker, e.g. ``aisp.check.worker``,
     follows the same protocol) with its GPUs and CPU share; returns (result document or None, status,
     reason): status is "done" when the worker wrote its result, else "timeout" or "error". The
     document's ``clock`` gets when the worker was started and when it was gone. However it ends
-    (Ctrl-C, or ``stop`` set by another thread), no process it started is left."""
+    (Ctrl-C, or ``stop`` set by another thread), no process it started is left. ``on_phase`` is told
+    each phase the worker enters (setup, verify, warmup, timed...), as it polls."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path, timeout_path = (work_dir / f"{tag}.{ext}"
-                                                      for ext in ("spec.json", "result.json", "log", "timeout"))
-    spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path)}
+    spec_path, result_path, log_path, timeout_path, phase_path = (
+        work_dir / f"{tag}.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase"))
+    spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path), "phase_path": str(phase_path)}
     spec_path.write_text(json.dumps(spec, indent=2))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
            PARENT_PID_ENV: str(os.getpid()), **share.env()}
@@ -132,8 +136,11 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", module, str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    shown = ""
     try:
         while (code := proc.poll()) is None:
+            if on_phase is not None and phase_path.exists() and (now := phase_path.read_text()) != shown:
+                on_phase(shown := now)
             declared = float(timeout_path.read_text()) if timeout_path.exists() else None
             if time.monotonic() - started > (limit := budget.limit(declared)):
                 return None, "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
@@ -192,16 +199,17 @@ Launch = Callable[[dict[str, Any], str], tuple[dict | None, str, str]]
 
 
 def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_timed: str | None = None,
-             share: Share = NO_SHARE, stop: threading.Event | None = None) -> dict[str, Any]:
+             share: Share = NO_SHARE, stop: threading.Event | None = None,
+             on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) with its GPUs and CPU share, and
-    assemble its result, with its phases and placement."""
+    assemble its result, with its phases and placement; ``on_phase`` is told each step its workers enter."""
     info = pair_info(pair)
     if pair.problem:
         return failed(info, "error", pair.problem)
     work, docs = run_dir / pair.slug, []
 
     def launch(spec: dict[str, Any], tag: str) -> tuple[dict | None, str, str]:
-        doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop)
+        doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop, on_phase=on_phase)
         docs.append(doc or {})
         return doc, status, reason
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
@@ -299,7 +307,8 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         def again(i: int | None = None) -> dict[str, Any]:
             folder = run_dir if i is None else run_dir / slug / f"rerun{i}"
             return _with_host(lambda: run_pair(by_slug[slug], options, folder, Budget(options.timeout_multiplier, deadline),
-                                               hooks.on_timed, share, stop), hooks, share, gpus)
+                                               hooks.on_timed, share, stop,
+                                               lambda step: reporter.pair_step(by_slug[slug], step)), hooks, share, gpus)
         result = again()
         if hooks.confirm is not None and not stop.is_set():
             result = hooks.confirm(result, PairContext(manifest, run_dir / slug), again)

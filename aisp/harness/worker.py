@@ -97,6 +97,8 @@ def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
     result_path = Path(spec["result_path"])
     cpu_share = apply_share_from_env()
+    if spec.get("phase_path"):  # the step this worker is in, for the runner's display (written whole)
+        RECORDER.listener = lambda name: atomic_write_text(Path(spec["phase_path"]), name)
     failed = False
     try:
         doc = run_spec(spec, argv[0])

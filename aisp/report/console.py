@@ -145,6 +145,8 @@ class RichReporter:
         self.running: dict[str, str] = {}
         """Target -> where it runs ("GPU 2"), for the pairs running now."""
         self.started_at: dict[str, float] = {}
+        self.steps: dict[str, str] = {}
+        """Target -> the step its worker is in (setup, verify, timed...), for the pairs running now."""
         self.timer = timer
         """Starts the "still running" notice of a pair (a fake in tests)."""
         self.timers: dict[str, threading.Timer] = {}
@@ -153,9 +155,9 @@ class RichReporter:
     def _view(self) -> Group:
         parts: list = [self.progress]
         if any(self.running.values()):
-            table = Table("GPU", "running", title=self._eta())
+            table = Table("GPU", "running", "step", title=self._eta())
             for target, where in sorted(self.running.items(), key=lambda kv: kv[1]):
-                table.add_row(where, target)
+                table.add_row(where, target, self.steps.get(target, ""))
             parts.append(table)
         return Group(*parts, results_table(self.results, title="Finished so far", width=self.console.width))
 
@@ -181,19 +183,32 @@ class RichReporter:
             notice.start()
             self.timers[pair.target] = notice
             return
-        self.progress.update(self.task, description=f"{self.verb} {', '.join(self.running)}" if not where
+        self._show(where)
+
+    def _show(self, where: str = "") -> None:
+        named = ", ".join(f"{t} ({self.steps[t]})" if t in self.steps else t for t in self.running)
+        self.progress.update(self.task, description=f"{self.verb} {named}" if not where
                              else f"{len(self.running)} {self.verb}")
         if self.live:
             self.live.update(self._view())
 
+    def pair_step(self, pair: Pair, step: str) -> None:
+        """The step a running pair is in: in the live view (off a terminal, in the "still" notice)."""
+        if pair.target in self.running:
+            self.steps[pair.target] = step
+            if not self.lines and self.task is not None:
+                self._show(self.running[pair.target])
+
     def still_running(self, target: str) -> None:
         """Off a terminal: name a pair that runs long, so a log shows where the time goes."""
         if target in self.running:
-            self.console.print(escape(f"  ... still {self.verb} {target} ({time.monotonic() - self.started_at[target]:.0f} s)"),
+            step = f"{self.steps[target]}, " if target in self.steps else ""
+            self.console.print(escape(f"  ... still {self.verb} {target} ({step}{time.monotonic() - self.started_at[target]:.0f} s)"),
                                soft_wrap=True, highlight=False)
 
     def pair_done(self, result: dict[str, Any]) -> None:
         self.running.pop(result["target"], None)
+        self.steps.pop(result["target"], None)
         notice = self.timers.pop(result["target"], None)
         if notice is not None:
             notice.cancel()
