@@ -113,30 +113,26 @@ def plot(times: list[RequestTimes], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    print(f"plot: {path}")
 
 
 def config_from(argv: list[str] | None = None) -> tuple[ServeConfig, str, Path | None]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, default, text in [("--requests", 64, "requests in the stream"),
-                                ("--slots", 16, "requests decoded together (KV-cache rows)"),
-                                ("--prompt-mean", 256, "mean prompt length in tokens"),
-                                ("--output-mean", 64, "mean output length in tokens")]:
-        p.add_argument(flag, type=int, default=default, help=text)
-    for flag, fdefault, text in [("--rate", 20.0, "arrivals per second (0: all at once)"),
-                                 ("--ttft-slo-ms", 1000.0, "time-to-first-token objective in ms"),
-                                 ("--tpot-slo-ms", 50.0, "time-per-output-token objective in ms")]:
-        p.add_argument(flag, type=float, default=fdefault, help=text)
+    for flag, default, text in [("--requests", 64, "requests in the stream"), ("--slots", 16, "requests decoded together (KV-cache rows)"),
+                                ("--prompt-mean", 256, "mean prompt tokens"), ("--output-mean", 64, "mean output tokens"),
+                                ("--rate", 20.0, "arrivals per second (0: all at once)"), ("--ttft-slo-ms", 1000.0,
+                                 "time-to-first-token objective (ms)"), ("--tpot-slo-ms", 50.0, "time-per-output-token objective (ms)")]:
+        p.add_argument(flag, type=type(default), default=default, help=text)
     p.add_argument("--paged", action="store_true", help="a paged KV cache instead of one dense slot per request")
     p.add_argument("--tiny", action="store_true", help="a tiny decoder (CPU-friendly)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where the decoder runs (default: cuda when present)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: cuda when present")
     p.add_argument("--plot", type=Path, default=None, help="write the TTFT/TPOT plot here (matplotlib)")
     a = p.parse_args(argv)
     model = TINY if a.tiny else MODEL
     stream = StreamConfig(requests=a.requests, prompt_mean=a.prompt_mean, output_mean=a.output_mean,
                           max_prompt=4 * a.prompt_mean, max_output=4 * a.output_mean, rate=a.rate, vocab=model.vocab)
-    cfg = ServeConfig(model=model, stream=stream, slots=a.slots, paged=a.paged,
-                      slo=SLO(ttft_s=a.ttft_slo_ms / 1e3, tpot_s=a.tpot_slo_ms / 1e3))
-    return cfg, a.device, a.plot
+    return ServeConfig(model=model, stream=stream, slots=a.slots, paged=a.paged,
+                       slo=SLO(ttft_s=a.ttft_slo_ms / 1e3, tpot_s=a.tpot_slo_ms / 1e3)), a.device, a.plot
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -146,8 +142,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{'paged' if cfg.paged else 'dense'} KV cache, on {device}")
     print(table(summary))
     if plot_path is not None:
-        plot(times, plot_path)
-        print(f"plot: {plot_path}")
+        plot(times, plot_path)  # prints where it wrote
 
 
 if __name__ == "__main__":

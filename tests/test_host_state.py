@@ -101,7 +101,7 @@ def test_a_busy_result_keeps_its_figures_and_is_neither_judged_nor_stored(tmp_pa
     assert quiet["verdict"] == "regressed", "the same figures on a quiet host are judged"
 
 
-def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tmp_path):
+def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tmp_path, monkeypatch):
     """One pair through run_suite: a fake NVML hook names a foreign process, so the result is busy;
     the default (one pair at a time) share sets the threads to the cores this process may use; the
     confirm hook's ``again`` runs the pair once more in a fresh process with its own host readings."""
@@ -115,6 +115,8 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
         asked.append(ctx.work_dir.name)
         return {**result, "reruns": [again(0)]}
     hooks = Hooks(gpu_pids=lambda share, gpus: [2**22 + 1], confirm=confirm)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a loaded CI host would read busy too
+    monkeypatch.setattr(host, "PROC_STAT", tmp_path / "no_proc_stat")  # and a VM's steal
     options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
     (result,), run_dir = run_suite(pairs_in(mine), options, hooks=hooks)
     assert result["host"]["gpu_processes"] == [2**22 + 1]

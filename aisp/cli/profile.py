@@ -100,7 +100,7 @@ def _print_failures(variants: dict[str, Any]) -> None:
 
 def _print_result(result: dict[str, Any]) -> None:
     variants = result["variants"]
-    console.print(f"{result['target']} ({result['tool']}): files in {result['output_dir']}")
+    console.print(f"{result['target']} ({result['tool']}): files in {result['output_dir']}", soft_wrap=True)
     _print_failures(variants)
     done = {n: d for n, d in variants.items() if "skipped" not in d and "error" not in d}
     if result["tool"] == "torch" and "trace" in next(iter(done.values()), {}):  # a command's one trace
@@ -119,7 +119,7 @@ def _print_result(result: dict[str, Any]) -> None:
                               "configuration; these are the longest profiled kernels.")
     elif done:
         for name, data in done.items():
-            console.print(f"{name}: {data['report']}")
+            console.print(f"{name}: {data['report']}", soft_wrap=True)  # a path is never wrapped
 
 
 def _side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:
