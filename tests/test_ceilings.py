@@ -145,3 +145,14 @@ def test_a_run_adds_the_ceiling_beside_the_roofline(monkeypatch: pytest.MonkeyPa
 
 def test_every_latency_count_has_a_floor() -> None:
     assert set(COUNT_FLOORS) == {f.name for f in fields(LatencyCounts)}
+
+
+def test_a_one_gpu_pair_of_a_four_gpu_run_takes_the_one_gpu_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run on a 4 x H200 host has the key 4x_h200; its one-GPU pairs are held to peak_h200.json (no
+    peaks were found for all 159 pairs of such a run before)."""
+    asked: list[str] = []
+    monkeypatch.setattr(suite, "load_peaks", lambda key: asked.append(key) or PEAKS)
+    step = suite._roofline_step()
+    manifest = {"hardware_key": "4x_h200", "gpu_name": "NVIDIA H200"}
+    out = step(_result({"graph_nodes": 500}), SimpleNamespace(manifest=manifest))
+    assert asked == ["h200"] and out["ceiling"]["kind"] == "latency"

@@ -4,7 +4,7 @@ the merge of a sharded run's folders."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -74,11 +74,22 @@ def ceilings_report(run_dir: RunDir) -> None:
 
     if not (run_dir / "summary.json").exists():
         raise _fail(f"error: {run_dir} has no summary.json; pass a run folder (artifacts/<timestamp>).", 2)
+    from aisp.harness.artifacts import read_json
+    from aisp.judge.expectations import key_for
+
     summary, _ = load_run(run_dir)
-    peaks = load_peaks(summary["hardware_key"])
-    if peaks is None:
-        typer.echo(f"No measured peaks for '{summary['hardware_key']}': showing the ceilings stored in the run.")
-    found = ceilings.rows(summary.get("results", []), peaks)
+    manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else summary
+    cache: dict[str, Any] = {}
+
+    def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
+        """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run)."""
+        key = key_for(result, manifest)
+        if key not in cache:
+            cache[key] = load_peaks(key)
+        return cache[key]
+    found = ceilings.rows(summary.get("results", []), peaks_of)
+    if missing := sorted(k for k, v in cache.items() if v is None):
+        typer.echo(f"No measured peaks for {', '.join(missing)}: those pairs show the ceilings stored in the run.")
     Console(width=200).print(ceilings.table(found, f"Ceilings of {run_dir.name} ({summary['hardware_key']})"))
     t = ceilings.tally(found)
     typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "

@@ -15,6 +15,7 @@ reaches and, below :data:`REACHED_PCT`, the reason its workload's ``ceiling_note
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,12 +142,15 @@ class Row:
     """Below the mark: the workload's ceiling note; without a ceiling: why there is none."""
 
 
-def rows(results: list[dict[str, Any]], peaks: dict[str, Any] | None) -> list[Row]:
+def rows(results: list[dict[str, Any]],
+         peaks: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any] | None] | None) -> list[Row]:
     """One row per pair of a run summary, its ceiling recomputed from ``peaks`` when given (a run
-    made before the ceiling step, or against newer peaks), else the one stored in the result."""
+    made before the ceiling step, or against newer peaks), else the one stored in the result.
+    ``peaks`` may be a function of the result (the peaks of the GPUs that pair uses)."""
     found = []
     for result in results:
-        judged = add_ceiling(result, peaks) if peaks else result
+        mine = peaks(result) if callable(peaks) else peaks
+        judged = add_ceiling(result, mine) if mine else result
         best = judged.get("ceiling")
         if best is None:
             why = judged.get("no_ceiling") or result.get("reason") or f"not timed ({result.get('verdict')})"
