@@ -103,7 +103,7 @@ def test_result_written_once_by_rank_zero(suite):
     results, run_dir, _ = suite
     assert results["slow_rank"]["telemetry"]["ranks"]["written_by_rank"] == 0
     logs = sorted(p.name for p in (run_dir / "distributed_slow_rank" / "logs").iterdir())
-    assert logs == ["pair.log", "pair.result.json", "pair.spec.json", "pair.timeout"]
+    assert logs == ["pair.log", "pair.phase", "pair.result.json", "pair.spec.json", "pair.timeout"]
     doc = json.loads((run_dir / "distributed_slow_rank" / "results" / "benchmark_test_results.json").read_text())
     assert doc["verdict"] == "ok-unchecked"
 
