@@ -19,7 +19,7 @@ from ch10_common import LadderGemm, gemm_workload
 import aisp
 
 WORKLOAD = gemm_workload(hopper=False,
-                         ceiling_note="mma.sync issue and register operands (an ldmatrix per HMMA), not the wgmma path")
+                         ceiling_note="mma.sync issue and register operands (an ldmatrix per HMMA)")
 
 
 class SimtGemm(LadderGemm):
