@@ -33,7 +33,6 @@ def _launch_workload() -> LaunchWorkload:
     return LaunchWorkload(flops=3.0 * shape.layers * shape.width, bytes=6.0 * shape.layers * vec,
                           latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=2 * shape.layers),
                           items=2 * shape.layers, item_unit="kernels", precision="fp32",
-                          ceiling_note="launch-bound: ~1.2 us per replayed node, the README's measured floor",
                           requires=aisp.Requirements(cuda=True),
                           window="idle")
 

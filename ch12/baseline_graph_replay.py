@@ -49,7 +49,6 @@ def _workload() -> ReplayWorkload:
     return ReplayWorkload(flops=2.0 * s.n * s.steps, bytes=8.0 * s.n * s.steps, items=s.steps,
                           latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=s.steps),
                           item_unit="kernels", precision="fp32", element_tol=3.2e-5, requires=native.REQUIRES,
-                          ceiling_note="graph node cost, ~1 us per node: the README's floor",
                           window="idle")
 
 
