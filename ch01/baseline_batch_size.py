@@ -34,6 +34,7 @@ def _mlp_workload() -> MLPWorkload:
     io = shape.samples * (shape.d_in + shape.d_out)
     return MLPWorkload(flops=2.0 * macs, bytes=4.0 * (weights + io), items=shape.samples,
                        item_unit="samples", precision="fp32",
+                       ceiling_note="a small MLP whose 256-row GEMMs cannot fill 132 SMs: the size the lesson needs",
                        window="idle")
 
 

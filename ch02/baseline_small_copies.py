@@ -28,6 +28,7 @@ class CopiesWorkload(aisp.Workload):
 
 
 WORKLOAD = CopiesWorkload(bytes=2048 * 1024 * 4.0, link="h2d", precision="exact", items=2048, item_unit="copies",
+                          ceiling_note="per-copy overhead, then the host cat into the staging buffer dominates",
                           requires=aisp.Requirements(cuda=True),
                           window="idle")
 

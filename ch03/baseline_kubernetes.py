@@ -48,6 +48,7 @@ class StepWorkload(aisp.Workload):
 
 
 WORKLOAD = StepWorkload(items=4 * 32, item_unit="images", precision="fp32",
+                        ceiling_note="the step is host (CPU) work on 4 cores beside busy neighbours",
                         bytes=4 * 32 * 3 * (256 * 256 + 224 * 224 * 4),
                         window="idle")
 

@@ -66,6 +66,7 @@ def ring_workload(**kw: object) -> RingWorkload:
     w = RingWorkload(**kw)
     return RingWorkload(**kw, bytes=4.0 * w.width * w.messages, link="nvlink", items=w.messages,
                         item_unit="messages", precision="fp32", timeout_s=240,
+                        ceiling_note="latency-bound: 127 dependent 32 KB messages, each a put + signal hop",
                         requires=aisp.Requirements(gpus=w.world, executables=("nvcc",)),
                         window="idle")
 

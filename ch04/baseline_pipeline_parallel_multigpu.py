@@ -20,7 +20,8 @@ from ch04_pipeline import GPipe, pp_workload
 
 import aisp
 
-WORKLOAD = pp_workload()
+WORKLOAD = pp_workload(
+    ceiling_note="a memory-headline pair: the lesson is the activations of p vs m micro-batches; bubble 1/9 in both")
 
 
 class Baseline(GPipe):

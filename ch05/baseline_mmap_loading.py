@@ -39,6 +39,7 @@ class ShardedArrays(aisp.Workload):
 
 
 WORKLOAD = ShardedArrays(bytes=512 * 1024 * 4, link="h2d", items=512, item_unit="rows", precision="fp32",
+                         ceiling_note="naive baseline; the optimized side is bound by the host's 512-row gather",
                          window="idle")
 """bytes: the batch that must reach the device; on a GPU the roofline shows it against pinned H2D."""
 

@@ -40,7 +40,8 @@ class ManagedWorkload(aisp.Workload):
 def _workload() -> ManagedWorkload:
     s = ManagedWorkload()
     return ManagedWorkload(flops=2.0 * s.n, bytes=4.0 * s.n, link="h2d", items=s.n, item_unit="elements",
-                           precision="fp32", requires=native.REQUIRES, timeout_s=240)
+                           precision="fp32", requires=native.REQUIRES, timeout_s=240,
+                           ceiling_note="managed-page migration by the driver bounds it, not the H2D link")
 
 
 WORKLOAD = _workload()

@@ -45,7 +45,8 @@ def _gather_workload() -> GatherWorkload:
     row = 4.0 * s.width
     # Fewest HBM bytes: x read, out written, idx read, the table read once.
     return GatherWorkload(flops=float(s.rows * s.width), bytes=2 * row * s.rows + 4.0 * s.rows + row * s.table_rows,
-                          items=s.rows, item_unit="rows", precision="fp32", requires=native.REQUIRES)
+                          items=s.rows, item_unit="rows", precision="fp32", requires=native.REQUIRES,
+                          ceiling_note="an L2 gather: each table load waits for its idx load; not an HBM-copy kernel")
 
 
 WORKLOAD = _gather_workload()

@@ -38,7 +38,8 @@ def _view_workload() -> ViewWorkload:
     s = ViewWorkload()
     n = s.rows * s.cols
     # Fewest bytes: one transposed copy (8/elem), softmax, log_softmax, layer_norm (8 each), p*logp+n (16).
-    return ViewWorkload(bytes=48.0 * n, items=n, item_unit="elements", precision="fp32")
+    return ViewWorkload(bytes=48.0 * n, items=n, item_unit="elements", precision="fp32",
+                        ceiling_note="five PyTorch kernels, none ours (copy, softmax, layer_norm...)")
 
 
 WORKLOAD = _view_workload()

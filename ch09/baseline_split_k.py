@@ -24,6 +24,7 @@ from baseline_triton_matmul import TritonMatmul
 import aisp
 
 WORKLOAD = gemm_workload(GemmWorkload(m=512, n=512, k=131072), 2, "bf16",
+                         ceiling_note="the shape: near the ridge, the memory and compute floors add up",
                          requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

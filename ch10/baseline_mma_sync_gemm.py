@@ -18,7 +18,8 @@ from ch10_common import LadderGemm, gemm_workload
 
 import aisp
 
-WORKLOAD = gemm_workload(hopper=False)
+WORKLOAD = gemm_workload(hopper=False,
+                         ceiling_note="mma.sync issue and register operands (an ldmatrix per HMMA)")
 
 
 class SimtGemm(LadderGemm):

@@ -38,16 +38,17 @@ class GemmWorkload(aisp.Workload):
     k: int = 8192
 
 
-def gemm_workload(*, hopper: bool) -> GemmWorkload:
+def gemm_workload(*, hopper: bool, ceiling_note: str = "") -> GemmWorkload:
     """The ladder's 8192^3 bf16 GEMM: 1.1 TFLOP and 384 MiB of compulsory traffic per call.
 
     ``hopper``: the pair has an sm_90a rung (compute capability 9.0); else mma.sync's 8.0 suffices.
+    ``ceiling_note``: the pair's reason for staying below 80% of its ceiling (README).
     """
     s = GemmWorkload()
     requires = aisp.Requirements(cuda=True, executables=("nvcc",),
                                  min_compute_capability=(9, 0) if hopper else (8, 0))
     return GemmWorkload(flops=2.0 * s.m * s.n * s.k, bytes=2.0 * (s.m * s.k + s.n * s.k + s.m * s.n),
-                        items=1, item_unit="GEMMs", precision="bf16", requires=requires)
+                        items=1, item_unit="GEMMs", precision="bf16", requires=requires, ceiling_note=ceiling_note)
 
 
 def library(kernel: str) -> native.Library:

@@ -41,7 +41,8 @@ class KernelsWorkload(aisp.Workload):
 def _workload() -> KernelsWorkload:
     s = KernelsWorkload()
     return KernelsWorkload(flops=2.0 * s.kernels * s.blocks * THREADS * s.iters, items=s.kernels,
-                           item_unit="kernels", precision="fp32", requires=native.REQUIRES)
+                           item_unit="kernels", precision="fp32", requires=native.REQUIRES,
+                           ceiling_note="16 eager launches (~94 us of host time) are of the gap's order; not profiled")
 
 
 WORKLOAD = _workload()

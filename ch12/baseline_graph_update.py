@@ -46,6 +46,7 @@ def _workload() -> UpdateWorkload:
     return UpdateWorkload(flops=2.0 * s.n * kernels, bytes=8.0 * s.n * kernels, items=kernels, item_unit="kernels",
                           latency=aisp.LatencyCounts(graph_launches=s.steps, graph_nodes=kernels),
                           precision="fp32", element_tol=2e-5, requires=native.REQUIRES,
+                          ceiling_note="replay cost plus the per-node parameter updates (128 nodes)",
                           window="idle")
 
 

@@ -22,6 +22,7 @@ from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=1024, seq=128, dim=256, heads=4, layers=2), batch=4,
                           precision="fp32", requires=aisp.Requirements(cuda=True),
+                          ceiling_note="a launch-bound model (256 wide, 2 layers), no host in the loop",
                           window="idle")
 
 

@@ -48,6 +48,7 @@ def _workload() -> LoaderWorkload:
     features = 3 * w.crop * w.crop
     return LoaderWorkload(flops=2.0 * w.samples * features * w.classes, items=w.samples,
                           item_unit="samples", precision="fp32",
+                          ceiling_note="bound by the loader workers' CPU time, not the GPU",
                           no_inputs_reason="one run() is an epoch whose loader decodes every sample from (seed, "
                                            "index) inside the call: that decoding is the work timed, so no tensor "
                                            "holds the inputs before it",

@@ -43,6 +43,7 @@ def _workload() -> AccumulationWorkload:
     tokens = w.batch * sum(w.lengths)
     return AccumulationWorkload(model=w.model, flops=flops, items=tokens, item_unit="tokens",
                                 precision="fp32", rtol=1e-4, element_tol=1e-5, headline="memory",
+                                ceiling_note="memory headline: peak falls to one micro-batch's activations, same time",
                                 requires=aisp.Requirements(cuda=True))
 
 

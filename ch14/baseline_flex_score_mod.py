@@ -43,7 +43,8 @@ def attention_workload(**kw: int) -> AttentionWorkload:
                              timeout_s=600)
 
 
-WORKLOAD = attention_workload()
+WORKLOAD = attention_workload(
+    ceiling_note="the attention kernel at head dim 64, not profiled")
 
 
 def alibi_slopes(heads: int, device: torch.device) -> torch.Tensor:

@@ -40,7 +40,8 @@ def _workload(w: StreamWorkload) -> StreamWorkload:
     decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
     steps = tokens / w.slots  # decode steps with every slot busy: the least that serves the stream
     return StreamWorkload(stream=w.stream, slots=w.slots, flops=prefill + decode, bytes=steps * weight_bytes(m),
-                          items=tokens, item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=8)
+                          items=tokens, item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=8,
+                          ceiling_note="decode steps of eager launches, plus one prefill per admission")
 
 
 WORKLOAD = _workload(StreamWorkload(stream=STREAM, slots=8))

@@ -42,7 +42,8 @@ def disagg_workload(w: DisaggWorkload, requires: aisp.Requirements, precision: s
     return DisaggWorkload(model=m, stream=w.stream, slots=w.slots, stream_seed=w.stream_seed, group=w.group,
                           prefill_budget=w.prefill_budget, flops=prefill + decode,
                           bytes=tokens / (2 * w.slots) * weight_bytes(m), items=tokens, item_unit="tokens",
-                          precision=precision, requires=requires, timeout_s=600)
+                          precision=precision, requires=requires, timeout_s=600,
+                          ceiling_note="max(prefill on GPU0, decode steps on GPU1) in an eager serving loop")
 
 
 WORKLOAD = disagg_workload(DisaggWorkload(stream=STREAM, slots=8), aisp.Requirements(gpus=2))

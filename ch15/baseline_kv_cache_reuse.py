@@ -53,7 +53,8 @@ def _workload(w: ReuseWorkload = ReuseWorkload()) -> ReuseWorkload:
     decode = sum(m.forward_flops(w.batch, w.prompt + t) for t in range(1, w.steps))
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return ReuseWorkload(flops=prefill + decode, bytes=(w.steps - 1) * weight_bytes(m) + kv,
-                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=12)
+                         items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=12,
+                         ceiling_note="a prefill + 15 eager decode steps (launches)")
 
 
 WORKLOAD = _workload()

@@ -53,6 +53,7 @@ def _workload(w: PagedWorkload = PagedWorkload(stream=STREAM, slots=32)) -> Page
                          prefill_budget=w.prefill_budget,
                          flops=prefill + decode, bytes=tokens / w.slots * weight_bytes(m), items=tokens,
                          item_unit="tokens", precision="bf16", headline="memory",
+                         ceiling_note="memory headline; time: launches, plus the page gather per layer",
                          requires=GPU_SIZED, iterations=10)
 
 

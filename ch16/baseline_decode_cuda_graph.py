@@ -31,6 +31,7 @@ def _workload() -> DecodeWorkload:
     w = DecodeWorkload()
     return DecodeWorkload(flops=w.step_flops(), bytes=w.step_bytes(), items=w.batch * w.steps, item_unit="tokens",
                           precision="bf16", requires=GPU_SIZED,
+                          ceiling_note="the graph's ~250 small kernels and the eager prefill in the call",
                           window="idle")
 
 

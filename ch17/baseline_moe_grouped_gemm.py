@@ -32,6 +32,7 @@ from aisp.kits.moe import MoEWorkload, masked_moe, moe_inputs, moe_workload
 GPU_SIZED = aisp.Requirements(cuda=True)
 """Sized for an H100/H200; tests/test_ch17_pairs.py runs the same code at tiny sizes on a CPU."""
 WORKLOAD = moe_workload(GPU_SIZED, 3,
+                        ceiling_note="sort, gather, SwiGLU, scatter outside the GEMMs; small per-expert GEMMs",
                         window="idle")
 """Bytes: the expert weights and three passes over the bf16 (tokens, dim) activations."""
 

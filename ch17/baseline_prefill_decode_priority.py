@@ -46,7 +46,8 @@ def priority_workload(**kw: object) -> PriorityWorkload:
     return PriorityWorkload(**kw, **PriorityWorkload(**kw).accounting(), requires=GPU_SIZED)
 
 
-WORKLOAD = priority_workload()
+WORKLOAD = priority_workload(
+    ceiling_note="a p99-gap metric pair: a prefill chunk runs beside each decode step")
 
 
 class SharedStream(LongPromptArrival):

@@ -48,6 +48,7 @@ def router_workload(**kw: int) -> RouterWorkload:
     cells = w.requests * w.workers
     return RouterWorkload(**kw, flops=8.0 * cells, bytes=4.0 * (3 * cells + w.requests * (3 + 2 * w.choices)),
                           items=w.requests, item_unit="requests", precision="fp32",
+                          ceiling_note="launch-bound: 8 ops at ~37 us each (0.2 MFLOP)",
                           window="idle")
 
 

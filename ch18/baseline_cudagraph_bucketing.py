@@ -71,6 +71,7 @@ def _workload() -> BucketWorkload:
     flops = sum(w.model.forward_flops(size, w.prompt + t) for t, size in enumerate(w.sizes()))
     return BucketWorkload(flops=flops, bytes=w.steps * weights + kv, items=sum(w.sizes()), item_unit="tokens",
                           precision="bf16", requires=aisp.Requirements(cuda=True), timeout_s=600,
+                          ceiling_note="capture + instantiate (~3 eager steps each) in a cold engine",
                           iterations=10,
                           window="idle")
 

@@ -55,7 +55,8 @@ def _workload() -> WindowDecodeWorkload:
     w = WindowDecodeWorkload()
     keys = float((w.positions() + 1).clamp(max=w.window).sum())
     return WindowDecodeWorkload(flops=4.0 * keys * w.heads * w.head_dim, bytes=w.window_bytes(), items=w.batch,
-                                item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True))
+                                item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
+                                ceiling_note="FlexAttention's decode tiling and split merge")
 
 
 WORKLOAD = _workload()

@@ -55,6 +55,7 @@ def _workload() -> RopeWorkload:
     moved = dim * width + w.tokens * (dim + width)  # weights, activations in, Q/K/V out
     return RopeWorkload(flops=2.0 * w.tokens * dim * width, bytes=2.0 * moved, items=w.tokens, item_unit="tokens",
                         precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                        ceiling_note="launches on both sides (~20 vs ~5 with the read-back); noisy",
                         window="idle")
 
 

@@ -59,7 +59,8 @@ class MLAWorkload(aisp.Workload):
 def _workload() -> MLAWorkload:
     w = MLAWorkload()
     return MLAWorkload(flops=w.absorbed_flops(), bytes=w.cache_bytes() + w.weight_bytes(), items=w.batch,
-                       item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True))
+                       item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
+                       ceiling_note="the cache read twice (two bmms) and the scores' round trip")
 
 
 WORKLOAD = _workload()

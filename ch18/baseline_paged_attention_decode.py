@@ -58,7 +58,8 @@ class PagedWorkload(aisp.Workload):
 def _workload() -> PagedWorkload:
     w = PagedWorkload()
     return PagedWorkload(flops=2.0 * w.live_elements() * w.groups, bytes=2.0 * w.live_elements(), items=w.rows,
-                         item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)))
+                         item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                         ceiling_note="HBM in 4 KB page runs, ragged rows")
 
 
 WORKLOAD = _workload()

@@ -31,7 +31,8 @@ import aisp
 from aisp.kits.llm import TOP, Generated, finish, greedy_top
 from aisp.kits.llm.engine import on_device
 
-WORKLOAD = e2e_workload(precision="fp8", requires=aisp.Requirements(cuda=True, packages=("triton",)), timeout_s=600)
+WORKLOAD = e2e_workload(precision="fp8", requires=aisp.Requirements(cuda=True, packages=("triton",)), timeout_s=600,
+                        ceiling_note="128 padded graphed steps; the fp8 step only ~6-8% faster than bf16")
 
 
 class RecomputeDecode(ServeStream):

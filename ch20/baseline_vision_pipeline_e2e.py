@@ -35,6 +35,7 @@ from ch20_vision import MEAN, STD, VisionWorkload, build_net, encode_pool, visio
 import aisp
 
 WORKLOAD = vision_workload(aisp.Requirements(cuda=True, packages=("PIL",)),
+                           ceiling_note="decode-bound: nvJPEG batch decode, not the bf16 compute",
                            window="idle")
 """Sized for an H100/H200; tests/test_ch20_cases.py runs the same code at tiny sizes on a CPU."""
 
