@@ -6,7 +6,6 @@ a run as hooks (:class:`aisp.harness.runner.Hooks`), so the harness imports none
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -105,10 +104,9 @@ def pair_hints(pairs: list[Pair]) -> dict[str, Hint]:
 def _entries(path: Path) -> dict[str, Any]:
     """An expectation file's entries; {} when unreadable (judging names that file on its own)."""
     try:
-        entries = json.loads(path.read_text()).get("entries")
-    except (OSError, ValueError, AttributeError):
+        return expectations.load(path)["entries"]
+    except (OSError, AttributeError, expectations.Unreadable):
         return {}
-    return entries if isinstance(entries, dict) else {}
 
 
 def shard_of(pairs: list[Pair], hints: dict[str, Hint], shard: str) -> list[Pair]:
