@@ -296,6 +296,8 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
     fns, last = timed_functions(live, options, device), {}
     with gc_disabled():
         plans = dict(zip(map(id, live), align([_calls_per_sample(v, options, device) for v in live]), strict=True))
+        for var in live:
+            var.spacer_ms = plans[id(var)][1]
         count = min(options.iterations, live[0].bench.workload.iterations or options.iterations)
         at = None if check is None else check.at % count
         for step in range(count + (at is not None)):
@@ -306,7 +308,6 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                 align()
                 var.enter()
                 calls, spacer = plans[id(var)]
-                var.spacer_ms = spacer
                 with torch.cuda.nvtx.range(f"{var.name}/iter{step}") if device.type == "cuda" else nullcontext():
                     timed = time_call(var.bench.run if step == at else fns[id(var)], device, calls, spacer, flush)
                 if step == at:
