@@ -52,12 +52,13 @@ def test_options_reach_the_core(monkeypatch):
     result = runner.invoke(app, ["bench", "run", "-t", "ch1", "-t", "ch03:gemm", "--root", str(FIXTURE_PAIRS),
                                  "--iterations", "7", "--warmup", "2", "--reproducible", "--cold-start",
                                  "--flush-l2", "--timeout-multiplier", "2.5", "--suite-timeout", "60",
-                                 "--confirm-runs", "3"])
+                                 "--confirm-runs", "3", "--reuse-workers"])
     assert result.exit_code == 4
     opts = seen["options"]
     assert seen["targets"] == ["ch1", "ch03:gemm"] and seen["roots"] == (Path(FIXTURE_PAIRS),)
     assert (opts.iterations, opts.warmup, opts.reproducible, opts.cold_start, opts.flush_l2) == (7, 2, True, True, True)
     assert (opts.timeout_multiplier, opts.suite_timeout, opts.confirm_runs) == (2.5, 60.0, 3)
+    assert opts.reuse_workers
 
 
 def test_verify_runs_without_timing(tmp_path):

@@ -192,6 +192,9 @@ def run(
     confirm_runs: Annotated[int, typer.Option(metavar="N", help="Re-run a pair flagged regressed this many times; it stays "
                                                    "regressed only if the re-runs confirm (0: no re-run).")
                             ] = RunOptions.confirm_runs,
+    reuse_workers: Annotated[bool, typer.Option(
+        help="One long-lived worker per GPU runs its pairs in turn (state put back between pairs) instead of a "
+             "fresh process per pair: faster, less isolated.")] = RunOptions.reuse_workers,
     junit_xml: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the results as JUnit XML here.")] = None,
     step_summary: Annotated[Path | None, typer.Option(
         metavar="PATH", help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
@@ -204,7 +207,7 @@ def run(
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard,
-                       confirm_runs=confirm_runs)
+                       confirm_runs=confirm_runs, reuse_workers=reuse_workers)
     if not targets and not root and not shard and not confirm_all(tuple(root or ()), options, yes):
         typer.echo("Nothing run.")
         raise typer.Exit(0)

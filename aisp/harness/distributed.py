@@ -130,16 +130,22 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
     when a requirement is unmet (the normal path then reports the skip). The agent leaves CUDA alone
     (no context of its own on GPU 0); the ranks check the compute capability."""
-    if current_rank() is not None:
+    if current_rank() is not None or (workload := needs_ranks(first, options)) is None:
         return
-    workload = load_benchmark(first).workload
     ranks = workload.requires.world_size
-    if ranks <= 1 or unmet_requirements(workload.requires, pick_device(options.device), capability=False):
-        return
     on_workload(workload)
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(run_ranks(spec_path, ranks, result))
+
+
+def needs_ranks(first: Path, options: RunOptions) -> Workload | None:
+    """The pair's workload when it needs several ranks and can run here (its requirements met), else None."""
+    workload = load_benchmark(first).workload
+    if workload.requires.world_size <= 1 or unmet_requirements(workload.requires, pick_device(options.device),
+                                                                capability=False):
+        return None
+    return workload
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -59,6 +59,10 @@ class RunOptions:
     """GPUs of this node used together: all, a count (4) or ordinals (0,2,3); 1: one pair at a time."""
     shard: str | None = None
     """I/N: run only this machine's part of the selected pairs (a cluster job's task; merged after)."""
+    reuse_workers: bool = False
+    """Run each GPU's pairs one after another in one long-lived worker (state put back between pairs;
+    multi-rank pairs, --cold-start's runs and re-runs still get fresh processes) instead of a fresh
+    process per pair: saves the process start and imports of every pair but the first."""
     confirm_runs: int = 2
     """A pair flagged regressed is re-run at once this many times in fresh processes, and stays
     regressed only if the mean of the re-runs is worse too (aisp.judge.regression.confirm); 0: no re-run."""

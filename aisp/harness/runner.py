@@ -127,6 +127,8 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
         work_dir / f"{tag}.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase"))
     spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path), "phase_path": str(phase_path)}
     spec_path.write_text(json.dumps(spec, indent=2))
+    for stale in (result_path, timeout_path, phase_path):  # a reused worker's, for a pair it handed back
+        stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
            PARENT_PID_ENV: str(os.getpid()), **share.env()}
     if spec.get("options", {}).get("reproducible"):
@@ -136,26 +138,125 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", module, str(spec_path)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    shown = ""
     try:
-        while (code := proc.poll()) is None:
-            if on_phase is not None and phase_path.exists() and (now := phase_path.read_text()) != shown:
-                on_phase(shown := now)
-            declared = float(timeout_path.read_text()) if timeout_path.exists() else None
-            if time.monotonic() - started > (limit := budget.limit(declared)):
-                return None, "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
-            if stop is not None and stop.is_set():
-                return None, "error", "stopped: the run was interrupted"
-            time.sleep(0.05)
+        if failure := _watch(proc, started, budget, timeout_path, phase_path, stop, on_phase):
+            return None, *failure
     finally:
         _end_tree(proc, token)
+    code = proc.returncode
     if result_path.exists():
         doc = json.loads(result_path.read_text())
         return {**doc, "clock": {**doc.get("clock", {}), "spawned": spawned, "ended": time.time()}}, "done", ""
-    how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-    how += " (out of memory?)" * (code == -signal.SIGKILL)
     tail = _log_tail(log_path)
-    return None, "error", f"worker {how} without a result" + (f"; log tail:\n{tail}" if tail else "")
+    return None, "error", f"worker {_how(code)} without a result" + (f"; log tail:\n{tail}" if tail else "")
+
+
+def _watch(proc: subprocess.Popen, started: float, budget: Budget, timeout_path: Path, phase_path: Path,
+           stop: threading.Event | None, on_phase: Callable[[str], None] | None,
+           until: Callable[[], bool] = lambda: False) -> tuple[str, str] | None:
+    """Wait until the worker exits (or ``until()`` holds), telling ``on_phase`` each phase it enters;
+    returns (status, reason) when its time ran out or the run was stopped, else None."""
+    shown = ""
+    while proc.poll() is None and not until():
+        if on_phase is not None and phase_path.exists() and (now := phase_path.read_text()) != shown:
+            on_phase(shown := now)
+        declared = float(timeout_path.read_text()) if timeout_path.exists() else None
+        if time.monotonic() - started > (limit := budget.limit(declared)):
+            return "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
+        if stop is not None and stop.is_set():
+            return "error", "stopped: the run was interrupted"
+        time.sleep(0.05)
+    return None
+
+
+@dataclass
+class _Resident:
+    proc: subprocess.Popen
+    token: str
+    spawned: float
+    jobs: int = 0
+
+
+class Pool:
+    """``--reuse-workers``: one long-lived worker (``aisp.harness.worker --serve``) per CPU share (each
+    GPU of a ``--gpus`` run; the one share of a default run), given pairs one after another instead of
+    a fresh process per pair. A worker that timed out, died, was stopped, left processes behind or
+    could not put its state back (:mod:`aisp.harness.isolation`) is ended; the next pair starts a new one."""
+
+    def __init__(self) -> None:
+        self._idle: dict[Share, _Resident] = {}
+        self._lock = threading.Lock()
+
+    def run(self, spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share,
+            stop: threading.Event | None = None, on_phase: Callable[[str], None] | None = None
+            ) -> tuple[dict | None, str, str]:
+        """Like :func:`spawn`, in this share's worker; the document's ``reused`` says which worker and
+        how many pairs it ran before. Status "fresh" (a pair that needs ranks) is the caller's to spawn."""
+        work_dir.mkdir(parents=True, exist_ok=True)
+        spec_path, result_path, log_path, timeout_path, phase_path = (
+            work_dir / f"{tag}.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase"))
+        with self._lock:
+            worker = self._idle.pop(share, None)
+        if worker is None or worker.proc.poll() is not None:
+            worker = self._start(share, log_path)
+        spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path),
+                "phase_path": str(phase_path), "log_path": str(log_path)}
+        spec_path.write_text(json.dumps(spec, indent=2))
+        sent, started = worker.spawned if worker.jobs == 0 else time.time(), time.monotonic()
+        keep = False
+        try:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                worker.proc.stdin.write(f"{spec_path}\n")
+                worker.proc.stdin.flush()
+            if failure := _watch(worker.proc, started, budget, timeout_path, phase_path, stop, on_phase,
+                                 until=result_path.exists):
+                return None, *failure
+            if not result_path.exists():
+                tail = _log_tail(log_path)
+                how = _how(worker.proc.wait())
+                return None, "error", f"worker {how} without a result" + (f"; log tail:\n{tail}" if tail else "")
+            doc = json.loads(result_path.read_text())
+            left = [p for p in psutil.Process(worker.proc.pid).children(recursive=True)]
+            keep = not doc.get("retired") and not left
+            notes = [doc["retired"]] if doc.get("retired") else []
+            notes += [f"the worker was retired after this pair: it left {len(left)} process(es) running"] * bool(left)
+            reused = {"pid": worker.proc.pid, "earlier_pairs": worker.jobs, "notes": notes}
+            return {**doc, "reused": reused, "clock": {**doc.get("clock", {}), "spawned": sent, "ended": time.time()}}, \
+                "done", ""
+        finally:
+            worker.jobs += 1
+            if keep:
+                with self._lock:
+                    self._idle[share] = worker
+            else:
+                _end_tree(worker.proc, worker.token)
+
+    def _start(self, share: Share, log_path: Path) -> _Resident:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
+               PARENT_PID_ENV: str(os.getpid()), **share.env()}
+        become_subreaper()
+        spawned = time.time()
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", "--serve"], cwd=PACKAGE_PARENT,
+                                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
+                                    start_new_session=True)
+        return _Resident(proc, token, spawned)
+
+    def close(self) -> None:
+        """End every idle worker (EOF on its stdin, then its process tree)."""
+        with self._lock:
+            workers, self._idle = list(self._idle.values()), {}
+        for worker in workers:
+            with contextlib.suppress(OSError):
+                worker.proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.proc.wait(timeout=KILL_GRACE_S)
+            _end_tree(worker.proc, worker.token)
+
+
+def _how(code: int) -> str:
+    how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+    return how + " (out of memory?)" * (code == -signal.SIGKILL)
 
 
 def become_subreaper() -> None:
@@ -200,16 +301,21 @@ Launch = Callable[[dict[str, Any], str], tuple[dict | None, str, str]]
 
 def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_timed: str | None = None,
              share: Share = NO_SHARE, stop: threading.Event | None = None,
-             on_phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+             on_phase: Callable[[str], None] | None = None, pool: Pool | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) with its GPUs and CPU share, and
-    assemble its result, with its phases and placement; ``on_phase`` is told each step its workers enter."""
+    assemble its result, with its phases and placement; ``on_phase`` is told each step its workers
+    enter. With a ``pool`` (--reuse-workers), the pair's main worker is the share's reused one."""
     info = pair_info(pair)
     if pair.problem:
         return failed(info, "error", pair.problem)
     work, docs = run_dir / pair.slug, []
 
     def launch(spec: dict[str, Any], tag: str) -> tuple[dict | None, str, str]:
-        doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop, on_phase=on_phase)
+        doc, status, reason = None, "", ""
+        if pool is not None and tag == "pair":
+            doc, status, reason = pool.run(spec, work / "logs", budget, tag, share, stop, on_phase)
+        if doc is None and not status or (doc or {}).get("status") == "fresh":
+            doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop, on_phase=on_phase)
         docs.append(doc or {})
         return doc, status, reason
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
@@ -217,6 +323,9 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_
     result = _pair_result(info, spec, options, work, launch)
     placement = {**share.to_dict(), "applied": docs[0].get("cpu_share") if docs else None,
                  "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    if reused := next((d["reused"] for d in docs if d.get("reused")), None):
+        placement["reused_worker"] = {k: reused[k] for k in ("pid", "earlier_pairs")}
+        result = {**result, "notes": [*result.get("notes", []), *reused["notes"]]}
     return {**result, "phases": pair_phases(docs), "placement": placement}
 
 
@@ -297,6 +406,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
     atomic_write_json(run_dir / "manifest.json", manifest)
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
     by_slug, finished = {p.slug: p for p in pairs}, {}
+    pool = Pool() if options.reuse_workers else None
 
     def work(slug: str, share: Share, stop: threading.Event) -> Outcome:
         if deadline is not None and deadline <= time.monotonic():
@@ -308,7 +418,8 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
             folder = run_dir if i is None else run_dir / slug / f"rerun{i}"
             return _with_host(lambda: run_pair(by_slug[slug], options, folder, Budget(options.timeout_multiplier, deadline),
                                                hooks.on_timed, share, stop,
-                                               lambda step: reporter.pair_step(by_slug[slug], step)), hooks, share, gpus)
+                                               lambda step: reporter.pair_step(by_slug[slug], step),
+                                               pool if i is None else None), hooks, share, gpus)
         result = again()
         if hooks.confirm is not None and not stop.is_set():
             result = hooks.confirm(result, PairContext(manifest, run_dir / slug), again)
@@ -321,8 +432,12 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         finished[slug] = result
         reporter.pair_done(result)
     reporter.start(pairs)
-    run_jobs(list(by_slug), hooks.hints, hooks.topology, work,
-             Events(lambda slug, share: reporter.pair_started(by_slug[slug], _where(share)), done))
+    try:
+        run_jobs(list(by_slug), hooks.hints, hooks.topology, work,
+                 Events(lambda slug, share: reporter.pair_started(by_slug[slug], _where(share)), done))
+    finally:
+        if pool is not None:
+            pool.close()
     results = [finished[p.slug] for p in pairs]
     write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
                                      "options": options.to_dict(), "host_load_at_end": environment.host_load()})

@@ -3,6 +3,12 @@
 It runs one pair (or, for --cold-start, one variant) and writes raw records to the spec's
 ``result_path`` atomically. The runner turns them into statistics. If this process dies (a
 segfault, an abort, the OOM killer, a timeout) no result appears and the runner records why.
+
+``python -m aisp.harness.worker --serve`` is the reused worker of ``--reuse-workers``: it reads one
+spec path per line on stdin and runs each as above, in turn, putting the process back between pairs
+(:mod:`aisp.harness.isolation`); its output goes to each spec's ``log_path``. A pair that needs
+several ranks gets ``{"status": "fresh"}`` (the runner starts a fresh worker for it), and a pair
+that leaves state behind gets its result and then the worker exits (``retired`` says why).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -18,8 +25,8 @@ from typing import Any
 
 import torch
 
-from aisp.harness import distributed
-from aisp.harness.artifacts import atomic_write_text
+from aisp.harness import distributed, isolation
+from aisp.harness.artifacts import atomic_write_json, atomic_write_text
 from aisp.harness.execute import ColdCheck, Variant, describe_error, run_variants, time_single, workload_dict
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import RECORDER
@@ -90,27 +97,80 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
     return {**doc, "status": "done", "variants": [raw_record(v) for v in variants]}
 
 
-def main(argv: list[str]) -> int:
-    started = time.time()  # the runner measures process start and imports up to here
-    if parent := os.environ.get(distributed.PARENT_PID_ENV):  # a SIGKILLed CLI leaves no worker on the GPU
-        distributed.die_with_parent(int(parent))
-    spec = json.loads(Path(argv[0]).read_text())
-    result_path = Path(spec["result_path"])
-    cpu_share = apply_share_from_env()
+def run_one(spec: dict[str, Any], spec_path: str | None, started: float, cpu_share: dict[str, Any],
+            serving: bool = False) -> tuple[dict[str, Any], bool]:
+    """Run one spec and return its result document (phases and clock added) and whether it failed.
+    ``serving``: in a reused worker, where a pair that needs ranks is handed back (status "fresh")."""
+    RECORDER.seconds = {}
     if spec.get("phase_path"):  # the step this worker is in, for the runner's display (written whole)
         RECORDER.listener = lambda name: atomic_write_text(Path(spec["phase_path"]), name)
     failed = False
     try:
-        doc = run_spec(spec, argv[0])
+        if serving and distributed.needs_ranks(Path(spec["paths"][0]), RunOptions.from_dict(spec["options"])):
+            doc = {"status": "fresh", "reason": "needs several ranks: runs in a fresh worker"}
+        else:
+            doc = run_spec(spec, spec_path)
     except Exception as exc:  # the pair failed; say why in its result rather than crash
         traceback.print_exc()
         verdict, reason = describe_error(exc, bool(spec["options"].get("reproducible")))
         doc, failed = {"status": verdict, "reason": distributed.label(reason)}, True
-    doc = {**doc, "phases": RECORDER.seconds, "clock": {"started": started, "finished": time.time()},
-           "cpu_share": cpu_share}
-    distributed.write_result(result_path, doc, failed)
+    RECORDER.listener = None
+    return {**doc, "phases": RECORDER.seconds, "clock": {"started": started, "finished": time.time()},
+            "cpu_share": cpu_share}, failed
+
+
+def main(argv: list[str]) -> int:
+    started = time.time()  # the runner measures process start and imports up to here
+    if argv[:1] == ["--serve"]:
+        return serve(started)
+    if parent := os.environ.get(distributed.PARENT_PID_ENV):  # a SIGKILLed CLI leaves no worker on the GPU
+        distributed.die_with_parent(int(parent))
+    spec = json.loads(Path(argv[0]).read_text())
+    doc, failed = run_one(spec, argv[0], started, apply_share_from_env())
+    distributed.write_result(Path(spec["result_path"]), doc, failed)
     sys.stdout.flush()
     return 1 if failed and distributed.current_rank() is not None else 0  # torchrun then stops the others
+
+
+def _watch_parent(parent: int) -> None:
+    """End this process when the runner is gone. (Not PR_SET_PDEATHSIG: that fires when the runner's
+    thread that started this worker ends, and a reused worker outlives the job that started it.)"""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _log_to(path: str) -> None:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so native code's output too) to ``path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def serve(started: float) -> int:
+    """The reused worker's loop: one spec path per line on stdin, until EOF or a pair leaves state behind."""
+    if parent := os.environ.get(distributed.PARENT_PID_ENV):
+        _watch_parent(int(parent))
+    cpu_share = apply_share_from_env()
+    before = isolation.snapshot()
+    for count, line in enumerate(sys.stdin):
+        spec = json.loads(Path(line.strip()).read_text())
+        _log_to(spec["log_path"])
+        doc, _ = run_one(spec, None, started if count == 0 else time.time(), cpu_share, serving=True)
+        left = isolation.restore(before)
+        if left:
+            doc["retired"] = f"the worker was retired after this pair: it left {', '.join(left)} changed"
+        atomic_write_json(Path(spec["result_path"]), doc)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if left:
+            return 0
+    return 0
 
 
 if __name__ == "__main__":
