@@ -136,6 +136,8 @@ def restore(snap: Snapshot) -> list[str]:
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+        if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):  # cuBLAS's workspaces count as allocated memory
+            torch._C._cuda_clearCublasWorkspaces()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     return leftovers(snap)
