@@ -130,3 +130,21 @@ def test_timing_modes_against_do_bench(tmp_path):
     print(", ".join(f"{k} {v:.4f} ms" for k, v in figures.items()))
     assert figures["per-call"] == pytest.approx(figures["do_bench"], rel=0.03)
     assert figures["sustained"] >= 0.97 * figures["do_bench"]
+
+
+def test_reused_workers_give_the_isolated_runs_results_on_gpu(tmp_path):
+    """--reuse-workers on the GPU: the same verdicts and speedups within each other's intervals as
+    fresh processes, with the worker kept from pair to pair (cuBLAS workspaces, the CUDA context and
+    loaded kernels do not retire it)."""
+    targets = ["ch01:batch_size", "ch01:preallocated_buffers", "ch01:gemm", "ch07:aos_to_soa", "ch07:l2_persistence"]
+    alone = _run(tmp_path / "a", targets, iterations=20)
+    reused = _run(tmp_path / "b", targets, iterations=20, reuse_workers=True)
+    for name, result in alone.items():
+        again = reused[name]
+        assert again["verdict"] == result["verdict"], (name, again["reason"], result["reason"])
+        a, b = result["speedup"], again["speedup"]
+        # each within the other's interval, give or take 5% (two processes' drift, the ratio prior's 3.5%)
+        assert a["low"] / 1.05 <= b["value"] <= a["high"] * 1.05 and b["low"] / 1.05 <= a["value"] <= b["high"] * 1.05, \
+            (name, a, b)
+    placed = sorted(r["placement"]["reused_worker"]["earlier_pairs"] for r in reused.values())
+    assert placed == list(range(len(targets))), [r["notes"] for r in reused.values()]
