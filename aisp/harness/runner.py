@@ -419,7 +419,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
             return _with_host(lambda: run_pair(by_slug[slug], options, folder, Budget(options.timeout_multiplier, deadline),
                                                hooks.on_timed, share, stop,
                                                lambda step: reporter.pair_step(by_slug[slug], step),
-                                               pool if i is None else None), hooks, share, gpus)
+                                               pool if i is None and gpus == 1 else None), hooks, share, gpus)
         result = again()
         if hooks.confirm is not None and not stop.is_set():
             result = hooks.confirm(result, PairContext(manifest, run_dir / slug), again)
