@@ -45,6 +45,18 @@ def test_restore_puts_back_what_a_pair_changed():
             sys.path.remove(str(REUSE))
 
 
+def test_restore_puts_the_default_generators_back():
+    import random
+
+    import numpy as np
+    before = isolation.snapshot()
+    drawn = (torch.rand(3), random.random(), np.random.rand())
+    torch.rand(100), random.random(), np.random.rand(7)
+    assert isolation.restore(before) == []
+    again = (torch.rand(3), random.random(), np.random.rand())
+    assert torch.equal(drawn[0], again[0]) and drawn[1:] == again[1:]
+
+
 def test_restore_reports_what_it_could_not_put_back(monkeypatch):
     before = isolation.snapshot()
     switches = isolation._switches()

@@ -3,8 +3,8 @@ process a fresh worker would give it.
 
 A pair may change process-wide state: environment variables, the working folder, ``sys.path``,
 torch's switches (TF32, cuDNN autotuning, deterministic algorithms, the default dtype and device,
-the attention back ends, its thread count), the CPU affinity, torch.compile's caches, the CUDA
-caching allocator's pool. :func:`snapshot` reads all of it once, before the first pair;
+the attention back ends, its thread count), the CPU affinity, the default random generators,
+torch.compile's caches, the CUDA caching allocator's pool. :func:`snapshot` reads all of it once, before the first pair;
 :func:`restore` puts it back after each pair, drops the modules the pair imported from the
 project's chapter folders (so the next pair imports its own files afresh) and returns what it could
 not put back: a worker with anything left over is retired and the next pair gets a fresh process.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,6 +92,9 @@ class Snapshot:
     affinity: set[int] | None = None
     cuda_bytes: int = 0
     """CUDA memory allocated through torch (0 before CUDA is used)."""
+    rng: tuple[Any, ...] = ()
+    """torch's CPU generator state and seed, Python's ``random`` state, NumPy's global one (None
+    before NumPy is imported: a fresh process seeds it from the OS at import, nothing to repeat)."""
 
 
 def _cuda_bytes() -> int:
@@ -100,7 +104,9 @@ def _cuda_bytes() -> int:
 def snapshot() -> Snapshot:
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return Snapshot(dict(os.environ), os.getcwd(), list(sys.path), set(sys.modules),
-                    {name: _read(read) for name, (read, _) in _switches().items()}, affinity, _cuda_bytes())
+                    {name: _read(read) for name, (read, _) in _switches().items()}, affinity, _cuda_bytes(),
+                    (torch.get_rng_state(), torch.initial_seed(), random.getstate(),
+                     sys.modules["numpy"].random.get_state() if "numpy" in sys.modules else None))
 
 
 def _pair_module(name: str, module: Any, before: set[str]) -> bool:
@@ -133,6 +139,7 @@ def restore(snap: Snapshot) -> list[str]:
             del sys.modules[name]
     if snap.affinity is not None:
         os.sched_setaffinity(0, snap.affinity)
+    _restore_rng(snap)
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
@@ -141,6 +148,19 @@ def restore(snap: Snapshot) -> list[str]:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     return leftovers(snap)
+
+
+def _restore_rng(snap: Snapshot) -> None:
+    """The default generators as a fresh process has them: torch's CPU one and Python's as they were,
+    CUDA's reseeded with the process's seed (a fresh process seeds them alike, at offset 0), NumPy's
+    global one as it was where NumPy was imported before the first pair."""
+    cpu_state, seed, py_state, np_state = snap.rng
+    torch.set_rng_state(cpu_state)
+    random.setstate(py_state)
+    if np_state is not None:
+        sys.modules["numpy"].random.set_state(np_state)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
 
 
 def leftovers(snap: Snapshot) -> list[str]:
