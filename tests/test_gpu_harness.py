@@ -49,12 +49,18 @@ TIMING = Path(__file__).resolve().parent / "fixtures" / "timing"
 @pytest.mark.parametrize("timing", ["per-call", "sustained"])
 def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
     """An unjoined side stream, a thread's stream, a third of the rows on an unjoined stream, ~30 us
-    hidden in a ~30 us call, and ~60 us on a stream that never waited for the current one (beside the
-    spacer in the samples; past the end event in the calls from idle): a device-wide sync after the
-    end event still waits for that work; the variant is an error, never a speedup. Joined to the
-    current stream, it is timed right."""
+    hidden in a ~30 us call (per call only), and ~60 us on a stream that never waited for the current
+    one (beside the spacer in the samples; past the end event in the calls from idle): a device-wide
+    sync after the end event still waits for that work; the variant is an error, never a speedup.
+    Joined to the current stream, it is timed right."""
     hidden = ["side_stream", "thread_stream", "one_third", "hidden_tail", "under_spacer"]
     results = _run(tmp_path, [f"timing:{n}" for n in (*hidden, "joined_stream")], (TIMING,), timing=timing)
+    if timing == "sustained":
+        # back to back, each call's hidden 30 us spin runs beside the next call's first spin: one call
+        # per 30 us on both streams is the real throughput, and only the last call's spin is left after
+        # the end event (about 30 us beside a batch of ~0.5 ms): not more than the rule's 10%
+        hidden.remove("hidden_tail")
+        assert results["hidden_tail"]["verdict"] != "error", results["hidden_tail"]["variants"][0]["reason"]
     for name in hidden:
         variant = results[name]["variants"][0]
         print(name, timing, variant["reason"], variant.get("tail_summary"))
