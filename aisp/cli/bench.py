@@ -33,6 +33,9 @@ Gpus = Annotated[str, typer.Option(metavar="all|N|I,J,...",
 Shard = Annotated[str | None, typer.Option(metavar="I/N", help="Only this machine's part of the pairs (a Slurm "
                                                                "array task or Kubernetes index); 'aisp report merge' joins the parts.")]
 DeviceOpt = Annotated[Device, typer.Option(help="Where pairs run: CUDA when present (auto), or forced.")]
+ReuseWorkers = Annotated[bool, typer.Option(
+    help="One long-lived worker per GPU runs its pairs in turn (state put back between pairs) instead of a "
+         "fresh process per pair: faster, less isolated.")]
 ArtifactsDir = Annotated[Path, typer.Option(metavar="DIR", help="Where run folders go.")]
 
 EXIT_CODES_HELP = ("Exit codes: 0 all ok, inconclusive (speedup interval holds 1), ok-unchecked (baseline "
@@ -192,9 +195,7 @@ def run(
     confirm_runs: Annotated[int, typer.Option(metavar="N", help="Re-run a pair flagged regressed this many times; it stays "
                                                    "regressed only if the re-runs confirm (0: no re-run).")
                             ] = RunOptions.confirm_runs,
-    reuse_workers: Annotated[bool, typer.Option(
-        help="One long-lived worker per GPU runs its pairs in turn (state put back between pairs) instead of a "
-             "fresh process per pair: faster, less isolated.")] = RunOptions.reuse_workers,
+    reuse_workers: ReuseWorkers = RunOptions.reuse_workers,
     junit_xml: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the results as JUnit XML here.")] = None,
     step_summary: Annotated[Path | None, typer.Option(
         metavar="PATH", help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
@@ -219,10 +220,11 @@ def verify(targets: Targets = None, root: Roots = None,
            device: DeviceOpt = RunOptions.device,
            artifacts_dir: ArtifactsDir = RunOptions.artifacts_dir,
            gpus: Gpus = RunOptions.gpus, shard: Shard = RunOptions.shard,
+           reuse_workers: ReuseWorkers = RunOptions.reuse_workers,
            ) -> None:
     """Import every pair and check correctness (no timing)."""
     raise typer.Exit(_run(targets, root, _options(verify_only=True, device=device, artifacts_dir=artifacts_dir,
-                                                  gpus=gpus, shard=shard)))
+                                                  gpus=gpus, shard=shard, reuse_workers=reuse_workers)))
 
 
 def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions,
