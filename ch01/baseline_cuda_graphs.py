@@ -33,6 +33,7 @@ def _launch_workload() -> LaunchWorkload:
     return LaunchWorkload(flops=3.0 * shape.layers * shape.width, bytes=6.0 * shape.layers * vec,
                           latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=2 * shape.layers),
                           items=2 * shape.layers, item_unit="kernels", precision="fp32",
+                          ceiling_note="200 nodes at 1.19 us each (events less issue: 237 us) vs 0.53 us for an empty one; the peaks' graph of small elementwise kernels: 1.20 us a node",
                           requires=aisp.Requirements(cuda=True),
                           window="idle")
 

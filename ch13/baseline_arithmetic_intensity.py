@@ -35,6 +35,7 @@ def _workload() -> ElementwiseWorkload:
     w = ElementwiseWorkload()
     return ElementwiseWorkload(numel=w.numel, flops=20.0 * w.numel, bytes=8.0 * w.numel, items=w.numel,
                                item_unit="elements", precision="fp32",
+                               ceiling_note="the 9% is the eager baseline's: the fused variant (132 us, 97% of HBM) was a false error of the sync-tail rule, fixed since",
                                requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

@@ -22,7 +22,8 @@ import aisp
 from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=1024, heads=16, layers=4), batch=16,
-                          precision="bf16", rtol=5e-2, element_tol=0.015, requires=aisp.Requirements(cuda=True))
+                          precision="bf16", rtol=5e-2, element_tol=0.015, requires=aisp.Requirements(cuda=True),
+                          ceiling_note="eager bf16 step: 18.7 ms of device time (320 TFLOP/s) against a 17.7 ms issue time; the device time's split not yet profiled")
 
 
 class FP32Training(TrainBench):

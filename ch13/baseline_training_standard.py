@@ -26,7 +26,8 @@ from aisp.kits.gpt import GPTConfig
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=768, heads=12, layers=6), batch=16,
                           precision="bf16", element_tol=0.015, rtol=5e-2,
                           requires=aisp.Requirements(cuda=True, packages=("triton",)),
-                          timeout_s=900)
+                          timeout_s=900,
+                          ceiling_note="compiled step: 14.1 ms of device time (356 TFLOP/s), 21.5 ms to issue (host-bound for a caller); the device split not yet profiled")
 
 
 class EagerTraining(TrainBench):
