@@ -25,7 +25,7 @@ class FlexWindowAttention(DenseMaskAttention):
         self.q, self.k, self.v = make_qkv(self)
 
         def rule(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
-            return in_window(q_idx, kv_idx, w.window)
+            return in_window(q_idx, kv_idx, w.span)
 
         self.block_mask = create_block_mask(rule, None, None, w.seq, w.seq, device=self.device)
         self.attend = torch.compile(flex_attention)

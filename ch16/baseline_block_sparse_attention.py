@@ -39,19 +39,20 @@ class SparseWorkload(aisp.Workload):
     heads: int = 16
     seq: int = 8192
     head_dim: int = 128
-    window: int = 1024
-    """Each query sees the keys at most window - 1 positions before it (causal)..."""
+    span: int = 1024
+    """Each query sees the keys at most span - 1 positions before it (causal; the attention window,
+    not named ``window``, which is the Workload's timing window)..."""
     sink: int = 128
     """...and the first ``sink`` tokens."""
 
     def visible(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         """Whether the query at position ``q`` sees the key at position ``kv`` (broadcasting)."""
-        return (kv <= q) & ((q - kv < self.window) | (kv < self.sink))
+        return (kv <= q) & ((q - kv < self.span) | (kv < self.sink))
 
     def kept_pairs(self) -> int:
         q = torch.arange(self.seq)
-        near = torch.clamp(q + 1, max=self.window)
-        far = torch.clamp(torch.clamp(q - self.window + 1, min=0), max=self.sink)
+        near = torch.clamp(q + 1, max=self.span)
+        far = torch.clamp(torch.clamp(q - self.span + 1, min=0), max=self.sink)
         return int((near + far).sum())
 
 

@@ -38,22 +38,23 @@ class WindowDecodeWorkload(aisp.Workload):
     head_dim: int = 128
     cache_len: int = 32768
     """Cache slots per sequence (the longest context)."""
-    window: int = 4096
-    """The query at position p sees keys p - window + 1 .. p."""
+    span: int = 4096
+    """The query at position p sees keys p - span + 1 .. p (the attention window; not named ``window``,
+    which is the Workload's timing window)."""
 
     def positions(self) -> torch.Tensor:
         """Each row's current position (a fixed draw, uniform over window - 1 .. cache_len - 1)."""
         gen = torch.Generator().manual_seed(0)
-        return torch.randint(self.window - 1, self.cache_len, (self.batch,), generator=gen)
+        return torch.randint(self.span - 1, self.cache_len, (self.batch,), generator=gen)
 
     def window_bytes(self) -> int:
-        keys = int((self.positions() + 1).clamp(max=self.window).sum())
+        keys = int((self.positions() + 1).clamp(max=self.span).sum())
         return 2 * 2 * keys * self.kv_heads * self.head_dim + 2 * 2 * self.batch * self.heads * self.head_dim
 
 
 def _workload() -> WindowDecodeWorkload:
     w = WindowDecodeWorkload()
-    keys = float((w.positions() + 1).clamp(max=w.window).sum())
+    keys = float((w.positions() + 1).clamp(max=w.span).sum())
     return WindowDecodeWorkload(flops=4.0 * keys * w.heads * w.head_dim, bytes=w.window_bytes(), items=w.batch,
                                 item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
                                 ceiling_note="FlexAttention's decode tiling and split merge")
@@ -86,7 +87,7 @@ class DenseMaskDecode(aisp.Benchmark):
     def run(self) -> torch.Tensor:
         w = self.workload
         ahead = self.pos[:, None] - self.keys
-        visible = (ahead >= 0) & (ahead < w.window)
+        visible = (ahead >= 0) & (ahead < w.span)
         bias = additive_mask(visible[:, None, None], w.heads // w.kv_heads, self.q.dtype)
         q = self.q.view(w.batch, w.kv_heads, w.heads // w.kv_heads, w.head_dim)
         return F.scaled_dot_product_attention(q, self.k, self.v, attn_mask=bias).view(self.q.shape)

@@ -26,13 +26,13 @@ import aisp
 
 class FlexDecode(DenseMaskDecode):
     def prepare(self) -> None:
-        self.mask_mod = sliding_window_mask(self.pos, self.workload.window)  # reads pos at each call
+        self.mask_mod = sliding_window_mask(self.pos, self.workload.span)  # reads pos at each call
         self.attend = flex_on(self.device)
         self.step()  # compiles the kernel for these shapes (setup, untimed)
 
     def step(self) -> torch.Tensor:
         w = self.workload
-        block_mask = window_block_mask(self.pos, w.window, w.cache_len, self.mask_mod)
+        block_mask = window_block_mask(self.pos, w.span, w.cache_len, self.mask_mod)
         return self.attend(self.q, self.k, self.v, block_mask=block_mask, enable_gqa=True)
 
     def run(self) -> torch.Tensor:

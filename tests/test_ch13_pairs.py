@@ -49,7 +49,7 @@ SMALL = {
     "dataloader_default": lambda: dict(samples=48, batch=16, image=20, crop=16, classes=10, workers=1, prefetch=2),
     "attention_standard": lambda: dict(batch=2, heads=2, seq=64, head_dim=32),
     "long_context_attention": lambda: dict(batch=1, heads=2, seq=2048 + 256, head_dim=32),
-    "sliding_window_attention": lambda: dict(batch=1, heads=2, seq=256, head_dim=32, window=48),
+    "sliding_window_attention": lambda: dict(batch=1, heads=2, seq=256, head_dim=32, span=48),
     "kv_cache_naive": lambda: dict(batch=2, heads=2, head_dim=16, prompt=12, steps=6),
     "matmul_pytorch": lambda: dict(m=64, n=48, k=128),
     "precisionfp8": lambda: dict(tokens=64, d_in=128, d_out=32),

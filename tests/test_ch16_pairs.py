@@ -32,7 +32,7 @@ SMALL = {
     "decode_cuda_graph": dict(model=TINY, batch=2, prompt=12, steps=6),
     "speculative_decoding": dict(model=TINY, prompt=12, steps=20, draft_layers=1, draft_miss=0.3),
     "gpu_sampling": dict(steps=3, batch=2, vocab=300),
-    "block_sparse_attention": dict(batch=1, heads=2, seq=512, head_dim=32, window=128, sink=32),
+    "block_sparse_attention": dict(batch=1, heads=2, seq=512, head_dim=32, span=128, sink=32),
     "async_scheduling": dict(model=TINY, slots=3, shortest=5, span=9, steps=7, page_size=4),
 }
 """Per CPU-checked pair, workload sizes that keep a run to a second or two."""

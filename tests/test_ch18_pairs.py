@@ -34,7 +34,7 @@ SMALL = {
     "gqa_no_repeat": dict(batch=2, heads=8, kv_heads=2, context=300, head_dim=32),
     "mla_absorption": dict(batch=3, context=200, dim=128, heads=4, latent=64, nope=32, rope=16, v_dim=32),
     "cudagraph_bucketing": dict(model=TINY, max_batch=8, prompt=8, steps=14),
-    "flexdecoding": dict(batch=3, heads=4, kv_heads=2, head_dim=32, cache_len=1024, window=300),
+    "flexdecoding": dict(batch=3, heads=4, kv_heads=2, head_dim=32, cache_len=1024, span=300),
 }
 """Per pair, workload sizes that keep a CPU run under a second."""
 PAIRS = tuple(SMALL)

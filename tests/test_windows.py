@@ -128,3 +128,19 @@ def test_a_file_that_cannot_be_imported_is_read_from_its_source(tmp_path):
     (tmp_path / "optimized_y.py").write_text("import triton\nfrom baseline_y import WORKLOAD\n")
     assert [_source_window(tmp_path / f"{side}_x.py") for side in ("baseline", "optimized")] == ["idle", "idle"]
     assert [_source_window(tmp_path / f"{side}_y.py") for side in ("baseline", "optimized")] == ["device", "device"]
+
+
+def test_a_chapter_field_named_window_is_refused():
+    """A workload subclass whose own ``window`` (an attention span, say) shadows the timing window
+    would be timed from idle without anyone choosing it: constructing it is an error."""
+    from dataclasses import dataclass
+
+    import aisp
+
+    @dataclass(frozen=True, kw_only=True)
+    class Shadowing(aisp.Workload):
+        window: int = 1024
+
+    with pytest.raises(ValueError, match="timing window must be 'device' or 'idle'"):
+        Shadowing()
+    assert aisp.Workload(window="idle").window == "idle"

@@ -124,6 +124,11 @@ class Workload:
     ``ok-unchecked`` with this reason, and ``--update-expectations`` stores it; without a reason
     an unchecked pair is not stored."""
 
+    def __post_init__(self) -> None:
+        if self.window not in ("device", "idle"):  # a chapter's own field named window shadows this one
+            raise ValueError(f"{type(self).__name__}.window is {self.window!r}: the timing window must be 'device' "
+                             "or 'idle' (name a workload's own size field something else)")
+
 
 class Benchmark:
     """Base class of a pair's variant.
