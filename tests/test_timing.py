@@ -64,6 +64,15 @@ def test_host_bound_when_events_barely_exceed_issue_time():
     assert host_bound([], []) is None
 
 
+def test_a_call_that_waits_for_its_device_work_is_not_host_bound():
+    """ch04:dataparallel copies its loss to the host inside run(): the call returns after the 11.5 ms
+    spacer and its 3.5 ms of device work (issue 14.7 ms), which the plain ratio would tag host-bound."""
+    assert host_bound([14.7] * 3, [3.5] * 3) is not None  # without the spacer it looks host-bound
+    assert host_bound([14.7] * 3, [3.5] * 3, spacer_ms=11.5) is None
+    # a host-bound call issued under the spacer still is: the device waits for the host
+    assert host_bound([0.3] * 3, [0.29] * 3, spacer_ms=0.6)["events_over_issue"] == pytest.approx(0.29 / 0.3)
+
+
 def test_the_spacer_is_twice_the_issue_time_within_its_bounds():
     assert spacer_ms([0.1, 0.12, 0.5]) == pytest.approx(0.24)
     assert spacer_ms([0.005]) == SPACER_MIN_MS

@@ -45,7 +45,8 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
         raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle", empty)
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
-    result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or []) if tails else None
+    result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or [],
+                                      raw.get("spacer_ms") or 0.0) if tails else None
     if raw.get("samples_ms"):
         summary = summarize(raw["samples_ms"])
         result["summary"] = summary.to_dict()

@@ -203,13 +203,15 @@ def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str
             "stream (wait_stream) before run() returns")
 
 
-def host_bound(issue_ms: Sequence[float], device_ms: Sequence[float]) -> dict[str, float] | None:
+def host_bound(issue_ms: Sequence[float], device_ms: Sequence[float], spacer_ms: float = 0.0) -> dict[str, float] | None:
     """The figures of a host-bound variant (median events within HOST_BOUND_RATIO of the median issue
-    time), or None when its device work clearly exceeds its issue time."""
+    time), or None when its device work clearly exceeds its issue time, or when its call returned
+    only after the spacer and its own device work (issue >= spacer + 0.9 x events: a host sync inside
+    ``run()``, a loss copied to the host): that host time is waiting for the device, not issuing."""
     if not len(issue_ms) or not len(device_ms):
         return None
     issue, events = float(np.median(issue_ms)), float(np.median(device_ms))
-    if events > HOST_BOUND_RATIO * issue:
+    if events > HOST_BOUND_RATIO * issue or (spacer_ms > 0 and issue >= spacer_ms + 0.9 * events):
         return None
     return {"issue_ms": issue, "events_ms": events, "events_over_issue": events / issue if issue > 0 else 0.0}
 
