@@ -52,11 +52,16 @@ def pid_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("name, verdicts", [("leaves_child", ("ok-unchecked", "slower")), ("hangs_with_child", ("timeout",))])
-def test_no_child_of_a_pair_outlives_it(name: str, verdicts: tuple[str, ...], pid_file: Path, tmp_path: Path):
-    """leaves_child finishes (ok; slower when a busy CPU slows one side of its A/A timing)."""
+@pytest.mark.parametrize("name, verdicts, reuse", [("leaves_child", ("ok-unchecked", "slower"), False),
+                                                  ("hangs_with_child", ("timeout",), False),
+                                                  ("hangs_with_child", ("timeout",), True)])
+def test_no_child_of_a_pair_outlives_it(name: str, verdicts: tuple[str, ...], reuse: bool, pid_file: Path,
+                                        tmp_path: Path):
+    """leaves_child finishes (ok; slower when a busy CPU slows one side of its A/A timing); a reused
+    worker that times out is ended with everything it started, as a fresh one is."""
     pairs = resolve_targets([f"processes:{name}"], REPO, (PROCESSES,))
-    results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts"))
+    results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts",
+                                             reuse_workers=reuse))
     assert results[0]["verdict"] in verdicts, results[0]["reason"]
     pids = recorded(pid_file)
     assert len(pids) >= 2, "the fixture recorded its worker and a sleeper"
@@ -80,23 +85,24 @@ def interrupt_when_recorded(cmd: list[str], env: dict[str, str], pid_file: Path,
     assert running(recorded(pid_file)) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_cli_stops_every_process(sig: signal.Signals, pid_file: Path, tmp_path: Path):
+@pytest.mark.parametrize("sig, reuse", [(signal.SIGINT, []), (signal.SIGTERM, []), (signal.SIGINT, ["--reuse-workers"])])
+def test_interrupted_cli_stops_every_process(sig: signal.Signals, reuse: list[str], pid_file: Path, tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "aisp", "bench", "run", "--root", str(PROCESSES), "-t", "processes:hangs_with_child",
-           "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts")]
+           "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts"), *reuse]
     interrupt_when_recorded(cmd, env, pid_file, 2, sig)
 
 
-def test_a_sigkilled_cli_takes_its_worker_with_it(pid_file: Path, tmp_path: Path):
+@pytest.mark.parametrize("reuse", [[], ["--reuse-workers"]])
+def test_a_sigkilled_cli_takes_its_worker_with_it(reuse: list[str], pid_file: Path, tmp_path: Path):
     """SIGKILL gives the CLI no chance to clean up: the worker asked Linux to kill it when its parent
-    dies (PR_SET_PDEATHSIG), so it does not hold the GPU on. (Its detached sleeper, in a session of its
-    own, is out of that reach; the fixture kills it.)"""
+    dies (PR_SET_PDEATHSIG; a reused worker watches its parent's pid instead), so it does not hold the
+    GPU on. (Its detached sleeper, in a session of its own, is out of that reach; the fixture kills it.)"""
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "aisp", "bench", "run", "--root", str(PROCESSES), "-t", "processes:hangs_with_child",
-           "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts")]
+           "--timeout-multiplier", "20", "--artifacts-dir", str(tmp_path / "artifacts"), *reuse]
     cli = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
     while len(recorded(pid_file)) < 2 and time.monotonic() < deadline and cli.poll() is None:
