@@ -150,3 +150,20 @@ def test_multi_rank_pairs_still_get_fresh_processes(tmp_path):
     result = _run(FIXTURES / "distributed", ["rank_raises"], options)["rank_raises"]
     assert result["verdict"] == "error" and "rank 1" in result["reason"]
     assert "reused_worker" not in result["placement"]  # handed back to a fresh worker, which ran torchrun
+
+
+def test_a_retired_worker_is_replaced_and_its_note_kept(tmp_path, monkeypatch):
+    """The worker exits right after a result that says it retired: the pool reports the note, does
+    not trip over the process being gone, and starts a new worker for the next pair."""
+    from aisp.harness.runner import Budget, Pool
+    from aisp.harness.scheduler import NO_SHARE
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REUSE), os.environ.get("PYTHONPATH")])))
+    pool = Pool(module="retiring_worker")
+    try:
+        first, status, _ = pool.run({"paths": []}, tmp_path / "a", Budget(), "pair", NO_SHARE)
+        second, _, _ = pool.run({"paths": []}, tmp_path / "b", Budget(), "pair", NO_SHARE)
+    finally:
+        pool.close()
+    assert status == "done" and first["reused"]["notes"] == [first["retired"]]
+    assert first["pid"] != second["pid"] and second["reused"]["earlier_pairs"] == 0

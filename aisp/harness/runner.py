@@ -183,9 +183,11 @@ class Pool:
     a fresh process per pair. A worker that timed out, died, was stopped, left processes behind or
     could not put its state back (:mod:`aisp.harness.isolation`) is ended; the next pair starts a new one."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = "aisp.harness.worker") -> None:
         self._idle: dict[Share, _Resident] = {}
         self._lock = threading.Lock()
+        self.module = module
+        """Run as ``python -m module --serve`` (the tests' stand-ins follow the same protocol)."""
 
     def run(self, spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share,
             stop: threading.Event | None = None, on_phase: Callable[[str], None] | None = None
@@ -216,7 +218,7 @@ class Pool:
                 how = _how(worker.proc.wait())
                 return None, "error", f"worker {how} without a result" + (f"; log tail:\n{tail}" if tail else "")
             doc = json.loads(result_path.read_text())
-            left = [p for p in psutil.Process(worker.proc.pid).children(recursive=True)]
+            left = _children(worker.proc.pid)
             keep = not doc.get("retired") and not left
             notes = [doc["retired"]] if doc.get("retired") else []
             notes += [f"the worker was retired after this pair: it left {len(left)} process(es) running"] * bool(left)
@@ -237,7 +239,7 @@ class Pool:
         become_subreaper()
         spawned = time.time()
         with open(log_path, "w") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.worker", "--serve"], cwd=PACKAGE_PARENT,
+            proc = subprocess.Popen([sys.executable, "-m", self.module, "--serve"], cwd=PACKAGE_PARENT,
                                     stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
                                     start_new_session=True)
         return _Resident(proc, token, spawned)
@@ -252,6 +254,14 @@ class Pool:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=KILL_GRACE_S)
             _end_tree(worker.proc, worker.token)
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    """A process's living descendants; none once it has exited (a retired worker leaves at once)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 def _how(code: int) -> str:
