@@ -101,7 +101,7 @@ class Workload:
     """Why the best variant stays below 80% of its ceiling, as the chapter README explains it
     (shown by ``aisp report ceilings``); empty: no reason given."""
     items: float = 0.0
-    """Useful items one ``run()`` processes (samples, tokens, requests), for goodput."""
+    """Useful items one ``run()`` processes (samples, tokens, requests), summed over its ranks, for goodput."""
     item_unit: str = "items"
     """What an item is, for reports ("samples", "tokens")."""
     precision: Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact"] | None = None
