@@ -29,8 +29,9 @@ class PeerCopyWorkload(aisp.Workload):
     mib: int = 256
 
 
-WORKLOAD = PeerCopyWorkload(bytes=256.0 * 2**20, link="nvlink", precision="exact", requires=aisp.Requirements(gpus=2))
-"""``bytes``: the 256 MiB (``mib``) each rank sends one way, judged against ``aisp peak``'s p2p_copy."""
+WORKLOAD = PeerCopyWorkload(bytes=2 * 256.0 * 2**20, link="nvlink", precision="exact", requires=aisp.Requirements(gpus=2))
+"""``bytes``: the 256 MiB (``mib``) each of the 2 ranks sends, both at once (512 MiB over NVLink, summed over
+the ranks), judged against 2 x ``aisp peak``'s p2p_copy (each GPU sending at its own rate)."""
 
 
 def peer_of(device: torch.device) -> torch.device:

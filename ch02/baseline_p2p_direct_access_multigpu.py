@@ -32,9 +32,10 @@ class PeerComputeWorkload(aisp.Workload):
     elements: int = 64 * 2**20
 
 
-WORKLOAD = PeerComputeWorkload(flops=64.0 * 2**20, bytes=4.0 * 64 * 2**20, link="nvlink", precision="fp32",
+WORKLOAD = PeerComputeWorkload(flops=2 * 64.0 * 2**20, bytes=2 * 4.0 * 64 * 2**20, link="nvlink", precision="fp32",
                                requires=aisp.Requirements(gpus=2, executables=("nvcc",)))
-"""``bytes``: x (256 MiB) crossing NVLink once, the bound; the local w/out HBM traffic is not counted."""
+"""Summed over the 2 ranks, each doing the same at once: ``bytes``, each rank's x (256 MiB) crossing NVLink
+once, the bound (2 x p2p_copy); the local w/out HBM traffic is not counted. ``flops``: one multiply a value."""
 
 
 class CopyThenMultiply(aisp.Benchmark):

@@ -62,7 +62,8 @@ class RingWorkload(aisp.Workload):
 
 
 def ring_workload(**kw: object) -> RingWorkload:
-    """The accounting: every message crosses NVLink once (``bytes``); a message is an item."""
+    """The accounting: every message of every rank crosses NVLink once (``bytes``, summed over the ranks:
+    each message counted once, by its sender); a message is an item."""
     w = RingWorkload(**kw)
     return RingWorkload(**kw, bytes=4.0 * w.width * w.messages, link="nvlink", items=w.messages,
                         item_unit="messages", precision="fp32", timeout_s=240,

@@ -39,10 +39,11 @@ class TensorParallelWorkload(aisp.Workload):
 
 
 def tp_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> TensorParallelWorkload:
-    """Per-rank FLOPs: two GEMMs over all world x tokens_per_rank tokens with 1/world of the FFN."""
+    """FLOPs summed over the ranks: each rank's two GEMMs over all world x tokens_per_rank tokens with
+    1/world of the FFN, i.e. the whole FFN's over every token."""
     w = TensorParallelWorkload(**kw)
     rows = w.world * w.tokens_per_rank
-    return TensorParallelWorkload(**kw, flops=2 * 2.0 * rows * w.hidden * w.ffn / w.world, items=rows,
+    return TensorParallelWorkload(**kw, flops=2 * 2.0 * rows * w.hidden * w.ffn, items=rows,
                                   item_unit="tokens", precision=w.dtype, requires=requires, timeout_s=240,
                                   ceiling_note="collectives ~0.32 of a ~1.87 ms GPU span: at most ~17% to hide (profiled)")
 

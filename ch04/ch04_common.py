@@ -108,7 +108,8 @@ class StepWorkload(aisp.Workload):
 
 
 def step_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> StepWorkload:
-    """A step's accounting: 6 FLOPs per weight per sample (forward 2, backward 4), samples as items."""
+    """A step's accounting: 6 FLOPs per weight per sample (forward 2, backward 4) over the global batch,
+    i.e. summed over the ranks (held to world x one GPU's peak), samples as items."""
     w = StepWorkload(**kw)
     return StepWorkload(**kw, flops=6.0 * w.batch * w.layers * w.width**2, items=w.batch,
                         item_unit="samples", precision="bf16" if w.autocast else "fp32",

@@ -34,10 +34,11 @@ class PipelineWorkload(aisp.Workload):
 
 
 def pp_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> PipelineWorkload:
-    """Per-rank FLOPs: forward and backward of one stage over every micro-batch; memory headline."""
+    """FLOPs summed over the ranks: forward and backward of every stage (one a rank) over every
+    micro-batch, held to world x one GPU's peak, so the bubble shows; memory headline."""
     w = PipelineWorkload(**kw)
-    samples = w.micro_batches * w.micro_batch
-    return PipelineWorkload(**kw, flops=6.0 * samples * w.layers_per_stage * w.width**2, items=samples,
+    samples, stages = w.micro_batches * w.micro_batch, requires.world_size
+    return PipelineWorkload(**kw, flops=6.0 * samples * stages * w.layers_per_stage * w.width**2, items=samples,
                             item_unit="samples", precision=w.dtype, headline="memory", requires=requires,
                             timeout_s=240)
 

@@ -53,11 +53,12 @@ class ContextParallelWorkload(aisp.Workload):
 
 
 def cp_workload(requires: aisp.Requirements | None = None, **kw: object) -> ContextParallelWorkload:
-    """A workload with its accounting filled in. FLOPs are per rank (QK^T and PV of its queries
-    over the whole sequence: 4 B H S_rank S D), items are the sequence's tokens."""
+    """A workload with its accounting filled in. FLOPs are summed over the ranks (QK^T and PV of every
+    rank's queries over the whole sequence: world x 4 B H S_rank S D = 4 B H S^2 D), items are the
+    sequence's tokens."""
     w = ContextParallelWorkload(**kw)
     seq = w.seq_per_rank * w.world
-    flops = 4.0 * w.batch * w.heads * w.seq_per_rank * seq * w.head_dim
+    flops = 4.0 * w.batch * w.heads * seq * seq * w.head_dim
     return ContextParallelWorkload(
         **kw, flops=flops, items=w.batch * seq, item_unit="tokens", precision=w.dtype,
         requires=requires or aisp.Requirements(cuda=True, ranks=w.world), timeout_s=240)

@@ -34,7 +34,9 @@ STREAM = StreamConfig(requests=32, prompt_mean=3072, output_mean=16, spread=0.5,
 
 
 def disagg_workload(w: DisaggWorkload, requires: aisp.Requirements, precision: str = "bf16") -> DisaggWorkload:
-    """``w`` with its accounting (whole stream, both GPUs), ``requires`` and ``precision``."""
+    """``w`` with its accounting (whole stream, summed over both GPUs), ``requires`` and ``precision``.
+    ``bytes``: the weights the fewest decode steps stream, every token decoded in batches of 2 x slots
+    (the optimized's one decode GPU); the baseline's two 8-slot replicas stream them twice as often."""
     reqs, m = w.requests(), w.model
     tokens = sum(r.output_len for r in reqs)
     prefill = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)

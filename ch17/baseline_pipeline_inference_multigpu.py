@@ -10,8 +10,8 @@ batch: 50%.
 Optimized (optimized_pipeline_inference_multigpu.py): the batch in 8 micro-batches of 1,024 tokens;
 rank 0 sends micro-batch i (``isend``) while it computes i + 1, rank 1 computes i while i + 1 is
 on the link: both GPUs busy except the first and last micro-batch, bubble 1/9 = 11%.
-Ceiling: bf16 tensor cores per stage (4.4 TFLOP per rank per call: ~5.6 ms at 783 TFLOP/s); the
-workload declares each rank's FLOPs, so TFLOP/s shows the bubble directly.
+Ceiling: bf16 tensor cores of both GPUs (4.4 TFLOP per rank per call, 8.8 in all: ~5.6 ms at 2 x 783
+TFLOP/s); the workload declares both stages' FLOPs, held to 2 x one GPU's peak, so the bubble shows.
 Expect (measured, 2 x H200, 2026-11-27): 12.77 -> 9.762 ms, 1.31x [1.29, 1.32] (estimated ~12-13 ->
 ~7-7.5 ms, 1.7-1.8x); bubble 50% -> 11%, 345 -> 451 TFLOP/s per rank (44% -> 57% of bf16 peak):
 8 micro-batches of 1,024 rows run their GEMMs below the whole batch's rate, and the sends add time.
@@ -48,7 +48,8 @@ class PipelineWorkload(aisp.Workload):
 def pipeline_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> PipelineWorkload:
     w = PipelineWorkload(**kw)
     assert w.batch % w.micro_batches == 0
-    return PipelineWorkload(**kw, flops=2.0 * w.batch * w.blocks_per_stage * w.width ** 2, items=w.batch,
+    stages = requires.world_size  # one stage a rank: FLOPs summed over the ranks
+    return PipelineWorkload(**kw, flops=2.0 * w.batch * stages * w.blocks_per_stage * w.width ** 2, items=w.batch,
                             item_unit="tokens", precision=w.dtype, requires=requires)
 
 

@@ -40,11 +40,13 @@ class EPWorkload(aisp.Workload):
 
 
 def ep_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> EPWorkload:
-    """Per-rank accounting: router and expert FLOPs of the rank's tokens (tensor-core bound)."""
+    """Accounting summed over the ranks: router and expert FLOPs of every rank's tokens (tensor-core
+    bound), held to world x one GPU's peak."""
     w = EPWorkload(**kw)
-    flops = 2.0 * w.tokens * w.dim * w.experts + 6.0 * w.tokens * w.top_k * w.dim * w.ffn
+    tokens = w.tokens * requires.world_size
+    flops = 2.0 * tokens * w.dim * w.experts + 6.0 * tokens * w.top_k * w.dim * w.ffn
     precision = "bf16" if requires.cuda else "fp32"
-    return EPWorkload(**kw, flops=flops, items=w.tokens, item_unit="tokens", precision=precision, requires=requires)
+    return EPWorkload(**kw, flops=flops, items=tokens, item_unit="tokens", precision=precision, requires=requires)
 
 
 def uniform_owner(experts: int, world: int) -> list[int]:

@@ -16,7 +16,7 @@ from aisp import LatencyCounts, Workload, suite
 from aisp.cli.main import app
 from aisp.harness.artifacts import atomic_write_json
 from aisp.report.ceilings import COUNT_FLOORS, REACHED_PCT, add_ceiling, ceiling, rows, tally
-from aisp.report.roofline import annotate
+from aisp.report.roofline import add_roofline, annotate
 from tests.synthetic_runs import pair, samples, variant, write_run
 
 PEAKS = {"measurements": {"matmul_fp32": {"value": 50.0}, "matmul_bf16": {"value": 800.0},
@@ -156,3 +156,77 @@ def test_a_one_gpu_pair_of_a_four_gpu_run_takes_the_one_gpu_peaks(monkeypatch: p
     manifest = {"hardware_key": "4x_h200", "gpu_name": "NVIDIA H200"}
     out = step(_result({"graph_nodes": 500}), SimpleNamespace(manifest=manifest))
     assert asked == ["h200"] and out["ceiling"]["kind"] == "latency"
+
+
+GPU_PEAKS = {"measurements": {**PEAKS["measurements"], "h2d_pinned": {"value": 50.0}, "d2h_pinned": {"value": 40.0},
+                              "p2p_copy": {"value": 400.0}},
+             "latency": PEAKS["latency"], "provenance": {"hardware_key": "2x_h200"}}
+"""One GPU's peaks, as ``aisp peak`` measures them (matmul and copies on GPU 0, p2p_copy GPU0 -> GPU1)."""
+
+
+def on(ranks: int, key: str = "gpus", **workload) -> dict:
+    """A workload dict as a result stores it, run as ``ranks`` ranks (``requires.gpus`` or ``.ranks``)."""
+    return {**workload, "requires": {"gpus": 1, "ranks": 1, key: ranks}}
+
+
+def test_a_two_rank_pairs_compute_bound_is_half_a_one_rank_ones() -> None:
+    one = ceiling(timed(4.0), on(1, flops=1.6e12, precision="bf16"), GPU_PEAKS)  # 2 ms at 800 TFLOP/s
+    for key in ("gpus", "ranks"):
+        two = ceiling(timed(4.0), on(2, key, flops=1.6e12, precision="bf16"), GPU_PEAKS)
+        assert two["time_ms"] == pytest.approx(one["time_ms"] / 2) == pytest.approx(1.0)
+        assert two["value"] == pytest.approx(2 * one["value"]) and two["percent"] == pytest.approx(one["percent"] / 2)
+
+
+def test_the_detail_names_how_many_gpus_peaks() -> None:
+    assert ceiling(timed(4.0), on(2, flops=1.6e12, precision="bf16"), GPU_PEAKS)["detail"] == \
+        "1.6e+12 FLOP at 2 x the bf16 peak"
+    assert ceiling(timed(4.0), on(1, flops=1.6e12, precision="bf16"), GPU_PEAKS)["detail"] == \
+        "1.6e+12 FLOP at the bf16 peak"
+    assert ceiling(timed(4.0), on(4, bytes=8e9), GPU_PEAKS)["detail"] == "8e+09 B at 4 x the hbm peak"
+
+
+def test_nvlink_bytes_are_held_to_every_gpu_sending_at_once() -> None:
+    # Each of 2 ranks sends 400 MB to the other, both at once: 800 MB at 2 x 400 GB/s is 1 ms.
+    found = ceiling(timed(1.25), on(2, bytes=8e8, link="nvlink"), GPU_PEAKS)
+    assert found["kind"] == "memory" and found["value"] == pytest.approx(800)
+    assert found["time_ms"] == pytest.approx(1.0) and found["percent"] == pytest.approx(80)
+    assert found["detail"] == "8e+08 B at 2 x the nvlink peak"
+
+
+@pytest.mark.parametrize("link, gbps", [("h2d", 50.0), ("d2h", 40.0)])
+def test_host_copies_are_held_to_one_pcie_link_a_gpu(link: str, gbps: float) -> None:
+    found = ceiling(timed(10.0), on(4, bytes=1e9, link=link), GPU_PEAKS)  # 4 GPUs, a link each
+    assert found["value"] == pytest.approx(4 * gbps) and found["time_ms"] == pytest.approx(1e9 / (4 * gbps * 1e9) * 1e3)
+
+
+def test_latency_counts_are_one_ranks_chain_and_not_scaled() -> None:
+    counts = {"launches": 100}  # 500 us at 5 us a launch, on one GPU or on eight
+    assert ceiling(timed(1.0), on(8, latency=counts), GPU_PEAKS)["value"] == pytest.approx(500)
+    assert ceiling(timed(1.0), on(1, latency=counts), GPU_PEAKS)["value"] == pytest.approx(500)
+
+
+def test_a_cpus_peaks_are_the_hosts_and_are_shared_by_its_ranks() -> None:
+    """gloo ranks on a CPU share the one host whose fp32 peak was measured on all its cores."""
+    one = ceiling(timed(1.0), on(1, flops=1e10, precision="fp32"), PEAKS)
+    two = ceiling(timed(1.0), on(2, "ranks", flops=1e10, precision="fp32"), PEAKS)
+    assert two["time_ms"] == pytest.approx(one["time_ms"]) and two["detail"] == "1e+10 FLOP at the fp32 peak"
+
+
+def test_the_roofline_holds_a_pair_to_the_same_n_gpu_bound() -> None:
+    workload = on(2, flops=1.6e12, bytes=1e9, precision="bf16")
+    roof = annotate(timed(4.0), workload, GPU_PEAKS)
+    assert roof["gpus"] == 2 and roof["peak_tflops"] == pytest.approx(1600) and roof["peak_gbps"] == pytest.approx(8000)
+    assert roof["ridge_intensity"] == pytest.approx(200)  # N cancels: the ridge of one GPU
+    assert roof["pct_of_bound"] == pytest.approx(ceiling(timed(4.0), workload, GPU_PEAKS)["percent"]) == pytest.approx(25)
+
+
+def test_a_whole_call_declaration_no_longer_passes_one_gpus_ceiling() -> None:
+    """ch04:ddp_overlap_multigpu in the 2026-11-28 run: 6.597e12 FLOP over both ranks in 7.210 ms read
+    116% of one H200's bf16 peak (787.6 TFLOP/s) and was not flagged; against both GPUs it is 58%."""
+    peaks = {**GPU_PEAKS, "measurements": {**GPU_PEAKS["measurements"], "matmul_bf16": {"value": 787.6}}}
+    result = _result(None, flops=6.597e12, precision="bf16", requires={"gpus": 1, "ranks": 2})
+    result["baseline"]["summary"]["median"], result["variants"][0]["summary"]["median"] = 7.710, 7.210
+    out = add_roofline(add_ceiling(result, peaks), peaks)
+    assert out["ceiling"]["percent"] == pytest.approx(58.1, abs=0.1)
+    assert out["variants"][0]["roofline"]["pct_of_bound"] == pytest.approx(58.1, abs=0.1)
+    assert not any("of the measured roofline bound" in n for n in out["notes"])

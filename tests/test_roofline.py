@@ -109,3 +109,22 @@ def test_a_link_without_a_ceiling_here_is_noted_not_fatal() -> None:
     annotated = add_roofline(result, PEAKS)
     assert any("no roofline" in n and "nvlink" in n for n in annotated["notes"])
     assert "roofline" not in annotated["baseline"] and pair_points([result], PEAKS) == []
+
+
+def test_a_two_gpu_pair_is_drawn_under_its_own_two_gpu_roof() -> None:
+    """Its rates are the whole call's (summed over the ranks), so its roof is 2 x one GPU's."""
+    two = {**_result("ch04:tp", 1e12, 1e9, 4.0, 2.0)}
+    two["workload"] = {**two["workload"], "requires": {"gpus": 2, "ranks": 1}}
+    points = pair_points([_result("ch01:a", 1e12, 1e9, 4.0, 2.0), two], PEAKS)
+    assert [p.gpus for p in points] == [1, 2] and points[1].optimized_tflops == pytest.approx(500)
+    legend = [t.get_text() for t in figure(points, PEAKS).axes[0].get_legend().get_texts()]
+    assert legend == ["bf16: 800 TFLOP/s, 4,000 GB/s", "bf16 on 2 GPUs: 1.6e+03 TFLOP/s, 8,000 GB/s"]
+
+
+def test_the_dashboard_names_a_multi_gpu_roof() -> None:
+    from aisp.report.dashboard.roofline_chart import _roof_traces
+
+    one = annotate(variant(2.0), {"flops": 1e12, "bytes": 1e9, "precision": "bf16"}, PEAKS)
+    two = annotate(variant(2.0), {"flops": 1e12, "bytes": 1e9, "precision": "bf16", "requires": {"gpus": 2}}, PEAKS)
+    names = [t["name"] for t in _roof_traces([{"base": one}, {"base": two}])]
+    assert names == ["roof bf16: 800 TFLOP/s, 4,000 GB/s", "roof bf16 on 2 GPUs: 1.6e+03 TFLOP/s, 8,000 GB/s"]

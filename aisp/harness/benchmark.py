@@ -41,6 +41,12 @@ class Requirements:
         return max(self.gpus, self.ranks)
 
 
+def world_size(workload: dict[str, Any]) -> int:
+    """:attr:`Requirements.world_size` of a workload stored in a result (a dict; 1 when none is said)."""
+    requires = workload.get("requires") or {}
+    return max(int(requires.get("gpus") or 1), int(requires.get("ranks") or 1))
+
+
 @dataclass(frozen=True, kw_only=True)
 class LatencyCounts:
     """The fewest latency-bound events one ``run()`` of the pair's work needs, for a lesson whose time
@@ -48,7 +54,8 @@ class LatencyCounts:
     its floor measured by ``aisp peak`` (the ``latency`` section of the peaks); their sum is the
     pair's latency ceiling (the fastest the events can go one after another). Count what the best
     design needs (a CUDA-graph lesson: one graph launch and its nodes), so the baseline's extra
-    events show as distance from the ceiling."""
+    events show as distance from the ceiling. A pair of several ranks counts one rank's chain (the
+    ranks' events happen side by side): counts are never multiplied by the world size."""
 
     launches: int = 0
     """Kernels launched one by one from Python (priced at ``launch_eager``)."""
@@ -77,12 +84,16 @@ class Workload:
     """
 
     flops: float = 0.0
-    """Floating-point operations one ``run()`` performs (0: not declared)."""
+    """Floating-point operations one ``run()`` performs, summed over all its ranks (0: not declared).
+    A pair of world size N (``requires``) is held to N x one GPU's matmul peak, since its N GPUs work
+    at once: a rank that idles (a pipeline's bubble) or repeats another's work shows as distance."""
     bytes: float = 0.0
-    """The fewest bytes one ``run()`` must move (0: not declared), over the link named by ``link``."""
+    """The fewest bytes one ``run()`` must move over ``link``, summed over all its ranks (0: not
+    declared); a pair of world size N is held to N x one GPU's peak of that link (see ``link``)."""
     link: Literal["hbm", "h2d", "d2h", "nvlink"] = "hbm"
     """Which link ``bytes`` cross, so the roofline uses its ceiling (from ``aisp peak``): device memory
-    (hbm), pinned host-to-device / device-to-host copies, or one direction of GPU-GPU peer copies."""
+    (hbm), pinned host-to-device / device-to-host copies (each GPU has its own PCIe link), or GPU-GPU
+    peer copies (``p2p_copy``, one GPU sending to a peer: count each byte once, by its sender)."""
     latency: LatencyCounts | None = None
     """The latency-bound events one ``run()`` needs; None: not declared. The pair's ceiling is the
     tightest of the compute (``flops``), memory (``bytes`` over ``link``) and latency bounds declared."""
@@ -90,7 +101,7 @@ class Workload:
     """Why the best variant stays below 80% of its ceiling, as the chapter README explains it
     (shown by ``aisp report ceilings``); empty: no reason given."""
     items: float = 0.0
-    """Useful items one ``run()`` processes (samples, tokens, requests), for goodput."""
+    """Useful items one ``run()`` processes (samples, tokens, requests), summed over its ranks, for goodput."""
     item_unit: str = "items"
     """What an item is, for reports ("samples", "tokens")."""
     precision: Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact"] | None = None

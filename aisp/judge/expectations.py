@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
+from aisp.harness.benchmark import world_size as workload_world_size
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
 from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_kept, refusal
 from aisp.judge.run_noise import HISTORY_LENGTH
@@ -34,8 +35,7 @@ class Unreadable(ValueError):
 
 def world_size(result: dict[str, Any]) -> int:
     """Ranks (one GPU each on CUDA) the pair runs as, from its workload's requirements."""
-    requires = (result.get("workload") or {}).get("requires") or {}
-    return max(requires.get("gpus", 1), requires.get("ranks", 1))
+    return workload_world_size(result.get("workload") or {})
 
 
 def key_for(result: dict[str, Any], env: dict[str, Any]) -> str:

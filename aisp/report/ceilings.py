@@ -3,6 +3,9 @@
 Each declared bound is a lower bound on one ``run()``'s time on this machine: ``flops`` at the
 matmul peak of its precision, ``bytes`` at the peak bandwidth of its ``link``, and the latency
 counts (:class:`aisp.harness.benchmark.LatencyCounts`) at their measured floors, one after another.
+A pair of world size N declares its FLOPs and bytes summed over its ranks and is held to N x one
+GPU's peaks (:func:`aisp.report.roofline.gpus_at_once`); its latency counts, one rank's chain, are not
+scaled.
 The pair's ceiling is the tightest, i.e. the longest, of them; its kind says which. For a pair
 with FLOPs and bytes this is exactly the roofline's bound. A variant reaches ``percent`` = ceiling
 time / its median time. Where the workload counts items (tokens of a serving loop), the ceiling is
@@ -22,7 +25,7 @@ from typing import Any
 from rich.table import Table
 
 from aisp.peak.measure import latency_figure
-from aisp.report.roofline import BEYOND_CEILING_PCT, peak_bandwidth, peak_compute
+from aisp.report.roofline import BEYOND_CEILING_PCT, gpus_at_once, peak_bandwidth, peak_compute, times
 
 REACHED_PCT = 80.0
 """A pair at or above this % of its ceiling has reached it; below, it should say why."""
@@ -67,18 +70,20 @@ def latency_seconds(counts: dict[str, Any], peaks: dict[str, Any]) -> tuple[floa
 
 
 def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
-    """Every bound the workload declares. Raises :class:`MissingPeak` where a ceiling is missing."""
-    found = []
+    """Every bound the workload declares, its FLOPs and bytes at ``gpus`` x one GPU's peaks (the
+    pair's world size, :func:`gpus_at_once`). Raises :class:`MissingPeak` where a ceiling is missing."""
+    found, gpus = [], gpus_at_once(workload, peaks)
     try:
         if float(workload.get("flops") or 0) > 0:
             precision, tflops = peak_compute(peaks, workload.get("precision"))
+            tflops *= gpus
             found.append(Bound("compute", workload["flops"] / (tflops * 1e12), tflops, "TFLOP/s",
-                               f"{workload['flops']:.3g} FLOP at the {precision} peak"))
+                               f"{workload['flops']:.3g} FLOP at {times(gpus)}the {precision} peak"))
         if float(workload.get("bytes") or 0) > 0:
             link = workload.get("link", "hbm")
-            gbps = peak_bandwidth(peaks, link)
+            gbps = gpus * peak_bandwidth(peaks, link)
             found.append(Bound("memory", workload["bytes"] / (gbps * 1e9), gbps, "GB/s",
-                               f"{workload['bytes']:.3g} B over {link}"))
+                               f"{workload['bytes']:.3g} B at {times(gpus)}the {link} peak"))
     except KeyError as exc:
         raise MissingPeak(exc.args[0]) from exc
     counts = workload.get("latency") or {}

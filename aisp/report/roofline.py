@@ -4,6 +4,8 @@ Arithmetic intensity is FLOPs per byte of the workload. The attainable rate at t
 ``min(peak compute, intensity × peak bandwidth)``: below the ridge point the memory system is the
 bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak.measure` (``matmul_<precision>``
 in TFLOP/s; ``memory_copy``, ``h2d_pinned``, ``d2h_pinned`` or ``p2p_copy`` in GB/s, by ``Workload.link``).
+They are one GPU's; a pair of world size N, whose FLOPs and bytes are summed over its ranks, is held
+to N times them (:func:`gpus_at_once`): the intensity and the ridge stay, the roofs rise N-fold.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from aisp.harness.benchmark import world_size
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,11 +37,44 @@ def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, flo
 
 LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "nvlink": "p2p_copy"}
 
+# What N GPUs can do at once, per link, for a pair of world size N (one rank per GPU):
+# - hbm: each GPU its own memory, N x memory_copy.
+# - h2d / d2h: each GPU has its own PCIe x16 link to the host, N x the pinned copy rate. Where GPUs
+#   share a PCIe switch's uplink or the host's memory bandwidth they reach less together; aisp peak
+#   times one GPU's copies, so the ceiling is generous there (a pair reads low, never past 100%).
+# - nvlink: p2p_copy is GPU0 -> GPU1 (the faster direction), a 1 GiB dst.copy_(src) with peer access:
+#   the copy engine spreads it over every NVLink between the two (NV18 on an H200 pair), so it is one
+#   GPU's whole NVLink send rate, not one link's. N GPUs can each send at that rate at the same time:
+#   every GPU's links are its own (through the NVSwitches of an HGX board, or one lane each way on a
+#   bridged pair). Measured: p2p_copy_bidir, both GPUs of the pair sending at once, reached 763 GB/s
+#   on 2 x H200 against 2 x 392 = 785 (97%). So the bound is N x p2p_copy over the bytes that cross
+#   between GPUs, each counted once, by its sender. It is nccl-tests' busbw convention: an all-reduce
+#   of S bytes over N ranks sends 2(N-1)/N S per rank, 2(N-1) S in all, priced here at the per-GPU
+#   link rate that busbw is compared with. Bytes sent one way only (one rank sends, the others wait)
+#   read at most 1/N of this ceiling, as a pipeline's bubble does of the compute ceiling; GPUs of a
+#   host that are not all NVLink peers of each other reach less, and the ceiling is generous there.
+# Latency counts (aisp.report.ceilings) are one rank's chain and are not scaled.
+
+
+def gpus_at_once(workload: dict[str, Any], peaks: dict[str, Any]) -> int:
+    """How many of the devices the peaks were measured on one ``run()`` has at once: the pair's world
+    size (``workload["requires"]``) where the peaks are a GPU's, its ranks one per GPU; 1 where they
+    are a CPU's (the host's, measured on all its cores, which its gloo ranks share)."""
+    if (peaks.get("provenance") or {}).get("hardware_key") == "cpu":
+        return 1
+    return world_size(workload)
+
+
+def times(gpus: int) -> str:
+    """``"N x "`` before a peak's name in a bound's detail, nothing for one GPU."""
+    return f"{gpus} x " if gpus > 1 else ""
+
 
 def peak_bandwidth(peaks: dict[str, Any], link: str = "hbm") -> float:
     """Bandwidth ceiling in GB/s of the link a workload's bytes cross: device memory (buffer copy,
-    read and write counted), the pinned host<->device copy path, or one direction of the GPU-GPU
-    link (the faster direction of the peer copy, measured on hosts with 2+ GPUs)."""
+    read and write counted), the pinned host<->device copy path, or one GPU's send rate to a peer
+    over NVLink (the faster direction of the peer copy, measured on hosts with 2+ GPUs). One GPU's:
+    see :func:`gpus_at_once` for a pair of several."""
     measured = peaks["measurements"]
     key = LINK_PEAKS.get(link, "memory_copy")
     if key not in measured:
@@ -55,15 +92,16 @@ def annotate(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str,
 
     None when the workload declares neither FLOPs nor bytes, or the variant has no timing. With
     bytes but no FLOPs the work is pure data movement: % of bound is % of peak bandwidth. With
-    FLOPs but no bytes the bound is the compute ceiling.
+    FLOPs but no bytes the bound is the compute ceiling. The peaks are ``gpus`` x one GPU's
+    (:func:`gpus_at_once`), the rates the whole call's.
     """
     flops, nbytes = float(workload.get("flops") or 0), float(workload.get("bytes") or 0)
     summary = variant.get("summary") or {}
     if (flops <= 0 and nbytes <= 0) or not summary.get("median"):
         return None
-    seconds = summary["median"] * 1e-3
+    seconds, gpus = summary["median"] * 1e-3, gpus_at_once(workload, peaks)
     precision, peak_tflops = peak_compute(peaks, workload.get("precision"))
-    peak_gbps = peak_bandwidth(peaks, workload.get("link", "hbm"))
+    peak_tflops, peak_gbps = gpus * peak_tflops, gpus * peak_bandwidth(peaks, workload.get("link", "hbm"))
     achieved_tflops = flops / seconds / 1e12 if flops > 0 else None
     achieved_gbps = nbytes / seconds / 1e9 if nbytes > 0 else None
     intensity = flops / nbytes if flops > 0 and nbytes > 0 else None
@@ -75,7 +113,7 @@ def annotate(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str,
     memory_bound = flops <= 0 or (intensity is not None and intensity * peak_gbps / 1e3 < peak_tflops)
     return {"intensity": intensity, "achieved_tflops": achieved_tflops, "achieved_gbps": achieved_gbps,
             "bound_tflops": bound, "pct_of_bound": pct, "bound": "memory" if memory_bound else "compute",
-            "peak_precision": precision, "peak_tflops": peak_tflops, "peak_gbps": peak_gbps,
+            "peak_precision": precision, "peak_tflops": peak_tflops, "peak_gbps": peak_gbps, "gpus": gpus,
             "ridge_intensity": peak_tflops * 1e3 / peak_gbps}
 
 
@@ -89,6 +127,8 @@ class PairPoints:
     intensity: float
     baseline_tflops: float
     optimized_tflops: float
+    gpus: int = 1
+    """GPUs of the pair (its world size): its roofs are ``gpus`` x one GPU's, its rates the whole call's."""
 
 
 BEYOND_CEILING_PCT = 105.0
@@ -131,7 +171,7 @@ def pair_points(results: list[dict[str, Any]], peaks: dict[str, Any]) -> list[Pa
             continue
         if base and opt and base["intensity"] is not None:
             points.append(PairPoints(result["target"], base["peak_precision"], base["intensity"],
-                                     base["achieved_tflops"], opt["achieved_tflops"]))
+                                     base["achieved_tflops"], opt["achieved_tflops"], base["gpus"]))
     return points
 
 
@@ -143,21 +183,20 @@ def plot(points: list[PairPoints], peaks: dict[str, Any], path: Path) -> Path:
 
 
 def figure(points: list[PairPoints], peaks: dict[str, Any]) -> Figure:
-    """A log-log roofline: one roof per precision used, an arrow baseline -> optimized per pair.
-    Needs matplotlib (the ``plot`` extra), imported here so the roofline math does not."""
+    """A log-log roofline: one roof per precision and GPU count used (N GPUs: N x one GPU's compute
+    and HBM roofs), an arrow baseline -> optimized per pair. Needs matplotlib (the ``plot`` extra),
+    imported here so the roofline math does not."""
     from aisp.report.plotting import new_figure
 
     fig, ax = new_figure(width=8, height=5.5)
-    bw = peak_bandwidth(peaks)
-    roofs = {p.precision for p in points} or {"fp32"}
-    ceilings = {name: peak_compute(peaks, name)[1] for name in roofs}
-    ridges = [c * 1e3 / bw for c in ceilings.values()]
-    xs = [p.intensity for p in points] + ridges
+    roofs = {(p.precision, p.gpus) for p in points} or {("fp32", 1)}
+    ceilings = {(name, n): (n * peak_compute(peaks, name)[1], n * peak_bandwidth(peaks)) for name, n in roofs}
+    xs = [p.intensity for p in points] + [c * 1e3 / bw for c, bw in ceilings.values()]
     x_lo, x_hi = min(xs) / 8, max(xs) * 8
-    for name, ceiling in sorted(ceilings.items(), key=lambda kv: kv[1]):
+    for (name, n), (ceiling, bw) in sorted(ceilings.items(), key=lambda kv: kv[1]):
         ridge = ceiling * 1e3 / bw
         ax.plot([x_lo, ridge, x_hi], [x_lo * bw / 1e3, ceiling, ceiling], lw=1.5,
-                label=f"{name}: {ceiling:,.3g} TFLOP/s, {bw:,.0f} GB/s")
+                label=f"{name}{f' on {n} GPUs' if n > 1 else ''}: {ceiling:,.3g} TFLOP/s, {bw:,.0f} GB/s")
     for p in points:
         ax.plot(p.intensity, p.baseline_tflops, "o", mfc="none", color="tab:gray")
         ax.plot(p.intensity, p.optimized_tflops, "o", color="tab:red")

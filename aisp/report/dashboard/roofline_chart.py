@@ -49,14 +49,15 @@ def points(entries: list[PairRun]) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _roof_traces(pts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    roofs = sorted({(p["base"]["peak_precision"], p["base"]["peak_tflops"], p["base"]["peak_gbps"]) for p in pts},
-                   key=lambda r: r[1])
-    xs = [p["base"]["intensity"] for p in pts] + [t * 1e3 / g for _, t, g in roofs]
+    roofs = sorted({(p["base"]["peak_precision"], p["base"].get("gpus", 1), p["base"]["peak_tflops"],
+                     p["base"]["peak_gbps"]) for p in pts}, key=lambda r: r[2])
+    xs = [p["base"]["intensity"] for p in pts] + [t * 1e3 / g for _, _, t, g in roofs]
     lo, hi = min(xs) / 8, max(xs) * 8
     traces = []
-    for i, (precision, tflops, gbps) in enumerate(roofs):
+    for i, (precision, gpus, tflops, gbps) in enumerate(roofs):
         ridge = tflops * 1e3 / gbps
-        traces.append({"type": "scatter", "mode": "lines", "name": f"roof {precision}: {tflops:,.3g} TFLOP/s, "
+        on = f" on {gpus} GPUs" if gpus > 1 else ""
+        traces.append({"type": "scatter", "mode": "lines", "name": f"roof {precision}{on}: {tflops:,.3g} TFLOP/s, "
                        f"{gbps:,.0f} GB/s", "x": [lo, ridge, hi], "y": [lo * gbps / 1e3, tflops, tflops],
                        "line": {"color": ROOF_COLORS[i % len(ROOF_COLORS)], "width": 2},
                        "hovertemplate": f"{precision} roof<br>%{{x:.3g}} FLOP/byte: %{{y:.3g}} TFLOP/s<extra></extra>"})
