@@ -96,6 +96,13 @@ def new_run_dir(artifacts_dir: Path) -> Path:
     raise RuntimeError(f"could not create a run folder under {artifacts_dir}")
 
 
+def world_size(workload: dict[str, Any]) -> int:
+    """``Requirements.world_size`` of a workload stored in a result (a dict; 1 when none is said).
+    Here, not beside ``Requirements``, so that reading results does not import torch."""
+    requires = workload.get("requires") or {}
+    return max(int(requires.get("gpus") or 1), int(requires.get("ranks") or 1))
+
+
 def best_variant(result: dict[str, Any]) -> dict[str, Any] | None:
     """The optimized variant named as the pair's headline, if any."""
     return next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)

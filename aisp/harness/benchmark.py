@@ -41,12 +41,6 @@ class Requirements:
         return max(self.gpus, self.ranks)
 
 
-def world_size(workload: dict[str, Any]) -> int:
-    """:attr:`Requirements.world_size` of a workload stored in a result (a dict; 1 when none is said)."""
-    requires = workload.get("requires") or {}
-    return max(int(requires.get("gpus") or 1), int(requires.get("ranks") or 1))
-
-
 @dataclass(frozen=True, kw_only=True)
 class LatencyCounts:
     """The fewest latency-bound events one ``run()`` of the pair's work needs, for a lesson whose time

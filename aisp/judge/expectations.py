@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
-from aisp.harness.benchmark import world_size as workload_world_size
+from aisp.harness.artifacts import world_size as workload_world_size
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
 from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_kept, refusal
 from aisp.judge.run_noise import HISTORY_LENGTH

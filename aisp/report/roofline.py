@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aisp.harness.benchmark import world_size
+from aisp.harness.artifacts import world_size
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
