@@ -167,3 +167,15 @@ def test_a_retired_worker_is_replaced_and_its_note_kept(tmp_path, monkeypatch):
         pool.close()
     assert status == "done" and first["reused"]["notes"] == [first["retired"]]
     assert first["pid"] != second["pid"] and second["reused"]["earlier_pairs"] == 0
+
+
+@pytest.mark.gpu
+def test_restore_puts_back_the_default_stream_and_frees_cuda_memory():
+    before = isolation.snapshot()
+    side = torch.cuda.Stream()
+    torch.cuda.set_stream(side)
+    kept = torch.ones(1 << 20, device="cuda")
+    assert any(left.startswith("cuda memory") for left in isolation.restore(before))  # still referenced here
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    del kept
+    assert isolation.restore(before) == []

@@ -143,6 +143,7 @@ def restore(snap: Snapshot) -> list[str]:
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+        torch.cuda.set_stream(torch.cuda.default_stream())  # a pair may leave its own stream current
         if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):  # cuBLAS's workspaces count as allocated memory
             torch._C._cuda_clearCublasWorkspaces()
         torch.cuda.empty_cache()
