@@ -162,11 +162,14 @@ def test_a_retired_worker_is_replaced_and_its_note_kept(tmp_path, monkeypatch):
     pool = Pool(module="retiring_worker")
     try:
         first, status, _ = pool.run({"paths": []}, tmp_path / "a", Budget(), "pair", NO_SHARE)
-        second, _, _ = pool.run({"paths": []}, tmp_path / "b", Budget(), "pair", NO_SHARE)
+        second, _, _ = pool.run({"paths": [], "options": {"reproducible": True}}, tmp_path / "b", Budget(), "pair",
+                                NO_SHARE)
     finally:
         pool.close()
     assert status == "done" and first["reused"]["notes"] == [first["retired"]]
     assert first["pid"] != second["pid"] and second["reused"]["earlier_pairs"] == 0
+    # a reused worker gets a fresh worker's environment: cuBLAS's deterministic workspace under --reproducible
+    assert first["cublas_workspace_config"] is None and second["cublas_workspace_config"] == ":4096:8"
 
 
 @pytest.mark.gpu

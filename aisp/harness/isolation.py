@@ -97,8 +97,13 @@ class Snapshot:
     before NumPy is imported: a fresh process seeds it from the OS at import, nothing to repeat)."""
 
 
+def _cuda_used() -> bool:
+    """Whether this process has used CUDA (nothing of CUDA's to read or reset before that)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
 def _cuda_bytes() -> int:
-    return torch.cuda.memory_allocated() if torch.cuda.is_available() and torch.cuda.is_initialized() else 0
+    return torch.cuda.memory_allocated() if _cuda_used() else 0
 
 
 def snapshot() -> Snapshot:
@@ -141,7 +146,7 @@ def restore(snap: Snapshot) -> list[str]:
         os.sched_setaffinity(0, snap.affinity)
     _restore_rng(snap)
     gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _cuda_used():
         torch.cuda.synchronize()
         torch.cuda.set_stream(torch.cuda.default_stream())  # a pair may leave its own stream current
         if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):  # cuBLAS's workspaces count as allocated memory
@@ -160,7 +165,7 @@ def _restore_rng(snap: Snapshot) -> None:
     random.setstate(py_state)
     if np_state is not None:
         sys.modules["numpy"].random.set_state(np_state)
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _cuda_used():
         torch.cuda.manual_seed_all(seed)
 
 

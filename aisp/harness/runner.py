@@ -122,45 +122,72 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
     document's ``clock`` gets when the worker was started and when it was gone. However it ends
     (Ctrl-C, or ``stop`` set by another thread), no process it started is left. ``on_phase`` is told
     each phase the worker enters (setup, verify, warmup, timed...), as it polls."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path, timeout_path, phase_path = (
-        work_dir / f"{tag}.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase"))
-    spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path), "phase_path": str(phase_path)}
-    spec_path.write_text(json.dumps(spec, indent=2))
-    for stale in (result_path, timeout_path, phase_path):  # a reused worker's, for a pair it handed back
-        stale.unlink(missing_ok=True)
+    files = _Files.write(spec, work_dir, tag)
+    env, token = _worker_env(spec, share)
+    started, spawned = time.monotonic(), time.time()
+    with open(files.log, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", module, str(files.spec)], cwd=PACKAGE_PARENT,
+                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        if failure := _watch(proc, started, budget, files, stop, on_phase):
+            return None, *failure
+    finally:
+        _end_tree(proc, token)
+    if files.result.exists():
+        doc = json.loads(files.result.read_text())
+        return {**doc, "clock": {**doc.get("clock", {}), "spawned": spawned, "ended": time.time()}}, "done", ""
+    return None, "error", _no_result(proc.returncode, files.log)
+
+
+@dataclass(frozen=True)
+class _Files:
+    """A worker's files for one spec in ``work_dir``, named by its tag."""
+
+    spec: Path
+    result: Path
+    log: Path
+    timeout: Path
+    phase: Path
+
+    @classmethod
+    def write(cls, spec: dict[str, Any], work_dir: Path, tag: str) -> _Files:
+        """The files, with the spec written (naming the others) and none left from an earlier worker
+        (a reused worker's, for a pair it handed back to a fresh one)."""
+        work_dir.mkdir(parents=True, exist_ok=True)
+        files = cls(*(work_dir / f"{tag}.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase")))
+        for stale in (files.result, files.timeout, files.phase):
+            stale.unlink(missing_ok=True)
+        files.spec.write_text(json.dumps({**spec, "result_path": str(files.result), "timeout_path": str(files.timeout),
+                                          "phase_path": str(files.phase), "log_path": str(files.log)}, indent=2))
+        return files
+
+
+def _worker_env(spec: dict[str, Any], share: Share) -> tuple[dict[str, str], str]:
+    """A worker's environment (its GPUs and CPU share, a fresh token, this process as its parent) and
+    the token; makes this process the subreaper of what the worker leaves behind."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
            PARENT_PID_ENV: str(os.getpid()), **share.env()}
     if spec.get("options", {}).get("reproducible"):
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     become_subreaper()
-    started, spawned = time.monotonic(), time.time()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", module, str(spec_path)], cwd=PACKAGE_PARENT,
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        if failure := _watch(proc, started, budget, timeout_path, phase_path, stop, on_phase):
-            return None, *failure
-    finally:
-        _end_tree(proc, token)
-    code = proc.returncode
-    if result_path.exists():
-        doc = json.loads(result_path.read_text())
-        return {**doc, "clock": {**doc.get("clock", {}), "spawned": spawned, "ended": time.time()}}, "done", ""
-    tail = _log_tail(log_path)
-    return None, "error", f"worker {_how(code)} without a result" + (f"; log tail:\n{tail}" if tail else "")
+    return env, token
 
 
-def _watch(proc: subprocess.Popen, started: float, budget: Budget, timeout_path: Path, phase_path: Path,
-           stop: threading.Event | None, on_phase: Callable[[str], None] | None,
-           until: Callable[[], bool] = lambda: False) -> tuple[str, str] | None:
+def _no_result(code: int, log: Path) -> str:
+    """Why a worker that exited (``code``) gave no result, with its log's tail."""
+    tail = _log_tail(log)
+    return f"worker {_how(code)} without a result" + (f"; log tail:\n{tail}" if tail else "")
+
+
+def _watch(proc: subprocess.Popen, started: float, budget: Budget, files: _Files, stop: threading.Event | None,
+           on_phase: Callable[[str], None] | None, until: Callable[[], bool] = lambda: False) -> tuple[str, str] | None:
     """Wait until the worker exits (or ``until()`` holds), telling ``on_phase`` each phase it enters;
     returns (status, reason) when its time ran out or the run was stopped, else None."""
     shown = ""
     while proc.poll() is None and not until():
-        if on_phase is not None and phase_path.exists() and (now := phase_path.read_text()) != shown:
+        if on_phase is not None and files.phase.exists() and (now := files.phase.read_text()) != shown:
             on_phase(shown := now)
-        declared = float(timeout_path.read_text()) if timeout_path.exists() else None
+        declared = float(files.timeout.read_text()) if files.timeout.exists() else None
         if time.monotonic() - started > (limit := budget.limit(declared)):
             return "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
         if stop is not None and stop.is_set():
@@ -194,30 +221,22 @@ class Pool:
             ) -> tuple[dict | None, str, str]:
         """Like :func:`spawn`, in this share's worker; the document's ``reused`` says which worker and
         how many pairs it ran before. Status "fresh" (a pair that needs ranks) is the caller's to spawn."""
-        work_dir.mkdir(parents=True, exist_ok=True)
-        spec_path, result_path, log_path, timeout_path, phase_path = (
-            work_dir / f"{tag}.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase"))
+        files = _Files.write(spec, work_dir, tag)
         with self._lock:
             worker = self._idle.pop(share, None)
         if worker is None or worker.proc.poll() is not None:
-            worker = self._start(share, log_path)
-        spec = {**spec, "result_path": str(result_path), "timeout_path": str(timeout_path),
-                "phase_path": str(phase_path), "log_path": str(log_path)}
-        spec_path.write_text(json.dumps(spec, indent=2))
+            worker = self._start(spec, share, files.log)
         sent, started = worker.spawned if worker.jobs == 0 else time.time(), time.monotonic()
         keep = False
         try:
             with contextlib.suppress(BrokenPipeError, OSError):
-                worker.proc.stdin.write(f"{spec_path}\n")
+                worker.proc.stdin.write(f"{files.spec}\n")
                 worker.proc.stdin.flush()
-            if failure := _watch(worker.proc, started, budget, timeout_path, phase_path, stop, on_phase,
-                                 until=result_path.exists):
+            if failure := _watch(worker.proc, started, budget, files, stop, on_phase, until=files.result.exists):
                 return None, *failure
-            if not result_path.exists():
-                tail = _log_tail(log_path)
-                how = _how(worker.proc.wait())
-                return None, "error", f"worker {how} without a result" + (f"; log tail:\n{tail}" if tail else "")
-            doc = json.loads(result_path.read_text())
+            if not files.result.exists():
+                return None, "error", _no_result(worker.proc.wait(), files.log)
+            doc = json.loads(files.result.read_text())
             left = _children(worker.proc.pid)
             keep = not doc.get("retired") and not left
             notes = [doc["retired"]] if doc.get("retired") else []
@@ -233,10 +252,8 @@ class Pool:
             else:
                 _end_tree(worker.proc, worker.token)
 
-    def _start(self, share: Share, log_path: Path) -> _Resident:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", WORKER_TOKEN: (token := secrets.token_hex(8)),
-               PARENT_PID_ENV: str(os.getpid()), **share.env()}
-        become_subreaper()
+    def _start(self, spec: dict[str, Any], share: Share, log_path: Path) -> _Resident:
+        env, token = _worker_env(spec, share)
         spawned = time.time()
         with open(log_path, "w") as log:
             proc = subprocess.Popen([sys.executable, "-m", self.module, "--serve"], cwd=PACKAGE_PARENT,
@@ -321,10 +338,9 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_
     work, docs = run_dir / pair.slug, []
 
     def launch(spec: dict[str, Any], tag: str) -> tuple[dict | None, str, str]:
-        doc, status, reason = None, "", ""
-        if pool is not None and tag == "pair":
-            doc, status, reason = pool.run(spec, work / "logs", budget, tag, share, stop, on_phase)
-        if doc is None and not status or (doc or {}).get("status") == "fresh":
+        reused = pool is not None and tag == "pair"  # the main worker; cold-start runs are fresh ones
+        doc, status, reason = pool.run(spec, work / "logs", budget, tag, share, stop, on_phase) if reused else (None, "", "")
+        if not reused or (doc or {}).get("status") == "fresh":  # a pair that needs ranks is handed back
             doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop, on_phase=on_phase)
         docs.append(doc or {})
         return doc, status, reason
