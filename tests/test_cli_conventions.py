@@ -145,3 +145,14 @@ def test_cli_copies_of_core_defaults_match_the_core():
     assert DEFAULTS == {name: core[name] for name in DEFAULTS}
     assert list(Precision.__args__) == list(TOLERANCES)
     assert f"{DEFAULT_THRESHOLD:.1%}" == f"{run_to_run_threshold([]):.1%}"
+
+
+def test_an_option_without_a_type_descriptor_keeps_its_own_metavar():
+    """The Typer on the GPU machines has no ``TyperOption.type_descriptor`` (every ``aisp`` command
+    failed there on 2026-11-28): such an option keeps Typer's metavar, a flag still gets none."""
+    from types import SimpleNamespace
+
+    from aisp.cli.conventions import _metavar
+
+    assert _metavar(SimpleNamespace(is_flag=False)) is None
+    assert _metavar(SimpleNamespace(is_flag=True)) == ""

@@ -49,18 +49,13 @@ TIMING = Path(__file__).resolve().parent / "fixtures" / "timing"
 @pytest.mark.parametrize("timing", ["per-call", "sustained"])
 def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
     """An unjoined side stream, a thread's stream, a third of the rows on an unjoined stream, ~30 us
-    hidden in a ~30 us call (per call only), and ~60 us on a stream that never waited for the current
+    hidden in a ~30 us call (back to back it overlaps the next call, but the calls from idle before
+    the samples leave it behind), and ~60 us on a stream that never waited for the current
     one (beside the spacer in the samples; past the end event in the calls from idle): a device-wide
     sync after the end event still waits for that work; the variant is an error, never a speedup.
     Joined to the current stream, it is timed right."""
     hidden = ["side_stream", "thread_stream", "one_third", "hidden_tail", "under_spacer"]
     results = _run(tmp_path, [f"timing:{n}" for n in (*hidden, "joined_stream")], (TIMING,), timing=timing)
-    if timing == "sustained":
-        # back to back, each call's hidden 30 us spin runs beside the next call's first spin: one call
-        # per 30 us on both streams is the real throughput, and only the last call's spin is left after
-        # the end event (about 30 us beside a batch of ~0.5 ms): not more than the rule's 10%
-        hidden.remove("hidden_tail")
-        assert results["hidden_tail"]["verdict"] != "error", results["hidden_tail"]["variants"][0]["reason"]
     for name in hidden:
         variant = results[name]["variants"][0]
         print(name, timing, variant["reason"], variant.get("tail_summary"))
@@ -70,9 +65,9 @@ def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
     assert joined["verdict"] == "ok-unchecked", joined["reason"]  # A/A, no per-call inputs declared
     assert 0.95 < joined["speedup"]["value"] < 1.05
     tail, events = joined["variants"][0]["tail_summary"]["median"], joined["variants"][0]["summary"]["median"]
-    # per call, a joined stream leaves only the sync's own wake-up (~10 us on an H200); a sustained batch's
-    # tail read 51 us there beside events of ~0.5 ms (2026-11-28), inside the rule's 10% of the events
-    assert tail < (0.02 if timing == "per-call" else max(0.1 * events, 0.02))
+    # a joined stream leaves nothing: the first sync waits no longer than the repeated one (unpaired,
+    # the sync's own cost read ~10 us per call and 51 us after a sustained batch on an H200, 2026-11-28)
+    assert tail < max(0.1 * events, 0.01)
 
 
 def test_host_bound_tag_and_memory_figures(tmp_path):
@@ -110,7 +105,7 @@ def test_a_short_kernel_is_timed_as_device_work(tmp_path):
     result = _run(tmp_path, ["timing:hidden_tail"], (TIMING,))
     base = result["hidden_tail"]["baseline"]
     print("spin", base["summary"]["median"], base["issue_summary"]["median"], base["spacer_ms"])
-    assert base["summary"]["median"] == pytest.approx(2 * spin_ms, rel=0.1)
+    assert base["summary"]["median"] == pytest.approx(2 * spin_ms + 0.003, rel=0.1)  # + the output kernel
 
 
 def test_timing_modes_against_do_bench(tmp_path):
@@ -134,7 +129,9 @@ def test_timing_modes_against_do_bench(tmp_path):
         assert (speedup["high"] - speedup["low"]) / 2 / speedup["value"] <= 0.02
         assert speedup["value"] == pytest.approx(1.0, abs=0.01)
     print(", ".join(f"{k} {v:.4f} ms" for k, v in figures.items()))
-    assert figures["per-call"] == pytest.approx(figures["do_bench"], rel=0.03)
+    # the matmul is power-capped (~1,515 MHz at ~640 W in the harness's windows, 2026-11-28): which of
+    # two windows a minute apart runs hotter moves it by up to 5% (per call 1.402 ms, do_bench 1.473 ms)
+    assert figures["per-call"] == pytest.approx(figures["do_bench"], rel=0.06)
     assert figures["sustained"] >= 0.97 * figures["do_bench"]
 
 

@@ -30,7 +30,9 @@ def _metavar(option: TyperOption) -> str | None:
     """The conventional metavar of a Typer option, or None to keep Typer's own."""
     if option.is_flag:
         return ""
-    desc = option.type_descriptor
+    desc = getattr(option, "type_descriptor", None)
+    if desc is None:  # a Typer release without it (the GPU machines): keep its own metavar
+        return None
     if desc.is_choice and desc.choices:
         return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices) + "]"
     annotation = desc.annotation
