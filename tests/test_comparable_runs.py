@@ -181,3 +181,34 @@ def test_the_suite_re_runs_only_a_flagged_pair_and_as_often_as_asked(tmp_path):
     judged = expectations.judge(flagged, ENV)
     assert judged["verdict"] == "regressed" and judged["expectation"]["confirmation"]["runs"] == 3
     assert any(n.startswith("expectations: ") and "confirmed by the mean of 3" in n for n in judged["notes"])
+
+
+def test_a_multi_gpu_entry_that_never_recorded_the_hosts_gpus_is_not_compared(tmp_path):
+    """Stored before the host's GPU count and NVLinks were fingerprinted (2-GPU host), run on 2 GPUs
+    of a 4-GPU host: not compared, the unrecorded fields listed; never regressed."""
+    expectations.update([_result(tmp_path, "dp", 10 / 4.2, seed=1, gpus=2)], TWO_GPU_HOST)
+    path = tmp_path / "expectations_2x_h200.json"
+    doc = json.loads(path.read_text())
+    for field in ("host_gpu_count", "nvlink"):
+        del doc["entries"]["dp"]["environment"][field]
+    path.write_text(json.dumps(doc))
+    four = {**TWO_GPU_HOST, "gpu_count": 4, "nvlink": [18, 18, 18, 18]}
+    outcome = expectations.judge(_result(tmp_path, "dp", 10 / 1.65, seed=2, gpus=2), four)["expectation"]
+    assert outcome["why"] == "environment changed"
+    assert outcome["changes"] == ["host_gpu_count: not recorded -> 4", "nvlink: not recorded -> [18, 18, 18, 18]"]
+
+
+def test_a_result_from_a_reused_worker_is_neither_judged_nor_stored(tmp_path):
+    """--reuse-workers: a pair measured after others in the same process is not held against
+    expectations from fresh processes (ch01:preallocated_buffers ran 40% slower there on an H200),
+    nor stored; the first pair of a worker (no earlier pair) is."""
+    expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
+    slower = _result(tmp_path, "a", 9, seed=2)
+    slower["placement"] = {"reused_worker": {"pid": 7, "earlier_pairs": 3}}
+    judged = expectations.judge(slower, ENV)
+    assert judged["verdict"] == "ok" and judged["expectation"]["why"] == "reused worker"
+    assert "after 3 other pair(s)" in judged["expectation"]["detail"]
+    assert expectations.refused([slower]) and "reused worker" in expectations.refused([slower])[0]
+    first = _result(tmp_path, "a", 9, seed=2)
+    first["placement"] = {"reused_worker": {"pid": 7, "earlier_pairs": 0}}
+    assert expectations.judge(first, ENV)["verdict"] == "regressed"

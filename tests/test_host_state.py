@@ -128,6 +128,27 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
     assert rerun["verdict"] in TIMED and rerun["host"]["busy"] and (run_dir / "mine_good" / "rerun0").is_dir()
 
 
+def test_the_runs_own_exited_worker_still_listed_by_nvml_is_not_busy(tmp_path, monkeypatch):
+    """NVML lists a worker for a moment after it exited: the hook names the pair's own worker (the
+    process the runner started, gone from its tree by the second reading); the host is not busy."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
+        shutil.copy(FIXTURE_PAIRS / name, mine / name)
+    monkeypatch.setattr(host, "_STARTED", set())
+    listed = []
+
+    def hook(share, gpus):  # before the pair: nothing; after: every pid this run started
+        listed.append(sorted(host._STARTED))
+        return list(host._STARTED)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(host, "PROC_STAT", tmp_path / "no_proc_stat")
+    options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
+    (result,), _ = run_suite(pairs_in(mine), options, hooks=Hooks(gpu_pids=hook))
+    assert listed[-1], "the runner remembers the worker it started"
+    assert result["host"]["busy"] == [] and result["host"]["gpu_processes"] == []
+
+
 HOLDER = """
 import sys, time, torch
 x = torch.ones(1, device="cuda")

@@ -68,6 +68,17 @@ def test_no_child_of_a_pair_outlives_it(name: str, verdicts: tuple[str, ...], re
     assert running(pids) == []
 
 
+def test_a_pair_stopped_by_the_suites_deadline_says_so(pid_file: Path, tmp_path: Path):
+    """A hanging pair whose own limit is far off (x20) is stopped when --suite-timeout runs out, with
+    that reason (not its own timeout), and nothing it started is left."""
+    pairs = resolve_targets(["processes:hangs_with_child"], REPO, (PROCESSES,))
+    results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts",
+                                             timeout_multiplier=20, suite_timeout=8))
+    assert results[0]["verdict"] == "timeout"
+    assert "the suite's time limit (--suite-timeout) ran out" in results[0]["reason"], results[0]["reason"]
+    assert running(recorded(pid_file)) == []
+
+
 def interrupt_when_recorded(cmd: list[str], env: dict[str, str], pid_file: Path, count: int,
                             sig: signal.Signals) -> None:
     """Start the CLI, send it ``sig`` once the fixture pairs recorded ``count`` pids (workers and

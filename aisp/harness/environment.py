@@ -156,9 +156,16 @@ def fingerprint(env: dict[str, Any], gpus: int | None = None) -> dict[str, Any]:
 
 def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Human-readable differences between two fingerprints ("torch: 2.10 -> 2.11"). A field the old
-    one did not record (an entry stored before it was part of the fingerprint) is not compared."""
-    return [f"{k}: {old.get(k)} -> {new.get(k)}" for k in (*FINGERPRINT_FIELDS, *MULTI_GPU_FIELDS)
-            if k in old and old.get(k) != new.get(k)]
+    one did not record (an entry stored before it was part of the fingerprint) is not compared,
+    except the host's GPU count and NVLinks of a pair of several GPUs: they move its figures most
+    (ch04:gradient_bucketing_multigpu read 1.65x on 2 GPUs of a 4-GPU host against 4.22x stored on
+    a 2-GPU host without them, 2026-11-28), so such an entry is not compared ("not recorded")."""
+    changes = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in FINGERPRINT_FIELDS
+               if k in old and old.get(k) != new.get(k)]
+    for k in MULTI_GPU_FIELDS:
+        if k in new and old.get(k, "not recorded") != new[k]:
+            changes.append(f"{k}: {old.get(k, 'not recorded')} -> {new[k]}")
+    return changes
 
 
 def host_load() -> dict[str, Any]:

@@ -40,6 +40,23 @@ class Reading:
     """Processes with a compute context on the pair's GPUs; None where NVML cannot say (or no GPU)."""
 
 
+_STARTED: set[int] = set()
+"""Processes this run started or saw among its own (workers, their ranks). NVML still lists a worker
+for a moment after it has exited: in a whole-book run on 4 x H200 (2026-11-28) 8 pairs were marked
+busy by the pid of a worker of this run, gone from its process tree but not yet from NVML's list."""
+
+
+def remember(pids: Iterable[int]) -> None:
+    """Count these processes as this run's own from now on (see ``_STARTED``)."""
+    _STARTED.update(pids)
+
+
+def own_processes(living: Iterable[int]) -> set[int]:
+    """This run's processes: ``living`` (this process and its descendants now) and every one remembered."""
+    remember(living)
+    return set(_STARTED)
+
+
 def cpu_ticks(text: str) -> tuple[int, int] | None:
     """(all, steal) ticks from the ``cpu`` line of ``/proc/stat`` text (user nice system idle iowait
     irq softirq steal ...; guest time is already inside user)."""

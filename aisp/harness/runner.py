@@ -108,9 +108,15 @@ class Budget:
     multiplier: float = 1.0
     deadline: float | None = None
 
-    def limit(self, declared: float | None) -> float:
+    def limit(self, declared: float | None, started: float) -> float:
+        """Seconds from ``started`` (monotonic) the worker may run. (Until 2026-11-28 the deadline's
+        part was measured from now, not from the start, which stopped a pair halfway to it.)"""
         limit = (declared or DEFAULT_TIMEOUT_S) * self.multiplier
-        return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
+        return limit if self.deadline is None else min(limit, self.deadline - started)
+
+    def suite_ran_out(self) -> bool:
+        """Whether the suite's deadline has passed (a pair stopped then did not exceed its own limit)."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
 
 def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = NO_SHARE,
@@ -128,6 +134,7 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
     with open(files.log, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", module, str(files.spec)], cwd=PACKAGE_PARENT,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    host.remember([proc.pid])
     try:
         if failure := _watch(proc, started, budget, files, stop, on_phase):
             return None, *failure
@@ -188,7 +195,10 @@ def _watch(proc: subprocess.Popen, started: float, budget: Budget, files: _Files
         if on_phase is not None and files.phase.exists() and (now := files.phase.read_text()) != shown:
             on_phase(shown := now)
         declared = float(files.timeout.read_text()) if files.timeout.exists() else None
-        if time.monotonic() - started > (limit := budget.limit(declared)):
+        if time.monotonic() - started > (limit := budget.limit(declared, started)):
+            if budget.suite_ran_out():
+                return "timeout", (f"stopped after {time.monotonic() - started:.0f} s: the suite's time limit "
+                                   "(--suite-timeout) ran out; killed with every process it started")
             return "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
         if stop is not None and stop.is_set():
             return "error", "stopped: the run was interrupted"
@@ -259,6 +269,7 @@ class Pool:
             proc = subprocess.Popen([sys.executable, "-m", self.module, "--serve"], cwd=PACKAGE_PARENT,
                                     stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
                                     start_new_session=True)
+        host.remember([proc.pid])
         return _Resident(proc, token, spawned)
 
     def close(self) -> None:
@@ -309,6 +320,7 @@ def _end_tree(proc: subprocess.Popen, token: str) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
         procs = descendants(token)
+        host.remember(p.pid for p in procs)
         for each in procs:
             with contextlib.suppress(psutil.Error):
                 each.send_signal(sig)
@@ -490,7 +502,8 @@ def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share
     before = host.read(pids())
     result = measure()
     after = host.read(pids())
-    state = host.state(before, after, os.cpu_count() or 1, [os.getpid(), *(p.pid for p in descendants())])
+    own = host.own_processes([os.getpid(), *(p.pid for p in descendants())])
+    state = host.state(before, after, os.cpu_count() or 1, own)
     busy = [f"host busy: {why}" for why in state["busy"]]
     return {**result, "host": state, "notes": [*result.get("notes", []), *busy]}
 
