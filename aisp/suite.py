@@ -151,7 +151,7 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     if ci is not None:
         ci.write(results, run_dir.name, read_json(run_dir / "manifest.json")["hardware_key"])
     if options.update_expectations:
-        written = expectations.update(results, read_json(run_dir / "manifest.json"))
+        written = expectations.update(results, {**read_json(run_dir / "manifest.json"), "run_id": run_dir.name})
         for path in written:
             Console().print(f"Expectations updated: {path}")
         for line in expectations.refused(results):
@@ -161,3 +161,24 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
         Console(stderr=True).print(f"[red]error:[/red] expectations file unreadable, not compared nor updated: "
                                    f"{escape(line)}", soft_wrap=True)
     return max(exit_code(results), EXIT_CODES["usage"] if unreadable else 0)
+
+
+def store_run(run_dir: Path, roots: tuple[Path, ...] = ()) -> tuple[list[Path], list[str]]:
+    """Store a finished run's results in the expectation files beside this checkout's pairs, as
+    ``--update-expectations`` would have at the end of that run: for shards merged with ``aisp report
+    merge``, or a run taken on another machine. Each result is matched to a pair here by its target
+    (the run's file paths are the other machine's); the manifest gives the environment and the
+    commit that ran. Returns (files written, warnings: pairs not here, results not stored).
+
+    Raises FileNotFoundError for a folder without ``summary.json`` and ``manifest.json``."""
+    summary, manifest = read_json(run_dir / "summary.json"), read_json(run_dir / "manifest.json")
+    here = {p.target: p for p in resolve_targets([], repo_root(), roots)}
+    results, warnings = [], []
+    for result in summary["results"]:
+        pair = here.get(result.get("target", ""))
+        if pair is None:
+            warnings.append(f"{result.get('target')}: no such pair in this checkout; not stored")
+            continue
+        results.append({**result, "files": [str(p) for p in (pair.baseline, *pair.optimized)]})
+    warnings += expectations.refused(results)
+    return expectations.update(results, {**manifest, "run_id": run_dir.name}), warnings

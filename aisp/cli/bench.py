@@ -268,6 +268,29 @@ def noise(targets: Targets = None, root: Roots = None,
     Console().print(table)
 
 
+@app.command("store")
+def store(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Finished run folders (a merged run of shards too).")],
+    root: Roots = None,
+) -> None:
+    """Store finished runs in the expectation files, as --update-expectations would have.
+
+    For a run taken in shards (run them without --update-expectations, join them with 'aisp report
+    merge', then store the merged folder) or on another machine. Exit 2 for a folder that is not a
+    finished run."""
+    from aisp.suite import store_run
+
+    for run_dir in run_dirs:
+        try:
+            written, warnings = store_run(run_dir, tuple(root or ()))
+        except (FileNotFoundError, NotADirectoryError, KeyError, ValueError) as exc:
+            fail_usage(f"{run_dir}: not a finished run folder ({type(exc).__name__}: {exc})")
+        for path in written:
+            Console().print(f"Expectations updated: {path}")
+        for line in warnings:
+            Console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+
+
 @app.command("expectations")
 def list_expectations(
     hardware: Annotated[str, typer.Option(metavar="KEY", help="Hardware key (h100, h200, 2x_h200, cpu).")],

@@ -160,7 +160,8 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
         "throughput": best.get("throughput", {}),
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
-                       "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256")},
+                       "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256"),
+                       "run": env.get("run_id")},
     }
 
 
@@ -180,7 +181,7 @@ def refused(results: list[dict[str, Any]]) -> list[str]:
 
 def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
     """Store this run's measured pairs; entries not re-measured are kept. Returns files written.
-    A pair :func:`refused` names is not stored.
+    A pair :func:`refused` names is not stored, nor a run (``env["run_id"]``, its folder's name) an entry's history already holds.
 
     A file that cannot be read is left as it is (``judge`` has named it in its pairs' results)."""
     by_file: dict[Path, list[dict[str, Any]]] = {}
@@ -193,11 +194,20 @@ def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
             entries = dict(load(path)["entries"])
         except Unreadable:
             continue
-        for result in measured:
+        fresh = [r for r in measured if not _stored_already(entries.get(r["name"]), env.get("run_id"))]
+        if not fresh:
+            continue
+        for result in fresh:
             entries[result["name"]] = stored_entry(result, entries.get(result["name"]), env)
         _save(path, key_for(measured[0], env), entries)
         written.append(path)
     return sorted(written)
+
+
+def _stored_already(entry: dict[str, Any] | None, run_id: str | None) -> bool:
+    """Whether this run (its folder's name) is already in the entry's history: stored twice, one run
+    would count as two toward the runs an entry needs."""
+    return bool(run_id) and any(h.get("run") == run_id for h in (entry or {}).get("history", []))
 
 
 def store_noise(path: Path, name: str, noise: dict[str, Any], key: str) -> None:

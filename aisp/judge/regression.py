@@ -236,7 +236,7 @@ def history_run(entry: dict[str, Any]) -> dict[str, Any]:
     """What one run adds to an entry's history: its figures, date and commit."""
     memory, provenance = entry.get("memory") or {}, entry.get("provenance") or {}
     return {"date": provenance.get("date"), "commit": provenance.get("commit"),
-            "diff_sha256": provenance.get("diff_sha256"),
+            "diff_sha256": provenance.get("diff_sha256"), "run": provenance.get("run"),
             "speedup": entry["speedup"]["value"], "best": entry.get("best"),
             "baseline_ms": entry.get("baseline_ms"), "optimized_ms": entry.get("optimized_ms"),
             "baseline_peak_bytes": memory.get("baseline_peak_bytes"),

@@ -1,0 +1,57 @@
+"""``aisp bench store RUN_DIR``: a finished run (a merged run of shards, or one from another machine)
+stored in the expectation files beside this checkout's pairs, as --update-expectations would have."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import FIXTURE_PAIRS
+from typer.testing import CliRunner
+
+from aisp.cli.main import app
+from aisp.harness.discovery import pairs_in
+from aisp.harness.options import RunOptions
+from aisp.harness.runner import run_suite
+
+runner = CliRunner()
+
+
+def _mine(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
+        shutil.copy(FIXTURE_PAIRS / name, mine / name)
+    return mine
+
+
+def test_a_run_from_another_machine_is_stored_beside_this_checkouts_pair(tmp_path):
+    mine = _mine(tmp_path)
+    options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
+    (result,), run_dir = run_suite(pairs_in(mine), options)
+    assert not (mine / "expectations_cpu.json").exists()  # run_suite alone stores nothing
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for each in summary["results"]:  # as written on another machine: its paths, not ours
+        each["files"] = [f"/elsewhere/mine/{name}" for name in ("baseline_good.py", "optimized_good.py")]
+    summary["results"].append({**summary["results"][0], "target": "mine:gone", "name": "gone"})
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    out = runner.invoke(app, ["bench", "store", str(run_dir), "--root", str(mine)])
+    assert out.exit_code == 0, out.output
+    stored = json.loads((mine / "expectations_cpu.json").read_text())["entries"]
+    assert set(stored) == {"good"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert stored["good"]["provenance"]["commit"] == manifest.get("git_commit")
+    assert stored["good"]["speedup"]["value"] == result["speedup"]["value"]
+    assert "mine:gone: no such pair in this checkout; not stored" in out.output
+
+    assert stored["good"]["history"][-1]["run"] == run_dir.name
+    again = runner.invoke(app, ["bench", "store", str(run_dir), "--root", str(mine)])  # the same run twice
+    assert again.exit_code == 0 and "Expectations updated" not in again.output
+    assert len(json.loads((mine / "expectations_cpu.json").read_text())["entries"]["good"]["history"]) == 1
+
+
+def test_a_folder_that_is_not_a_finished_run_is_bad_usage(tmp_path):
+    out = runner.invoke(app, ["bench", "store", str(tmp_path)])
+    assert out.exit_code == 2
+    assert "not a finished run folder" in out.output
