@@ -163,9 +163,9 @@ def refusal(result: dict[str, Any]) -> str | None:
 
 def reused_worker(result: dict[str, Any]) -> str | None:
     """Why a result from a reused worker (--reuse-workers, after other pairs in the same process) is
-    not held against expectations taken in fresh processes, or None. On an H200 (2026-11-28), ch01:
-    preallocated_buffers ran 40% slower there (both variants; the speedup held) and its baseline was
-    flagged as a regression."""
+    not held against expectations taken in fresh processes, or None. On an H200 (2026-11-28, beside
+    profiling on the host's other GPUs) ch01:preallocated_buffers ran 35-40% slower there than in
+    fresh processes (both variants; the speedup held) and its baseline was flagged as a regression."""
     earlier = ((result.get("placement") or {}).get("reused_worker") or {}).get("earlier_pairs") or 0
     if earlier < 1:
         return None
