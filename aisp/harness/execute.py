@@ -21,6 +21,7 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import phase
 from aisp.harness.settings import ProcessSettings
+from aisp.harness.streams import traced_leftover
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
 from aisp.harness.timing import (
     EMPTY_PROBES,
@@ -73,6 +74,9 @@ class Variant:
     spacer in the timed samples, unseen, but past the end event here."""
     empty_tail_ms: list[float] = field(default_factory=list)
     """Sync tails of empty calls in this variant's window (EMPTY_PROBES), the tail rule's zero."""
+    stream_leftover_us: float | None = None
+    """In one profiled untimed call (CUDA), how long work on other streams ran past the current
+    stream's last work, from the GPU's timestamps (:mod:`aisp.harness.streams`); None: not read."""
     warm_issue_ms: list[float] = field(default_factory=list)
     """The issue time of each warmup call, which sizes the spacer."""
     spacer_ms: float = 0.0
@@ -252,6 +256,12 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
     spacer = spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
     if probe.tail_ms is not None:  # what the tail sync costs here with nothing left (EMPTY_PROBES)
         var.empty_tail_ms += [time_call(_alone, device, 1, spacer).tail_ms for _ in range(EMPTY_PROBES)]
+    if device.type == "cuda" and options.profile == "none" and "CUDA_INJECTION64_PATH" not in os.environ:
+        # (our own profiler, or Nsight's injection, holds CUPTI then)
+        var.enter()
+        var.stream_leftover_us, why = traced_leftover(var.bench.run, device)
+        if why:
+            var.evidence.notes.append(f"work on other streams not read from the GPU's timestamps: {why}")
     return calls, spacer
 
 

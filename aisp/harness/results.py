@@ -6,7 +6,7 @@ from typing import Any
 
 from aisp.harness.execute import UNCHECKED
 from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
-from aisp.harness.timing import host_bound, unseen_work
+from aisp.harness.timing import host_bound, left_on_streams, unseen_work
 
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
                  "error", "timeout")
@@ -42,7 +42,8 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     tails = raw.get("tail_samples_ms") or []
     empty = raw.get("empty_tail_ms") or []
     unseen = unseen_work(tails, raw.get("samples_ms") or [], empty_ms=empty) or unseen_work(
-        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle", empty)
+        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle", empty) \
+        or left_on_streams(raw.get("stream_leftover_us"), raw.get("idle_probe_ms") or raw.get("samples_ms") or [])
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
     result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or [],

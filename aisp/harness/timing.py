@@ -211,6 +211,25 @@ def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str
             "stream (wait_stream) before run() returns")
 
 
+STREAM_FLOOR_US = 5.0
+"""Work on another stream that ends up to 5 µs after the current stream's last kernel (GPU
+timestamps, :mod:`aisp.harness.streams`) is left to timestamp rounding and launch order."""
+
+
+def left_on_streams(leftover_us: float | None, device_ms: Sequence[float]) -> str | None:
+    """Why a variant's events miss work (in a profiled call, work on another stream ran past the
+    current stream's last work by more than max(UNSEEN_REL of the median event time, STREAM_FLOOR_US)),
+    or None."""
+    if leftover_us is None or not len(device_ms):
+        return None
+    events_us = float(np.median(device_ms)) * 1e3
+    if leftover_us <= max(UNSEEN_REL * events_us, STREAM_FLOOR_US):
+        return None
+    return (f"work outside the timed stream: in a profiled call, work on another stream ran {leftover_us:.1f} µs "
+            f"past the current stream's last work (GPU timestamps) beside CUDA events of {events_us:.1f} µs; "
+            "join side streams to the current stream (wait_stream) before run() returns")
+
+
 def host_bound(issue_ms: Sequence[float], device_ms: Sequence[float], spacer_ms: float = 0.0) -> dict[str, float] | None:
     """The figures of a host-bound variant (median events within HOST_BOUND_RATIO of the median issue
     time), or None when its device work clearly exceeds its issue time, or when its call returned

@@ -43,6 +43,7 @@ def raw_record(var: Variant) -> dict[str, Any]:
         "reason": var.reason,
         **{key: getattr(var, key) for key in SAMPLE_KEYS},
         "spacer_ms": var.spacer_ms,
+        "stream_leftover_us": var.stream_leftover_us,
         "checked_call": var.checked_call,
         "verification": var.evidence.to_dict(),
         "memory": var.memory,

@@ -1,0 +1,65 @@
+"""Work left on other streams, read from the GPU's timestamps in a profiler trace (synthetic traces in
+the shape torch's profiler exports: the marker range, the launch inside it, GPU work by correlation)."""
+
+from __future__ import annotations
+
+from aisp.harness.results import assemble
+from aisp.harness.streams import MARKER, leftover_us
+from aisp.harness.timing import left_on_streams
+
+
+def _kernel(name, ts, dur, stream, correlation, device=0, cat="kernel"):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur,
+            "args": {"stream": stream, "device": device, "correlation": correlation}}
+
+
+def _trace(*work, marker_at=100.0):
+    """The call's work, then the marker range at ``marker_at`` whose launch (correlation 99) ran a
+    2 us spin on stream 7 (the current stream) starting right after."""
+    return [*work,
+            {"ph": "X", "cat": "user_annotation", "name": MARKER, "ts": marker_at, "dur": 6.0},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": marker_at + 1, "dur": 4.0,
+             "args": {"correlation": 99}},
+            _kernel("at::cuda::spin_kernel(long)", marker_at + 10, 2.0, 7, 99)]
+
+
+def test_a_spin_left_on_a_side_stream_is_measured_past_the_marker():
+    """30 us on stream 13 ending 28 us after the marker kernel's end (112 us): 28 us left behind."""
+    events = _trace(_kernel("spin", 50.0, 30.0, 7, 1), _kernel("spin", 80.0, 60.0, 13, 2))
+    assert leftover_us(events) == 28.0
+
+
+def test_joined_work_copies_on_the_current_stream_and_other_gpus_are_not_left_over():
+    joined = _kernel("gemm", 40.0, 50.0, 13, 1)  # ends at 90, before the marker kernel starts (110)
+    copy = _kernel("Memcpy HtoD", 60.0, 20.0, 7, 2, cat="gpu_memcpy")
+    other_gpu = _kernel("nccl", 60.0, 200.0, 21, 3, device=1)
+    assert leftover_us(_trace(joined, copy, other_gpu)) == 0.0
+    late_copy = _kernel("Memcpy DtoH", 100.0, 40.0, 13, 4, cat="gpu_memcpy")
+    assert leftover_us(_trace(joined, late_copy)) == 28.0
+
+
+def test_no_marker_kernel_is_no_answer():
+    events = _trace(_kernel("spin", 50.0, 30.0, 7, 1))
+    assert leftover_us(events[:-1]) is None  # the marker's kernel is missing
+    assert leftover_us([e for e in events if e["name"] != MARKER]) is None
+
+
+def test_the_rule_allows_rounding_and_a_tenth_of_the_events():
+    assert left_on_streams(None, [0.03]) is None
+    assert left_on_streams(4.0, [0.03]) is None  # under the 5 us floor
+    assert left_on_streams(28.0, [0.03]).startswith(
+        "work outside the timed stream: in a profiled call, work on another stream ran 28.0 µs")
+    assert left_on_streams(80.0, [1.0]) is None  # under 10% of 1 ms
+    assert left_on_streams(150.0, [1.0]) is not None
+
+
+def test_a_variant_with_work_left_on_a_stream_is_an_error_with_no_speedup():
+    def record(name, leftover):
+        return {"name": name, "file": f"/x/{name}.py", "verdict": "pending", "reason": None,
+                "samples_ms": [0.03] * 5, "host_samples_ms": [0.03] * 5, "issue_samples_ms": [0.01] * 5,
+                "tail_samples_ms": [0.001] * 5, "idle_probe_ms": [0.035] * 3, "stream_leftover_us": leftover,
+                "memory": {}, "metrics": {}}
+    result = assemble({"name": "spin"}, {}, [record("baseline_spin", 0.0), record("optimized_spin", 28.0)])
+    bad = result["variants"][0]
+    assert bad["verdict"] == "error" and "GPU timestamps" in bad["reason"]
+    assert result["speedup"] is None
