@@ -4,7 +4,9 @@ ncu runs the variant's file standalone with ``--clock-control none`` (the clocks
 timed with), profiling one launch (the second) of each launch configuration of the kernels the
 torch trace ranks highest. The report is saved (``.ncu-rep``, opens in the Nsight Compute GUI)
 and its raw page read as CSV. Kernels are matched by function name and launch configuration:
-ncu and CUPTI demangle template arguments and lambdas differently.
+ncu and CUPTI demangle template arguments and lambdas differently, ncu shortens scopes (its
+names' angle brackets need not balance), and the trace keeps the names CUPTI cannot demangle
+mangled; the function name is what all three agree on.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ TOP_STALLS = 3
 TO_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
          "second": 1e6, "s": 1e6}
 REGEX_SPECIALS = re.compile(r"([.^$*+?()\[\]{}|\\])")
+MANGLED_NESTED = re.compile(r"N[rVKRO]*")
+"""The start of a scoped (nested) mangled name and its qualifiers."""
+MANGLED_PART = re.compile(r"(?P<length>[1-9][0-9]*)|St|S[0-9A-Z]*_")
+"""Parts of a mangled scope: a source name's length, ``std::``, a substitution (``S_``, ``S3_``)."""
 
 
 def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float = 240,
@@ -131,22 +137,39 @@ def kernel_regex(names: Sequence[str]) -> str:
     return "^(" + "|".join(REGEX_SPECIALS.sub(r"\\\1", b) for b in bases) + ")$"
 
 
-def function_name(demangled: str) -> str:
-    """``void at::native::foo<4, bar>(int, float*)`` → ``foo``: no return type, scope, templates
-    or parameters."""
-    text = demangled.replace("(anonymous namespace)", "anon")
-    depth, kept = 0, []
-    for ch in text:
-        if ch in "<(":
-            if ch == "(" and depth == 0:
+def function_name(name: str) -> str:
+    """A kernel's function name, ncu's default ``--kernel-name-base``: no return type, scope,
+    template arguments or parameters. ``void at::native::foo<4, bar>(int, float*)`` → ``foo``;
+    a mangled name (``_ZN7cutlass13device_kernelI...``) → ``device_kernel``.
+
+    The name is what comes before the first ``<`` or ``(``, once the anonymous namespaces of the
+    scope are removed: the template arguments need not be balanced, as ncu's shortened names are
+    not (``indexFuncLargeIndex<float, ..., (int)-2, 1, unnamed>::ReduceAdd>(...)``)."""
+    if name.startswith("_Z"):
+        return mangled_function_name(name)
+    text = name.replace("(anonymous namespace)", "").replace("<unnamed>", "")
+    head = re.split(r"[<(]", text, maxsplit=1)[0].strip()
+    return head.split(" ")[-1].split("::")[-1]
+
+
+def mangled_function_name(mangled: str) -> str:
+    """The function name in an Itanium-mangled kernel name: the last source name (``<length><id>``)
+    of its scope before the template arguments (``I``) or the end of the scope (``E``);
+    ``mangled`` itself where it is not of that form. The torch trace keeps the names CUPTI cannot
+    demangle (PyTorch's CUTLASS grouped GEMM) mangled, and ncu's filter matches demangled names."""
+    pos = 3 if mangled.startswith("_ZL") else 2
+    nested = MANGLED_NESTED.match(mangled, pos)
+    if nested:
+        pos = nested.end()
+    last = ""
+    while (part := MANGLED_PART.match(mangled, pos)) is not None:
+        pos = part.end()
+        if part.group("length"):
+            pos += int(part.group("length"))
+            last = mangled[part.end():pos]
+            if not nested:
                 break
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif depth == 0:
-            kept.append(ch)
-    head = "".join(kept).strip().split(" ")[-1]
-    return head.split("::")[-1]
+    return last if last and pos <= len(mangled) else mangled
 
 
 def parse_raw_csv(text: str) -> dict[str, dict[str, Any]]:
