@@ -4,12 +4,14 @@ stored in the expectation files beside this checkout's pairs, as --update-expect
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 from conftest import FIXTURE_PAIRS
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
+from aisp.harness import host
 from aisp.harness.discovery import pairs_in
 from aisp.harness.options import RunOptions
 from aisp.harness.runner import run_suite
@@ -25,7 +27,9 @@ def _mine(tmp_path):
     return mine
 
 
-def test_a_run_from_another_machine_is_stored_beside_this_checkouts_pair(tmp_path):
+def test_a_run_from_another_machine_is_stored_beside_this_checkouts_pair(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a loaded CI host reads busy: not stored
+    monkeypatch.setattr(host, "PROC_STAT", tmp_path / "no_proc_stat")  # nor a VM's steal
     mine = _mine(tmp_path)
     options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
     (result,), run_dir = run_suite(pairs_in(mine), options)
@@ -36,6 +40,7 @@ def test_a_run_from_another_machine_is_stored_beside_this_checkouts_pair(tmp_pat
     summary["results"].append({**summary["results"][0], "target": "mine:gone", "name": "gone"})
     (run_dir / "summary.json").write_text(json.dumps(summary))
 
+    assert not result["host"]["busy"], result["host"]
     out = runner.invoke(app, ["bench", "store", str(run_dir), "--root", str(mine)])
     assert out.exit_code == 0, out.output
     stored = json.loads((mine / "expectations_cpu.json").read_text())["entries"]
