@@ -61,9 +61,10 @@ def test_work_outside_the_timed_stream_gets_no_speedup(tmp_path, timing):
         print(name, timing, variant["reason"], variant.get("tail_summary"), variant.get("stream_leftover_us"))
         assert results[name]["verdict"] == "error" and results[name]["speedup"] is None
         assert "work outside the timed stream" in variant["reason"]
-    assert results["hidden_tail"]["variants"][0]["stream_leftover_us"] > 20  # of ~30 us left behind
+    # calls under 0.2 ms get the profiled call: ~30 us left behind, and none where all is on one stream
+    assert results["hidden_tail"]["variants"][0]["stream_leftover_us"] > 20
+    assert results["hidden_tail"]["baseline"]["stream_leftover_us"] <= 5
     joined = results["joined_stream"]
-    assert joined["variants"][0]["stream_leftover_us"] is not None and joined["variants"][0]["stream_leftover_us"] <= 5
     assert joined["verdict"] == "ok-unchecked", joined["reason"]  # A/A, no per-call inputs declared
     assert 0.95 < joined["speedup"]["value"] < 1.05
     tail, events = joined["variants"][0]["tail_summary"]["median"], joined["variants"][0]["summary"]["median"]
