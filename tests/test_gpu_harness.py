@@ -154,3 +154,18 @@ def test_reused_workers_give_the_isolated_runs_results_on_gpu(tmp_path):
         assert max(a["low"], b["low"]) <= 1.05 * min(a["high"], b["high"]), (name, a, b)
     placed = sorted(r["placement"]["reused_worker"]["earlier_pairs"] for r in reused.values())
     assert placed == list(range(len(targets))), [r["notes"] for r in reused.values()]
+
+
+def test_forked_workers_run_cuda_and_give_the_spawned_runs_results_on_gpu(tmp_path):
+    """--fork-workers on the GPU: CUDA is first initialized in each forked child (the zygote touched
+    none), Triton compiles there, and verdicts and speedup intervals agree with workers started anew."""
+    targets = ["ch01:batch_size", "ch07:transpose", "ch14:triton_fused_layernorm"]
+    spawned = _run(tmp_path / "a", targets, iterations=20)
+    forked = _run(tmp_path / "b", targets, iterations=20, fork_workers=True)
+    for name, result in spawned.items():
+        again = forked[name]
+        assert again["placement"]["forked"] and not result["placement"]["forked"]
+        assert again["verdict"] == result["verdict"], (name, again["reason"], result["reason"])
+        a, b = result["speedup"], again["speedup"]
+        assert max(a["low"], b["low"]) <= 1.05 * min(a["high"], b["high"]), (name, a, b)
+        print(name, "start s", result["phases"]["start"], "->", again["phases"]["start"])

@@ -96,7 +96,8 @@ def interrupt_when_recorded(cmd: list[str], env: dict[str, str], pid_file: Path,
     assert running(recorded(pid_file)) == []
 
 
-@pytest.mark.parametrize("sig, reuse", [(signal.SIGINT, []), (signal.SIGTERM, []), (signal.SIGINT, ["--reuse-workers"])])
+@pytest.mark.parametrize("sig, reuse", [(signal.SIGINT, []), (signal.SIGTERM, []), (signal.SIGINT, ["--reuse-workers"]),
+                                       (signal.SIGTERM, ["--fork-workers"])])
 def test_interrupted_cli_stops_every_process(sig: signal.Signals, reuse: list[str], pid_file: Path, tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "aisp", "bench", "run", "--root", str(PROCESSES), "-t", "processes:hangs_with_child",
@@ -104,11 +105,11 @@ def test_interrupted_cli_stops_every_process(sig: signal.Signals, reuse: list[st
     interrupt_when_recorded(cmd, env, pid_file, 2, sig)
 
 
-@pytest.mark.parametrize("reuse", [[], ["--reuse-workers"]])
+@pytest.mark.parametrize("reuse", [[], ["--reuse-workers"], ["--fork-workers"]])
 def test_a_sigkilled_cli_takes_its_worker_with_it(reuse: list[str], pid_file: Path, tmp_path: Path):
     """SIGKILL gives the CLI no chance to clean up: the worker asked Linux to kill it when its parent
-    dies (PR_SET_PDEATHSIG; a reused worker watches its parent's pid instead), so it does not hold the
-    GPU on. (Its detached sleeper, in a session of its own, is out of that reach; the fixture kills it.)"""
+    dies (PR_SET_PDEATHSIG; a reused worker watches its parent's pid instead; a forked one dies with
+    its zygote, which ends at EOF from the CLI), so it does not hold the GPU on. (Its detached sleeper, in a session of its own, is out of that reach; the fixture kills it.)"""
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -36,6 +36,9 @@ DeviceOpt = Annotated[Device, typer.Option(help="Where pairs run: CUDA when pres
 ReuseWorkers = Annotated[bool, typer.Option(
     help="One long-lived worker per GPU runs its pairs in turn (state put back between pairs) instead of a "
          "fresh process per pair: faster, less isolated.")]
+ForkWorkers = Annotated[bool, typer.Option(
+    help="Fork each pair's fresh worker from one process that has imported torch and the harness, instead "
+         "of starting Python anew: a new process per pair without each one's start.")]
 ArtifactsDir = Annotated[Path, typer.Option(metavar="DIR", help="Where run folders go.")]
 
 EXIT_CODES_HELP = ("Exit codes: 0 all ok, inconclusive (speedup interval holds 1), ok-unchecked (baseline "
@@ -196,6 +199,7 @@ def run(
                                                    "regressed only if the re-runs confirm (0: no re-run).")
                             ] = RunOptions.confirm_runs,
     reuse_workers: ReuseWorkers = RunOptions.reuse_workers,
+    fork_workers: ForkWorkers = RunOptions.fork_workers,
     junit_xml: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the results as JUnit XML here.")] = None,
     step_summary: Annotated[Path | None, typer.Option(
         metavar="PATH", help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
@@ -208,7 +212,7 @@ def run(
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard,
-                       confirm_runs=confirm_runs, reuse_workers=reuse_workers)
+                       confirm_runs=confirm_runs, reuse_workers=reuse_workers, fork_workers=fork_workers)
     if not targets and not root and not shard and not confirm_all(tuple(root or ()), options, yes):
         typer.echo("Nothing run.")
         raise typer.Exit(0)
@@ -221,10 +225,12 @@ def verify(targets: Targets = None, root: Roots = None,
            artifacts_dir: ArtifactsDir = RunOptions.artifacts_dir,
            gpus: Gpus = RunOptions.gpus, shard: Shard = RunOptions.shard,
            reuse_workers: ReuseWorkers = RunOptions.reuse_workers,
+           fork_workers: ForkWorkers = RunOptions.fork_workers,
            ) -> None:
     """Import every pair and check correctness (no timing)."""
     raise typer.Exit(_run(targets, root, _options(verify_only=True, device=device, artifacts_dir=artifacts_dir,
-                                                  gpus=gpus, shard=shard, reuse_workers=reuse_workers)))
+                                                  gpus=gpus, shard=shard, reuse_workers=reuse_workers,
+                                                  fork_workers=fork_workers)))
 
 
 def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions,

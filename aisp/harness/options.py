@@ -63,6 +63,10 @@ class RunOptions:
     """Run each GPU's pairs one after another in one long-lived worker (state put back between pairs;
     multi-rank pairs, --cold-start's runs and re-runs still get fresh processes) instead of a fresh
     process per pair: saves the process start and imports of every pair but the first."""
+    fork_workers: bool = False
+    """Fork each pair's fresh worker from one process that has imported Python's, torch's and the
+    harness's modules (aisp.harness.zygote) instead of starting Python anew: the same isolation (a
+    new process per pair, CUDA first initialized in it) without each pair's start."""
     confirm_runs: int = 2
     """A pair flagged regressed is re-run at once this many times in fresh processes, and stays
     regressed only if the mean of the re-runs is worse too (aisp.judge.regression.confirm); 0: no re-run."""

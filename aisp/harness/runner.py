@@ -34,6 +34,7 @@ from aisp.harness.results import assemble, failed
 from aisp.harness.scheduler import NO_SHARE, Events, Hint, Outcome, Share, Topology, cpu_shares, run_jobs
 from aisp.harness.timing import SAMPLE_KEYS
 from aisp.harness.verify import CheckPlan
+from aisp.harness.zygote import Forked, Zygote
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = Workload.timeout_s
@@ -121,19 +122,18 @@ class Budget:
 
 def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share: Share = NO_SHARE,
           stop: threading.Event | None = None, module: str = "aisp.harness.worker",
-          on_phase: Callable[[str], None] | None = None) -> tuple[dict | None, str, str]:
+          on_phase: Callable[[str], None] | None = None, zygote: Zygote | None = None) -> tuple[dict | None, str, str]:
     """Run one worker (``python -m module SPEC.json``; a tool's own worker, e.g. ``aisp.check.worker``,
     follows the same protocol) with its GPUs and CPU share; returns (result document or None, status,
     reason): status is "done" when the worker wrote its result, else "timeout" or "error". The
     document's ``clock`` gets when the worker was started and when it was gone. However it ends
     (Ctrl-C, or ``stop`` set by another thread), no process it started is left. ``on_phase`` is told
-    each phase the worker enters (setup, verify, warmup, timed...), as it polls."""
+    each phase the worker enters (setup, verify, warmup, timed...), as it polls. With a ``zygote``
+    (--fork-workers) the harness's worker is forked from it, else (or if it is gone) started anew."""
     files = _Files.write(spec, work_dir, tag)
     env, token = _worker_env(spec, share)
     started, spawned = time.monotonic(), time.time()
-    with open(files.log, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", module, str(files.spec)], cwd=PACKAGE_PARENT,
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = _start_worker(module, files, env, zygote)
     host.remember([proc.pid])
     try:
         if failure := _watch(proc, started, budget, files, stop, on_phase):
@@ -142,7 +142,8 @@ def spawn(spec: dict[str, Any], work_dir: Path, budget: Budget, tag: str, share:
         _end_tree(proc, token)
     if files.result.exists():
         doc = json.loads(files.result.read_text())
-        return {**doc, "clock": {**doc.get("clock", {}), "spawned": spawned, "ended": time.time()}}, "done", ""
+        clock = {**doc.get("clock", {}), "spawned": spawned, "ended": time.time(), "forked": isinstance(proc, Forked)}
+        return {**doc, "clock": clock}, "done", ""
     return None, "error", _no_result(proc.returncode, files.log)
 
 
@@ -204,6 +205,17 @@ def _watch(proc: subprocess.Popen, started: float, budget: Budget, files: _Files
             return "error", "stopped: the run was interrupted"
         time.sleep(0.05)
     return None
+
+
+def _start_worker(module: str, files: _Files, env: dict[str, str], zygote: Zygote | None) -> subprocess.Popen | Forked:
+    """The worker's process: forked from the zygote where there is one (the harness's own worker),
+    else a new Python started with the worker module."""
+    if zygote is not None and module == "aisp.harness.worker":
+        with contextlib.suppress(OSError):
+            return zygote.fork(files.spec, env, files.log, PACKAGE_PARENT)
+    with open(files.log, "w") as log:
+        return subprocess.Popen([sys.executable, "-m", module, str(files.spec)], cwd=PACKAGE_PARENT,
+                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 @dataclass
@@ -340,7 +352,8 @@ Launch = Callable[[dict[str, Any], str], tuple[dict | None, str, str]]
 
 def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_timed: str | None = None,
              share: Share = NO_SHARE, stop: threading.Event | None = None,
-             on_phase: Callable[[str], None] | None = None, pool: Pool | None = None) -> dict[str, Any]:
+             on_phase: Callable[[str], None] | None = None, pool: Pool | None = None,
+             zygote: Zygote | None = None) -> dict[str, Any]:
     """Run one pair in a subprocess (several for --cold-start) with its GPUs and CPU share, and
     assemble its result, with its phases and placement; ``on_phase`` is told each step its workers
     enter. With a ``pool`` (--reuse-workers), the pair's main worker is the share's reused one."""
@@ -353,14 +366,15 @@ def run_pair(pair: Pair, options: RunOptions, run_dir: Path, budget: Budget, on_
         reused = pool is not None and tag == "pair"  # the main worker; cold-start runs are fresh ones
         doc, status, reason = pool.run(spec, work / "logs", budget, tag, share, stop, on_phase) if reused else (None, "", "")
         if not reused or (doc or {}).get("status") == "fresh":  # a pair that needs ranks is handed back
-            doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop, on_phase=on_phase)
+            doc, status, reason = spawn(spec, work / "logs", budget, tag, share, stop, on_phase=on_phase, zygote=zygote)
         docs.append(doc or {})
         return doc, status, reason
     spec = {"paths": info["files"], "options": options.to_dict(), "profile_dir": str(work / "profiles"),
             "on_timed": on_timed, "plan": asdict(CheckPlan.draw(options.seed, options.iterations))}
     result = _pair_result(info, spec, options, work, launch)
     placement = {**share.to_dict(), "applied": docs[0].get("cpu_share") if docs else None,
-                 "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+                 "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                 "forked": bool(docs and (docs[0].get("clock") or {}).get("forked"))}
     if reused := next((d["reused"] for d in docs if d.get("reused")), None):
         placement["reused_worker"] = {k: reused[k] for k in ("pid", "earlier_pairs")}
         result = {**result, "notes": [*result.get("notes", []), *reused["notes"]]}
@@ -445,6 +459,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
     by_slug, finished = {p.slug: p for p in pairs}, {}
     pool = Pool() if options.reuse_workers else None
+    zygote = _zygote(run_dir) if options.fork_workers and not options.reuse_workers else None
 
     def work(slug: str, share: Share, stop: threading.Event) -> Outcome:
         if deadline is not None and deadline <= time.monotonic():
@@ -457,7 +472,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
             return _with_host(lambda: run_pair(by_slug[slug], options, folder, Budget(options.timeout_multiplier, deadline),
                                                hooks.on_timed, share, stop,
                                                lambda step: reporter.pair_step(by_slug[slug], step),
-                                               pool if i is None and gpus == 1 else None), hooks, share, gpus)
+                                               pool if i is None and gpus == 1 else None, zygote), hooks, share, gpus)
         result = again()
         if hooks.confirm is not None and not stop.is_set():
             result = hooks.confirm(result, PairContext(manifest, run_dir / slug), again)
@@ -476,6 +491,8 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
     finally:
         if pool is not None:
             pool.close()
+        if zygote is not None:
+            zygote.close()
     results = [finished[p.slug] for p in pairs]
     write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
                                      "options": options.to_dict(), "host_load_at_end": environment.host_load()})
@@ -483,6 +500,15 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
         hooks.finish(run_dir, results)
     reporter.finish(results, run_dir)
     return results, run_dir
+
+
+def _zygote(run_dir: Path) -> Zygote | None:
+    """The run's zygote (--fork-workers), or None (workers start anew) when it cannot start: the reason
+    is in the run folder's ``zygote.log``."""
+    try:
+        return Zygote({**os.environ, "PYTHONUNBUFFERED": "1"}, PACKAGE_PARENT, run_dir / "zygote.log")
+    except OSError:
+        return None
 
 
 def default_share(topo: Topology, gpus: int, physical: int | None = None) -> Share:

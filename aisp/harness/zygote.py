@@ -1,0 +1,189 @@
+"""Fresh worker processes without paying Python's and torch's start each time (``--fork-workers``).
+
+A pair's worker spends seconds before its first line: Python, torch and the harness imported (on a
+4 x H200 host, 4.8 s a pair, 30% of a whole-book run's worker time, 2026-11-28). The zygote is one
+process that imports them once, touches no GPU, and forks a child per pair on request. Each child is
+a new process that runs :func:`aisp.harness.worker.main` exactly as a spawned worker would: its own
+session, environment (GPUs, CPU share, token), working folder and log; CUDA is first initialized
+in the child, as in a spawned worker. Unlike ``--reuse-workers`` nothing of one pair reaches the next:
+every child starts from the zygote's untouched state.
+
+Protocol on the zygote's stdin/stdout, one JSON document per line: the runner sends ``{"id", "spec",
+"env", "log", "cwd"}``; the zygote answers ``{"id", "pid"}`` once forked and ``{"exit": pid, "code"}``
+when a child ends (code as ``subprocess``: negative for a signal). EOF on stdin ends the zygote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+_SEND = threading.Lock()
+"""Held while writing an answer, and by the main thread while it forks (a child never inherits it held)."""
+
+
+def _send(doc: dict[str, Any]) -> None:
+    with _SEND:
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
+
+
+def _reap() -> None:
+    """The reaper thread: report every child that ends."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # no child now
+            time.sleep(0.05)
+            continue
+        _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _child(request: dict[str, Any]) -> None:
+    """In the forked child: become the worker the runner asked for; never returns."""
+    code = 70
+    try:
+        os.setsid()
+        fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        # new stdio objects: the zygote's may have been mid-write in its reaper thread when it forked
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin, for its lifetime
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        os.environ.clear()
+        os.environ.update(request["env"])
+        from aisp.harness import distributed, worker
+
+        os.environ[distributed.PARENT_PID_ENV] = str(os.getppid())  # dies with the zygote, which dies with the runner
+        os.chdir(request["cwd"])
+        import random
+
+        random.seed()  # a spawned worker draws its own seeds; the zygote's would be every child's
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        code = worker.main([request["spec"]])
+    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the zygote's loop
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> int:
+    """The zygote: import what a worker needs, then fork one child per request until EOF."""
+    import torch
+
+    from aisp.harness import worker  # noqa: F401 - imported once here, for every child
+
+    if torch.cuda.is_initialized():
+        print("the zygote's imports initialized CUDA: a forked child could not use it", file=sys.stderr)
+        return 1
+    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # see _SEND
+    threading.Thread(target=_reap, daemon=True).start()
+    _send({"ready": os.getpid()})
+    for line in sys.stdin:
+        request = json.loads(line)
+        with _SEND:
+            pid = os.fork()
+            if pid == 0:
+                _child(request)
+        _send({"id": request["id"], "pid": pid})
+    return 0
+
+
+class Forked:
+    """A child of the zygote, as the runner watches a ``subprocess.Popen``: ``pid``, ``poll()``,
+    ``returncode``."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote, self.pid, self.returncode = zygote, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.exit_code(self.pid)
+        return self.returncode
+
+
+class Zygote:
+    """The runner's side: starts the zygote and asks it for workers. Raises OSError when it cannot
+    start (the caller spawns workers as usual then)."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, log: Path) -> None:
+        with open(log, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.zygote"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, cwd=cwd, env=env, text=True,
+                                         start_new_session=True)
+        ready = json.loads(self.proc.stdout.readline() or "{}")
+        if "ready" not in ready:
+            self.close()
+            raise OSError(f"the zygote did not start (exit {self.proc.poll()})")
+        self._lock, self._next = threading.Lock(), 0
+        self._exits: dict[int, int] = {}
+        self._forked: dict[int, int] = {}
+        self._answer = threading.Condition(self._lock)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            doc = json.loads(line)
+            with self._answer:
+                if "exit" in doc:
+                    self._exits[doc["exit"]] = doc["code"]
+                else:
+                    self._forked[doc["id"]] = doc["pid"]
+                self._answer.notify_all()
+        with self._answer:  # the zygote is gone: its children are too (they die with it)
+            self._answer.notify_all()
+
+    def fork(self, spec: Path, env: dict[str, str], log: Path, cwd: Path) -> Forked:
+        """A new worker for ``spec``; raises OSError when the zygote is gone."""
+        with self._answer:
+            self._next += 1
+            ident = self._next
+            try:
+                self.proc.stdin.write(json.dumps({"id": ident, "spec": str(spec), "env": env, "log": str(log),
+                                                  "cwd": str(cwd)}) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError) as exc:
+                raise OSError(f"the zygote is gone: {exc}") from exc
+            while ident not in self._forked:
+                if self.proc.poll() is not None:
+                    raise OSError("the zygote is gone")
+                self._answer.wait(0.5)
+            return Forked(self, self._forked.pop(ident))
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._lock:
+            if pid in self._exits:
+                return self._exits[pid]
+        return -signal.SIGKILL if self.proc.poll() is not None else None  # killed with the zygote
+
+    def close(self) -> None:
+        """EOF to the zygote, which then ends."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

@@ -1,0 +1,76 @@
+"""--fork-workers: each pair's fresh worker is forked from a zygote that imported torch and the harness
+once; the results are those of workers started anew, and nothing outlives the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from test_reuse_workers import FIXTURES, _evidence, _outcome, _run, fixed_plan  # noqa: F401 - a fixture
+
+from aisp.harness.options import RunOptions
+from aisp.harness.zygote import Zygote
+
+NAMES = ["aborts", "constant", "good", "mutates_input", "raises", "wrong_shape"]
+
+
+@pytest.mark.usefixtures("fixed_plan")
+def test_forked_workers_give_the_spawned_workers_verdicts_and_evidence(tmp_path):
+    """The fixture pairs (right, wrong, crashing, raising) both ways: the same verdicts, reasons and
+    verification figures (same plan, same CPU arithmetic); every forked pair says so in its placement."""
+    options = dict(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0)
+    spawned = _run(FIXTURES / "pairs", NAMES, RunOptions(**options, artifacts_dir=tmp_path / "a"))
+    forked = _run(FIXTURES / "pairs", NAMES, RunOptions(**options, artifacts_dir=tmp_path / "b", fork_workers=True))
+    for name, alone in spawned.items():
+        assert _outcome(forked[name]) == _outcome(alone), name
+        assert _evidence(forked[name]) == _evidence(alone), name
+        assert alone["placement"]["forked"] is False
+    assert all(forked[n]["placement"]["forked"] for n in NAMES if n != "aborts")  # aborts dies: no result doc
+    assert forked["constant"]["verdict"] == "verify-failed" and _outcome(forked["good"]) == ("timed", None)
+    run_dir = next((tmp_path / "b").iterdir())
+    assert (run_dir / "zygote.log").exists()
+
+
+def test_each_forked_worker_is_a_new_process_of_the_zygote(tmp_path):
+    zygote = Zygote({**os.environ}, Path.cwd(), tmp_path / "zygote.log")
+    try:
+        spec = tmp_path / "missing.json"  # the worker fails at once: it reads its spec first
+        children = [zygote.fork(spec, {**os.environ, "AISP_FIXTURE": str(i)}, tmp_path / f"{i}.log", tmp_path)
+                    for i in range(2)]
+        assert len({c.pid for c in children}) == 2 and zygote.proc.pid not in {c.pid for c in children}
+        for child in children:
+            while child.poll() is None:  # the zygote reaps it and reports its exit
+                time.sleep(0.05)
+            assert child.returncode == 70  # the child's catch-all: a missing spec is a traceback in its log
+        assert "FileNotFoundError" in (tmp_path / "0.log").read_text()
+    finally:
+        zygote.close()
+    assert zygote.proc.returncode == 0  # EOF ends it
+
+
+@pytest.mark.parametrize("name, verdicts", [("hangs_with_child", ("timeout",))])
+def test_a_forked_worker_that_times_out_leaves_nothing(name, verdicts, tmp_path, monkeypatch):
+    from conftest import REPO
+    from test_processes import PROCESSES, recorded, running
+
+    from aisp.harness.discovery import resolve_targets
+    from aisp.harness.runner import run_suite
+
+    pid_file = tmp_path / "pids.txt"
+    monkeypatch.setenv("AISP_TEST_PIDS", str(pid_file))
+    pairs = resolve_targets([f"processes:{name}"], REPO, (PROCESSES,))
+    results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts",
+                                             fork_workers=True))
+    try:
+        assert results[0]["verdict"] in verdicts, results[0]["reason"]
+        assert len(recorded(pid_file)) >= 2, "the fixture recorded its worker and a sleeper"
+        assert running(recorded(pid_file)) == []
+    finally:
+        for pid in recorded(pid_file):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
