@@ -186,3 +186,16 @@ def test_a_single_run_trend_spans_days_and_its_axis_covers_the_interval(artifact
     axis = figure["layout"]["yaxis"]
     shown = axis.get("tickvals") or [ratio["low"], ratio["high"]]
     assert min(shown) <= ratio["high"] and max(shown) >= ratio["low"]
+
+
+def test_a_merged_run_named_by_its_folder_is_dated_by_its_first_shard(tmp_path):
+    """``aisp report merge … -o bookmerged``: its run id holds no date; its shards' ids do. A copied
+    folder's write time (the old fallback) made it the newest run and its results the 'latest'."""
+    merged = tmp_path / "bookmerged"
+    atomic_write_json(merged / "summary.json", {"run_id": "bookmerged", "hardware_key": "h200", "results": []})
+    atomic_write_json(merged / "manifest.json", {"shards": [{"run_id": "20261128-041715"}, {"run_id": "20261128-040614"}]})
+    later = tmp_path / "20261128-084510"
+    atomic_write_json(later / "summary.json", {"run_id": later.name, "hardware_key": "h200", "results": []})
+    runs = collect(tmp_path).runs
+    assert [r.run_id for r in runs] == ["bookmerged", "20261128-084510"]
+    assert runs[0].date == "2026-11-28T04:06:14"

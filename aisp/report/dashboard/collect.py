@@ -76,10 +76,13 @@ class Collection:
         return dict(sorted(by_chapter.items()))
 
 
-def _date(run_dir: Path, run_id: str) -> str:
-    match = RUN_ID_DATE.match(run_id)
-    if match:
-        return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").isoformat()
+def _date(run_dir: Path, run_id: str, manifest: dict[str, Any] | None = None) -> str:
+    """When the run started: from its id (``20261128-084510``); for a run merged from shards (named as
+    its ``-o`` folder), its first shard's; else when its summary was written (a copied folder's copy
+    time: the last resort)."""
+    shard_ids = [str(s.get("run_id", "")) for s in (manifest or {}).get("shards", []) if isinstance(s, dict)]
+    for candidate in sorted(i for i in [run_id, *shard_ids] if RUN_ID_DATE.match(i)):
+        return datetime.strptime(RUN_ID_DATE.match(candidate).group(1), "%Y%m%d-%H%M%S").isoformat()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime((run_dir / "summary.json").stat().st_mtime))
 
 
@@ -90,7 +93,7 @@ def load_run(run_dir: Path) -> Run:
     manifest = read_json(manifest_path) if manifest_path.exists() else {}
     run_id = str(summary.get("run_id") or run_dir.name)
     results = [r for r in summary.get("results", []) if isinstance(r, dict) and r.get("group") and r.get("name")]
-    return Run(run_dir, run_id, _date(run_dir, run_id),
+    return Run(run_dir, run_id, _date(run_dir, run_id, manifest),
                str(summary.get("hardware_key") or manifest.get("hardware_key") or "unknown"), manifest,
                results, bool((summary.get("options") or {}).get("verify_only")))
 
