@@ -38,6 +38,15 @@ def test_joined_work_copies_on_the_current_stream_and_other_gpus_are_not_left_ov
     assert leftover_us(_trace(joined, late_copy)) == 28.0
 
 
+def test_the_markers_range_drawn_on_the_gpus_timeline_is_not_taken_for_the_cpu_one():
+    """torch's profiler exports a record_function range twice: on the CPU (user_annotation) and over the
+    GPU work it launched (gpu_user_annotation, later, on the GPU's clock)."""
+    events = _trace(_kernel("spin", 80.0, 60.0, 13, 2))
+    events.append({"ph": "X", "cat": "gpu_user_annotation", "name": MARKER, "ts": 110.0, "dur": 2.0,
+                   "args": {"device": 0, "stream": 7}})
+    assert leftover_us(events) == 28.0
+
+
 def test_no_marker_kernel_is_no_answer():
     events = _trace(_kernel("spin", 50.0, 30.0, 7, 1))
     assert leftover_us(events[:-1]) is None  # the marker's kernel is missing

@@ -30,7 +30,8 @@ def leftover_us(events: list[dict[str, Any]]) -> float | None:
     when none did, or None when the trace holds no marker kernel. ``events``: a Chrome trace's
     ``traceEvents`` as torch's profiler exports them (the marker range, the runtime calls inside it,
     and GPU work linked to them by ``correlation``)."""
-    ranges = [e for e in events if e.get("name") == MARKER and "dur" in e]
+    # the CPU-side range (the profiler also draws it on the GPU's timeline as gpu_user_annotation)
+    ranges = [e for e in events if e.get("name") == MARKER and "dur" in e and e.get("cat") != "gpu_user_annotation"]
     if not ranges:
         return None
     start, end = ranges[-1]["ts"], ranges[-1]["ts"] + ranges[-1]["dur"]
