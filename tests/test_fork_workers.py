@@ -74,3 +74,22 @@ def test_a_forked_worker_that_times_out_leaves_nothing(name, verdicts, tmp_path,
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_zygote_that_cannot_start_is_an_oserror_and_the_run_starts_workers_anew(tmp_path, monkeypatch):
+    """A zygote whose imports fail (here: a torch that cannot be imported, first on its path) is
+    reported, and a --fork-workers run then starts each worker anew (placement.forked false)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('no torch for this zygote')\n")
+    broken = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parents[1])])}
+    with pytest.raises(OSError, match="did not start"):
+        Zygote(broken, tmp_path, tmp_path / "zygote.log")
+    assert "no torch for this zygote" in (tmp_path / "zygote.log").read_text()
+
+    from aisp.harness import runner
+
+    monkeypatch.setattr(runner, "Zygote", lambda env, cwd, log: (_ for _ in ()).throw(OSError("no zygote here")))
+    options = RunOptions(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0, fork_workers=True,
+                         artifacts_dir=tmp_path / "runs")
+    result = _run(FIXTURES / "pairs", ["raises"], options)["raises"]
+    assert result["placement"]["forked"] is False and result["verdict"] == "error"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -106,6 +107,10 @@ def serve() -> int:
     return 0
 
 
+READY_S = 120.0
+"""How long the zygote may take to import torch and the harness before workers are started anew."""
+
+
 class Forked:
     """A child of the zygote, as the runner watches a ``subprocess.Popen``: ``pid``, ``poll()``,
     ``returncode``."""
@@ -128,10 +133,12 @@ class Zygote:
             self.proc = subprocess.Popen([sys.executable, "-m", "aisp.harness.zygote"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=err, cwd=cwd, env=env, text=True,
                                          start_new_session=True)
-        ready = json.loads(self.proc.stdout.readline() or "{}")
+        started = select.select([self.proc.stdout], [], [], READY_S)[0]  # its imports take seconds, not minutes
+        ready = json.loads(self.proc.stdout.readline() or "{}") if started else {}
         if "ready" not in ready:
-            self.close()
-            raise OSError(f"the zygote did not start (exit {self.proc.poll()})")
+            self.proc.kill()
+            self.proc.wait()
+            raise OSError(f"the zygote did not start within {READY_S:.0f} s (exit {self.proc.poll()})")
         self._lock, self._next = threading.Lock(), 0
         self._exits: dict[int, int] = {}
         self._forked: dict[int, int] = {}
