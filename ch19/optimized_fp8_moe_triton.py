@@ -6,18 +6,16 @@ optimized_fp8_moe.py (kept as the measured reference: 7.788 ms, 39% of the fp8 p
 ``_scaled_mm`` calls, the GEMMs at ~620 TFLOP/s), but each layer is one Triton kernel over all 8
 experts: a tile table lists every 128-row block of every expert's slice of the sorted tokens (built on
 the host from the counts routing already copies there; no padding, a block ends where its expert's rows
-end), and 132 resident programs, one per SM, walk the (block, column tile) pairs grouped by 8 row blocks, so
-that the ~130 tiles in flight share 8 row blocks (4 MB) and ~16 column tiles of one expert's weights
-(1 MB each) in L2. Per
-tile: a 128 x 256 fp32 accumulator over K in 128-deep steps of fp8 wgmma (both operands K-major in
-shared memory, as fp8 wgmma requires), fed by TMA (one bulk copy per operand per step, no address
-arithmetic in the threads; rows past the tensor come back zero), 3-4 stages of 48 KB, 8 warps (two
-warpgroups of 64 rows), 184 registers; the epilogue applies the row and channel scales and stores bf16
-for the rows of the block's expert only. Two H200-sized configs (3 or 4 stages) are autotuned per
-layer shape in the untimed warm-up.
+end), and 132 resident programs, one per SM, walk the (block, column tile) pairs grouped by 8 row
+blocks, so the ~130 tiles in flight share 8 row blocks (4 MB) and ~16 column tiles of one expert's
+weights (1 MB each) in L2. Per tile: a 128 x 256 fp32 accumulator over K in 128-deep steps of fp8
+wgmma (both operands K-major in shared memory), fed by TMA (one bulk copy per operand per step; rows
+past the tensor come back zero), 3-4 stages of 48 KB, 8 warps, 184 registers; the epilogue applies
+the row and channel scales and stores bf16 for the block's expert's rows only. Two configs (3 or 4
+stages) are autotuned per layer shape in the untimed warm-up.
 Expect (measured, H200, 2026-11-27): 8.660 -> 6.929 ms, 1.25x [1.22, 1.27], 634.7 TFLOP/s counting the
-passes around the GEMMs, 44% of the 1,433 TFLOP/s fp8 peak: the pair's best, 1.06x the _scaled_mm
-variant (7.327 ms), short of the 5.0-6.0 ms (1.45-1.75x) estimated and of the 80% target (not profiled).
+passes around the GEMMs, 44% of the fp8 peak: the pair's best, 1.06x the _scaled_mm variant (7.327
+ms); the GEMMs run near the fp8 peak, the passes around them take the rest (README, profiled).
 Run: python ch19/optimized_fp8_moe_triton.py  |  aisp bench run -t ch19:fp8_moe
 """
 
@@ -38,8 +36,27 @@ import aisp
 BM, BN, BK = 128, 256, 128
 CONFIGS = [triton.Config({}, num_warps=8, num_stages=3),  # 144 KB of shared memory
            triton.Config({}, num_warps=8, num_stages=4)]  # 192 KB
-"""One program per SM (shared memory), 184 registers, 128 x 256 x 128 tiles (the TMA boxes are built for
-them). Two candidates x two layer shapes: four compiles in the chapter's run, which must stay under 3 min."""
+"""One program per SM, 128 x 256 x 128 tiles (the TMA boxes' size); 2 candidates x 2 layer shapes: 4 compiles."""
+
+
+@triton.jit
+def tile_of(t, blocks, col_tiles, table_ptr, BN: tl.constexpr, GROUP: tl.constexpr):
+    """Tile ``t`` of the persistent walk: expert, first and end row, first column (GROUP row blocks per column tile)."""
+    first = t // (GROUP * col_tiles) * GROUP
+    size = tl.minimum(blocks - first, GROUP)
+    block, col0 = first + t % (GROUP * col_tiles) % size, t % (GROUP * col_tiles) // size * BN
+    e, row0 = tl.load(table_ptr + block), tl.load(table_ptr + blocks + block)
+    return e, row0, tl.load(table_ptr + 2 * blocks + block), col0
+
+
+@triton.jit
+def tile_dot(a_desc, b_desc, e, row0, col0, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+             BK: tl.constexpr):
+    """The tile's fp32 accumulator over K (rows past the block, the next expert's: multiplied, never stored)."""
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([row0, k]), b_desc.load([e * N + col0, k]).T, acc)
+    return acc
 
 
 @triton.autotune(CONFIGS, key=["N", "K"])
@@ -52,14 +69,8 @@ def _grouped_gemm(a_desc, sa_ptr, b_desc, sb_ptr, c_ptr, table_ptr, blocks, N, K
     col_tiles = N // BN
     t = pid
     while t < blocks * col_tiles:  # persistent: tiles pid, pid + programs, ...
-        first = t // (GROUP * col_tiles) * GROUP  # GROUP row blocks share each column tile in turn (L2)
-        size = tl.minimum(blocks - first, GROUP)
-        block, col0 = first + t % (GROUP * col_tiles) % size, t % (GROUP * col_tiles) // size * BN
-        e, row0 = tl.load(table_ptr + block), tl.load(table_ptr + blocks + block)
-        row1 = tl.load(table_ptr + 2 * blocks + block)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, K, BK):  # rows past the block (the next expert's) are multiplied, never stored
-            acc = tl.dot(a_desc.load([row0, k]), b_desc.load([e * N + col0, k]).T, acc)
+        e, row0, row1, col0 = tile_of(t, blocks, col_tiles, table_ptr, BN, GROUP)
+        acc = tile_dot(a_desc, b_desc, e, row0, col0, N, K, BM, BN, BK)
         rows, cols = row0 + tl.arange(0, BM), e * N + col0 + tl.arange(0, BN)
         scale = tl.load(sa_ptr + rows, mask=rows < row1, other=0.0)[:, None] * tl.load(sb_ptr + cols)[None, :]
         out = c_ptr + rows.to(tl.int64)[:, None] * N + (cols - e * N)[None, :]
@@ -80,21 +91,24 @@ def tile_table(counts: list[int], device: torch.device, bm: int = BM) -> torch.T
 def grouped_gemm(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor, table: torch.Tensor,
                  out_dtype: torch.dtype = torch.bfloat16, tile: tuple[int, int, int] = (BM, BN, BK)) -> torch.Tensor:
     """Row-wise scaled ``a[rows of e] @ b[e]^T`` for each expert e (a: (rows, K), sa: (rows,), b: (E, N, K),
-    sb: (E, N)), over the blocks of ``tile_table(counts, tile[0])``. On a GPU the autotuned kernel; another
-    ``tile`` runs one fixed config (the CPU tests, under TRITON_INTERPRET=1)."""
-    rows, k = a.shape
-    e, n, _ = b.shape
-    bm, bn, bk = tile
-    c = torch.empty(rows, n, device=a.device, dtype=out_dtype)
+    sb: (E, N)) over the blocks of ``tile_table(counts, tile[0])``; another ``tile``: CPU tests (interpreter)."""
+    c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=out_dtype)
+    return launch(_grouped_gemm, a, sa, b, sb, c, table, (), tile)
+
+
+def launch(kernel, a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor, out: torch.Tensor,
+           table: torch.Tensor, extra: tuple, tile: tuple[int, int, int]) -> torch.Tensor:
+    """``kernel(a, sa, b, sb, out, table, *extra, blocks, N, K)``: one program per SM (autotuned) or 4 (``tile``)."""
+    k, (e, n, _), (bm, bn, bk) = a.shape[1], b.shape, tile
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     b_desc = TensorDescriptor.from_tensor(b.reshape(e * n, k), [bn, bk])
-    args = (a_desc, sa, b_desc, sb, c, table, table.shape[1], n, k)
+    args = (a_desc, sa, b_desc, sb, out, table, *extra, table.shape[1], n, k)
     if tile != (BM, BN, BK):
-        _grouped_gemm.fn[(4,)](*args, 4, BM=bm, BN=bn, BK=bk)
+        kernel.fn[(4,)](*args, 4, BM=bm, BN=bn, BK=bk)
     else:
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        _grouped_gemm[(sms,)](*args, sms, BM=bm, BN=bn, BK=bk)
-    return c
+        kernel[(sms,)](*args, sms, BM=bm, BN=bn, BK=bk)
+    return out
 
 
 class Fp8GroupedTriton(Fp8ExpertLoop):

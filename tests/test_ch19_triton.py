@@ -9,6 +9,7 @@ and the bf16 multiply are the hardware's, checked by tests/test_ch19_gpu.py."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,22 @@ expert, row0, row1 = tile_table(counts, a.device, 16).tolist()
 assert expert == [0, 0, 0, 2, 2, 2, 2, 2, 3] and row0[3] == 37 and row0[-1] == 107 and row1[-1] == 120
 """
 
+MOE_COMBINE = """
+import torch
+from optimized_fp8_moe_fused_combine import grouped_gemm_combine
+from optimized_fp8_moe_triton import tile_table
+counts = [37, 0, 70, 13]
+a, b = torch.randn(120, 64).round(), torch.randn(4, 96, 64).round()
+sa, sb, gate = torch.rand(120) + 0.5, torch.rand(4, 96) + 0.5, torch.rand(120)
+token = torch.randperm(120) % 60  # every token twice (top_k = 2), in expert-sorted order
+out = grouped_gemm_combine(a, sa, b, sb, tile_table(counts, a.device, 16), token, gate, 64, tile=(16, 32, 32))
+y = torch.cat([(r @ b[e].t()) * s[:, None] * sb[e] for e, (r, s) in
+               enumerate(zip(torch.split(a, counts), torch.split(sa, counts)))])
+want = torch.zeros(64, 96).index_add_(0, token, y * gate[:, None])
+assert torch.allclose(out, want, rtol=1e-5, atol=1e-3), (out - want).abs().max()
+assert out[60:].abs().max() == 0  # tokens no row routes to stay zero
+"""
+
 W4 = """
 import torch, triton, triton.language as tl
 from ch19_w4 import quantize_w4
@@ -106,6 +123,10 @@ def test_persistent_cast_transpose_walks_every_tile_and_finds_the_amax() -> None
 
 def test_grouped_fp8_gemm_kernel_covers_every_expert_block() -> None:
     run_interpreted(MOE)
+
+
+def test_fused_combine_adds_every_gated_row_into_its_token() -> None:
+    run_interpreted(MOE_COMBINE)
 
 
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
@@ -287,4 +308,27 @@ def test_grouped_fp8_gemm_sm90_runs_fp8_wgmma_fed_by_tma() -> None:
     assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" not in ptx
     assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
     res = resources(k)
+    assert res["STACK"] == res["LOCAL"] == 0, res
+
+
+def test_fused_combine_sm90_keeps_the_grouped_gemm_and_adds_with_fp32_reductions() -> None:
+    """The fused-combine kernel (larger autotune config) is the same fp8 wgmma GEMM fed by TMA, fits one
+    SM, does not spill, and ends in fp32 global reductions instead of a bf16 store."""
+    sig = {"a_desc": "tensordesc<fp8e4nv[128, 128]>", "sa_ptr": "*fp32", "b_desc": "tensordesc<fp8e4nv[256, 128]>",
+           "sb_ptr": "*fp32", "out_ptr": "*fp32", "table_ptr": "*i32", "token_ptr": "*i64", "gate_ptr": "*fp32",
+           "blocks": "i32", "N": "i32", "K": "constexpr", "programs": "i32"}  # in the kernel's argument order
+    sys.path[:0] = [str(ROOT)]
+    try:
+        k = compile_sm90("optimized_fp8_moe_fused_combine", "_grouped_gemm_combine", sig,
+                         {"K": 8192, "BM": 128, "BN": 256, "BK": 128, "GROUP": 8}, num_warps=8, num_stages=4,
+                         autotuned=True)
+    finally:
+        del sys.path[0]
+    ptx = k.asm["ptx"]
+    assert k.metadata.shared <= 227 * 1024 and "cp.async.bulk.tensor.2d" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
+    assert re.search(r"(atom|red)\.global\.\S*add(\.v[24])?\.f32", ptx), "no fp32 global reduction"
+    assert "st.global" not in ptx  # the expert outputs are never stored
+    res = resources(k)
+    print(res)
     assert res["STACK"] == res["LOCAL"] == 0, res
