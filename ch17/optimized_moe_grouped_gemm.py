@@ -35,8 +35,12 @@ class GroupedExperts(MaskedExpertLoop):
         order, counts = sort_by_expert(ids, w.experts)
         token = order // w.top_k
         y = expert_ffn(self.x[token], ids.reshape(-1)[order], counts, self.w_gate_up, self.w_down, self.padded)
+        return self.combine(y, order, gates)
+
+    def combine(self, y: torch.Tensor, order: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+        """Each token's gated expert rows (``y``, in the sorted order ``order``) summed: an fp32 scatter."""
         out = torch.zeros(self.x.shape, device=self.device)
-        out.index_add_(0, token, y.float() * gates.reshape(-1)[order, None])
+        out.index_add_(0, order // gates.shape[1], y.float() * gates.reshape(-1)[order, None])
         return out.to(self.x.dtype)
 
 
