@@ -199,3 +199,22 @@ def test_a_merged_run_named_by_its_folder_is_dated_by_its_first_shard(tmp_path):
     runs = collect(tmp_path).runs
     assert [r.run_id for r in runs] == ["bookmerged", "20261128-084510"]
     assert runs[0].date == "2026-11-28T04:06:14"
+
+
+def test_a_pair_whose_newest_result_has_no_speedup_is_listed_under_the_chart(tmp_path):
+    """The chart draws the newest result per pair; one that timed out in the newest run has no point,
+    so the page names it, with its verdict, reason and run, instead of leaving it out silently."""
+    from aisp.report.dashboard.pages import chapter, overview
+
+    def result(verdict, speedup):
+        return {"target": "ch01:gemm", "group": "ch01", "name": "gemm", "verdict": verdict, "speedup": speedup,
+                "reason": None if speedup else "timed out after 40 s", "baseline": None, "variants": []}
+    for run_id, verdict, speedup in (("20261128-040000", "ok", {"value": 9.3, "low": 9.1, "high": 9.5}),
+                                     ("20261128-080000", "timeout", None)):
+        atomic_write_json(tmp_path / run_id / "summary.json",
+                          {"run_id": run_id, "hardware_key": "h200", "results": [result(verdict, speedup)]})
+    found = collect(tmp_path)
+    for page in (overview(found, tmp_path / "site"), chapter(found, "ch01", ["ch01:gemm"])):
+        html = page.render()
+        assert "not drawn: 1 pair whose newest result has no speedup" in html
+        assert "ch01:gemm (h200): timeout: timed out after 40 s (run 20261128-080000)" in html

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from aisp.report.dashboard.charts import samples_figure, speedup_figure, trend_figure
+from aisp.report.dashboard.charts import plottable, samples_figure, speedup_figure, trend_figure
 from aisp.report.dashboard.collect import Collection, PairRun, Run, expectation_entry, latest_by_key
 from aisp.report.dashboard.html import Page, esc, link, rel, table, verdict_badge
 from aisp.report.dashboard.roofline_chart import roofline_figure
@@ -45,6 +45,19 @@ def _latest(collection: Collection, targets: list[str]) -> list[PairRun]:
     return [e for t in targets for _, e in sorted(latest_by_key(collection.pairs[t]).items())]
 
 
+def _not_drawn(entries: list[PairRun]) -> str:
+    """The pairs a speedup chart leaves out (their newest result has no speedup: a timeout, an error, a
+    skip), each with its verdict, reason and run; "" when it draws them all."""
+    missing = [e for e in entries if not plottable(e.result.get("speedup"))]
+    if not missing:
+        return ""
+    items = "".join(f"<li>{esc(e.result['target'])} ({esc(e.key)}): {esc(str(e.result.get('verdict')))}"
+                    f"{': ' + esc(e.result['reason']) if e.result.get('reason') else ''} (run {esc(e.run.run_id)})</li>"
+                    for e in missing)
+    return (f'<details class="note"><summary>not drawn: {len(missing)} {"pair" if len(missing) == 1 else "pairs"} '
+            f"whose newest result has no speedup</summary><ul>{items}</ul></details>")
+
+
 def _versions(run: Run) -> str:
     """torch, CUDA and driver of a run, where its manifest names them."""
     env = run.manifest
@@ -62,9 +75,12 @@ def overview(collection: Collection, site: Path) -> Page:
              f"{len(collection.pairs)} pairs, hardware keys: {esc(', '.join(keys) or '-')}. "
              f"All results as one tidy table: {link('data/results.csv', 'results.csv')}.</p>",
              "<h2>Latest speedup of each pair</h2>",
-             '<p class="note">Newest timed result per pair and hardware key; bars are 95% intervals; '
-             "the dotted line is 1x (no change). Colours are verdicts (legend above the chart).</p>")
-    page.figure(speedup_figure(_latest(collection, sorted(collection.pairs))), "No pair has a measured speedup yet.")
+             '<p class="note">Newest result per pair and hardware key (a verify-only run does not replace a '
+             "timed one); bars are 95% intervals; the dotted line is 1x (no change). Colours are verdicts "
+             "(legend above the chart); pairs whose newest result has no speedup are listed below it.</p>")
+    latest_all = _latest(collection, sorted(collection.pairs))
+    page.figure(speedup_figure(latest_all), "No pair has a measured speedup yet.")
+    page.add(_not_drawn(latest_all))
     rows = [[link(chapter_page_name(ch), ch), str(len(targets)),
              _counts([e.result for e in _latest(collection, targets)])]
             for ch, targets in collection.chapters().items()]
@@ -86,6 +102,7 @@ def chapter(collection: Collection, name: str, targets: list[str]) -> Page:
     latest = _latest(collection, targets)
     page.add("<h2>Speedup</h2>")
     page.figure(speedup_figure(latest), "No pair of this chapter has a measured speedup yet.")
+    page.add(_not_drawn(latest))
     for key in sorted({e.key for e in latest}):
         page.add(f"<h2>Roofline ({esc(key)})</h2>")
         figure, left_out = roofline_figure([e for e in latest if e.key == key])
