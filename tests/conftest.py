@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip)
+
+
+def good_pair_folder(tmp_path: Path) -> Path:
+    """``tmp_path/mine``: a folder of one's own pairs (``--root``) holding the fixture pair ``good``."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
+        shutil.copy(FIXTURE_PAIRS / name, mine / name)
+    return mine
 
 
 def variant_modules(folder: Path) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import FIXTURE_PAIRS, REPO
+from conftest import REPO, good_pair_folder
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
@@ -294,16 +294,8 @@ def test_malformed_file_is_named_and_the_result_kept(tmp_path):
     assert (tmp_path / "expectations_h100.json").read_text() == '{"entries": {"a": '
 
 
-def _own_pairs(tmp_path):
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
-        shutil.copy(FIXTURE_PAIRS / name, mine / name)
-    return mine
-
-
 def test_aa_calibration_is_stored_beside_the_pair_and_kept_by_updates(tmp_path):
-    mine = _own_pairs(tmp_path)
+    mine = good_pair_folder(tmp_path)
     options = RunOptions(device="cpu", iterations=3, warmup=1, artifacts_dir=tmp_path / "runs")
     calibrate(pairs_in(mine), options)
     noise = _doc(mine, "cpu")["entries"]["good"]["noise"]
@@ -315,7 +307,7 @@ def test_aa_calibration_is_stored_beside_the_pair_and_kept_by_updates(tmp_path):
 
 
 def test_malformed_file_in_a_run_is_exit_2_with_every_result_written(tmp_path):
-    mine = _own_pairs(tmp_path)
+    mine = good_pair_folder(tmp_path)
     broken = mine / "expectations_cpu.json"
     broken.write_text("{not json")
     result = CliRunner().invoke(app, ["bench", "run", "--root", str(mine), "-t", "mine:good", "--device", "cpu",

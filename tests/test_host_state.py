@@ -4,11 +4,10 @@ result not judged nor stored, the explicit default CPU share, and the runner's r
 from __future__ import annotations
 
 import os
-import shutil
 
 import numpy as np
 import pytest
-from conftest import FIXTURE_PAIRS
+from conftest import good_pair_folder
 
 from aisp.harness import host
 from aisp.harness.discovery import pairs_in
@@ -105,10 +104,7 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
     """One pair through run_suite: a fake NVML hook names a foreign process, so the result is busy;
     the default (one pair at a time) share sets the threads to the cores this process may use; the
     confirm hook's ``again`` runs the pair once more in a fresh process with its own host readings."""
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
-        shutil.copy(FIXTURE_PAIRS / name, mine / name)
+    mine = good_pair_folder(tmp_path)
     asked = []
 
     def confirm(result, ctx, again):
@@ -131,10 +127,7 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
 def test_the_runs_own_exited_worker_still_listed_by_nvml_is_not_busy(tmp_path, monkeypatch):
     """NVML lists a worker for a moment after it exited: the hook names the pair's own worker (the
     process the runner started, gone from its tree by the second reading); the host is not busy."""
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
-        shutil.copy(FIXTURE_PAIRS / name, mine / name)
+    mine = good_pair_folder(tmp_path)
     monkeypatch.setattr(host, "_STARTED", set())
     listed = []
 

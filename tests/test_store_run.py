@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
-from conftest import FIXTURE_PAIRS
+from conftest import good_pair_folder
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
@@ -19,18 +18,10 @@ from aisp.harness.runner import run_suite
 runner = CliRunner()
 
 
-def _mine(tmp_path):
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    for name in ("baseline_good.py", "optimized_good.py", "common_pairs.py"):
-        shutil.copy(FIXTURE_PAIRS / name, mine / name)
-    return mine
-
-
 def test_a_run_from_another_machine_is_stored_beside_this_checkouts_pair(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a loaded CI host reads busy: not stored
     monkeypatch.setattr(host, "PROC_STAT", tmp_path / "no_proc_stat")  # nor a VM's steal
-    mine = _mine(tmp_path)
+    mine = good_pair_folder(tmp_path)
     options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
     (result,), run_dir = run_suite(pairs_in(mine), options)
     assert not (mine / "expectations_cpu.json").exists()  # run_suite alone stores nothing
