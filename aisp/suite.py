@@ -151,11 +151,7 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     if ci is not None:
         ci.write(results, run_dir.name, read_json(run_dir / "manifest.json")["hardware_key"])
     if options.update_expectations:
-        written = expectations.update(results, {**read_json(run_dir / "manifest.json"), "run_id": run_dir.name})
-        for path in written:
-            Console().print(f"Expectations updated: {path}")
-        for line in expectations.refused(results):
-            Console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+        print_stored(*store_results(results, read_json(run_dir / "manifest.json"), run_dir.name))
     unreadable = expectations.unreadable_files(results)
     for line in unreadable:
         Console(stderr=True).print(f"[red]error:[/red] expectations file unreadable, not compared nor updated: "
@@ -180,5 +176,19 @@ def store_run(run_dir: Path, roots: tuple[Path, ...] = ()) -> tuple[list[Path], 
             warnings.append(f"{result.get('target')}: no such pair in this checkout; not stored")
             continue
         results.append({**result, "files": [str(p) for p in (pair.baseline, *pair.optimized)]})
-    warnings += expectations.refused(results)
-    return expectations.update(results, {**manifest, "run_id": run_dir.name}), warnings
+    written, refused = store_results(results, manifest, run_dir.name)
+    return written, warnings + refused
+
+
+def store_results(results: list[dict[str, Any]], manifest: dict[str, Any], run_id: str) -> tuple[list[Path], list[str]]:
+    """Store a run's results (its manifest and folder name given) in the expectation files: the files
+    written, and a line for each result not stored and why."""
+    return expectations.update(results, {**manifest, "run_id": run_id}), expectations.refused(results)
+
+
+def print_stored(written: list[Path], warnings: list[str]) -> None:
+    """Say which expectation files were written (stdout) and what was not stored (stderr)."""
+    for path in written:
+        Console().print(f"Expectations updated: {path}")
+    for line in warnings:
+        Console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)

@@ -284,17 +284,14 @@ def store(
     For a run taken in shards (run them without --update-expectations, join them with 'aisp report
     merge', then store the merged folder) or on another machine. Exit 2 for a folder that is not a
     finished run."""
-    from aisp.suite import store_run
+    from aisp.suite import print_stored, store_run
 
     for run_dir in run_dirs:
         try:
             written, warnings = store_run(run_dir, tuple(root or ()))
         except (FileNotFoundError, NotADirectoryError, KeyError, ValueError) as exc:
             fail_usage(f"{run_dir}: not a finished run folder ({type(exc).__name__}: {exc})")
-        for path in written:
-            Console().print(f"Expectations updated: {path}")
-        for line in warnings:
-            Console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+        print_stored(written, warnings)
 
 
 @app.command("expectations")
