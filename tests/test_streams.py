@@ -4,7 +4,7 @@ the shape torch's profiler exports: the marker range, the launch inside it, GPU 
 from __future__ import annotations
 
 from aisp.harness.results import assemble
-from aisp.harness.streams import MARKER, leftover_us
+from aisp.harness.streams import MARKER, SPACER, leftover_us, spacer_covered
 from aisp.harness.timing import left_on_streams
 
 
@@ -24,9 +24,9 @@ def _trace(*work, marker_at=100.0):
 
 
 def test_a_spin_left_on_a_side_stream_is_measured_past_the_marker():
-    """30 us on stream 13 ending 28 us after the marker kernel's end (112 us): 28 us left behind."""
+    """60 us on stream 13 ending 30 us after the marker kernel's start (110 us): 30 us left behind."""
     events = _trace(_kernel("spin", 50.0, 30.0, 7, 1), _kernel("spin", 80.0, 60.0, 13, 2))
-    assert leftover_us(events) == 28.0
+    assert leftover_us(events) == 30.0
 
 
 def test_joined_work_copies_on_the_current_stream_and_other_gpus_are_not_left_over():
@@ -35,7 +35,7 @@ def test_joined_work_copies_on_the_current_stream_and_other_gpus_are_not_left_ov
     other_gpu = _kernel("nccl", 60.0, 200.0, 21, 3, device=1)
     assert leftover_us(_trace(joined, copy, other_gpu)) == 0.0
     late_copy = _kernel("Memcpy DtoH", 100.0, 40.0, 13, 4, cat="gpu_memcpy")
-    assert leftover_us(_trace(joined, late_copy)) == 28.0
+    assert leftover_us(_trace(joined, late_copy)) == 30.0
 
 
 def test_the_markers_range_drawn_on_the_gpus_timeline_is_not_taken_for_the_cpu_one():
@@ -44,7 +44,26 @@ def test_the_markers_range_drawn_on_the_gpus_timeline_is_not_taken_for_the_cpu_o
     events = _trace(_kernel("spin", 80.0, 60.0, 13, 2))
     events.append({"ph": "X", "cat": "gpu_user_annotation", "name": MARKER, "ts": 110.0, "dur": 2.0,
                    "args": {"device": 0, "stream": 7}})
-    assert leftover_us(events) == 28.0
+    assert leftover_us(events) == 30.0
+
+
+def _spacer(launch_at, ends_at):
+    """The spacer range with its launch (correlation 98) at ``launch_at``, its kernel ending at ``ends_at``."""
+    return [{"ph": "X", "cat": "user_annotation", "name": SPACER, "ts": launch_at - 1, "dur": 6.0},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": launch_at, "dur": 4.0,
+             "args": {"correlation": 98}},
+            _kernel("at::cuda::spin_kernel(long)", launch_at + 5, ends_at - launch_at - 5, 7, 98)]
+
+
+def test_the_spacer_must_outlast_the_hosts_launch_of_the_marker():
+    """The marker's launch is at 101 us: a spacer ending at 2,000 us covered the call's issue; one
+    ending at 60 us did not (the call then ran as the host got to it: a late marker hides a tail)."""
+    call = _kernel("spin", 80.0, 60.0, 13, 2)
+    assert spacer_covered([*_spacer(0.0, 2000.0), *_trace(call)]) is True
+    assert spacer_covered([*_spacer(0.0, 60.0), *_trace(call)]) is False
+    assert spacer_covered(_trace(call)) is None  # no spacer in the trace: nothing to say
+    # the spacer is on the current stream: its own time is not work left on another stream
+    assert leftover_us([*_spacer(0.0, 2000.0), *_trace(call)]) == 30.0
 
 
 def test_no_marker_kernel_is_no_answer():
