@@ -112,31 +112,34 @@ def test_a_short_kernel_is_timed_as_device_work(tmp_path):
 
 
 def test_timing_modes_against_do_bench(tmp_path):
-    """An 8192^3 bf16 matmul: per-call timing (after warmup by time) agrees with triton.testing.do_bench
-    taken just before it within 3%, and sustained timing is not faster (it holds the GPU at its
-    power-capped steady clock, which do_bench's 100 ms window does not reach: on the H200, with the window from
-    idle (before the device window; not yet measured with it), per-call 1.467 ms,
-    do_bench 1.477 ms, sustained 1.626 ms; a do_bench taken after the sustained run read 1.525 ms, a hot
-    GPU). A/A (the same matmul as both variants) over 50 iterations: within 1% of 1, half-width <= 2%
-    (H200: 1.0014x [0.9973, 1.0055] per call, 0.9989x [0.9954, 1.0023] sustained)."""
+    """An 8192^3 bf16 matmul: per-call timing agrees with triton.testing.do_bench taken just before
+    and just after it, and sustained timing is not faster (it holds the GPU at its power-capped steady
+    clock). A/A (the same matmul as both variants) over 50 iterations: within 1% of 1, half-width
+    <= 2% (H200: 1.0014x [0.9973, 1.0055] per call, 0.9989x [0.9954, 1.0023] sustained). The three
+    kernels of issue 27 (this matmul, a 1 GiB copy, a ~37 us elementwise kernel) against do_bench one
+    after the other, with clocks recorded: tests/gpu_timing_check.py (H200, 2026-11-28: 0.977, 0.998
+    and 0.982 of do_bench)."""
     do_bench = pytest.importorskip("triton.testing").do_bench
     a = torch.randn(8192, 8192, device="cuda").bfloat16()
     b = torch.randn(8192, 8192, device="cuda").bfloat16()
-    figures = {"do_bench": do_bench(lambda: a @ b)}
+    figures, around = {}, {}
     for timing in ("per-call", "sustained"):
+        before = do_bench(lambda: a @ b)
         result = _run(tmp_path / timing, ["timing:same"], (TIMING,), timing=timing, iterations=50)["same"]
+        around[timing] = (before, do_bench(lambda: a @ b))  # the GPU's state before and after the run
         speedup = result["speedup"]
         figures[timing] = result["baseline"]["summary"]["median"]
         print(f"{timing}: {figures[timing]:.4f} ms, A/A {speedup['value']:.4f} [{speedup['low']:.4f}, "
-              f"{speedup['high']:.4f}]")
+              f"{speedup['high']:.4f}], do_bench before {before:.4f} ms, after {around[timing][1]:.4f} ms")
         assert (speedup["high"] - speedup["low"]) / 2 / speedup["value"] <= 0.02
         assert speedup["value"] == pytest.approx(1.0, abs=0.01)
-    print(", ".join(f"{k} {v:.4f} ms" for k, v in figures.items()))
-    # the matmul is power-capped (1,500-1,515 MHz at ~640 W in the harness's windows, 2026-11-28) and the
-    # per-call window still read 2.7-7.0% under do_bench (1.402 against 1.473 ms here), which clears L2
-    # before every call (tests/gpu_timing_check.py measures the window with the L2 flushed beside it)
-    assert figures["per-call"] == pytest.approx(figures["do_bench"], rel=0.06)
-    assert figures["sustained"] >= 0.97 * figures["do_bench"]
+    # The matmul's time follows the GPU's power state more than any timing method: do_bench read
+    # 1.389 ms first thing in a process (a cool GPU, ~1.93 GHz), the harness 1.529 ms per call after
+    # its warmup by time (power-capped, 1,485-1,515 MHz), on the same H200 (2026-11-28). So the
+    # per-call figure is held to do_bench taken just before and just after it: within 6% of that range.
+    low, high = min(around["per-call"]), max(around["per-call"])
+    assert 0.94 * low <= figures["per-call"] <= 1.06 * high, (figures, around)
+    assert figures["sustained"] >= 0.97 * min(around["sustained"])
 
 
 def test_reused_workers_give_the_isolated_runs_results_on_gpu(tmp_path):
