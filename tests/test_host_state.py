@@ -65,6 +65,55 @@ def test_cpu_steal_above_five_percent_is_busy():
     assert calm["busy"] == []
 
 
+def test_schedstat_sums_every_threads_cpu_and_run_queue_time(tmp_path):
+    for tid, fields in (("101", "3000000000 500000000 40"), ("102", "1000000000 1500000000 7")):
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "schedstat").write_text(fields + "\n")
+    assert host.schedstat(tmp_path) == (4_000_000_000, 2_000_000_000)
+    assert host.schedstat(tmp_path / "none") is None
+    assert host.cpu_wait((1_000_000_000, 0), (4_000_000_000, 2_000_000_000)) == {"ran_s": 3.0, "waited_s": 2.0}
+    assert host.cpu_wait(None, (1, 1)) is None
+
+
+@pytest.mark.parametrize(("ran", "waited", "busy"), [(0.5, 2.0, True), (0.5, 1.4, False), (0.01, 1.0, False)])
+def test_a_pair_whose_threads_waited_for_a_cpu_over_three_times_as_long_as_they_ran_is_busy(ran, waited, busy):
+    """Over the limit it got under a quarter of the CPU it asked for; a pair that barely ran is not judged by it."""
+    state = host.state(_reading(), _reading(), cores=8, waits={"ran_s": ran, "waited_s": waited})
+    assert bool(state["busy"]) is busy, state
+    assert state["cpu_wait"] == {"ran_s": ran, "waited_s": waited}
+    if busy:
+        assert state["busy"] == ["the pair's threads waited 2.00 s for a CPU against 0.50 s on one while timed (limit 3x)"]
+
+
+def test_a_thread_sharing_its_cpu_with_five_spinning_processes_reads_as_starved():
+    """The real reading: this thread and five busy loops pinned to one CPU; the scheduler gives it
+    about a sixth of that CPU, so it waits about five times as long as it runs (no wall-clock figure
+    is asserted: the ratio is the scheduler's share)."""
+    import subprocess
+    import sys
+    import time
+
+    if not hasattr(os, "sched_setaffinity") or host.schedstat() is None:
+        pytest.skip("no per-thread schedstat or CPU affinity here")
+    cpu = min(os.sched_getaffinity(0))
+    spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(5)]
+    allowed = os.sched_getaffinity(0)
+    try:
+        time.sleep(0.5)  # the spinners are running
+        os.sched_setaffinity(0, {cpu})
+        before = host.schedstat()
+        while (after := host.schedstat())[0] - before[0] < 0.2e9:  # until this process ran 0.2 s of CPU
+            pass
+        waits = host.cpu_wait(before, after)
+    finally:
+        os.sched_setaffinity(0, allowed)
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+    assert host.state(_reading(), _reading(), cores=8, waits=waits)["busy"], waits
+
+
 def test_the_default_share_is_the_physical_cores_split_among_the_ranks():
     """One pair at a time: torch's own default (physical cores), at most the cores allowed, per rank."""
     big = Topology(cpu_count=64)
@@ -113,8 +162,12 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
     hooks = Hooks(gpu_pids=lambda share, gpus: [2**22 + 1], confirm=confirm)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a loaded CI host would read busy too
     monkeypatch.setattr(host, "PROC_STAT", tmp_path / "no_proc_stat")  # and a VM's steal
+    monkeypatch.setattr(host, "STARVED_LIMIT", float("inf"))  # and threads waiting for a CPU
     options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
     (result,), run_dir = run_suite(pairs_in(mine), options, hooks=hooks)
+    waits = result["host"]["cpu_wait"]  # the worker read its threads' schedstat around the timed iterations
+    if host.schedstat() is not None:  # Linux
+        assert waits["ran_s"] > 0 and waits["waited_s"] >= 0
     assert result["host"]["gpu_processes"] == [2**22 + 1]
     assert result["host"]["busy"] == [f"other process(es) on the pair's GPU: pid {2**22 + 1}"]
     assert result["notes"][-1] == f"host busy: other process(es) on the pair's GPU: pid {2**22 + 1}"
@@ -136,6 +189,7 @@ def test_the_runs_own_exited_worker_still_listed_by_nvml_is_not_busy(tmp_path, m
         return list(host._STARTED)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(host, "PROC_STAT", tmp_path / "no_proc_stat")
+    monkeypatch.setattr(host, "STARVED_LIMIT", float("inf"))
     options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
     (result,), _ = run_suite(pairs_in(mine), options, hooks=Hooks(gpu_pids=hook))
     assert listed[-1], "the runner remembers the worker it started"

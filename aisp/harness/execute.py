@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from aisp.harness import host
 from aisp.harness.benchmark import Benchmark, Unavailable, Workload, unmet_requirements
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
@@ -446,14 +447,21 @@ def workload_dict(workload: Workload) -> dict[str, Any]:
 def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch.device,
                          telemetry_out: dict[str, Any] | None, align: Callable[[Any], Any] = _alone,
                          check: CheckPlan | None = None) -> dict[int, Any]:
-    """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples."""
+    """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples. The threads'
+    run-queue wait over the timed iterations goes in ``telemetry_out["cpu_wait"]`` (host busy)."""
     read = nvml_reader(device) if device.type == "cuda" else None
+    started = host.schedstat()
     if read is None:
         if telemetry_out is not None and device.type == "cuda":
             telemetry_out["unavailable"] = "NVML could not be read; throttling was not checked"
-        return time_interleaved(live, options, device, align, check)
+        last = time_interleaved(live, options, device, align, check)
+        if telemetry_out is not None:
+            telemetry_out["cpu_wait"] = host.cpu_wait(started, host.schedstat())
+        return last
     with Telemetry(read) as tel:
         last = time_interleaved(live, options, device, align, check)
+    if telemetry_out is not None:
+        telemetry_out["cpu_wait"] = host.cpu_wait(started, host.schedstat())
     for var in live:
         var.throttled = {i: r for i, (a, b) in enumerate(var.windows) if (r := tel.throttled(a, b))}
     if telemetry_out is not None:

@@ -10,6 +10,11 @@ A pair is timed on a *busy* host when any of these holds (each with its figures 
   compute processes of the pair's GPUs, read by a hook of the caller: the harness imports no tool).
 - **CPU steal**: more than ``STEAL_LIMIT`` of the host's CPU time over the pair went to other
   virtual machines (``steal`` in ``/proc/stat``).
+- **the pair starved of CPU**: while it was timed, the worker's threads waited in the run queue
+  more than ``STARVED_LIMIT`` times as long as they ran (``/proc/self/task/*/schedstat``, read by
+  the worker around its timed iterations). The load average misses this when the contention starts
+  with the pair: two runs started together on one 2 x H200 host (2026-11-28) took
+  ch16:gpu_sampling's CPU baseline from 78 ms to 2,100 ms while the 1-min load read 1.7 before it.
 
 A busy result keeps its figures and is reported; it is neither judged against expectations nor
 stored (``not-compared: host busy``).
@@ -25,7 +30,13 @@ from typing import Any
 
 STEAL_LIMIT = 0.05
 """Share of CPU time taken by the hypervisor above which the host counts as busy."""
+STARVED_LIMIT = 3.0
+"""Run-queue wait over CPU time of the worker's threads (while timed) above which the pair was
+starved: it got under a quarter of the CPU it asked for. Two busy processes per core read about 1."""
+STARVED_MIN_S = 0.05
+"""CPU time the threads must have run for the ratio to count (a pair that barely uses the CPU)."""
 PROC_STAT = Path("/proc/stat")
+TASKS = Path("/proc/self/task")
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,27 @@ def cpu_ticks(text: str) -> tuple[int, int] | None:
     return None
 
 
+def schedstat(tasks: Path = TASKS) -> tuple[int, int] | None:
+    """(ns on a CPU, ns waiting in a run queue) summed over this process's threads (the first two
+    fields of each thread's ``schedstat``); None where the kernel does not keep them."""
+    ran = waited = 0
+    found = False
+    for task in tasks.glob("*/schedstat") if tasks.is_dir() else ():
+        try:
+            fields = task.read_text().split()
+        except OSError:  # the thread ended
+            continue
+        ran, waited, found = ran + int(fields[0]), waited + int(fields[1]), True
+    return (ran, waited) if found else None
+
+
+def cpu_wait(before: tuple[int, int] | None, after: tuple[int, int] | None) -> dict[str, float] | None:
+    """Seconds the threads ran and waited between two :func:`schedstat` readings."""
+    if before is None or after is None:
+        return None
+    return {"ran_s": (after[0] - before[0]) / 1e9, "waited_s": (after[1] - before[1]) / 1e9}
+
+
 def read(gpu_pids: Iterable[int] | None = None) -> Reading:
     """The host now; ``gpu_pids`` as the caller's NVML hook found them (None: unknown)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -75,9 +107,11 @@ def read(gpu_pids: Iterable[int] | None = None) -> Reading:
     return Reading(load, ticks, tuple(gpu_pids) if gpu_pids is not None else None)
 
 
-def state(before: Reading, after: Reading, cores: int, own: Iterable[int] = ()) -> dict[str, Any]:
+def state(before: Reading, after: Reading, cores: int, own: Iterable[int] = (),
+          waits: dict[str, float] | None = None) -> dict[str, Any]:
     """The readings around one pair, and ``busy``: why the host was busy (empty when quiet).
-    ``own``: this run's processes (not counted as others on the GPU)."""
+    ``own``: this run's processes (not counted as others on the GPU); ``waits``: the worker's
+    :func:`cpu_wait` over its timed iterations, when it measured one."""
     steal = _steal(before.cpu_ticks, after.cpu_ticks)
     others = sorted({p for r in (before, after) for p in (r.gpu_pids or ())} - set(own))
     loads = [r.load_1m for r in (before, after) if r.load_1m is not None]
@@ -88,9 +122,12 @@ def state(before: Reading, after: Reading, cores: int, own: Iterable[int] = ()) 
         busy.append(f"other process(es) on the pair's GPU: pid {', '.join(map(str, others))}")
     if steal is not None and steal > STEAL_LIMIT:
         busy.append(f"CPU steal {steal:.1%} over the pair (limit {STEAL_LIMIT:.0%})")
+    if waits and waits["ran_s"] >= STARVED_MIN_S and waits["waited_s"] > STARVED_LIMIT * waits["ran_s"]:
+        busy.append(f"the pair's threads waited {waits['waited_s']:.2f} s for a CPU against {waits['ran_s']:.2f} s "
+                    f"on one while timed (limit {STARVED_LIMIT:g}x)")
     gpu_known = before.gpu_pids is not None or after.gpu_pids is not None
     return {"load_1m": [before.load_1m, after.load_1m], "cores": cores, "steal": steal,
-            "gpu_processes": others if gpu_known else None, "busy": busy}
+            "gpu_processes": others if gpu_known else None, "cpu_wait": waits, "busy": busy}
 
 
 def _steal(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:

@@ -529,7 +529,7 @@ def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share
     result = measure()
     after = host.read(pids())
     own = host.own_processes([os.getpid(), *(p.pid for p in descendants())])
-    state = host.state(before, after, os.cpu_count() or 1, own)
+    state = host.state(before, after, os.cpu_count() or 1, own, (result.get("telemetry") or {}).get("cpu_wait"))
     busy = [f"host busy: {why}" for why in state["busy"]]
     return {**result, "host": state, "notes": [*result.get("notes", []), *busy]}
 
