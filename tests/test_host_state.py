@@ -85,6 +85,12 @@ def test_a_pair_whose_threads_waited_for_a_cpu_over_three_times_as_long_as_they_
         assert state["busy"] == ["the pair's threads waited 2.00 s for a CPU against 0.50 s on one while timed (limit 3x)"]
 
 
+def test_a_multi_rank_pair_is_judged_by_its_most_starved_rank():
+    ranks = [{"ran_s": 2.0, "waited_s": 1.0}, None, {"ran_s": 0.5, "waited_s": 1.9}]
+    assert host.worst_wait(ranks) == {"ran_s": 0.5, "waited_s": 1.9}
+    assert host.worst_wait([None, None]) is None
+
+
 def test_a_thread_sharing_its_cpu_with_five_spinning_processes_reads_as_starved():
     """The real reading: this thread and five busy loops pinned to one CPU; the scheduler gives it
     about a sixth of that CPU, so it waits about five times as long as it runs (no wall-clock figure

@@ -43,6 +43,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from aisp.harness import host
 from aisp.harness.artifacts import atomic_write_json
 from aisp.harness.benchmark import Workload, unmet_requirements
 from aisp.harness.execute import (
@@ -242,9 +243,11 @@ def merge_memory(variants: list[Variant]) -> None:
 
 def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
                  telemetry: dict[str, Any], check: CheckPlan | None = None) -> dict[int, Any]:
-    """Time the live variants on every rank, then keep the slowest rank's samples."""
+    """Time the live variants on every rank, then keep the slowest rank's samples (and the run-queue
+    wait of the rank whose threads waited longest for a CPU per second run: the host-busy rule)."""
     last = timed_with_telemetry(live, options, device, telemetry, meet, check)
     slowest(live, telemetry["ranks"])
+    telemetry["cpu_wait"] = host.worst_wait(gather(telemetry.get("cpu_wait")))
     return last
 
 

@@ -100,6 +100,12 @@ def cpu_wait(before: tuple[int, int] | None, after: tuple[int, int] | None) -> d
     return {"ran_s": (after[0] - before[0]) / 1e9, "waited_s": (after[1] - before[1]) / 1e9}
 
 
+def worst_wait(waits: Iterable[dict[str, float] | None]) -> dict[str, float] | None:
+    """Of several ranks' :func:`cpu_wait`, the one that waited longest per second it ran (None if none)."""
+    known = [w for w in waits if w]
+    return max(known, key=lambda w: w["waited_s"] / max(w["ran_s"], 1e-9)) if known else None
+
+
 def read(gpu_pids: Iterable[int] | None = None) -> Reading:
     """The host now; ``gpu_pids`` as the caller's NVML hook found them (None: unknown)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
