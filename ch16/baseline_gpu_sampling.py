@@ -28,7 +28,6 @@ import torch
 
 import aisp
 
-
 SAMPLING_KERNELS = 28
 """Kernels of one ``top_p_race`` step plus its keys' ``arange``: the non-view aten ops it dispatches
 (softmax, sort, cumsum, the cut, 17 for the hashed draws, gathers, argmax), counted on a CPU

@@ -31,7 +31,6 @@ import aisp
 from aisp.kits.llm import DenseKVCache, LLMConfig
 from aisp.kits.llm.rope import rotate_, rotation
 
-
 FUSED_KERNELS = 4
 """Kernels of the optimized run(): the QKV GEMM, the Triton RoPE/write kernel and the two gathers
 that read K and V back (tests/test_latency_ceilings.py recounts the three torch ones on a CPU)."""
