@@ -17,6 +17,10 @@ import aisp
 from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, decode, greedy_top
 
 MODEL = LLMConfig(vocab=32000, dim=1024, layers=8, heads=16, kv_heads=4, ffn=2816)
+STEP_KERNELS = 244
+"""Kernels in one ``GraphedDecode`` step of MODEL (8 blocks x 26, plus 36 for the embedding, head,
+top-k and the step's four output/feedback copies): the non-view aten ops it dispatches, counted on a
+CPU in fp32 (tests/test_latency_ceilings.py recounts them); bf16 on a GPU adds conversions, never fewer."""
 GPU_SIZED = aisp.Requirements(cuda=True)
 """Sized for an H100/H200; the logic runs on a CPU at small sizes in tests/test_ch16_pairs.py."""
 

@@ -13,6 +13,11 @@ import torch
 
 from aisp.kits.llm import TOP, DenseKVCache, decode, greedy_top
 
+STEP_KERNELS = 242
+"""Kernels in one ``StepGraph`` step of the chapter's 8-block decoder (8 x 26, plus 34 for the
+embedding, head, top-k and two output copies): the non-view aten ops it dispatches, counted on a CPU
+in fp32 (tests/test_latency_ceilings.py recounts them); bf16 on a GPU adds conversions, never fewer."""
+
 
 class StepGraph:
     """A decode step of ``size`` rows over static buffers (``tok``, ``pos`` in; ``next_tok``, ``top``

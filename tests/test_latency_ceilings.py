@@ -1,0 +1,136 @@
+"""The latency counts ch16 and ch18 declare (issue 30) are the kernels their code really dispatches.
+
+Each count is recounted on a CPU: the non-view aten ops the pair's own step dispatches (a view
+launches no kernel; every other op launches at least one on a GPU, so the count is a lower bound),
+and the declared ``LatencyCounts`` must equal the counts derived from that and the workload's own
+size fields. Then the ceiling computed from a synthetic peaks dict must be those counts times
+their floors, one after another (``aisp.report.ceilings.ceiling``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import aisp
+from aisp.harness.loader import load_benchmark
+from aisp.kits.llm import DenseKVCache, build_decoder
+from aisp.report.ceilings import ceiling
+
+CPU = torch.device("cpu")
+FLOORS_US = {"launch_eager": 5.0, "launch_graph": 3.0, "launch_graph_node": 0.5, "sync_roundtrip": 11.0,
+             "copy_h2d_small": 7.0, "copy_d2h_small": 6.0, "copy_d2d_small": 9.0, "dispatch_torch_op": 2.0}
+"""Synthetic latency floors, distinct so a count priced at the wrong floor shows."""
+PRICES = {"launches": "launch_eager", "graph_launches": "launch_graph", "graph_nodes": "launch_graph_node",
+          "syncs": "sync_roundtrip", "device_copies": "copy_d2d_small", "dispatches": "dispatch_torch_op"}
+"""Each count the pairs here declare and its floor (``copies``/``messages`` are not declared here)."""
+
+
+class _Kernels(TorchDispatchMode):
+    """Counts the non-view aten ops dispatched inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def kernels(fn: Callable[[], object]) -> int:
+    """Kernels ``fn()`` launches at the least on a GPU: the non-view aten ops it dispatches."""
+    with _Kernels() as counter:
+        fn()
+    return counter.count
+
+
+def _bench(chapter: str, name: str) -> aisp.Benchmark:
+    bench = load_benchmark(REPO / chapter / name)
+    bench.device, bench.seed = CPU, 0
+    return bench
+
+
+def _module(bench: aisp.Benchmark, name: str):
+    """A chapter module the pair imported (its folder is on sys.path once loaded)."""
+    assert inspect.getmodule(type(bench)) is not None
+    return sys.modules[name]
+
+
+def test_the_counter_counts_kernels_not_views():
+    x = torch.ones(4, 4)
+    assert kernels(lambda: x.view(16)[:3].t()) == 0
+    assert kernels(lambda: (x + 1).sum()) == 2
+
+
+def test_decode_cuda_graph_counts_one_graph_of_its_steps():
+    bench = _bench("ch16", "optimized_decode_cuda_graph.py")
+    w, decode = bench.workload, _module(bench, "ch16_decode")
+    model = build_decoder(w.model, 0, CPU, torch.float32)
+    cache = DenseKVCache(w.model, 2, 8, CPU, torch.float32)
+    per_step = kernels(decode.GraphedDecode(model, cache, 2, 8).step.fn)
+    assert per_step == decode.STEP_KERNELS
+    assert w.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=(w.steps - 1) * per_step)
+
+
+def test_gpu_sampling_counts_the_optimized_run_as_one_graph():
+    bench = _bench("ch16", "optimized_gpu_sampling.py")
+    bench.setup()
+    w, baseline = bench.workload, _module(bench, "baseline_gpu_sampling")
+    per_step = kernels(lambda: baseline.top_p_race(bench.logits[0], w.top_p, bench.keys(0, CPU)))
+    assert per_step == baseline.SAMPLING_KERNELS
+    stack = 1
+    assert kernels(bench.run) == w.steps * per_step + stack
+    assert w.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=w.steps * per_step + stack)
+
+
+def test_cudagraph_bucketing_counts_a_replay_and_an_input_copy_per_step():
+    bench = _bench("ch18", "optimized_cudagraph_bucketing.py")
+    w, graphs = bench.workload, _module(bench, "ch18_graphs")
+    model = build_decoder(w.model, 0, CPU, torch.float32)
+    per_step = kernels(graphs.StepGraph(model, DenseKVCache(w.model, 2, 8, CPU, torch.float32), 2, 8, None)._step)
+    assert per_step == graphs.STEP_KERNELS
+    assert w.latency == aisp.LatencyCounts(graph_launches=w.steps, graph_nodes=w.steps * per_step,
+                                           device_copies=w.steps)
+
+
+def test_fused_rope_kv_write_counts_its_gemm_kernel_and_read_back():
+    bench = _bench("ch18", "baseline_fused_rope_kv_write.py")
+    small = dataclasses.replace(bench.workload, tokens=3, heads=4, kv_heads=2, head_dim=8, max_len=16)
+    bench.workload = small
+    bench.setup()
+    w_qkv = torch.cat(bench.weights)
+    torch_kernels = kernels(lambda: (torch.nn.functional.linear(bench.x, w_qkv), bench.written()))
+    rope = (REPO / "ch18" / "ch18_rope.py").read_text()
+    triton_launches = len(re.findall(r"_rope_write\[", rope))
+    expected = torch_kernels + triton_launches
+    assert expected == _module(bench, "baseline_fused_rope_kv_write").FUSED_KERNELS
+    assert load_benchmark(REPO / "ch18" / "baseline_fused_rope_kv_write.py").workload.latency == \
+        aisp.LatencyCounts(graph_launches=1, graph_nodes=expected)
+
+
+PAIRS = [("ch16", "baseline_decode_cuda_graph.py"), ("ch16", "baseline_gpu_sampling.py"),
+         ("ch18", "baseline_cudagraph_bucketing.py"), ("ch18", "baseline_fused_rope_kv_write.py")]
+
+
+@pytest.mark.parametrize(("chapter", "name"), PAIRS)
+def test_the_latency_ceiling_is_the_counts_at_their_floors(chapter: str, name: str):
+    workload = dataclasses.asdict(load_benchmark(Path(REPO / chapter / name)).workload)
+    huge = {"value": 1e12, "unit": "x", "detail": "synthetic: so FLOPs and bytes bound nothing"}
+    peaks = {"measurements": {k: huge for k in ("matmul_fp32", "matmul_bf16", "memory_copy", "d2h_pinned")},
+             "latency": {k: {"value": v, "unit": "us", "detail": "synthetic"} for k, v in FLOORS_US.items()}}
+    expected_us = sum(n * FLOORS_US[PRICES[k]] for k, n in workload["latency"].items() if n)
+    found = ceiling({"summary": {"median": 2 * expected_us * 1e-3}}, workload, peaks)
+    assert found is not None and found["kind"] == "latency"
+    assert found["time_ms"] == pytest.approx(expected_us * 1e-3)
+    assert found["percent"] == pytest.approx(50.0)
