@@ -49,7 +49,21 @@ class GateWorkload(aisp.Workload):
         return torch.cumsum(steps, 0)[:, None] + torch.randn(self.requests, self.n, generator=gen, device=gen.device)
 
 
-WORKLOAD = GateWorkload(items=GateWorkload.requests, item_unit="requests", precision="fp32", requires=native.REQUIRES, window="idle")
+def _workload() -> GateWorkload:
+    w = GateWorkload()
+    # Ceiling: latency. One graph launch from the host per call; then per request the gate kernel and
+    # its path's kernels, nodes of graphs launched from the GPU: at least 2 per path (the update path;
+    # the re-estimate path has 4, and how many requests take it depends on the inputs), so at least
+    # 64 x 3 = 192 nodes at the empty-kernel node floor (4.3 + 192 x 0.53 us, ~107 us). The device
+    # graph launches themselves (2 per request) have no floor in aisp peak and are not priced.
+    return GateWorkload(items=w.requests, item_unit="requests", precision="fp32", requires=native.REQUIRES,
+                        latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=3 * w.requests),
+                        ceiling_note="~14.8 us per request vs 3 x 0.53 us: gate ~3 us, path kernels ~2 us each, "
+                                     "2 device graph launches (no floor measured); not profiled",
+                        window="idle")
+
+
+WORKLOAD = _workload()
 LIBRARY = library("device_graph_launch", "-rdc=true", "-lcudadevrt")
 
 
