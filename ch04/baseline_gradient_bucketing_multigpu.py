@@ -17,6 +17,7 @@ Run: aisp bench run -t ch04:gradient_bucketing_multigpu  (the harness starts 2 r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -41,8 +42,21 @@ def shapes(w: GradSyncWorkload) -> list[tuple[int, ...]]:
     return block * w.layers
 
 
-WORKLOAD = GradSyncWorkload(precision="fp32", requires=TWO_RANKS, timeout_s=240)
-"""No ``bytes``: ``Workload.link`` has no NVLink ceiling yet; the README derives GB/s from the time."""
+def _workload() -> GradSyncWorkload:
+    w = GradSyncWorkload()
+    ranks = TWO_RANKS.world_size
+    grad_bytes = 4.0 * sum(math.prod(s) for s in shapes(w))  # 85.05 M fp32 values: 340.2 MB
+    # Ceiling: NVLink bytes. An all-reduce of S bytes over N ranks must send 2(N-1)/N x S from each
+    # rank (every rank must receive the other ranks' share of each element, reduced, and its sum):
+    # 2(N-1) x S in all, counted once by its sender. The bucket copies are not counted: DDP's
+    # backward writes the gradients into the buckets. 2 x 340.2 MB at 2 x 392.4 GB/s: 0.867 ms.
+    return GradSyncWorkload(bytes=2.0 * (ranks - 1) * grad_bytes, link="nvlink", precision="fp32",
+                            requires=TWO_RANKS, timeout_s=240,
+                            ceiling_note="340 MB all-reduced at ~137 GB/s busbw, bucket copies included; NCCL reached "
+                                         "220-258 GB/s at 16-64 MiB and 319 at 1 GiB (not profiled)")
+
+
+WORKLOAD = _workload()
 
 
 class PerParameter(aisp.Benchmark):

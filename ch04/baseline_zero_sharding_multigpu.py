@@ -17,12 +17,27 @@ Run: aisp bench run -t ch04:zero_sharding_multigpu  (the harness starts 2 ranks 
 from __future__ import annotations
 
 import torch
-from ch04_common import all_reduce_mean_, own, rank_device, shared
+from ch04_common import TWO_RANKS, all_reduce_mean_, own, rank_device, shared
 from ch04_zero import ZeroWorkload, adamw_
 
 import aisp
 
-WORKLOAD = ZeroWorkload()
+
+def _workload() -> ZeroWorkload:
+    w, ranks = ZeroWorkload(), TWO_RANKS.world_size
+    grad_bytes = 2.0 * w.params  # bf16 gradients, and bf16 weights: 256 MiB each
+    # Ceiling (time; the headline is memory): NVLink bytes of ZeRO's exchange. The reduce-scatter sends
+    # (N-1)/N of the bf16 gradients from each rank and the all-gather (N-1)/N of the bf16 weights, so
+    # 2(N-1) x 256 MiB in all, counted once by its sender (as an all-reduce of the gradients would):
+    # 512 MiB at 2 x 392.4 GB/s, 0.684 ms. AdamW's HBM traffic on the shards (28 B a parameter:
+    # master, m, v read and written, bf16 gradient in, bf16 weight out) is 3.76 GB at 2 x 4.16 TB/s,
+    # 0.45 ms, and can overlap the exchange chunk by chunk: the NVLink bound is the longer.
+    return ZeroWorkload(bytes=2.0 * (ranks - 1) * grad_bytes, link="nvlink",
+                        ceiling_note="reduce-scatter, AdamW on the shard and all-gather run one after another, "
+                                     "not overlapped (not profiled)")
+
+
+WORKLOAD = _workload()
 
 
 class ReplicatedAdamW(aisp.Benchmark):

@@ -10,7 +10,7 @@ its choice to pinned memory, cudaStreamSynchronize, then cudaGraphLaunch of the 
 from the host: 64 host-GPU round trips per call, the GPU idle during each.
 Optimized (optimized_device_graph_launch.py): the gate, a node of a scheduler graph, launches the
 chosen path's graph from the GPU (device graph launch), then its own graph for the next request.
-Ceiling: kernel time (gate ~3 us, path kernels ~2 us each) + a device graph launch per gate and path.
+Ceiling (latency): 1 graph launch + 192 nodes (per request the gate and >= 2 path kernels) at the node floor.
 Expect (measured, H200, 2026-11-26): 1.697 -> 0.9481 ms, 1.80x [1.67, 1.93], 26.5 -> 14.8 us per
 request (estimated 1.5-2.5x), best the fire-and-forget variant; tail launch 1.118 ms, 1.53x [1.44, 1.62].
 Run: python ch12/baseline_device_graph_launch.py  |  aisp bench run -t ch12:device_graph_launch
@@ -49,13 +49,13 @@ class GateWorkload(aisp.Workload):
         return torch.cumsum(steps, 0)[:, None] + torch.randn(self.requests, self.n, generator=gen, device=gen.device)
 
 
-WORKLOAD = GateWorkload(items=GateWorkload.requests, item_unit="requests", precision="fp32", requires=native.REQUIRES, window="idle")
+WORKLOAD = GateWorkload(items=GateWorkload.requests, item_unit="requests", precision="fp32", requires=native.REQUIRES, window="idle",
+                        latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=3 * GateWorkload.requests),
+                        ceiling_note="~14.8 us a request vs 3 x 0.53 us: gate ~3 us, path kernels ~2 us each, 2 device graph launches (no floor measured)")
 LIBRARY = library("device_graph_launch", "-rdc=true", "-lcudadevrt")
 
 
-class Requests(ctypes.Structure):
-    """The Requests struct of device_graph_launch.cu, passed by value."""
-
+class Requests(ctypes.Structure):  # the Requests struct of device_graph_launch.cu, passed by value
     _fields_ = [("z", PTR), ("x", PTR), ("tmp", PTR), ("out", PTR), ("routes", PTR), ("ctl", PTR), ("n", INT),
                 ("requests", INT), ("k", FLT), ("thr2", FLT)]
 

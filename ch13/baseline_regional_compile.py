@@ -55,8 +55,14 @@ class RegionalWorkload(aisp.Workload):
     """torch.compile backend (CPU tests use a cheap one)."""
 
 
+# No ceiling declared: the timed work is the host's compile (Dynamo, AOTAutograd, Inductor lowering and
+# codegen), for which aisp peak measures no rate (its compile_cold figure is one small function's). The
+# first forward's FLOPs, 4 blocks x 24 x dim^2 x 2,048 tokens plus attention (~0.22 TFLOP), take ~0.3 ms
+# of the ~0.7-1.6 s call at the bf16 peak: a bound, but not on what the pair measures.
 WORKLOAD = RegionalWorkload(precision="bf16", element_tol=0.03, rtol=5e-2, timeout_s=600,
                             requires=aisp.Requirements(cuda=True, packages=("triton",)),
+                            ceiling_note="no ceiling: the time is host-side compile (Dynamo, AOTAutograd, Inductor), "
+                                         "for which aisp peak measures no rate",
                             window="idle")
 COLD = ("import sys, torch; sys.path.insert(0, {folder!r}); import {module} as m; b = m.get_benchmark(); "
         "b.setup(); print(b.cold_start_s())")

@@ -51,9 +51,19 @@ class ExpertParallelWorkload(aisp.Workload):
 def ep_workload(requires: aisp.Requirements | None = None, **kw: object) -> ExpertParallelWorkload:
     """A workload with its accounting: items are the tokens routed across all ranks per call."""
     w = ExpertParallelWorkload(**kw)
+    # Ceiling: NVLink bytes. Each token routed to an expert on another rank crosses there and back
+    # (hidden x its element size each way); the local ones stay. With top-1 of experts spread evenly
+    # and a router of iid columns, (world - 1) / world of the tokens are remote, on average: a call's
+    # own share differs by a few % (at 2 ranks, sd ~11 of 256 tokens a rank). Summed over the ranks and
+    # counted once by the sender: 2 x 2 x 256 x 8 KiB = 8 MiB at 2 x 392.4 GB/s, ~11 us. The padded
+    # exchange of the optimized (all of a rank's rows go to every rank) is the design's, not counted.
+    remote = w.world * w.tokens_per_rank * (w.world - 1) / w.world
+    nbytes = 2.0 * remote * w.hidden * DTYPES[w.dtype].itemsize
     return ExpertParallelWorkload(
         **kw, items=w.tokens_per_rank * w.world, item_unit="tokens", precision=w.dtype, timeout_s=240,
-        requires=requires or aisp.Requirements(cuda=True, ranks=w.world))
+        bytes=nbytes, link="nvlink", requires=requires or aisp.Requirements(cuda=True, ranks=w.world),
+        ceiling_note="latency-bound at 512 tokens a rank: routing ops and 3 all-to-alls a call; aisp peak has no "
+                     "all-to-all floor, the 2-GPU peaks no launch floor")
 
 
 def route(x: torch.Tensor, router: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
