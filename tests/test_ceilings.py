@@ -89,6 +89,9 @@ def test_the_post_step_gives_the_best_variant_its_ceiling() -> None:
 def test_no_declared_bound_or_no_peaks_is_said() -> None:
     assert "declares no FLOPs" in add_ceiling(_result(), PEAKS)["no_ceiling"]
     assert "aisp peak" in add_ceiling(_result({"launches": 1}), None)["no_ceiling"]
+    stated = _result()
+    stated["workload"]["ceiling_note"] = "no ceiling: host-side compile"  # a pair that says why it has none
+    assert add_ceiling(stated, PEAKS)["no_ceiling"] == "no ceiling: host-side compile"
 
 
 def test_a_missing_floor_names_it() -> None:

@@ -129,8 +129,9 @@ def add_ceiling(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[st
     except MissingPeak as exc:
         return {**result, "no_ceiling": exc.args[0]}
     best = next((v for v in result["variants"] if v["name"] == result.get("best")), result["baseline"])
-    if "ceiling" not in best:
-        return {**result, "notes": notes, "no_ceiling": "the workload declares no FLOPs, bytes or latency counts"}
+    if "ceiling" not in best:  # the workload's own reason when it gives one ("no ceiling: ...")
+        why = (result["workload"] or {}).get("ceiling_note") or "the workload declares no FLOPs, bytes or latency counts"
+        return {**result, "notes": notes, "no_ceiling": why}
     return {**result, "notes": notes, "ceiling": best["ceiling"]}
 
 
