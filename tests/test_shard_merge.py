@@ -154,6 +154,27 @@ def test_phases_by_chapter_sum_pairs_and_give_the_fixed_cost():
     assert rows["all"]["pairs"] == 3 and rows["all"]["fixed_per_pair"] == 4.0
 
 
+def test_the_phases_table_fits_a_narrow_console_by_leaving_phases_out():
+    """At 80 columns the fourteen columns were cut to "ch…" and "0…": the least telling phases go
+    first, and the name, the total and the fixed cost stay whole; at 200 columns every phase shows."""
+    from rich.console import Console
+
+    from aisp.report.phases import table
+
+    phases = {p: 1.25 for p in ("start", "import", "setup", "verify", "warmup", "timed", "memory", "teardown",
+                                "other", "exit")}
+    rows = by_group([{"target": "ch13:long_context_attention", "group": "ch13", "phases": {**phases, "total": 12.5}}],
+                    per_pair=True)
+    for width, shown, left_out in ((80, ("total", "fixed s/pair", "timed", "start"), ("teardown", "exit")),
+                                   (200, ("teardown", "exit", "import", "total"), ())):
+        console = Console(width=width, record=True)
+        console.print(table(rows, "pair", "Phases", width))
+        text = console.export_text()
+        assert "ch13:long_context_attention" in text and "…" not in text, text
+        assert all(h in text for h in shown) and not any(h in text for h in left_out), text
+        assert max(len(line) for line in text.splitlines()) <= width
+
+
 def test_report_phases_prints_the_breakdown(tmp_path: Path):
     run = fake_run(tmp_path / "r", "node1", None, [result("x", phases={"start": 1.5, "setup": 2.0, "total": 3.5})])
     out = runner.invoke(app, ["report", "phases", str(run), "-o", str(tmp_path / "p.md")])

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from aisp.report import phases as phase_report
 from aisp.report import plotting
@@ -113,13 +112,9 @@ def phases(
     rows = phase_report.by_group(summary.get("results", []), per_pair=pairs)
     if not rows:
         raise _fail("No pair in this run.", 1)
-    names = phase_report.columns(rows)
-    table = Table("pair" if pairs else "chapter", "pairs", *names, "fixed s/pair", title=f"Phases of {run_dir.name} (s)")
-    for row in rows:
-        fixed = row["fixed_per_pair"]
-        table.add_row(row["name"], str(row["pairs"]), *(f"{row.get(n, 0.0):.1f}" for n in names),
-                      "-" if fixed is None else f"{fixed:.2f}")
-    Console().print(table)
+    console = Console()
+    console.print(phase_report.table(rows, "pair" if pairs else "chapter", f"Phases of {run_dir.name} (s)",
+                                     console.width))
     if markdown is not None:
         markdown.write_text(phase_report.markdown(rows))
         typer.echo(f"Wrote {markdown}")

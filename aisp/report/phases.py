@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
+
 from aisp.harness.phases import ORDER
+from aisp.report.console import Column, fitted_table
 
 FIXED = ("start", "other", "exit")
 """The phases no pair's code runs in."""
+DROP_FIRST = ("profile", "teardown", "exit", "other", "memory", "import", "warmup", "pairs", "setup", "verify",
+              "timed", "start")
+"""On a narrow console, the columns dropped first to last; the name, total and fixed cost stay."""
 
 
 def by_group(results: list[dict[str, Any]], per_pair: bool = False) -> list[dict[str, Any]]:
@@ -36,6 +42,17 @@ def by_group(results: list[dict[str, Any]], per_pair: bool = False) -> list[dict
 def columns(rows: list[dict[str, Any]]) -> list[str]:
     """The phases any row has, in the order they happen, then the total."""
     return [p for p in (*ORDER, "total") if any(p in r for r in rows)]
+
+
+def table(rows: list[dict[str, Any]], first: str, title: str, width: int) -> Table:
+    """The rows as a console table fitted to ``width``: the least telling phases are left out first
+    (teardown, exit, ...), never a name cut short (at 80 columns the 14 columns were unreadable)."""
+    names = columns(rows)
+    headers = [first, "pairs", *names, "fixed s/pair"]
+    cols = [Column(h, drop_rank=DROP_FIRST.index(h) if h in DROP_FIRST else None) for h in headers]
+    cells = [[row["name"], str(row["pairs"]), *(f"{row.get(n, 0.0):.1f}" for n in names),
+              "-" if row["fixed_per_pair"] is None else f"{row['fixed_per_pair']:.2f}"] for row in rows]
+    return fitted_table(cols, cells, width - 1, title=title)  # - 1: the left border
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
