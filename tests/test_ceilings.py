@@ -139,6 +139,23 @@ def test_cli_report_ceilings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert missing.exit_code == 2 and "no summary.json" in missing.stderr
 
 
+def test_the_ceilings_table_fits_a_narrow_console() -> None:
+    """At 80 columns the variant goes first and the reason wraps; pair names and figures stay whole."""
+    from rich.console import Console
+
+    from aisp.report.ceilings import Row, table
+
+    found = [Row("ch18:flash_attention_triton", "compute", 77.0, "optimized_flash_attention_triton_cudnn",
+                 "cuDNN's wgmma + TMA kernel; ours: the softmax between the two products, no warp specialization")]
+    for width, variant_shown in ((80, False), (200, True)):
+        console = Console(width=width, record=True)
+        console.print(table(found, "Ceilings", width))
+        text = console.export_text()
+        assert "ch18:flash_attention_triton" in text and "77%" in text and "…" not in text, text
+        assert ("optimized_flash_attention_triton_cudnn" in text) is variant_shown
+        assert max(len(line) for line in text.splitlines()) <= width
+
+
 def test_a_run_adds_the_ceiling_beside_the_roofline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(suite, "load_peaks", lambda key: PEAKS)
     step = suite._roofline_step()

@@ -89,7 +89,8 @@ def ceilings_report(run_dir: RunDir) -> None:
     found = ceilings.rows(summary.get("results", []), peaks_of)
     if missing := sorted(k for k, v in cache.items() if v is None):
         typer.echo(f"No measured peaks for {', '.join(missing)}: those pairs show the ceilings stored in the run.")
-    Console(width=200).print(ceilings.table(found, f"Ceilings of {run_dir.name} ({summary['hardware_key']})"))
+    console = Console()
+    console.print(ceilings.table(found, f"Ceilings of {run_dir.name} ({summary['hardware_key']})", console.width))
     t = ceilings.tally(found)
     typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
                f"{t['below']} below ({t['below_without_reason']} without a reason), {t['no_ceiling']} without a ceiling")

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from aisp.peak.measure import latency_figure
+from aisp.report.console import Column, fitted_table
 from aisp.report.roofline import BEYOND_CEILING_PCT, gpus_at_once, peak_bandwidth, peak_compute, times
 
 REACHED_PCT = 80.0
@@ -177,11 +179,16 @@ def tally(found: list[Row]) -> dict[str, int]:
             "no_ceiling": len(found) - len(judged)}
 
 
-def table(found: list[Row], title: str) -> Table:
-    """The report as a rich table: pair, ceiling kind, % reached, variant, reason."""
-    shown = Table("pair", "ceiling", "% reached", "variant", "reason (below 80%) / why none", title=title)
+CEILING_COLUMNS = (Column("pair"), Column("ceiling"), Column("% reached"), Column("variant", drop_rank=0),
+                   Column("reason (below 80%) / why none", wraps=True))
+
+
+def table(found: list[Row], title: str, width: int = 200) -> Table:
+    """The report as a rich table fitted to ``width``: pair, ceiling kind, % reached (green at the
+    mark, yellow below), variant (left out first on a narrow console), reason (wraps)."""
+    cells = []
     for r in found:
         pct = "-" if r.percent is None else f"{r.percent:.0f}%"
         style = "dim" if r.percent is None else ("green" if r.percent >= REACHED_PCT else "yellow")
-        shown.add_row(r.target, r.kind, pct, r.variant or "-", r.reason, style=style)
-    return shown
+        cells.append([escape(r.target), r.kind, f"[{style}]{pct}[/{style}]", escape(r.variant or "-"), escape(r.reason)])
+    return fitted_table(CEILING_COLUMNS, cells, width - 1, title=title)  # - 1: the left border
