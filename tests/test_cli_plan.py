@@ -123,6 +123,31 @@ def test_fitted_columns_drop_optional_ones_first():
     assert fitted_columns(columns, rows, 40) == [0, 3]
 
 
+def test_rows_too_wide_for_any_table_are_stacked_with_every_name_whole():
+    """A comparison at 80 columns: pair, variant, ratio and status alone exceed the width, so no
+    table fits; each row becomes a block (the pair on its line, then header: value pairs)."""
+    from aisp.report.console import fitted_table
+
+    columns = [Column("pair"), Column("variant"), Column("time B/A [95% CI]"), Column("status"),
+               Column("note", wraps=True)]
+    rows = [["ch18:flash_attention_triton (same)", "optimized_flash_attention_triton_cudnn",
+             "1.000 [0.950, 1.053] (+0.0%)", "same", "headline 16.09x -> 16.10x"],
+            ["", "optimized_flash_attention_triton_sdpa", "1.010 [0.990, 1.030] (+1.0%)", "same", ""]]
+    for width in (80, 60):
+        out = StringIO()
+        Console(file=out, width=width).print(fitted_table(columns, rows, width, title="B vs A"))
+        text = out.getvalue()
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+        words = text.split()
+        for name in ("ch18:flash_attention_triton", "optimized_flash_attention_triton_cudnn",
+                     "optimized_flash_attention_triton_sdpa"):
+            assert name in words, (name, text)  # whole, never split across lines
+        assert "time B/A [95% CI]: 1.000" in " ".join(words) and "note: headline" in text
+    wide = StringIO()
+    Console(file=wide, width=200).print(fitted_table(columns, rows, 200))
+    assert "┃ pair" in wide.getvalue(), "a table where one fits"
+
+
 def test_results_table_fits_120_columns_without_splitting_names():
     long_name = "ch18:speculative_decoding_with_paged_attention_kernels"
     results = [{"target": long_name, "verdict": "ok", "best": "optimized_speculative_decoding_paged", "reason": "r " * 80,

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
+from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +30,8 @@ VERDICT_STYLE = {"ok": "green", "inconclusive": "cyan", "ok-unchecked": "magenta
                  "timeout": "bold red"}
 REASON_MIN_WIDTH = 24
 """The wrapping column keeps at least this many characters; optional columns go first."""
+WRAP_LEAST = 12
+"""Below this many characters even the wrapping column is unreadable: the rows are stacked instead."""
 CELL_PADDING = 3
 """Characters rich adds per column (a space each side and a border)."""
 STILL_RUNNING_S = 60.0
@@ -45,14 +48,18 @@ class Column:
     drop_rank: int | None = None
 
 
+def _needed(column: Column, cells: Sequence[str]) -> int:
+    """Characters a column takes: its widest cell (or header), REASON_MIN_WIDTH if it wraps, plus padding."""
+    if column.wraps:
+        return REASON_MIN_WIDTH + CELL_PADDING
+    return max([len(column.header), *(len(_plain(cell)) for cell in cells)]) + CELL_PADDING
+
+
 def fitted_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
     """Indices of the columns to show at ``width``: optional ones dropped, lowest rank first, until
     the non-wrapping columns at their widest cell leave the wrapping ones REASON_MIN_WIDTH each."""
     def needed(col: int) -> int:
-        if columns[col].wraps:
-            return REASON_MIN_WIDTH + CELL_PADDING
-        cells = [len(columns[col].header), *(len(_plain(r[col])) for r in rows)]
-        return max(cells) + CELL_PADDING
+        return _needed(columns[col], [r[col] for r in rows])
 
     shown = list(range(len(columns)))
     droppable = sorted((c for c in shown if columns[c].drop_rank is not None), key=lambda c: columns[c].drop_rank)
@@ -61,15 +68,35 @@ def fitted_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], wid
     return shown
 
 
+def stacked(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str | None = None) -> Group:
+    """Rows too wide for any table at this width, one block each: the first cell on its own line
+    (when there is one: continuation rows leave it empty), then every other non-empty cell as
+    ``header: value``, separated by " · " and wrapped at spaces, so no name is cut or split."""
+    lines: list[Any] = [Text(title, style="italic")] if title else []
+    for row in rows:
+        if _plain(row[0]):
+            lines.append(Text.from_markup(row[0], style="bold"))
+        rest = [f"{escape(columns[c].header)}: {row[c]}" for c in range(1, len(columns)) if _plain(row[c])]
+        if rest:  # indented, wrapped lines too
+            lines.append(Padding(Text.from_markup(" · ".join(rest)), (0, 0, 0, 2)))
+    return Group(*lines)
+
+
 def _plain(cell: str) -> str:
     """A cell's text without rich markup (for measuring)."""
     return Text.from_markup(cell).plain
 
 
-def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, **table_args: Any) -> Table:
+def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
+                 **table_args: Any) -> Table | Group:
     """A rich table of the columns that fit ``width``; only wrapping columns wrap, the others never
-    split (a name stays on one line)."""
+    split (a name stays on one line). When even the columns that cannot be left out do not fit (long
+    names on an 80-column terminal), each row is stacked instead: :func:`stacked`."""
     shown = fitted_columns(columns, rows, width)
+    least = sum(WRAP_LEAST + CELL_PADDING if columns[c].wraps else _needed(columns[c], [r[c] for r in rows])
+                for c in shown)
+    if least > width:
+        return stacked(columns, rows, table_args.get("title"))
     table = Table(**table_args)
     for c in shown:
         col = columns[c]
@@ -90,7 +117,7 @@ def _styled(verdict: str) -> str:
     return f"[{style}]{verdict}[/{style}]" if style else verdict
 
 
-def results_table(results: list[dict[str, Any]], title: str = "Results", width: int = 150) -> Table:
+def results_table(results: list[dict[str, Any]], title: str = "Results", width: int = 150) -> Table | Group:
     """pair | baseline ms | optimized ms | best | speedup [95% CI] | verdict | reason, fitted to ``width``."""
     rows = []
     for row in summary_rows(results):
