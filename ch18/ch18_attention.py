@@ -77,6 +77,15 @@ def _flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, seq, qk_scale, D: tl.constexpr, CAUSA
     tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], out.to(o_ptr.dtype.element_ty))
 
 
+def check_inputs(caller: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> float:
+    """Raises ValueError unless q, k, v are contiguous (batch, heads, seq, head_dim) of one shape; returns
+    the softmax scale in base 2, log2(e) / sqrt(head_dim), that the kernels fold into one multiply."""
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()) or not q.shape == k.shape == v.shape:
+        raise ValueError(f"{caller}: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: contiguous and "
+                         "equal shapes")
+    return math.log2(math.e) / math.sqrt(q.shape[-1])
+
+
 _flash_tuned = triton.autotune(CONFIGS, key=["seq", "D", "CAUSAL"])(_flash_fwd)
 
 
@@ -86,10 +95,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     ``blocks`` (BLOCK_M, BLOCK_N) fixes the tiles (BLOCK_M a multiple of BLOCK_N, both dividing
     seq); None autotunes on a GPU (seq a multiple of 128) and takes (32, 16) elsewhere."""
     batch, heads, seq, dim = q.shape
-    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()) or k.shape != q.shape:
-        raise ValueError(f"flash_attention: q {tuple(q.shape)}, k {tuple(k.shape)}: contiguous and equal shapes")
+    qk_scale = check_inputs("flash_attention", q, k, v)
     out = torch.empty_like(q)
-    qk_scale = math.log2(math.e) / math.sqrt(dim)
     if blocks is None and q.is_cuda:
         if seq % 128:
             raise ValueError(f"flash_attention: seq {seq} is not a multiple of 128")

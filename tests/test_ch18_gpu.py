@@ -20,7 +20,7 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
-VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn"), "split_kv_decode": ("",),
+VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma"), "split_kv_decode": ("",),
             "paged_attention_decode": ("",), "fused_rope_kv_write": ("",)}
 pytestmark = pytest.mark.gpu
 
@@ -93,6 +93,31 @@ def test_flash_kernel_matches_sdpa_and_is_within_reach_of_its_best_backend() -> 
     print({n: f"{t:.3f} ms, {flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()}, f"autotune {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
     assert times["triton"] < 2.0 * min(t for n, t in times.items() if n != "triton"), times
+
+
+def test_tma_flash_kernel_matches_sdpa_and_prints_what_its_changes_buy() -> None:
+    """The TMA kernel against SDPA (causal, and non-causal on a short last head group); printed: its
+    time, the pointer kernel's, the TMA kernel in the pointer kernel's launch order (every head one
+    group: the L2 grouping's share), and the autotuned config."""
+    from ch18_attention import flash_attention
+    from ch18_attention_tma import _flash_tma_tuned, flash_attention_tma
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(4, 32, 4096, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
+    start = time.perf_counter()
+    out = flash_attention_tma(q, k, v, causal=True)
+    torch.cuda.synchronize()
+    tuning_s = time.perf_counter() - start
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0.05, atol=0.03)
+    q3, k3, v3 = (t[:, :3].contiguous() for t in (q, k, v))  # 12 heads in groups of 8: a short last group
+    torch.testing.assert_close(flash_attention_tma(q3, k3, v3, causal=False),
+                               F.scaled_dot_product_attention(q3, k3, v3), rtol=0.05, atol=0.03)
+    flops = 4.0 * 128 * 4 * 32 * 4096 * 4097 / 2
+    times = {"tma": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True)),
+             "tma, pointer kernel's order": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True, group=128)),
+             "pointer": timed_ms(lambda: flash_attention(q, k, v, causal=True))}
+    print({n: f"{t:.3f} ms, {flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
+          f"best {_flash_tma_tuned.best_config}, autotune {tuning_s:.1f} s")
+    assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 
 def test_decode_kernels_match_sdpa_at_the_pairs_shapes() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
-             "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn")
+             "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
+             "optimized_flash_attention_triton_tma")
 
 PRELUDE = f"""
 import dataclasses, sys
@@ -130,6 +132,25 @@ print("kernels ok")
 """
 
 
+TMA_SCRIPT = PRELUDE + """
+import pytest
+from ch18_attention_tma import flash_attention_tma, head_group
+gen = torch.Generator().manual_seed(11)
+# (causal, blocks, shape, heads a group): a short last group (6 heads by 4), one head a group, the default
+for causal, blocks, shape, group in ((False, (32, 16), (2, 3, 128, 32), 4), (True, (64, 32), (2, 3, 128, 32), 4),
+                                     (True, (32, 32), (1, 2, 128, 32), None), (True, (32, 16), (3, 1, 64, 32), 1)):
+    q, k, v = (torch.randn(*shape, generator=gen) for _ in range(3))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    err = (flash_attention_tma(q, k, v, causal, blocks, group).double() - ref).abs().max().item()
+    assert err < 2e-5, (causal, blocks, shape, group, err)
+assert head_group(torch.empty(4, 32, 4096, 128, dtype=torch.bfloat16, device="meta")) == 8
+assert head_group(torch.empty(1, 2, 64, 32, device="meta")) == 2
+with pytest.raises(ValueError, match="16 bytes"):
+    flash_attention_tma(*(torch.randn(1, 1, 64, 2) for _ in range(3)))  # 8-byte rows: no TMA
+print("tma ok")
+"""
+
+
 def interpret(script: str, marker: str) -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
@@ -144,7 +165,8 @@ def own_pairs() -> list[tuple[str, str]]:
 def test_every_variant_is_discovered() -> None:
     found = {o for _, o in own_pairs()}
     assert found == {f"optimized_{p}" for p in PAIRS} | {"optimized_flash_attention_triton_sdpa",
-                                                          "optimized_flash_attention_triton_cudnn"}
+                                                          "optimized_flash_attention_triton_cudnn",
+                                                          "optimized_flash_attention_triton_tma"}
 
 
 def test_pairs_verify_under_the_triton_interpreter() -> None:
@@ -153,6 +175,11 @@ def test_pairs_verify_under_the_triton_interpreter() -> None:
 
 def test_kernels_match_fp64_references() -> None:
     interpret(KERNEL_SCRIPT, "kernels ok")
+
+
+def test_tma_kernel_matches_fp64_reference_under_the_interpreter() -> None:
+    """The descriptor kernel, causal or not, in grouped launch orders that include a short last group."""
+    interpret(TMA_SCRIPT, "tma ok")
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), own_pairs())
@@ -175,33 +202,68 @@ def test_pair_file_documents_itself(stem: str) -> None:
         assert not stem.startswith("baseline_") or "Tolerance:" in doc
 
 
-def sass(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int, stages: int) -> str:
-    """SASS of a ch18 kernel specialized as a pair runs it, compiled for sm_90 without a GPU."""
+def compile_sm90(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], options: dict[str, int]):
+    """A ch18 kernel specialized as a pair runs it, compiled for sm_90 without a GPU."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    tool = native.cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump is not available")
     module, name = kernel.split(":")
     fn = getattr(import_module_at(CH18 / f"{module}.py"), name)
     sig = sig | dict.fromkeys(consts, "constexpr")
     attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
-    compiled = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": warps, "num_stages": stages})
-    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ch18_{name}_{os.getpid()}.cubin"
+    return triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def cuobjdump(compiled, flag: str) -> str:
+    """``cuobjdump flag`` on a compiled kernel's cubin (-sass: its SASS; -res-usage: registers, local memory)."""
+    tool = native.cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump is not available")
+    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ch18_{compiled.name}_{os.getpid()}.cubin"
     cubin.write_bytes(compiled.asm["cubin"])
     try:
         env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        return subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, env=env, check=True).stdout
+        return subprocess.run([tool, flag, str(cubin)], capture_output=True, text=True, env=env, check=True).stdout
     finally:
         cubin.unlink()
+
+
+def sass(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int, stages: int) -> str:
+    """SASS of a ch18 kernel compiled for sm_90 without a GPU."""
+    return cuobjdump(compile_sm90(kernel, sig, consts, {"num_warps": warps, "num_stages": stages}), "-sass")
 
 
 def test_sm90_flash_kernel_issues_wgmma() -> None:
     sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "seq": "i32", "qk_scale": "fp32"}
     code = sass("ch18_attention:_flash_fwd", sig, {"D": 128, "CAUSAL": True, "BLOCK_M": 128, "BLOCK_N": 64}, 8, 3)
     assert "HGMMA" in code, "the flash kernel's products do not use Hopper's wgmma"
+
+
+SMEM_PER_BLOCK = 227 * 1024
+"""The most shared memory one block may take on sm_90."""
+
+
+def tma_configs() -> list:
+    return import_module_at(CH18 / "ch18_attention_tma.py").CONFIGS
+
+
+@pytest.mark.parametrize("config", tma_configs(), ids=str)
+def test_sm90_tma_flash_kernel_config_compiles_to_wgmma_and_tma_without_spills(config) -> None:
+    """Each autotune candidate at the pair's shape: wgmma (HGMMA), K/V by TMA (cp.async.bulk.tensor, no
+    per-thread cp.async), no local memory (spills), within the register cap and the shared memory
+    a block may take (a candidate over either fails at launch or crawls)."""
+    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "n_heads": "i32", "seq": "i32",
+           "qk_scale": "fp32"}
+    consts = {"D": 128, "CAUSAL": True, "HEAD_GROUP": 8} | config.kwargs
+    options = {k: v for k, v in config.all_kwargs().items() if k in ("num_warps", "num_stages", "maxnreg") and v}
+    compiled = compile_sm90("ch18_attention_tma:_flash_fwd_tma", sig, consts, options)
+    ptx = compiled.asm["ptx"]
+    assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx, "K/V tiles are not loaded by TMA"
+    assert "HGMMA" in cuobjdump(compiled, "-sass"), "the products do not use Hopper's wgmma"
+    usage = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", cuobjdump(compiled, "-res-usage")))
+    assert usage["LOCAL"] == "0" and usage["STACK"] == "0", f"registers spill: {usage}"
+    assert int(usage["REG"]) <= (config.maxnreg or 255), usage
+    assert compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
 
 
 def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:
