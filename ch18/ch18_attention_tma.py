@@ -16,7 +16,7 @@ online softmax in base 2, only the causal diagonal block masked, longest query b
 
 Device-side descriptors need per-program global scratch, which Triton takes at launch from the
 allocator of ``triton.set_allocator``: ``flash_attention_tma`` sets PyTorch's before each CUDA launch
-(a context variable, so a launch from another thread finds it too). The Triton interpreter runs the
+(``aisp.kits.tma``; a context variable, so a launch from another thread finds it too). The Triton interpreter runs the
 same descriptor code on a CPU (Triton 3.6 supports it), so there is no pointer fallback.
 """
 
@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 from ch18_attention import check_inputs
+
+from aisp.kits.tma import use_torch_scratch
 
 CONFIGS = [triton.Config({"BLOCK_M": 128, "BLOCK_N": bn}, num_warps=8, num_stages=s, maxnreg=reg)
            for bn, s, reg in ((128, 2, None), (64, 2, 128), (128, 3, None))]
@@ -39,11 +41,6 @@ tests/test_ch18_triton.py compiles each for sm_90: wgmma, TMA, no spills, the ca
 
 L2_SHARE = 16 << 20
 """Bytes of K/V the resident programs share: a third of the H100/H200 L2, room for two groups at once."""
-
-
-def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global scratch for the tensor descriptors, from PyTorch's stream-ordered caching allocator."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
 @triton.jit
@@ -131,7 +128,7 @@ def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     out = torch.empty_like(q)
     n_heads = batch * heads
     if q.is_cuda:
-        triton.set_allocator(_scratch)
+        use_torch_scratch()
     if blocks is None and q.is_cuda:
         if seq % 128:
             raise ValueError(f"flash_attention_tma: seq {seq} is not a multiple of 128")

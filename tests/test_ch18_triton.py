@@ -6,15 +6,13 @@ split, ragged page tails, slices past a row's end); every pair file documents it
 a CPU with the reason; and the kernels' sm_90 code (compiled without a GPU) multiplies on the
 tensor cores (wgmma for the prefill kernel).
 
-The Triton 3.6 interpreter calls int() on one-element numpy arrays, which numpy >= 2.4 refuses
-(triton-lang/triton#9171, fixed upstream by #9172 after 3.6); the interpreted scripts apply that
-one-line fix first, so loops whose bounds depend on the program id run there."""
+The interpreted scripts first apply triton_cpu.INTERPRETER_FIX (the Triton 3.6 interpreter's int()
+of one-element numpy arrays), so loops whose bounds depend on the program id run there."""
 
 from __future__ import annotations
 
 import ast
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +20,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import variant_modules
+from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, resource_usage
 
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.loader import import_module_at
-from aisp.kits import native
 
 pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,16 +33,10 @@ OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
              "optimized_flash_attention_triton_tma")
 
-PRELUDE = f"""
+PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
 import torch
 import torch.nn.functional as F
-from triton.runtime import interpreter as _interp
-_patch = _interp._patch_lang_tensor
-def _fixed(tensor, scope):
-    _patch(tensor, scope)
-    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
-_interp._patch_lang_tensor = _fixed
 CH18 = {str(CH18)!r}
 sys.path[:0] = [CH18, {str(ROOT / "tests")!r}]
 """
@@ -202,45 +194,15 @@ def test_pair_file_documents_itself(stem: str) -> None:
         assert not stem.startswith("baseline_") or "Tolerance:" in doc
 
 
-def compile_sm90(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], options: dict[str, int]):
-    """A ch18 kernel specialized as a pair runs it, compiled for sm_90 without a GPU."""
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    module, name = kernel.split(":")
-    fn = getattr(import_module_at(CH18 / f"{module}.py"), name)
-    sig = sig | dict.fromkeys(consts, "constexpr")
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
-    return triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=options)
-
-
-def cuobjdump(compiled, flag: str) -> str:
-    """``cuobjdump flag`` on a compiled kernel's cubin (-sass: its SASS; -res-usage: registers, local memory)."""
-    tool = native.cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump is not available")
-    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ch18_{compiled.name}_{os.getpid()}.cubin"
-    cubin.write_bytes(compiled.asm["cubin"])
-    try:
-        env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        return subprocess.run([tool, flag, str(cubin)], capture_output=True, text=True, env=env, check=True).stdout
-    finally:
-        cubin.unlink()
-
-
 def sass(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int, stages: int) -> str:
     """SASS of a ch18 kernel compiled for sm_90 without a GPU."""
-    return cuobjdump(compile_sm90(kernel, sig, consts, {"num_warps": warps, "num_stages": stages}), "-sass")
+    return cuobjdump(compile_sm90(f"ch18/{kernel}", sig, consts, {"num_warps": warps, "num_stages": stages}), "-sass")
 
 
 def test_sm90_flash_kernel_issues_wgmma() -> None:
     sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "seq": "i32", "qk_scale": "fp32"}
     code = sass("ch18_attention:_flash_fwd", sig, {"D": 128, "CAUSAL": True, "BLOCK_M": 128, "BLOCK_N": 64}, 8, 3)
     assert "HGMMA" in code, "the flash kernel's products do not use Hopper's wgmma"
-
-
-SMEM_PER_BLOCK = 227 * 1024
-"""The most shared memory one block may take on sm_90."""
 
 
 def tma_configs() -> list:
@@ -256,13 +218,13 @@ def test_sm90_tma_flash_kernel_config_compiles_to_wgmma_and_tma_without_spills(c
            "qk_scale": "fp32"}
     consts = {"D": 128, "CAUSAL": True, "HEAD_GROUP": 8} | config.kwargs
     options = {k: v for k, v in config.all_kwargs().items() if k in ("num_warps", "num_stages", "maxnreg") and v}
-    compiled = compile_sm90("ch18_attention_tma:_flash_fwd_tma", sig, consts, options)
+    compiled = compile_sm90("ch18/ch18_attention_tma:_flash_fwd_tma", sig, consts, options)
     ptx = compiled.asm["ptx"]
     assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx, "K/V tiles are not loaded by TMA"
     assert "HGMMA" in cuobjdump(compiled, "-sass"), "the products do not use Hopper's wgmma"
-    usage = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", cuobjdump(compiled, "-res-usage")))
-    assert usage["LOCAL"] == "0" and usage["STACK"] == "0", f"registers spill: {usage}"
-    assert int(usage["REG"]) <= (config.maxnreg or 255), usage
+    usage = resource_usage(compiled)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"registers spill: {usage}"
+    assert usage["REG"] <= (config.maxnreg or 255), usage
     assert compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
 
 

@@ -1,0 +1,65 @@
+"""Triton kernels checked without a GPU, shared by the chapters' tests: the interpreter fix their
+interpreted scripts apply first, and compiling a kernel for sm_90 to read its PTX, SASS and resources.
+
+The Triton 3.6 interpreter calls int() on one-element numpy arrays, which numpy >= 2.4 refuses
+(triton-lang/triton#9171, fixed upstream by #9172 after 3.6): ``INTERPRETER_FIX`` (source text to
+run before a kernel is interpreted) applies the one-line fix, so loops whose bounds depend on the
+program id or on a runtime argument run there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from aisp.harness.loader import import_module_at
+from aisp.kits import native
+
+ROOT = Path(__file__).resolve().parents[1]
+
+INTERPRETER_FIX = """
+from triton.runtime import interpreter as _interp
+_patch = _interp._patch_lang_tensor
+def _fixed(tensor, scope):
+    _patch(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+_interp._patch_lang_tensor = _fixed
+"""
+
+SMEM_PER_BLOCK = 227 * 1024
+"""The most shared memory one block may take on sm_90."""
+
+
+def compile_sm90(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], options: dict[str, int]):
+    """``kernel`` ("chNN/module:function", from the repository root) specialized as a pair runs it
+    (pointers 16-byte aligned), compiled for sm_90 without a GPU."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    module, name = kernel.split(":")
+    fn = getattr(import_module_at(ROOT / f"{module}.py"), name)
+    sig = sig | dict.fromkeys(consts, "constexpr")
+    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+    return triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def cuobjdump(compiled, flag: str) -> str:
+    """``cuobjdump flag`` on a compiled kernel's cubin (-sass: its SASS; -res-usage: registers, local memory)."""
+    tool = native.cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump is not available")
+    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"sm90_{compiled.name}_{os.getpid()}.cubin"
+    cubin.write_bytes(compiled.asm["cubin"])
+    try:
+        env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return subprocess.run([tool, flag, str(cubin)], capture_output=True, text=True, env=env, check=True).stdout
+    finally:
+        cubin.unlink()
+
+
+def resource_usage(compiled) -> dict[str, int]:
+    """Registers, stack and local memory (bytes) a thread of the compiled kernel uses (cuobjdump -res-usage)."""
+    return {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL):(\d+)", cuobjdump(compiled, "-res-usage"))}
