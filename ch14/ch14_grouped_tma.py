@@ -14,7 +14,9 @@ profile's DRAM traffic, ~0.68 GB a call, is already the bytes the call needs onc
   tile's epilogue stores: the pointer kernel drains its pipeline at every tile.
 - 128 x 256 tiles (the first two configs): the L2-to-SM bytes per FLOP fall by a quarter (a tile
   reads 128 + 256 rows of K for 128 x 256 outputs: 1.5 MiB per 134 MFLOP against 1 MiB per 67),
-  which matters because the pointer kernel's busiest unit was L2 (80% of its peak).
+  which matters because the pointer kernel's busiest unit was L2 (80% of its peak). The epilogue
+  stores C in four column quarters: the whole tile's pointers beside its 128-register accumulator
+  spilled (128 bytes of stack a thread at 255 registers; 189 registers this way).
 
 Why not a descriptor per expert (whose bounds would zero-fill a band's tail rows): a program's
 consecutive tiles are 132 tiles apart, nearly always in different experts, so it would build and
@@ -39,9 +41,9 @@ BM = 128
 CONFIGS = [triton.Config({"BN": bn, "BK": 64}, num_warps=8, num_stages=s) for bn, s in ((256, 3), (256, 4), (128, 4))]
 """Hopper, bf16, K = N = 2,048; three, as each is a compile inside the chapter's time budget. All
 keep 128-row blocks over 8 warps (two warpgroups of 64 rows issuing wgmma) and 64-deep K steps
-(128-byte rows, TMA's widest swizzle). (256 columns, 3 stages): 48 KiB a stage, 144 KiB in flight,
-a 128-register accumulator a thread. (256, 4): one more stage (192 KiB) in case TMA latency
-shows at one program per SM. (128, 4): the pointer kernel's tiles by TMA, which separates what
+(128-byte rows, TMA's widest swizzle). (256 columns, 3 stages): 48 KiB a stage, 160 KiB of shared
+memory with the epilogue's, a 128-register accumulator a thread (189 in all). (256, 4): one more
+stage (208 KiB) in case TMA latency shows at one program per SM. (128, 4): the pointer kernel's tiles by TMA, which separates what
 the copy engine buys from what the wider tile buys. tests/test_ch14_triton.py compiles each for
 sm_90: wgmma, TMA, no spills, shared memory within the 227 KiB a block may take."""
 

@@ -1,16 +1,21 @@
 """Chapter 14's kernels on a GPU against PyTorch, at ragged sizes the pairs do not use, and the
-custom-op pair's graph counts with the real Triton kernels."""
+custom-op pair's graph counts with the real Triton kernels; the TMA grouped GEMM at the pair's size
+beside the pointer kernel (run with -s to see both times)."""
 
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from cuda_events import timed_ms
 
+from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")]
 CH14 = Path(__file__).resolve().parents[1] / "ch14"
@@ -45,6 +50,46 @@ def test_grouped_gemm_with_uneven_and_empty_groups() -> None:
     starts = [sum(rows[:g]) for g in range(len(rows))]
     ref = torch.cat([a[s:s + n] @ b[g] for g, (s, n) in enumerate(zip(starts, rows, strict=True))])
     assert rel_l2(out, ref) < 5e-3
+
+
+def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups() -> None:
+    """Every autotune config of the TMA kernel launched on its own, then the autotuned launch: bands
+    whose blocks read the next band's rows (dropped by the store) and a last band past a's end."""
+    mod, ptr = load("ch14_grouped_tma"), load("optimized_triton_grouped_gemm")
+    rows = [1, 300, 0, 129, 128, 77]
+    a, b = randn(sum(rows), 512), randn(len(rows), 512, 512) / 512**0.5
+    starts = [sum(rows[:g]) for g in range(len(rows))]
+    ref = torch.cat([a[s:s + n] @ b[g] for g, (s, n) in enumerate(zip(starts, rows, strict=True))])
+    table = ptr.block_table(rows, mod.BM, a.device)
+    tilings = [ptr.Tiling(bm=mod.BM, bn=c.kwargs["BN"], bk=c.kwargs["BK"], warps=c.num_warps, stages=c.num_stages)
+               for c in mod.CONFIGS]
+    for tiling in [*tilings, None]:
+        out = torch.full((sum(rows), 512), float("nan"), device="cuda", dtype=torch.bfloat16)
+        mod.grouped_mm_tma(a, b, table, out, 7, tiling)
+        assert rel_l2(out, ref) < 5e-3, tiling
+
+
+def test_grouped_gemm_tma_at_full_size_matches_the_loop_and_prints_both_kernels() -> None:
+    """The pair's workload on the GPU: the TMA variant's output against the torch.mm loop's and the
+    pointer kernel's (the harness's comparison); printed: both kernels' times and TFLOP/s, the
+    autotuned config and the first call's compile + autotune time."""
+    base = load("baseline_triton_grouped_gemm")
+    benches = [load(m).get_benchmark() for m in ("baseline_triton_grouped_gemm", "optimized_triton_grouped_gemm",
+                                                 "optimized_triton_grouped_gemm_tma")]
+    outs = []
+    for i, bench in enumerate(benches):
+        bench.device, bench.seed = torch.device("cuda"), 0
+        bench.setup()
+        start = time.perf_counter()
+        outs.append(guarded_run(bench))
+        if i == 2:
+            tuning_s = time.perf_counter() - start
+    compare(outs[0], outs[2], base.WORKLOAD)
+    compare(outs[1], outs[2], base.WORKLOAD)
+    times = {"pointer": timed_ms(benches[1].run), "tma": timed_ms(benches[2].run)}
+    print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
+          f"best {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config}, autotune {tuning_s:.1f} s")
+    assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 
 def test_fp8_quantization_and_gemm() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from cuda_events import timed_ms
 
 import aisp
 from aisp.harness.execute import guarded_run
@@ -54,18 +55,6 @@ def test_pair_verifies_at_full_size(name: str, variant: str) -> None:
         torch.cuda.empty_cache()
     compare(outs[0], outs[2], workload)
     compare(outs[2], outs[3], workload)
-
-
-def timed_ms(fn, reps: int = 10) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
 
 
 def test_flash_kernel_matches_sdpa_and_is_within_reach_of_its_best_backend() -> None:
