@@ -1,6 +1,7 @@
-"""Chapter 16 on a GPU: each pair verifies at its H200 size (the harness does the timing), the fp8
-attention kernel matches SDPA over the dequantized cache at the pair's shapes, the pipelined
-scheduler keeps the GPU busier, and the draft's acceptance rate is what the README says."""
+"""Chapter 16 on a GPU: each pair (every variant) verifies at its H200 size (the harness does the
+timing), the fp8 attention kernel matches SDPA over the dequantized cache at the pair's shapes, the
+fp8 GEMV matches fp64 at the decoder's linear shapes (both fp8 kernels' times printed), the
+pipelined scheduler keeps the GPU busier, and the draft's acceptance rate is what the README says."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import variant_modules
+from cuda_events import timed_ms
 
 from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
@@ -32,10 +35,11 @@ def cuda_bench(module: str):
     return bench
 
 
-@pytest.mark.parametrize("name", PAIRS)
-def test_pair_verifies_at_full_size(name: str) -> None:
+@pytest.mark.parametrize(("name", "variant"), [(name, opt) for name in PAIRS for base, opt in variant_modules(CH16)
+                                                if base == f"baseline_{name}"])
+def test_pair_verifies_at_full_size(name: str, variant: str) -> None:
     outs = []
-    for module in (f"baseline_{name}", f"optimized_{name}"):
+    for module in (f"baseline_{name}", variant):
         bench = cuda_bench(module)
         outs.append(guarded_run(bench))
         outs.append(guarded_run(bench))  # a second call (graph replays, reset scheduler) gives the same
@@ -68,3 +72,43 @@ def test_pipelined_scheduler_keeps_the_gpu_busier() -> None:
 def test_draft_acceptance_rate() -> None:
     stats = cuda_bench("optimized_speculative_decoding").metrics()
     assert 0.3 < stats["acceptance_rate"] < 0.9 and stats["tokens_per_target_pass"] > 1.8, stats
+
+
+LINEARS = {"qkv": (6144, 4096), "out": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
+           "head": (32000, 4096)}
+"""(N, K) of fp8_weight_decode's linear layers (width 4096, 32 + 2 x 8 heads of 128, SwiGLU 14,336)."""
+
+
+def graphed(fn):
+    """``fn`` (compiled by one eager call) captured in a CUDA graph, as the decode step runs it: the
+    replay, so that the times are the kernels', not the host's launches."""
+    fn()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+@pytest.mark.parametrize("rows", [1, 8, 16])
+def test_fp8_gemv_matches_fp64_at_the_decoders_shapes(rows: int) -> None:
+    """Both fp8 kernels against x @ (w8 * scale)^T in fp64 (x bf16 rounded through fp16 as both
+    cast it); each linear's time per graphed call (the kit's with its fp16 cast of x, as its layer
+    runs it) and the weight bytes' rate printed for the lead."""
+    sys.path.insert(0, str(CH16))
+    from ch16_fp8_gemv import fp8_gemv
+
+    from aisp.kits.fp8 import fp8_linear, quantize_rows
+
+    torch.manual_seed(0)
+    for name, (n, k) in LINEARS.items():
+        w8, scale = quantize_rows(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02)
+        w = w8.view(torch.float8_e4m3fn)
+        x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
+        ref = x.half().double() @ (w.double() * scale.double()[:, None]).T
+        new = fp8_gemv(x, w, scale)
+        err = ((new.double() - ref).norm() / ref.norm()).item()
+        assert new.dtype == torch.bfloat16 and err < 5e-3, (name, err)  # bf16 output rounding
+        ms_new = timed_ms(graphed(lambda x=x, w=w, s=scale: fp8_gemv(x, w, s)), reps=50)
+        ms_old = timed_ms(graphed(lambda x=x, w=w, s=scale: fp8_linear(x.half(), w, s, False, torch.bfloat16)), reps=50)
+        print(f"{name} M={rows} N={n} K={k}: kit {ms_old * 1e3:.1f} us ({n * k / ms_old / 1e9:.2f} TB/s), "
+              f"gemv {ms_new * 1e3:.1f} us ({n * k / ms_new / 1e9:.2f} TB/s), rel err {err:.1e}")

@@ -1,7 +1,8 @@
-"""Chapter 16's Triton pairs without a GPU: ``fp8_kv_cache`` and ``fp8_weight_decode`` verify on a
-CPU under TRITON_INTERPRET=1 (two seeds, another seed rejected, refilled inputs), the fp8
-attention kernel matches SDPA over the dequantized cache, and its sm_90 code (compiled without a
-GPU) widens two e4m3 values per instruction and multiplies on the tensor cores."""
+"""Chapter 16's Triton pairs without a GPU: ``fp8_kv_cache`` and ``fp8_weight_decode`` (both its
+variants) verify on a CPU under TRITON_INTERPRET=1 (two seeds, another seed rejected, refilled
+inputs), the fp8 attention kernel matches SDPA over the dequantized cache, the fp8 GEMV matches
+fp64 at ragged shapes, and their sm_90 code (compiled without a GPU) widens two e4m3 values per
+instruction and multiplies on the tensor cores (the GEMV: 16-byte asynchronous copies, no spills)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, resource_usage
 
+from aisp.harness.loader import import_module_at
 from aisp.kits import native
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 sys.path[:0] = [{ch16!r}, {tests!r}]
+from conftest import variant_modules
 from refill_check import check_refilled_pair
 from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
@@ -33,9 +37,7 @@ from ch16_fp8_kv import fp8_decode_attention, quantize_heads
 SMALL = {{"fp8_kv_cache": dict(rows=2, kv_heads=2, context=512, splits=4, element_tol=0.15),
           "fp8_weight_decode": dict(model=LLMConfig(vocab=256, dim=128, layers=2, heads=2, kv_heads=1, ffn=128),
                                     batch=3, prompt=10, steps=6)}}
-for name, sizes in SMALL.items():
-    mods = [import_module_at(Path({ch16!r}) / f"{{side}}_{{name}}.py") for side in ("baseline", "optimized")]
-
+def check_pair(name, sizes, mods, variant):
     def build(mod, seed):
         bench = mod.get_benchmark()
         bench.device, bench.seed = torch.device("cpu"), seed
@@ -54,6 +56,15 @@ for name, sizes in SMALL.items():
     except VerificationError:
         pass
     check_refilled_pair(build(mods[0], 0), build(mods[1], 0), base.workload)
+    print('verified', variant)
+
+for name, sizes in SMALL.items():
+    variants = [opt for base, opt in variant_modules(Path({ch16!r})) if base == "baseline_" + name]
+    assert len(variants) == {{"fp8_kv_cache": 1, "fp8_weight_decode": 2}}[name], variants
+    for variant in variants:
+        check_pair(name, sizes, [import_module_at(Path({ch16!r}) / f"{{module}}.py")
+                                 for module in ("baseline_" + name, variant)], variant)
+
 
 gen = torch.Generator().manual_seed(3)
 q = torch.randn(3, 2, 3, 64, generator=gen)
@@ -70,11 +81,12 @@ print("interpreted ok")
 
 def test_fp8_pairs_verify_under_the_triton_interpreter() -> None:
     pytest.importorskip("triton")
-    script = INTERPRETED.format(ch16=str(CH16), tests=str(ROOT / "tests"))
+    script = INTERPRETER_FIX + INTERPRETED.format(ch16=str(CH16), tests=str(ROOT / "tests"))
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900,
                           check=False)
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
+    assert "verified optimized_fp8_weight_decode_gemv" in proc.stdout, proc.stdout
 
 
 def attention_sass() -> str:
@@ -110,3 +122,100 @@ def test_sm90_attention_widens_e4m3_pairs_on_the_tensor_cores() -> None:
     sass = attention_sass()
     assert "F2FP.F16.E4M3.UNPACK_B" in sass, "e4m3 -> fp16x2 conversion (two values per instruction) missing"
     assert "HMMA" in sass, "the products do not run on the tensor cores"
+
+
+GEMV = """
+import sys
+import torch
+sys.path[:0] = [{ch16!r}]
+from ch16_fp8_gemv import GemvConfig, fp8_gemv, k_splits
+from aisp.kits.fp8 import quantize_rows
+
+torch.manual_seed(0)
+small = GemvConfig(block_n=32, block_k=32, stages=2, max_split=4)
+# (M, N, K): N ragged (a last block part outside); K split in 4, in 2, not at all (K not a whole
+# number of steps per split; enough output blocks); 1, 8 and 13 rows
+for m, n, k in ((1, 100, 256), (8, 100, 256), (13, 70, 128), (8, 40, 96), (8, 200, 64), (8, 300, 256)):
+    split = k_splits(n, k, small, sms=8)
+    w8, scale = quantize_rows(torch.randn(n, k) * torch.logspace(-1, 1, n)[:, None])
+    w = w8.view(torch.float8_e4m3fn)
+    x = (torch.randn(m, k) * 3).half().float()  # fp16-exact, as the kernel casts it
+    ref = x.double() @ (w.double() * scale.double()[:, None]).T
+    out = fp8_gemv(x, w, scale, small)
+    assert out.shape == (m, n) and out.dtype == x.dtype
+    err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-5, (m, n, k, split, err)
+    print("gemv", m, n, k, "split", split, "err", err)
+"""
+
+
+def test_fp8_gemv_matches_fp64_at_ragged_shapes_under_the_interpreter() -> None:
+    """The GEMV against x @ (w8 * scale)^T in fp64: N not a multiple of the block, 1, 8 and 13 rows
+    (8 and 16 MMA columns), K split over 4 and 2 programs (partials summed by the second kernel)
+    and not split (small blocks and a 8-SM machine, so that the test's shapes take every path)."""
+    pytest.importorskip("triton")
+    script = INTERPRETER_FIX + GEMV.format(ch16=str(CH16))
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    splits = [line.split()[5] for line in proc.stdout.splitlines() if line.startswith("gemv")]
+    assert splits == ["4", "4", "4", "1", "2", "1"], proc.stdout  # every path taken
+
+
+def gemv_module():
+    return import_module_at(CH16 / "ch16_fp8_gemv.py")
+
+
+def test_fp8_gemv_splits_only_layers_that_leave_sms_idle() -> None:
+    mod = gemv_module()
+    shapes = {"qkv": (6144, 4096), "out": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
+              "head": (32000, 4096)}
+    splits = {name: mod.k_splits(n, k) for name, (n, k) in shapes.items()}
+    assert splits == {"qkv": 8, "out": 8, "gate_up": 1, "down": 8, "head": 1}, splits
+    assert mod.k_splits(4096, 3 * 128) == 1  # no split that leaves a fraction of a K step
+
+
+def test_fp8_gemv_refuses_what_it_cannot_tile() -> None:
+    import torch
+    mod = gemv_module()
+    w, s = torch.zeros(256, 256, dtype=torch.float8_e4m3fn), torch.ones(256)
+    for x, wt in ((torch.zeros(17, 256), w), (torch.zeros(8, 200), w[:, :200].contiguous()),
+                  (torch.zeros(8, 512)[:, ::2], w), (torch.zeros(8, 128), w)):
+        with pytest.raises(ValueError, match="fp8_gemv"):
+            mod.fp8_gemv(x, wt, s)
+
+
+GEMV_SIG = {"x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "s_ptr": "*fp32", "y_ptr": "*bf16", "M": "i32", "N": "i32",
+            "K": "i32", "K_SPLIT": "i32"}
+
+
+@pytest.mark.parametrize(("rows", "partial"), [(8, False), (8, True), (16, False), (16, True)])
+def test_sm90_fp8_gemv_compiles_without_spills(rows: int, partial: bool) -> None:
+    """The GEMV as the decode step launches it (N, K and the split a multiple of 16, as Triton's
+    launcher specializes them): no local memory or stack, shared memory within a block's limit; the
+    tuned 8-row path copies the weights 16 bytes at a time asynchronously (cp.async, pipelined),
+    widens two e4m3 per instruction and runs mma.sync with 8 token columns (HMMA.16816), in little
+    enough shared memory for 3 programs an SM. (9-16 rows compile to wgmma with 86 KB: correct, not
+    tuned; the decode step has 8.)"""
+    cfg = gemv_module().CONFIG
+    sig = GEMV_SIG | {"y_ptr": "*fp32" if partial else "*bf16"}
+    consts = {"ROWS": rows, "PARTIAL": partial, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k}
+    compiled = compile_sm90("ch16/ch16_fp8_gemv:_gemv_fp8", sig, consts,
+                            {"num_warps": cfg.warps, "num_stages": cfg.stages}, divisible=("N", "K", "K_SPLIT"))
+    usage = resource_usage(compiled)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"registers spill: {usage}"
+    assert compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
+    if rows == 8:
+        assert compiled.metadata.shared <= SMEM_PER_BLOCK / 3, compiled.metadata.shared  # 3 programs an SM
+        sass = cuobjdump(compiled, "-sass")
+        assert "LDGSTS.E.BYPASS.128" in sass and "LDG.E.U8" not in sass, "weights not copied 16 bytes at a time"
+        assert "F2FP.F16.E4M3.UNPACK_B" in sass and "HMMA.16816.F32" in sass
+
+
+def test_sm90_split_sum_compiles_without_spills() -> None:
+    sig = {"p_ptr": "*fp32", "s_ptr": "*fp32", "y_ptr": "*bf16", "MN": "i32", "N": "i32"}
+    compiled = compile_sm90("ch16/ch16_fp8_gemv:_sum_splits", sig, {"SPLITS": 8, "BLOCK": 1024}, {"num_warps": 4},
+                            divisible=("MN", "N"))
+    usage = resource_usage(compiled)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"registers spill: {usage}"

@@ -33,16 +33,18 @@ SMEM_PER_BLOCK = 227 * 1024
 """The most shared memory one block may take on sm_90."""
 
 
-def compile_sm90(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], options: dict[str, int]):
+def compile_sm90(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], options: dict[str, int],
+                 divisible: tuple[str, ...] = ()):
     """``kernel`` ("chNN/module:function", from the repository root) specialized as a pair runs it
-    (pointers 16-byte aligned), compiled for sm_90 without a GPU."""
+    (pointers 16-byte aligned; the integer arguments named in ``divisible`` multiples of 16, as
+    Triton's launcher specializes them when they are), compiled for sm_90 without a GPU."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     module, name = kernel.split(":")
     fn = getattr(import_module_at(ROOT / f"{module}.py"), name)
     sig = sig | dict.fromkeys(consts, "constexpr")
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, (a, t) in enumerate(sig.items()) if t.startswith("*") or a in divisible}
     return triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=options)
 
 

@@ -47,10 +47,11 @@ class FP8Linear(nn.Module):
         return y.view(*x.shape[:-1], -1)
 
 
-def to_fp8(module: nn.Module, widen_prefill: bool = False) -> None:
-    """Replaces every ``nn.Linear`` under ``module`` by an :class:`FP8Linear` (the bf16 weights are freed)."""
+def to_fp8(module: nn.Module, widen_prefill: bool = False, layer: type[FP8Linear] = FP8Linear) -> None:
+    """Replaces every ``nn.Linear`` under ``module`` by a ``layer`` (:class:`FP8Linear` or a subclass
+    with another kernel; the bf16 weights are freed)."""
     for name, child in module.named_children():
         if isinstance(child, nn.Linear):
-            setattr(module, name, FP8Linear(child, widen_prefill))
+            setattr(module, name, layer(child, widen_prefill))
         else:
-            to_fp8(child, widen_prefill)
+            to_fp8(child, widen_prefill, layer)
