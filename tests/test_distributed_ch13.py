@@ -1,6 +1,7 @@
 """Chapter 13's multi-GPU pairs and tools on the CPU with gloo: the pairs at small fp32 sizes on
-three ranks through the real harness path (tests/fixtures/distributed_ch13/), with a wrong
-variant of each that verification must reject; the context-parallelism tool and the FSDP
+three ranks through the real harness path (tests/fixtures/distributed_ch13/; each pair's worker
+forked from a zygote, so a forked worker is shown to run a multi-rank pair), with a wrong variant of
+each that verification must reject; the context-parallelism tool and the FSDP
 example under torchrun."""
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ PAIRS = ("context_parallel_multigpu", "expert_parallel_multigpu")
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """Both pairs at CPU sizes, three ranks each; ch13/ on the workers' PYTHONPATH."""
-    results = run_fixture_pairs(FIXTURES, CH13, RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")))
+    """Both pairs at CPU sizes, three ranks each; ch13/ on the workers' PYTHONPATH. The workers are
+    forked from a zygote (--fork-workers): each becomes torchrun's agent as a spawned one does."""
+    options = RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"),
+                         fork_workers=True)
+    results = run_fixture_pairs(FIXTURES, CH13, options)
+    assert all(r["placement"]["forked"] for r in results), [r["placement"] for r in results]
     return {r["name"]: {v["name"]: v for v in r["variants"]} for r in results}
 
 

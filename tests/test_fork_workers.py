@@ -94,20 +94,3 @@ def test_a_zygote_that_cannot_start_is_an_oserror_and_the_run_starts_workers_ane
     result = _run(FIXTURES / "pairs", ["raises"], options)["raises"]
     assert result["placement"]["forked"] is False and result["verdict"] == "error"
 
-
-def test_a_forked_worker_runs_a_multi_rank_pair_as_torchrun_agent(tmp_path):
-    """A pair of three gloo ranks (chapter 13's small context-parallel fixture, a right and a wrong
-    variant) through a forked worker: the fork becomes torchrun's agent, the ranks start and verify as
-    under a spawned worker (the wrong variant fails on every rank), and the result says it was forked."""
-    from conftest import REPO, run_fixture_pairs
-
-    fixtures = REPO / "tests" / "fixtures" / "distributed_ch13"
-    options = RunOptions(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0, fork_workers=True,
-                         artifacts_dir=tmp_path)
-    results = {r["name"]: r for r in run_fixture_pairs(fixtures, REPO / "ch13", options)}
-    pair = results["context_parallel"]
-    assert pair["placement"]["forked"] is True
-    variants = {v["name"]: v for v in pair["variants"]}
-    assert variants["optimized_context_parallel"]["verdict"] in ("ok", "inconclusive", "slower")
-    wrong = variants["optimized_context_parallel_localonly"]
-    assert wrong["verdict"] == "verify-failed" and "rank 0" in wrong["reason"] and "rank 2" in wrong["reason"]

@@ -64,13 +64,15 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """Every fixture pair, in two suites at once (one per core: each pair is a worker process that
-    imports torch); returns the results by name and each pair's run folder."""
+    """Every fixture pair, in two suites at once (one per core); returns the results by name and each
+    pair's run folder. Each pair's worker is forked from a zygote that imported torch once
+    (--fork-workers: a fresh process per pair all the same; tests/test_fork_workers.py holds the
+    forked workers' results to the spawned ones'), which saves CI a torch import per pair."""
     pairs = resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
 
     def run(half: list) -> tuple[list, Path]:
         art = tmp_path_factory.mktemp("art")
-        return run_suite(half, RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=art))
+        return run_suite(half, RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=art, fork_workers=True))
     # One intra-op thread per worker: two suites of 2-thread workers (under pytest -n 2, four
     # processes on a 2-core CI machine) made a 96x96 matmul take 0.05 or 15 ms by the scheduler's whim.
     with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(2) as pool:
