@@ -59,12 +59,16 @@ def test_ok_needs_the_interval_above_one_and_slower_is_unchanged(tmp_path):
     slow = _pair(tmp_path, "slow", [("optimized_slow", 0.8, 0.01)])
     assert fast["speedup"]["low"] > 1.0 and fast["verdict"] == "ok"
     assert slow["speedup"]["high"] < 1.0 and slow["verdict"] == "slower" and exit_code([slow]) == 1
+    assert slow["reason"].startswith("optimized_slow: slower: 0.80x") and "is below 1" in slow["reason"]
+    assert fast["reason"] is None
 
 
 def test_a_ladder_step_at_parity_makes_the_pair_inconclusive(tmp_path):
     result = _pair(tmp_path, "ladder", [("optimized_ladder", 2.0, 0.01), ("optimized_ladder_step", 1.0, 0.05)])
     assert [v["verdict"] for v in result["variants"]] == ["ok", "inconclusive"]
     assert result["verdict"] == "inconclusive" and result["best"] == "optimized_ladder"
+    # the pair's reason says which variant made it inconclusive (the best one's 2.0x is not why)
+    assert result["reason"].startswith("optimized_ladder_step: inconclusive: 1.0") and "holds 1" in result["reason"]
 
 
 def test_the_best_variant_has_the_highest_lower_end_not_the_highest_estimate(tmp_path):

@@ -108,6 +108,13 @@ def _variant_verdict(var: dict[str, Any]) -> str:
     return "ok-unchecked" if verdict != "slower" and unchecked(var) else verdict
 
 
+def _timed_reason(var: dict[str, Any]) -> str:
+    """Why a timed variant is inconclusive or slower, from its speedup's interval."""
+    s = var["speedup"]
+    where = "holds 1" if var["verdict"] == "inconclusive" else "is below 1"
+    return f"{var['name']}: {var['verdict']}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] {where}"
+
+
 def _best(variants: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The timed variant whose speedup's interval has the highest lower end (then the highest
     value): picking the largest point estimate would favour the luckiest draw of several."""
@@ -135,6 +142,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     is_unchecked = any(unchecked(v) for v in variants)
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
     reasons += [unchecked_reason(workload)] if is_unchecked else []
+    # the variants the pair's inconclusive or slower verdict comes from, first (they carry no reason)
+    reasons[:0] = [_timed_reason(v) for v in variants if v["verdict"] == verdict in ("inconclusive", "slower")]
     return {**pair, "verdict": verdict, "reason": "; ".join(reasons) or None, "workload": workload,
             "baseline": base, "variants": variants, "best": best["name"] if best else None,
             "speedup": best["speedup"] if best else None, "unchecked": is_unchecked}
