@@ -182,8 +182,9 @@ def test_check_plan_is_random_and_in_range():
 
 def test_cold_start_checks_outputs(tmp_path):
     """--cold-start times each variant in a process of its own: there too one timed call is
-    checked against the baseline's (a variant honest only when set up twice in a process fails)."""
-    options = RunOptions(iterations=6, warmup=2, device="cpu", artifacts_dir=tmp_path, cold_start=True)
+    checked against the baseline's (a variant honest only when set up twice in a process fails).
+    Forked workers here (CI time); tests/test_modes.py runs cold starts in spawned ones."""
+    options = RunOptions(iterations=6, warmup=2, device="cpu", artifacts_dir=tmp_path, cold_start=True, fork_workers=True)
     pairs = resolve_targets(["pairs:cold_cheat", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
     results = {r["name"]: r for r in run_suite(pairs, options)[0]}
     cheat = results["cold_cheat"]
