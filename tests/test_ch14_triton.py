@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, resource_usage
+from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, fits_sm90
 
 from aisp.harness.loader import import_module_at
 
@@ -200,9 +200,5 @@ def test_sm90_grouped_tma_config_compiles_to_wgmma_and_tma_without_spills(config
     consts = {"BM": import_module_at(REPO / "ch14" / "ch14_grouped_tma.py").BM} | config.kwargs
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     compiled = compile_sm90("ch14/ch14_grouped_tma:_grouped_gemm_tma", GROUPED_TMA_SIG, consts, options)
-    ptx = compiled.asm["ptx"]
-    assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx, "A/B tiles are not loaded by TMA"
-    assert "HGMMA" in cuobjdump(compiled, "-sass"), "the products do not use Hopper's wgmma"
-    usage = resource_usage(compiled)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"registers spill: {usage}"
-    assert compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
+    assert_tma_and_wgmma(compiled, "A/B")
+    fits_sm90(compiled)

@@ -57,21 +57,34 @@ def test_pair_verifies_at_full_size(name: str, variant: str) -> None:
     compare(outs[2], outs[3], workload)
 
 
+FLASH_FLOPS = 4.0 * 128 * 4 * 32 * 4096 * 4097 / 2
+"""The causal FLOPs of ``flash_attention_triton``'s shape: 4 x 32 heads x 4,096 tokens x head_dim 128."""
+
+
+def _flash_inputs() -> tuple[torch.Tensor, ...]:
+    """q, k, v at the pair's shape, bf16, seed 0."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    return tuple(torch.randn(4, 32, 4096, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
+
+
+def _first_call(attention, q, k, v) -> tuple[torch.Tensor, float]:
+    """The causal output of ``attention``'s first call and its seconds (compile and autotune included)."""
+    start = time.perf_counter()
+    out = attention(q, k, v, causal=True)
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - start
+
+
 def test_flash_kernel_matches_sdpa_and_is_within_reach_of_its_best_backend() -> None:
     from ch18_attention import flash_attention
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(4, 32, 4096, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
-    start = time.perf_counter()
-    out = flash_attention(q, k, v, causal=True)
-    torch.cuda.synchronize()
-    tuning_s = time.perf_counter() - start
+    q, k, v = _flash_inputs()
+    out, tuning_s = _first_call(flash_attention, q, k, v)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out, ref, rtol=0.05, atol=0.03)
     q2, k2, v2 = (t[:, :2].contiguous() for t in (q, k, v))  # the kernel takes contiguous tensors only
     torch.testing.assert_close(flash_attention(q2, k2, v2, causal=False),
                                F.scaled_dot_product_attention(q2, k2, v2), rtol=0.05, atol=0.03)
-    flops = 4.0 * 128 * 4 * 32 * 4096 * 4097 / 2
     times = {"triton": timed_ms(lambda: flash_attention(q, k, v, causal=True))}
     for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
         try:
@@ -79,7 +92,7 @@ def test_flash_kernel_matches_sdpa_and_is_within_reach_of_its_best_backend() -> 
                 times[name] = timed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
         except RuntimeError:
             continue
-    print({n: f"{t:.3f} ms, {flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()}, f"autotune {tuning_s:.1f} s")
+    print({n: f"{t:.3f} ms, {FLASH_FLOPS / t / 1e9:.0f} TFLOP/s" for n, t in times.items()}, f"autotune {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
     assert times["triton"] < 2.0 * min(t for n, t in times.items() if n != "triton"), times
 
@@ -90,21 +103,16 @@ def test_tma_flash_kernel_matches_sdpa_and_prints_what_its_changes_buy() -> None
     group: the L2 grouping's share), and the autotuned config."""
     from ch18_attention import flash_attention
     from ch18_attention_tma import _flash_tma_tuned, flash_attention_tma
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(4, 32, 4096, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
-    start = time.perf_counter()
-    out = flash_attention_tma(q, k, v, causal=True)
-    torch.cuda.synchronize()
-    tuning_s = time.perf_counter() - start
+    q, k, v = _flash_inputs()
+    out, tuning_s = _first_call(flash_attention_tma, q, k, v)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0.05, atol=0.03)
     q3, k3, v3 = (t[:, :3].contiguous() for t in (q, k, v))  # 12 heads in groups of 8: a short last group
     torch.testing.assert_close(flash_attention_tma(q3, k3, v3, causal=False),
                                F.scaled_dot_product_attention(q3, k3, v3), rtol=0.05, atol=0.03)
-    flops = 4.0 * 128 * 4 * 32 * 4096 * 4097 / 2
     times = {"tma": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True)),
              "tma, pointer kernel's order": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True, group=128)),
              "pointer": timed_ms(lambda: flash_attention(q, k, v, causal=True))}
-    print({n: f"{t:.3f} ms, {flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
+    print({n: f"{t:.3f} ms, {FLASH_FLOPS / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
           f"best {_flash_tma_tuned.best_config}, autotune {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import variant_modules
-from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, resource_usage
+from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, cuobjdump, fits_sm90
 
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.loader import import_module_at
@@ -219,13 +219,9 @@ def test_sm90_tma_flash_kernel_config_compiles_to_wgmma_and_tma_without_spills(c
     consts = {"D": 128, "CAUSAL": True, "HEAD_GROUP": 8} | config.kwargs
     options = {k: v for k, v in config.all_kwargs().items() if k in ("num_warps", "num_stages", "maxnreg") and v}
     compiled = compile_sm90("ch18/ch18_attention_tma:_flash_fwd_tma", sig, consts, options)
-    ptx = compiled.asm["ptx"]
-    assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx, "K/V tiles are not loaded by TMA"
-    assert "HGMMA" in cuobjdump(compiled, "-sass"), "the products do not use Hopper's wgmma"
-    usage = resource_usage(compiled)
-    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"registers spill: {usage}"
+    assert_tma_and_wgmma(compiled, "K/V")
+    usage = fits_sm90(compiled)
     assert usage["REG"] <= (config.maxnreg or 255), usage
-    assert compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
 
 
 def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:

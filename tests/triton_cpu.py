@@ -65,3 +65,20 @@ def cuobjdump(compiled, flag: str) -> str:
 def resource_usage(compiled) -> dict[str, int]:
     """Registers, stack and local memory (bytes) a thread of the compiled kernel uses (cuobjdump -res-usage)."""
     return {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL):(\d+)", cuobjdump(compiled, "-res-usage"))}
+
+
+def fits_sm90(compiled) -> dict[str, int]:
+    """Assert the compiled kernel spills no register (no local memory or stack) and takes at most the
+    shared memory one block may; returns its resource usage for further checks."""
+    usage = resource_usage(compiled)
+    assert usage["LOCAL"] == 0 and usage["STACK"] == 0, f"registers spill: {usage}"
+    assert compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
+    return usage
+
+
+def assert_tma_and_wgmma(compiled, tiles: str) -> None:
+    """Assert the compiled kernel loads ``tiles`` by TMA (cp.async.bulk.tensor, no per-thread
+    cp.async) and multiplies with Hopper's wgmma (HGMMA in its SASS)."""
+    ptx = compiled.asm["ptx"]
+    assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx, f"{tiles} tiles are not loaded by TMA"
+    assert "HGMMA" in cuobjdump(compiled, "-sass"), "the products do not use Hopper's wgmma"
