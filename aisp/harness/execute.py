@@ -451,17 +451,18 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
     run-queue wait over the timed iterations goes in ``telemetry_out["cpu_wait"]`` (host busy)."""
     read = nvml_reader(device) if device.type == "cuda" else None
     started = host.schedstat()
-    if read is None:
-        if telemetry_out is not None and device.type == "cuda":
-            telemetry_out["unavailable"] = "NVML could not be read; throttling was not checked"
+
+    def timed() -> dict[int, Any]:
         last = time_interleaved(live, options, device, align, check)
         if telemetry_out is not None:
             telemetry_out["cpu_wait"] = host.cpu_wait(started, host.schedstat())
         return last
+    if read is None:
+        if telemetry_out is not None and device.type == "cuda":
+            telemetry_out["unavailable"] = "NVML could not be read; throttling was not checked"
+        return timed()
     with Telemetry(read) as tel:
-        last = time_interleaved(live, options, device, align, check)
-    if telemetry_out is not None:
-        telemetry_out["cpu_wait"] = host.cpu_wait(started, host.schedstat())
+        last = timed()
     for var in live:
         var.throttled = {i: r for i, (a, b) in enumerate(var.windows) if (r := tel.throttled(a, b))}
     if telemetry_out is not None:

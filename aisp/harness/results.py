@@ -143,7 +143,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
     reasons += [unchecked_reason(workload)] if is_unchecked else []
     # the variants the pair's inconclusive or slower verdict comes from, first (they carry no reason)
-    reasons[:0] = [_timed_reason(v) for v in variants if v["verdict"] == verdict in ("inconclusive", "slower")]
+    if verdict in ("inconclusive", "slower"):
+        reasons[:0] = [_timed_reason(v) for v in variants if v["verdict"] == verdict]
     return {**pair, "verdict": verdict, "reason": "; ".join(reasons) or None, "workload": workload,
             "baseline": base, "variants": variants, "best": best["name"] if best else None,
             "speedup": best["speedup"] if best else None, "unchecked": is_unchecked}
