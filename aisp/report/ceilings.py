@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 
@@ -183,7 +184,7 @@ CEILING_COLUMNS = (Column("pair"), Column("ceiling"), Column("% reached"), Colum
                    Column("reason (below 80%) / why none", wraps=True))
 
 
-def table(found: list[Row], title: str, width: int = 200) -> Table:
+def table(found: list[Row], title: str, width: int = 200) -> Table | Group:
     """The report as a rich table fitted to ``width``: pair, ceiling kind, % reached (green at the
     mark, yellow below), variant (left out first on a narrow console), reason (wraps)."""
     cells = []

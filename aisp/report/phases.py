@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 
 from aisp.harness.phases import ORDER
@@ -44,7 +45,7 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
     return [p for p in (*ORDER, "total") if any(p in r for r in rows)]
 
 
-def table(rows: list[dict[str, Any]], first: str, title: str, width: int) -> Table:
+def table(rows: list[dict[str, Any]], first: str, title: str, width: int) -> Table | Group:
     """The rows as a console table fitted to ``width``: the least telling phases are left out first
     (teardown, exit, ...), never a name cut short (at 80 columns the 14 columns were unreadable)."""
     names = columns(rows)
