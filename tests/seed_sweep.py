@@ -46,15 +46,15 @@ def sweep(target: str, seeds: list[int], device: str = "auto", roots: tuple[Path
     sys.path.insert(0, str(pair.folder))  # chapter-local helpers, as the worker's PYTHONPATH has
     paths = [pair.baseline, *pair.optimized]
     ranked = "LOCAL_RANK" in os.environ
-    dev = pick_device(device)
-    if ranked and not unmet_requirements(load_benchmark(paths[0]).workload.requires, dev):  # one process group for every seed; rank 0's seeds go to all
-        dev = init(rank_from_env(), dev, load_benchmark(paths[0]).workload.timeout_s)
+    workload, dev = load_benchmark(paths[0]).workload, pick_device(device)
+    skip = unmet_requirements(workload.requires, dev)
+    if skip:
+        return {"target": target, "seeds": 0, "passed": False, "skipped": skip, "records": []}
+    if ranked:  # one process group for every seed; rank 0's seeds go to all
+        dev = init(rank_from_env(), dev, workload.timeout_s)
         box = [seeds]
         dist.broadcast_object_list(box, src=0)
         seeds = box[0]
-    skip = unmet_requirements(load_benchmark(paths[0]).workload.requires, dev)
-    if skip:
-        return {"target": target, "seeds": 0, "passed": False, "skipped": skip, "records": []}
     records = []
     for seed in seeds:
         _, variants, _, workload = start(paths, RunOptions(device=device))
