@@ -91,39 +91,53 @@ def test_conditional_if_takes_the_branch_in_some_stages_with_margin(seed: int) -
 
 
 def simpson_levels(u: torch.Tensor, v: torch.Tensor, tol: float, max_levels: int) -> tuple[torch.Tensor, list[int]]:
-    """dynamic_parallelism.cu's level-by-level adaptive Simpson in float64 on the CPU, and each
+    """The pair's host copy of dynamic_parallelism.cu's refinement: every cell's integral and each
     level's interval count."""
-    p, w = 0.5 + 0.5 * torch.tanh(u.double()), 10.0 ** (-2.0 - torch.tanh(v.double()))
-    cell = torch.arange(len(u))
-    a, b = torch.zeros(len(u), dtype=torch.float64), torch.ones(len(u), dtype=torch.float64)
-    out, sizes = torch.zeros(len(u), dtype=torch.float64), []
-    while len(cell):
-        sizes.append(len(cell))
-        pc, wc = p[cell], w[cell]
+    return load("baseline_dynamic_parallelism").simpson_on_host(u, v, tol, max_levels)
 
-        def f(x: torch.Tensor, pc: torch.Tensor = pc, wc: torch.Tensor = wc) -> torch.Tensor:
-            return wc / ((x - pc) ** 2 + wc**2)
 
-        m, h = (a + b) / 2, b - a
-        whole = h / 6 * (f(a) + 4 * f(m) + f(b))
-        halves = h / 12 * (f(a) + 4 * f((a + m) / 2) + 2 * f(m) + 4 * f((m + b) / 2) + f(b))
-        done = ((halves - whole).abs() <= 15 * tol * h) | (len(sizes) >= max_levels)
-        out.index_add_(0, cell[done], (halves + (halves - whole) / 15)[done])
-        keep = ~done
-        cell, a, b = cell[keep].repeat(2), torch.cat([a[keep], m[keep]]), torch.cat([m[keep], b[keep]])
-    return out, sizes
+def refinement_inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    cells = load("baseline_dynamic_parallelism").WORKLOAD.cells
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(cells, generator=gen), torch.randn(cells, generator=gen)
 
 
 @pytest.mark.parametrize("seed", [0])
 def test_adaptive_refinement_fits_its_lists_and_matches_the_exact_integrals(seed: int) -> None:
     mod = load("baseline_dynamic_parallelism")
     w = mod.WORKLOAD
-    gen = torch.Generator().manual_seed(seed)
-    u, v = torch.randn(w.cells, generator=gen), torch.randn(w.cells, generator=gen)
+    u, v = refinement_inputs(seed)
     got, sizes = simpson_levels(u, v, w.tol, w.max_levels)
     assert 12 <= len(sizes) < w.max_levels, "the level cap must not be what stops the refinement"
     assert max(sizes) < 0.6 * w.cap and w.cap % 2 == 0  # slots are taken in pairs (dynamic_parallelism.cu)
     torch.testing.assert_close(got, mod.peak_integrals(u, v), rtol=0, atol=1e-5)
+
+
+def test_refinement_check_holds_where_the_rule_misses_a_peak() -> None:
+    """Seed 4 (CPU generator): one cell's peak falls between the first five samples and reads as
+    converged, ~3 off the exact integral, as the GPU run of 2026-11-28 found at a random seed with a
+    4e-5 miss. The kernel is right to compute what the rule computes, so the setup check passes."""
+    mod = load("baseline_dynamic_parallelism")
+    u, v = refinement_inputs(4)
+    got = simpson_levels(u, v, mod.WORKLOAD.tol, mod.WORKLOAD.max_levels)[0]
+    assert (got - mod.peak_integrals(u, v)).abs().max() > 1.0
+    mod.check_refinement(got.float().double(), u, v, mod.WORKLOAD)  # a float64 copy, not the same tensor
+
+
+@pytest.mark.parametrize("fault", ["lost interval", "doubled interval", "wrong cell"])
+def test_refinement_check_fires_on_a_misplaced_interval(fault: str) -> None:
+    mod = load("baseline_dynamic_parallelism")
+    u, v = refinement_inputs(0)
+    got = simpson_levels(u, v, mod.WORKLOAD.tol, mod.WORKLOAD.max_levels)[0].clone()
+    share = 2e-5  # about one deepest-level interval's share beside a peak (h = 2^-17, f ~ 3)
+    if fault == "lost interval":
+        got[100] -= share
+    elif fault == "doubled interval":
+        got[100] += share
+    else:
+        got[100], got[101] = got[100] - share, got[101] + share
+    with pytest.raises(AssertionError):
+        mod.check_refinement(got, u, v, mod.WORKLOAD)
 
 
 def test_refine_struct_matches_the_cuda_layout() -> None:
