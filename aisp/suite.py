@@ -42,7 +42,7 @@ def _roofline_step() -> Any:
     cache: dict[str, dict[str, Any] | None] = {}
 
     def step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
-        key = expectations.key_for(result, ctx.manifest)  # the GPUs the pair uses: h200 on a 4 x H200 host
+        key = expectations.gpu_key(result, ctx.manifest)  # the GPUs the pair uses: h200 on a 4 x H200 host
         if key not in cache:
             cache[key] = load_peaks(key)
         return add_ceiling(add_roofline(result, cache[key]), cache[key])

@@ -46,16 +46,37 @@ def test_a_changed_cpu_python_or_triton_is_not_compared_never_regressed(tmp_path
     assert expectations.judge(_result(tmp_path, "a", 9, seed=2), ENV)["verdict"] == "regressed"
 
 
-def test_a_two_gpu_pair_on_a_bigger_host_is_not_compared(tmp_path):
-    """ch04:dataparallel ran 1.48x on 2 GPUs of a 4-GPU host against 1.75x stored on a 2-GPU host."""
+def test_a_two_gpu_pair_on_a_bigger_host_has_a_file_of_its_own(tmp_path):
+    """ch04:dataparallel ran 1.48x on 2 GPUs of a 4-GPU host against 1.75x stored on a 2-GPU host:
+    the 4-GPU host's runs go to expectations_2x_h200_host4.json, judged there, and never replace the
+    2-GPU host's entry (on 2026-11-28 storing a 4-GPU host's run had replaced it)."""
     expectations.update([_result(tmp_path, "dp", 10 / 1.75, seed=1, gpus=2)], TWO_GPU_HOST)
-    four = {**TWO_GPU_HOST, "gpu_count": 4, "nvlink": [18, 18, 18, 18]}
-    judged = expectations.judge(_result(tmp_path, "dp", 10 / 1.48, seed=2, gpus=2), four)
-    outcome = judged["expectation"]
-    assert judged["verdict"] == "ok" and outcome["why"] == "environment changed"
-    assert outcome["changes"] == ["host_gpu_count: 2 -> 4", "nvlink: [18, 18] -> [18, 18, 18, 18]"]
+    two_host = (tmp_path / "expectations_2x_h200.json").read_text()
+    four = {**TWO_GPU_HOST, "hardware_key": "4x_h200", "gpu_count": 4, "nvlink": [18, 18, 18, 18]}
+    first = expectations.judge(_result(tmp_path, "dp", 10 / 1.48, seed=2, gpus=2), four)
+    assert first["verdict"] == "ok" and first["expectation"]["status"] == "new"
+    assert first["expectation"]["hardware_key"] == "2x_h200_host4"
+    expectations.update([first], four)
+    assert (tmp_path / "expectations_2x_h200.json").read_text() == two_host
+    assert "dp" in json.loads((tmp_path / "expectations_2x_h200_host4.json").read_text())["entries"]
+    again = expectations.judge(_result(tmp_path, "dp", 10 / 1.48, seed=3, gpus=2), four)
+    assert again["expectation"]["status"] == "ok", again["expectation"]["detail"]
+    slower = expectations.judge(_result(tmp_path, "dp", 10 / 1.0, seed=4, gpus=2), four)
+    assert slower["verdict"] == "regressed"
+    back = expectations.judge(_result(tmp_path, "dp", 10 / 1.75, seed=5, gpus=2), TWO_GPU_HOST)
+    assert back["expectation"]["status"] == "ok" and back["expectation"]["hardware_key"] == "2x_h200"
     pcie = expectations.judge(_result(tmp_path, "dp", 10 / 1.48, seed=2, gpus=2), {**TWO_GPU_HOST, "nvlink": [0, 0]})
+    assert pcie["expectation"]["why"] == "environment changed"
     assert pcie["expectation"]["changes"] == ["nvlink: [18, 18] -> [0, 0]"]
+
+
+def test_the_peaks_of_a_two_gpu_pair_on_a_bigger_host_are_its_two_gpus(tmp_path):
+    four = {**TWO_GPU_HOST, "hardware_key": "4x_h200", "gpu_count": 4}
+    two = _result(tmp_path, "dp", 5, seed=1, gpus=2)
+    assert expectations.gpu_key(two, four) == "2x_h200" and expectations.key_for(two, four) == "2x_h200_host4"
+    one = _result(tmp_path, "a", 5, seed=1)
+    assert expectations.key_for(one, four) == expectations.gpu_key(one, four) == "h200"
+    assert expectations.key_for(two, TWO_GPU_HOST) == "2x_h200"
 
 
 def test_a_one_gpu_pair_is_compared_whatever_the_hosts_gpu_count(tmp_path):
@@ -184,18 +205,17 @@ def test_the_suite_re_runs_only_a_flagged_pair_and_as_often_as_asked(tmp_path):
 
 
 def test_a_multi_gpu_entry_that_never_recorded_the_hosts_gpus_is_not_compared(tmp_path):
-    """Stored before the host's GPU count and NVLinks were fingerprinted (2-GPU host), run on 2 GPUs
-    of a 4-GPU host: not compared, the unrecorded fields listed; never regressed."""
+    """Stored before the host's GPU count and NVLinks were fingerprinted: not compared, the
+    unrecorded fields listed; never regressed."""
     expectations.update([_result(tmp_path, "dp", 10 / 4.2, seed=1, gpus=2)], TWO_GPU_HOST)
     path = tmp_path / "expectations_2x_h200.json"
     doc = json.loads(path.read_text())
     for field in ("host_gpu_count", "nvlink"):
         del doc["entries"]["dp"]["environment"][field]
     path.write_text(json.dumps(doc))
-    four = {**TWO_GPU_HOST, "gpu_count": 4, "nvlink": [18, 18, 18, 18]}
-    outcome = expectations.judge(_result(tmp_path, "dp", 10 / 1.65, seed=2, gpus=2), four)["expectation"]
+    outcome = expectations.judge(_result(tmp_path, "dp", 10 / 1.65, seed=2, gpus=2), TWO_GPU_HOST)["expectation"]
     assert outcome["why"] == "environment changed"
-    assert outcome["changes"] == ["host_gpu_count: not recorded -> 4", "nvlink: not recorded -> [18, 18, 18, 18]"]
+    assert outcome["changes"] == ["host_gpu_count: not recorded -> 2", "nvlink: not recorded -> [18, 18]"]
 
 
 def test_a_result_from_a_reused_worker_is_neither_judged_nor_stored(tmp_path):

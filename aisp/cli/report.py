@@ -74,7 +74,7 @@ def ceilings_report(run_dir: RunDir) -> None:
     if not (run_dir / "summary.json").exists():
         raise _fail(f"error: {run_dir} has no summary.json; pass a run folder (artifacts/<timestamp>).", 2)
     from aisp.harness.artifacts import read_json
-    from aisp.judge.expectations import key_for
+    from aisp.judge.expectations import gpu_key
 
     summary, _ = load_run(run_dir)
     manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else summary
@@ -82,7 +82,7 @@ def ceilings_report(run_dir: RunDir) -> None:
 
     def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
         """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run)."""
-        key = key_for(result, manifest)
+        key = gpu_key(result, manifest)
         if key not in cache:
             cache[key] = load_peaks(key)
         return cache[key]

@@ -2,7 +2,11 @@
 
 The key is that of the GPUs a pair uses: its world size (``Requirements.gpus``/``ranks``) of this
 host's GPU model, so a one-GPU pair on a 2 x H200 host is judged against ``expectations_h200.json``
-and a two-rank pair against ``expectations_2x_h200.json``; ``cpu`` without a GPU.
+and a two-rank pair against ``expectations_2x_h200.json``; ``cpu`` without a GPU. A pair of several
+GPUs on a host with more GPUs than it uses gets a file of its own, ``expectations_2x_h200_host4.json``
+(2 of a 4 x H200 host): such a host moves its figures (ch04:gradient_bucketing_multigpu 1.65x on 2
+GPUs of a 4-GPU host, 4.22x on a 2-GPU host), and leases of either size come and go, so each size
+keeps its own runs instead of one replacing the other's.
 
 Each entry holds the latest measured figures, its own environment fingerprint
 (:func:`aisp.harness.environment.fingerprint`: GPU model and the pair's GPU count, driver, CUDA,
@@ -38,11 +42,19 @@ def world_size(result: dict[str, Any]) -> int:
     return workload_world_size(result.get("workload") or {})
 
 
-def key_for(result: dict[str, Any], env: dict[str, Any]) -> str:
-    """The hardware key of the GPUs this pair uses on this host (``cpu`` without a GPU)."""
+def gpu_key(result: dict[str, Any], env: dict[str, Any]) -> str:
+    """The hardware key of the GPUs this pair uses on this host (``cpu`` without a GPU): the key of
+    their measured peaks."""
     if not env.get("gpu_name"):
         return env["hardware_key"]
     return hardware_key(env["gpu_name"], world_size(result))
+
+
+def key_for(result: dict[str, Any], env: dict[str, Any]) -> str:
+    """The key of the pair's expectation file: :func:`gpu_key`, and for a pair of several GPUs on a
+    host with more, the host's GPU count (``2x_h200_host4``)."""
+    key, gpus, host = gpu_key(result, env), world_size(result), env.get("gpu_count") or 0
+    return f"{key}_host{host}" if env.get("gpu_name") and 1 < gpus < host else key
 
 
 def pair_fingerprint(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
