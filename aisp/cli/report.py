@@ -164,3 +164,53 @@ def dashboard(
     except (ValueError, OSError) as exc:
         raise _fail(f"error: {exc}", 2) from None
     typer.echo(f"Wrote {site.index} ({site.pages} pages, {site.runs} runs, {site.pairs} pairs)")
+
+
+@app.command(name="expectations")
+def expectations_report(
+    chapter: Annotated[list[str] | None, typer.Option("--chapter", "-c", help="A chapter (ch13); repeat for more. Default: every chapter.")] = None,
+    key: Annotated[list[str] | None, typer.Option("--key", "-k", help="A hardware key (h200, 2x_h200); repeat for more. Default: every key.")] = None,
+    root: Annotated[Path | None, typer.Option(help="The folder holding the chapter folders (default: the repository).")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown tables instead of console tables.")] = False,
+    write_readmes: Annotated[bool, typer.Option("--write-readmes", help="Put each chapter's table in its README.md, between the aisp:expectations markers.")] = False,
+) -> None:
+    """Each chapter's stored expectations: per pair and hardware key, the latest run's best variant,
+    baseline and optimized figures and speedup [95% CI], the runs in its history with the range and
+    geometric mean of their speedups, their dates and commits. Exit 2: a root, chapter or key that
+    names nothing, an unreadable expectations file, a README whose markers are broken, or --key with
+    --write-readmes (a README quotes every key)."""
+    from aisp.harness.discovery import repo_root
+    from aisp.judge.expectations import Unreadable, load
+    from aisp.report import expectations_table as et
+
+    if write_readmes and key:
+        raise _fail("error: --write-readmes quotes every key in a README; leave out --key", 2)
+    try:
+        files = et.chapter_files(root or repo_root(), chapter or (), key or ())
+        stored = {name: {path: load(path)["entries"] for path in paths} for name, paths in files.items()}
+        rows = {name: et.chapter_rows(entries) for name, entries in stored.items()}
+        if write_readmes:
+            for line in et.write_readmes(stored, rows):
+                typer.echo(line)
+            return
+    except (et.SelectionError, Unreadable, OSError) as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    _print_expectations(rows, markdown)
+
+
+def _print_expectations(rows: dict[str, list[Any]], markdown: bool) -> None:
+    """One table per chapter (Markdown with a heading each, or fitted to the console), then a tally."""
+    from aisp.report import expectations_table as et
+
+    console = Console()
+    for name, found in rows.items():
+        if markdown:
+            typer.echo(f"## {name}\n\n{et.markdown(found) if found else '(no stored expectations)'}")
+        elif found:
+            console.print(et.table(found, f"{name}: stored expectations", console.width))
+        else:
+            typer.echo(f"{name}: no stored expectations")
+    entries = [r for found in rows.values() for r in found]
+    few = sum(r.runs < et.FEW_RUNS for r in entries)
+    typer.echo(f"{len(entries)} entries in {sum(bool(f) for f in rows.values())} chapters; "
+               f"{few} with fewer than {et.FEW_RUNS} runs")
