@@ -42,14 +42,15 @@ def _write(path: Path, entries: dict) -> None:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    """ch01: a three-run time entry and a memory entry on one H200; ch02: a two-GPU entry on a
+    """ch01: a three-run time entry, a memory entry and a metric entry on one H200; ch02: a two-GPU entry on a
     four-GPU host; ch03: a chapter with no stored expectations."""
     fuse = _entry([_run("2026-11-22T01:00:00", None, SPEEDUPS[0]),
                    _run("2026-11-23T02:00:00", "aaaaaaa1111", SPEEDUPS[1], diff_sha256="f00"),
                    _run("2026-11-28T03:00:00", "bbbbbbb2222", SPEEDUPS[2])])
     memory = _entry([_run("2026-11-28T03:00:00", "bbbbbbb2222", 2.0)], headline="memory",
                     memory={"baseline_peak_bytes": 4 * 2**30, "optimized_peak_bytes": 2 * 2**30})
-    _write(tmp_path / "ch01" / "expectations_h200.json", {"fuse": fuse, "checkpoint": memory})
+    decode = _entry([_run("2026-11-28T03:00:00", "bbbbbbb2222", 3.0)], headline="metric:decode_gap_p99_ms")
+    _write(tmp_path / "ch01" / "expectations_h200.json", {"fuse": fuse, "checkpoint": memory, "decode": decode})
     (tmp_path / "ch01" / "README.md").write_text(HAND_WRITTEN)
     two = _entry([_run("2026-11-28T03:00:00", "ccccccc3333", 1.3)])
     two["environment"] = {"gpu_name": "NVIDIA H200", "gpu_count": 2, "host_gpu_count": 4}
@@ -87,12 +88,17 @@ def test_a_memory_headline_shows_the_peaks_and_names_the_headline(root):
     assert row.speedup.endswith("(memory)") and row.runs == 1
 
 
+def test_a_metric_headline_keeps_the_times_and_names_the_metric(root):
+    row = _rows(root, "ch01")["decode"]
+    assert row.speedup.endswith("(decode_gap_p99_ms)") and row.baseline == "3.000 ms"
+
+
 def test_markdown_lists_each_chapter_and_tallies_few_runs(root):
     result = runner.invoke(app, ["report", "expectations", "--root", str(root), "--markdown"])
     assert result.exit_code == 0, result.output
     assert "## ch01" in result.output and "## ch03\n\n(no stored expectations)" in result.output
     assert "| allreduce_multigpu | 2x_h200_host4 |" in result.output
-    assert "3 entries in 2 chapters; 2 with fewer than 3 runs" in result.output
+    assert "4 entries in 2 chapters; 3 with fewer than 3 runs" in result.output
 
 
 def test_key_and_chapter_select_rows(root):
@@ -134,6 +140,9 @@ def test_write_readmes_twice_changes_nothing(root):
     assert "Wrote" in first.output and "Wrote" not in second.output and "Unchanged:" in second.output
     assert texts[root / "ch03" / "README.md"] == "# Chapter 3\n"
     assert "`expectations_2x_h200_host4.json` (2 x NVIDIA H200 of a 4-GPU host)" in texts[root / "ch02" / "README.md"]
+    assert "ratio of peak memory" in texts[root / "ch01" / "README.md"]
+    assert "or of the metric named" in texts[root / "ch01" / "README.md"]
+    assert "in brackets" not in texts[root / "ch02" / "README.md"]
 
 
 def _break_json(root: Path) -> None:

@@ -53,6 +53,8 @@ class Row:
 
     pair: str
     key: str
+    headline: str
+    """What the speedup is a ratio of: ``time``, ``memory`` (peaks) or ``metric:<name>``."""
     best: str
     baseline: str
     """Baseline median time (``61.02 ms``), or its peak memory for a memory headline."""
@@ -123,7 +125,7 @@ def entry_row(name: str, key: str, entry: dict[str, Any]) -> Row:
     speedups = [h["speedup"] for h in history if h.get("speedup")]
     headline = entry.get("headline", "time")
     base, opt = _figures(entry, headline)
-    return Row(pair=name, key=key, best=_variant(name, entry.get("best")), baseline=base, optimized=opt,
+    return Row(pair=name, key=key, headline=headline, best=_variant(name, entry.get("best")), baseline=base, optimized=opt,
                speedup=_speedup(entry.get("speedup"), headline), runs=len(history),
                spread=f"{min(speedups):.2f}-{max(speedups):.2f}x" if speedups else "-",
                geomean=f"{geometric_mean(speedups):.2f}x" if speedups else "-",
@@ -250,9 +252,19 @@ def _gpus(path: Path, entries: Mapping[str, Any]) -> str:
     return "; ".join(seen) or key_of(path)
 
 
+def headline_note(rows: Sequence[Row]) -> str:
+    """Where a row's ratio is not of time, what it is of; empty where every ratio is of time."""
+    kinds = {r.headline.partition(":")[0] for r in rows} - {"time"}
+    parts = {"memory": "of peak memory (the peaks are shown instead of the times)",
+             "metric": "of the metric named (its values are not stored; the times are shown)"}
+    if not kinds:
+        return ""
+    return " A speedup followed by a name in brackets is a ratio " + " or ".join(parts.get(k, f"of {k}") for k in sorted(kinds)) + "."
+
+
 def readme_block(stored: Stored, rows: Sequence[Row]) -> str:
     """The marked block: the sentence, then the table."""
-    return f"{START}\n{source_sentence(stored)}\n\n{markdown(rows)}{END}"
+    return f"{START}\n{source_sentence(stored)}{headline_note(rows)}\n\n{markdown(rows)}{END}"
 
 
 def with_block(text: str, block: str) -> str:
