@@ -17,6 +17,22 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURE_PAIRS = Path(__file__).resolve().parent / "fixtures" / "pairs"
 
 
+def _share_the_cores_among_xdist_workers() -> None:
+    """Under ``pytest -n N`` each worker's torch uses its share of the cores (cores // N threads), as
+    do the processes it starts that read OMP_NUM_THREADS (the harness's workers get the runner's own
+    explicit share, as in any run). With two 2-thread workers on CI's two cores, each small op waited
+    ~10 ms for the other pool thread's core: tests/test_tolerance.py took 96 s under -n 2, 40 s with
+    one thread a worker."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
+_share_the_cores_among_xdist_workers()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return

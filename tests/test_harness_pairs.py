@@ -72,7 +72,8 @@ def suite(tmp_path_factory):
 
     def run(half: list) -> tuple[list, Path]:
         art = tmp_path_factory.mktemp("art")
-        return run_suite(half, RunOptions(iterations=8, warmup=2, device="cpu", artifacts_dir=art, fork_workers=True))
+        return run_suite(half, RunOptions(iterations=8, warmup=2, warmup_s=0.0, device="cpu", artifacts_dir=art,
+                                            fork_workers=True))
     # One intra-op thread per worker: two suites of 2-thread workers (under pytest -n 2, four
     # processes on a 2-core CI machine) made a 96x96 matmul take 0.05 or 15 ms by the scheduler's whim.
     with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(2) as pool:
@@ -139,7 +140,7 @@ def test_aa_pair_is_timed_alike_on_both_sides(tmp_path):
     pairs = [p for p in resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,)) if p.name == "good"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
-        (result,), _ = run_suite(pairs, RunOptions(warmup=2, device="cpu", artifacts_dir=tmp_path))
+        (result,), _ = run_suite(pairs, RunOptions(warmup=2, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path))
     ratio, sides = result["speedup"], [result["baseline"], result["variants"][0]]
     assert result["verdict"] not in ("error", "verify-failed", "timeout"), result["reason"]
     assert ratio["low"] <= ratio["value"] <= ratio["high"]
@@ -184,7 +185,8 @@ def test_cold_start_checks_outputs(tmp_path):
     """--cold-start times each variant in a process of its own: there too one timed call is
     checked against the baseline's (a variant honest only when set up twice in a process fails).
     Forked workers here (CI time); tests/test_modes.py runs cold starts in spawned ones."""
-    options = RunOptions(iterations=6, warmup=2, device="cpu", artifacts_dir=tmp_path, cold_start=True, fork_workers=True)
+    options = RunOptions(iterations=6, warmup=2, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path, cold_start=True,
+                         fork_workers=True)
     pairs = resolve_targets(["pairs:cold_cheat", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
     results = {r["name"]: r for r in run_suite(pairs, options)[0]}
     cheat = results["cold_cheat"]

@@ -28,7 +28,11 @@ def fixed_plan(monkeypatch):
 
 
 def test_restore_puts_back_what_a_pair_changed():
+    """In this process (one torch thread under pytest -n 2), torch first runs two threads, so that
+    Leaks' one thread shows."""
     sys.path.insert(0, str(REUSE))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
     try:
         from common_reuse import Leaks, leaked
         before = isolation.snapshot()
@@ -41,6 +45,7 @@ def test_restore_puts_back_what_a_pair_changed():
         assert isolation.restore(before) == []
         assert leaked() == []
     finally:
+        torch.set_num_threads(threads)
         if str(REUSE) in sys.path:
             sys.path.remove(str(REUSE))
 

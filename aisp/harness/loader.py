@@ -25,9 +25,10 @@ def import_module_at(path: Path) -> ModuleType:
     if str(folder) in sys.path:
         sys.path.remove(str(folder))
     sys.path.insert(0, str(folder))
+    own = {file.stem for file in folder.glob("*.py")}
     for name, module in list(sys.modules.items()):
         origin = getattr(module, "__file__", None)
-        if origin and (folder / f"{name}.py").exists() and Path(origin).resolve().parent != folder:
+        if origin and name in own and Path(origin).resolve().parent != folder:
             del sys.modules[name]
     module = importlib.import_module(path.stem)
     if Path(module.__file__ or "").resolve() != path:
