@@ -15,17 +15,23 @@ Expect (measured, H200, 2026-11-27): baseline 0.2564 ms (the same fused kernel p
 optimized 0.2085 ms, 1.23x [1.22, 1.24] (estimated 1.3-1.5x), 2.57 TB/s, 61.3% of HBM copy (target
 80%); the persistent variant slower, 0.2315 ms, 1.11x, 55.2%. Earlier: 0.2631 -> 0.2304 ms, 1.17x
 (2026-11-26); 0.258 -> 0.208 ms, 1.23x (first measurement of this design).
-Tolerance: rtol 0.4, rel L2 0.25 (fp8 defaults: 0.15, 0.1), atol the fp8 default. With x fixed the
+Tolerance: rtol 0.4, rel L2 0.25 (fp8 defaults: 0.25, 0.1), atol the fp8 default. With x fixed the
 history holds amax(x) after the first call, so both sides use the same scale and write the same
 bytes. On refilled inputs (the harness's checked call) the delayed scale lags by design: the history
-holds the previous tensor's amax, and the ratio of two maxima of 134M normals has a std of ~5%, so
-every e4m3 code moves by that ratio plus up to a rounding step. Simulated (8M normals, e4m3): a
-ratio off by 10% fails the defaults (425 elements two steps apart, rel L2 0.095); the declared
-tolerance passes ratios from -15% to +30% (rel L2 0.18 and 0.23). Another seed's tensor: rel L2 ~1.4.
+holds x's amax, the refilled tensor has its own, and the scale and every e4m3 code differ by their
+ratio: rel L2 0.25 passes a history amax from 0.8x to 1.25x the new one (tests/test_ch19_pairs.py);
+another seed's tensor errs by ~1.4. The largest of 134M normal draws varies (5.52 to 6.51 from its
+1% to its 99% quantile), so with x's own amax a correct run failed that check in 4e-5 of runs at the
+median amax, 1.8e-4 averaged over seeds, 7e-4 at the 1% quantile. x's largest |value| is
+therefore fixed (``pinned_amax``: 6.5625, about 0.01 values clipped to it): a refilled tensor's amax
+then leaves the window in ~3e-8 of runs (``lag_false_alarm``).
 Run: python ch19/baseline_fp8_delayed_scaling.py  |  aisp bench run -t ch19:fp8_delayed_scaling
 """
 
 from __future__ import annotations
+
+import math
+from statistics import NormalDist
 
 import torch
 from baseline_fp8_cast_transpose import cast_workload
@@ -37,13 +43,37 @@ WORKLOAD = cast_workload(precision="fp8", rtol=0.4, max_rel_l2=0.25, requires=ai
                                                                       packages=("triton",)))
 
 
+def amax_cdf(m: float, n: int) -> float:
+    """P(the largest |x| of n N(0, 1) draws <= m)."""
+    return math.exp(n * math.log1p(-math.erfc(m / math.sqrt(2))))
+
+
+def lag_false_alarm(amax: float, n: int, r: float) -> float:
+    """How often the harness's refilled call fails a correct delayed scaling: the history holds
+    ``amax``, the refilled tensor (n fresh N(0, 1) draws) has its own, and the scale and the codes
+    then differ by their ratio, which max_rel_l2 = r holds within [1 / (1 + r), 1 + r]."""
+    above = -math.expm1(n * math.log1p(-math.erfc(amax * (1 + r) / math.sqrt(2))))
+    return amax_cdf(amax / (1 + r), n) + above
+
+
+def pinned_amax(n: int, r: float) -> float:
+    """The input's largest |value| (bf16): where lag_false_alarm is least, from the median of the
+    largest of n draws up to 1.4x it."""
+    median = NormalDist().inv_cdf(1 - math.log(2) / (2 * n))
+    grid = [float(torch.tensor(median * (1 + k / 200)).bfloat16()) for k in range(81)]
+    return min(grid, key=lambda a: lag_false_alarm(a, n, r))
+
+
 class DynamicScalingCast(aisp.Benchmark):
     workload = WORKLOAD
     inputs = ("x",)
 
     def setup(self) -> None:
         w = self.workload
-        self.x = torch.randn(w.rows, w.cols, generator=self.generator(), device=self.device).bfloat16()
+        pin = pinned_amax(w.rows * w.cols, w.max_rel_l2)
+        x = torch.randn(w.rows, w.cols, generator=self.generator(), device=self.device).clamp_(-pin, pin)
+        x[0, 0] = pin  # the amax, fixed: see Tolerance
+        self.x = x.bfloat16()
         self.prepare()
 
     def prepare(self) -> None:

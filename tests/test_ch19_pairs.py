@@ -17,7 +17,7 @@ import aisp
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.execute import guarded_run as guarded
 from aisp.harness.loader import import_module_at
-from aisp.harness.verify import VerificationError, compare, poison_scratch, tensor_attributes
+from aisp.harness.verify import VerificationError, compare, poison_scratch, refill, tensor_attributes
 
 CH19 = Path(__file__).resolve().parents[1] / "ch19"
 PAIRS = ["fp8_cast_transpose", "fp8_delayed_scaling", "fp8_linear_training", "fp8_moe", "low_precision_optimizer",
@@ -99,6 +99,62 @@ def test_delayed_scaling_records_each_cast_in_its_history() -> None:
     scale = float(guarded(bench)[2][1])
     assert scale == pytest.approx(float(before.max()) / 448, rel=1e-6), "scaled by the history, not this x"
     assert bench.history["x"][slot] == pytest.approx(2 * float(before.max()), rel=1e-6)
+
+
+def refilled_delayed_check(seed: int, refill_seed: int, pinned: bool) -> None:
+    """The harness's refilled check of fp8_delayed_scaling at the test size: both variants set up and
+    run once (the history then holds x's amax), x refilled in both, then compared. ``pinned``
+    False: x as it was drawn before its amax was fixed (plain normal draws)."""
+    base, opt = build("baseline_fp8_delayed_scaling", seed), build("optimized_fp8_delayed_scaling", seed)
+    for bench in (base, opt):
+        bench.setup()
+        if not pinned:
+            with torch.no_grad():
+                bench.x.copy_(torch.randn(bench.x.shape, generator=bench.generator()).bfloat16())
+            bench.prepare()
+        guarded(bench)
+        refill(bench, refill_seed)
+    compare(guarded(base), guarded(opt), base.workload)
+
+
+@pytest.mark.parametrize(("seed", "refill_seed"), [(44, 5), (60, 8)])
+def test_delayed_scaling_refilled_check_holds_where_the_drawn_amax_failed_it(seed: int, refill_seed: int) -> None:
+    """With x's own amax, seed 44 (refill 5) had a history 1.30x the refilled tensor's amax and seed
+    60 (refill 8) 0.78x: the scale or the codes then differ by more than rel L2 0.25, on correct
+    code. With x's amax pinned, the same refills pass."""
+    with pytest.raises(VerificationError, match="relative L2"):
+        refilled_delayed_check(seed, refill_seed, pinned=False)
+    refilled_delayed_check(seed, refill_seed, pinned=True)
+
+
+@pytest.mark.parametrize(("ratio", "passes"), [(0.75, False), (0.82, True), (1.2, True), (1.33, False)])
+def test_delayed_scaling_tolerance_holds_a_history_within_its_window(ratio: float, passes: bool) -> None:
+    """The window lag_false_alarm assumes: a history amax from 0.8x to 1.25x the tensor's passes rel
+    L2 0.25; a scale off by a quarter or more (a stale or wrong history) fails."""
+    base, opt = build("baseline_fp8_delayed_scaling", 0), build("optimized_fp8_delayed_scaling", 0)
+    base.setup()
+    opt.setup()
+    opt.history["x"].mul_(ratio)
+    if passes:
+        compare(guarded(base), guarded(opt), base.workload)
+    else:
+        with pytest.raises(VerificationError, match="relative L2"):
+            compare(guarded(base), guarded(opt), base.workload)
+
+
+def test_pinned_amax_makes_a_refill_failure_rare_at_full_size() -> None:
+    """amax_cdf against sampled maxima; at the pair's size the pinned amax leaves a refilled call
+    failing about 3e-8 of runs, where x's drawn amax at its 1% quantile (5.52) failed > 1e-4."""
+    mod = load("baseline_fp8_delayed_scaling")
+    maxima = torch.randn(2000, 4096, generator=torch.Generator().manual_seed(0)).abs().amax(1)
+    for m in (3.6, 3.9, 4.2, 4.6):
+        assert float((maxima <= m).float().mean()) == pytest.approx(mod.amax_cdf(m, 4096), abs=0.03)
+    w = mod.WORKLOAD
+    n, r = w.rows * w.cols, w.max_rel_l2
+    pin = mod.pinned_amax(n, r)
+    assert pin == float(torch.tensor(pin).bfloat16()) and 6 < pin < 7
+    assert mod.lag_false_alarm(pin, n, r) < 1e-7
+    assert mod.lag_false_alarm(5.52, n, r) > 1e-4
 
 
 def test_optimizer_step_that_skips_its_update_is_caught() -> None:
