@@ -38,8 +38,7 @@ def _workload() -> DecodeWorkload:
     w = DecodeWorkload(model=WIDE, batch=8, prompt=512, steps=17)
     return DecodeWorkload(model=WIDE, batch=8, prompt=512, steps=17, flops=w.step_flops(),
                           bytes=w.step_bytes(weight_itemsize=1.0), items=w.batch * (w.steps - 1), item_unit="tokens",
-                          ceiling_note="the linears take ~0.195 of the 0.406 ms step (at 3.1-3.3 TB/s on the wide layers); the "
-                                      "other ~0.21 ms is attention, norms, RoPE and top-k (timed per linear, step not profiled)",
+                          ceiling_note="linears ~0.195 of a 0.406 ms step (3.1-3.3 TB/s on wide layers); ~0.21 ms is attention, norms, RoPE, top-k (step not profiled)",
                           precision="fp8", requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 
