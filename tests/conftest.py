@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aisp.harness.discovery import pairs_in, resolve_targets
+from aisp.harness.discovery import Pair, pairs_in, resolve_targets
 from aisp.harness.options import RunOptions
-from aisp.harness.runner import run_suite
+from aisp.harness.runner import Hooks, run_suite
+from aisp.harness.scheduler import Hint
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_PAIRS = Path(__file__).resolve().parent / "fixtures" / "pairs"
@@ -57,12 +58,23 @@ def variant_modules(folder: Path) -> list[tuple[str, str]]:
     return [(pair.baseline.stem, opt.stem) for pair in pairs_in(folder) for opt in pair.optimized]
 
 
-def run_fixture_pairs(fixtures: Path, chapter: Path, options: RunOptions) -> list[dict]:
+def rank_hints(pairs: list[Pair], ranks: int) -> Hooks:
+    """The runner's hooks with ``ranks`` as each pair's GPU count, the hint that expectation files
+    recorded on a GPU host give a multi-rank pair (aisp.suite.pair_hints): the runner then splits its
+    CPU share among the ranks (one thread a rank on CI's two cores). Without a hint each rank gets
+    every core's threads, and two ranks' thread pools on two cores made a tiny DDP step take 300 ms
+    instead of 17 (tests/test_ch20_ddp.py's pair 33 -> 10 s)."""
+    return Hooks(hints={pair.slug: Hint(gpus=ranks) for pair in pairs})
+
+
+def run_fixture_pairs(fixtures: Path, chapter: Path, options: RunOptions, ranks: int = 1) -> list[dict]:
     """Every pair in the ``fixtures`` folder through the real harness (multi-rank ones under
-    torchrun), with the ``chapter`` folder on the workers' PYTHONPATH; the results."""
+    torchrun, hinted as ``ranks`` ranks: :func:`rank_hints`), with the ``chapter`` folder on the
+    workers' PYTHONPATH; the results."""
+    pairs = resolve_targets([], fixtures, (fixtures,))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(chapter), os.environ.get("PYTHONPATH")])))
-        results, _ = run_suite(resolve_targets([], fixtures, (fixtures,)), options)
+        results, _ = run_suite(pairs, options, hooks=rank_hints(pairs, ranks))
     return results
 
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, rank_hints
 from refill_check import check_refilled_pair
 
 import aisp
@@ -175,7 +175,8 @@ def test_dataparallel_through_the_harness(tmp_path, monkeypatch) -> None:
         (pairs / f"{kind}_dp.py").write_text(text)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(CH04), str(REPO)]))
     options = RunOptions(iterations=3, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path / "art")
-    results, _ = run_suite(resolve_targets([], pairs, (pairs,)), options)
+    found = resolve_targets([], pairs, (pairs,))
+    results, _ = run_suite(found, options, hooks=rank_hints(found, 2))
     (result,) = results
     ddp = {v["name"]: v for v in result["variants"]}["optimized_dp"]
     assert ddp["verdict"] in ("ok", "inconclusive", "slower"), ddp["reason"]  # tiny sizes on a CPU: the time says nothing

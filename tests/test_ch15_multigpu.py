@@ -21,7 +21,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed_ch15"
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """Both pairs, two gloo ranks each; ch15/ on the workers' PYTHONPATH."""
-    results = run_fixture_pairs(FIXTURES, CH15, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")))
+    results = run_fixture_pairs(FIXTURES, CH15, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")), ranks=2)
     return {r["name"]: {v["name"]: v for v in [r["baseline"], *r["variants"]]} for r in results}
 
 

@@ -63,7 +63,7 @@ def test_two_shards_need_two_ranks() -> None:
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """The pair and its wrong variant, two gloo ranks; ch16/ on the workers' PYTHONPATH."""
-    results = run_fixture_pairs(FIXTURES, CH16, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")))
+    results = run_fixture_pairs(FIXTURES, CH16, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")), ranks=2)
     return {v["name"]: v for r in results for v in [r["baseline"], *r["variants"]]}
 
 

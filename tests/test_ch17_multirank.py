@@ -67,7 +67,7 @@ def suite(tmp_path_factory):
     for stem, cls in FIXTURES.items():
         (pairs / f"{stem}.py").write_text(f"from ch17_small import {cls}\n\n\ndef get_benchmark():\n    return {cls}()\n")
     options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
-    results = run_fixture_pairs(pairs, CH17, options)
+    results = run_fixture_pairs(pairs, CH17, options, ranks=2)
     return {r["name"]: {v["name"]: v for v in [r["baseline"], *r["variants"]]} for r in results}
 
 

@@ -50,7 +50,7 @@ def pair(tmp_path_factory) -> dict[str, dict]:
     for stem, cls in FIXTURES.items():
         (pairs / f"{stem}.py").write_text(f"from ch20_ddp_small import {cls}\n\n\ndef get_benchmark():\n    return {cls}()\n")
     options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
-    (result,) = run_fixture_pairs(pairs, CH20, options)
+    (result,) = run_fixture_pairs(pairs, CH20, options, ranks=2)
     assert result["baseline"], result["reason"]
     return {v["name"]: v for v in [result["baseline"], *result["variants"]]}
 

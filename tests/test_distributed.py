@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import rank_hints
 from torch.distributed.run import get_args_parser
 
 from aisp.harness import distributed
@@ -25,8 +26,8 @@ SLOW_MS = 40.0  # common_ranks.SLOW_MS
 
 def _run(names: list[str], artifacts: Path) -> tuple[dict[str, dict], Path]:
     pairs = [p for p in resolve_targets([], FIXTURES, (FIXTURES,)) if p.name in names]
-    options = RunOptions(iterations=6, warmup=1, device="cpu", artifacts_dir=artifacts)
-    results, run_dir = run_suite(pairs, options)
+    options = RunOptions(iterations=6, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=artifacts)
+    results, run_dir = run_suite(pairs, options, hooks=rank_hints(pairs, 2))
     return {r["name"]: r for r in results}, run_dir
 
 

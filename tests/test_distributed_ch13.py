@@ -29,9 +29,9 @@ PAIRS = ("context_parallel_multigpu", "expert_parallel_multigpu")
 def suite(tmp_path_factory):
     """Both pairs at CPU sizes, three ranks each; ch13/ on the workers' PYTHONPATH. The workers are
     forked from a zygote (--fork-workers): each becomes torchrun's agent as a spawned one does."""
-    options = RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"),
+    options = RunOptions(iterations=4, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"),
                          fork_workers=True)
-    results = run_fixture_pairs(FIXTURES, CH13, options)
+    results = run_fixture_pairs(FIXTURES, CH13, options, ranks=3)
     assert all(r["placement"]["forked"] for r in results), [r["placement"] for r in results]
     return {r["name"]: {v["name"]: v for v in r["variants"]} for r in results}
 

@@ -296,7 +296,7 @@ def test_malformed_file_is_named_and_the_result_kept(tmp_path):
 
 def test_aa_calibration_is_stored_beside_the_pair_and_kept_by_updates(tmp_path):
     mine = good_pair_folder(tmp_path)
-    options = RunOptions(device="cpu", iterations=3, warmup=1, artifacts_dir=tmp_path / "runs")
+    options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0.0, artifacts_dir=tmp_path / "runs")
     calibrate(pairs_in(mine), options)
     noise = _doc(mine, "cpu")["entries"]["good"]["noise"]
     assert {"baseline_rel", "optimized_rel", "speedup_rel"} <= noise.keys()
@@ -311,7 +311,7 @@ def test_malformed_file_in_a_run_is_exit_2_with_every_result_written(tmp_path):
     broken = mine / "expectations_cpu.json"
     broken.write_text("{not json")
     result = CliRunner().invoke(app, ["bench", "run", "--root", str(mine), "-t", "mine:good", "--device", "cpu",
-                                      "--iterations", "3", "--warmup", "1", "--update-expectations",
+                                      "--iterations", "3", "--warmup", "1", "--warmup-s", "0", "--update-expectations",
                                       "--artifacts-dir", str(tmp_path / "runs")])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if "expectations file unreadable" in line]

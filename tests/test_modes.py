@@ -21,7 +21,7 @@ MODES = Path(__file__).resolve().parent / "fixtures" / "modes"
 
 
 def _run(tmp_path, targets, **kw):
-    options = RunOptions(iterations=4, warmup=1, device="cpu", artifacts_dir=tmp_path, **kw)
+    options = RunOptions(iterations=4, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path, **kw)
     results, _ = run_suite(resolve_targets(targets, REPO, (MODES,)), options, hooks=hooks_for(options))
     return {r["name"]: r for r in results}
 
@@ -116,6 +116,6 @@ def test_a_workload_may_ask_for_fewer_timed_iterations_never_more(tmp_path):
     for var in (result["baseline"], *result["variants"]):
         assert len(var["samples_ms"]) == 3
     assert any("inputs refilled" in c for c in result["variants"][0]["verification"]["checks"])
-    options = RunOptions(iterations=2, warmup=1, device="cpu", artifacts_dir=tmp_path / "two")
+    options = RunOptions(iterations=2, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path / "two")
     two, _ = run_suite(resolve_targets(["modes:few"], REPO, (MODES,)), options, hooks=hooks_for(options))
     assert len(two[0]["baseline"]["samples_ms"]) == 2
