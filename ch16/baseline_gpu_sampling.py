@@ -66,13 +66,18 @@ def _workload() -> SamplingWorkload:
 WORKLOAD = _workload()
 
 
-def race_noise(keys: torch.Tensor) -> torch.Tensor:
-    """Exp(1) draws in float64 from integer ``keys`` (< 2^31) by an integer hash: the same on every
-    device (in float64 the uniform stays below 1, so no draw is 0)."""
+def key_hash(keys: torch.Tensor) -> torch.Tensor:
+    """Integer ``keys`` (< 2^31) hashed to integers below 2^31: the same on every device."""
     x = keys
     for mult in (0x2545F491, 0x5851F42D, 0x4C957F2D):
         x = ((x ^ (x >> 15)) * mult) & 0x7FFFFFFF
-    return -torch.log((x.double() + 0.5) / 2.0**31)
+    return x
+
+
+def race_noise(keys: torch.Tensor) -> torch.Tensor:
+    """Exp(1) draws in float64 from integer ``keys`` (in float64 the uniform stays below 1, so no
+    draw is 0)."""
+    return -torch.log((key_hash(keys).double() + 0.5) / 2.0**31)
 
 
 def top_p_race(logits: torch.Tensor, p: float, keys: torch.Tensor) -> torch.Tensor:

@@ -92,6 +92,11 @@ def test_pair_file_documents_itself(path: Path) -> None:
         assert "Tolerance:" in doc
 
 
+def fp32_draws(keys: torch.Tensor) -> torch.Tensor:
+    """gpu_sampling's Exp(1) draws as they were: the hashed uniform in fp32."""
+    return -torch.log((load("baseline_gpu_sampling").key_hash(keys).float() + 0.5) / 2.0**31)
+
+
 def fp32_race(logits: torch.Tensor, p: float, keys: torch.Tensor, exact: bool = False) -> torch.Tensor:
     """gpu_sampling's race as it was before the float64 change: probabilities, their sort and
     cumulative sum and the draws in fp32. ``exact``: the probabilities and sums in float64 instead
@@ -99,10 +104,7 @@ def fp32_race(logits: torch.Tensor, p: float, keys: torch.Tensor, exact: bool = 
     dtype = torch.float64 if exact else torch.float32
     probs, order = torch.softmax(logits.to(dtype), dim=-1).sort(dim=-1, descending=True, stable=True)
     before = probs.cumsum(dim=-1) - probs
-    x = keys
-    for mult in (0x2545F491, 0x5851F42D, 0x4C957F2D):
-        x = ((x ^ (x >> 15)) * mult) & 0x7FFFFFFF
-    draws = -torch.log((x.float() + 0.5) / 2.0**31).to(dtype)
+    draws = fp32_draws(keys).to(dtype)
     pick = (probs.masked_fill(before >= p, 0.0) / draws.gather(-1, order)).argmax(dim=-1, keepdim=True)
     return order.gather(-1, pick).squeeze(-1)
 
@@ -114,10 +116,7 @@ def cut_between_roundings(logits: torch.Tensor, keys: torch.Tensor) -> float:
     exact = probs.cumsum(-1) - probs
     p32 = torch.softmax(logits, dim=-1)[order]
     host = (p32.cumsum(-1) - p32).double()
-    x = keys
-    for mult in (0x2545F491, 0x5851F42D, 0x4C957F2D):
-        x = ((x ^ (x >> 15)) * mult) & 0x7FFFFFFF
-    ratio = probs / -torch.log((x.float() + 0.5) / 2.0**31).double()[order]
+    ratio = probs / fp32_draws(keys).double()[order]
     leads = ratio > torch.cummax(ratio, 0).values.roll(1)  # wins the race when it is the last token kept
     j = int(((host - exact).abs() > 1e-6).logical_and(leads).nonzero()[-1])
     return float(((host[j] + exact[j]) / 2).float())
