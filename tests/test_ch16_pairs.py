@@ -20,7 +20,9 @@ from refill_check import check_refilled_pair, check_two_seeds
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
+from aisp.harness.verify import VerificationError, compare
 from aisp.kits.llm import LLMConfig
 
 CH16 = Path(__file__).resolve().parents[1] / "ch16"
@@ -88,6 +90,74 @@ def test_pair_file_documents_itself(path: Path) -> None:
     assert "not yet measured" in doc or re.search(r"measured, (2 x )?H200", doc), f"{path.name}: Expect is neither measured nor marked"
     if path.stem.startswith("baseline_"):
         assert "Tolerance:" in doc
+
+
+def fp32_draws(keys: torch.Tensor) -> torch.Tensor:
+    """gpu_sampling's Exp(1) draws as they were: the hashed uniform in fp32."""
+    return -torch.log((load("baseline_gpu_sampling").key_hash(keys).float() + 0.5) / 2.0**31)
+
+
+def fp32_race(logits: torch.Tensor, p: float, keys: torch.Tensor, exact: bool = False) -> torch.Tensor:
+    """gpu_sampling's race as it was before the float64 change: probabilities, their sort and
+    cumulative sum and the draws in fp32. ``exact``: the probabilities and sums in float64 instead
+    (the same fp32 draws): a device that rounds the sums closer than the host does (the GPU's trees)."""
+    dtype = torch.float64 if exact else torch.float32
+    probs, order = torch.softmax(logits.to(dtype), dim=-1).sort(dim=-1, descending=True, stable=True)
+    before = probs.cumsum(dim=-1) - probs
+    draws = fp32_draws(keys).to(dtype)
+    pick = (probs.masked_fill(before >= p, 0.0) / draws.gather(-1, order)).argmax(dim=-1, keepdim=True)
+    return order.gather(-1, pick).squeeze(-1)
+
+
+def cut_between_roundings(logits: torch.Tensor, keys: torch.Tensor) -> float:
+    """A top-p between the host's fp32 cumulative probability and the exact one at a token that wins
+    the race when kept: where a 32,000-token row's cut must land for the two roundings to differ."""
+    probs, order = torch.softmax(logits.double(), dim=-1).sort(descending=True, stable=True)
+    exact = probs.cumsum(-1) - probs
+    p32 = torch.softmax(logits, dim=-1)[order]
+    host = (p32.cumsum(-1) - p32).double()
+    ratio = probs / fp32_draws(keys).double()[order]
+    leads = ratio > torch.cummax(ratio, 0).values.roll(1)  # wins the race when it is the last token kept
+    j = int(((host - exact).abs() > 1e-6).logical_and(leads).nonzero()[-1])
+    return float(((host[j] + exact[j]) / 2).float())
+
+
+def test_float64_sampling_holds_where_the_fp32_roundings_drew_different_tokens() -> None:
+    """One row of the pair's size (32,000 logits, spread 4; seed 2): the host's fp32 softmax is off by
+    ~3e-6, and with the cut between its cumulative probability and the exact one at a token that then
+    wins the race (p ~0.973, the 1,183rd most likely token), fp32 on the host and fp32 summed exactly (as the
+    GPU's trees nearly do) draw different tokens. The float64 race draws the same token under two
+    roundings of its sums."""
+    mod = load("baseline_gpu_sampling")
+    logits = 4.0 * torch.randn(1, 32000, generator=torch.Generator().manual_seed(2))
+    keys = torch.arange(32000)[None]
+    p = cut_between_roundings(logits[0], keys[0])
+    assert fp32_race(logits, p, keys) != fp32_race(logits, p, keys, exact=True)
+    probs, order = torch.softmax(logits.double(), dim=-1).sort(dim=-1, descending=True, stable=True)
+    total = probs.sum(-1, keepdim=True)
+    before = total - probs.flip(-1).cumsum(-1).flip(-1)  # the same sums, another rounding
+    kept = probs.masked_fill(before >= p, 0.0)
+    other = order.gather(-1, (kept / mod.race_noise(keys).gather(-1, order)).argmax(-1, keepdim=True)).squeeze(-1)
+    assert mod.top_p_race(logits, p, keys) == other
+    assert (torch.softmax(logits.double(), -1).sum() - 1).abs() < 1e-12 < (torch.softmax(logits, -1).double().sum() - 1).abs()
+
+
+def test_float64_draws_are_never_zero() -> None:
+    """Key 6,418,304 hashes to 2^31 - 13: in fp32 its uniform rounds to 1, a draw of 0 (64 of 2^31
+    keys), and a dropped token's 0/0 won the argmax. In float64 the draw is positive."""
+    key = torch.tensor([6418304])
+    assert float(load("baseline_gpu_sampling").race_noise(key)) > 0
+    assert float(fp32_race(torch.tensor([[0.0, 5.0]]), 0.9, torch.tensor([[key, 0]]))) == 0  # dropped, drawn
+
+
+def test_sampling_check_fires_on_draws_of_another_step() -> None:
+    base, opt = build("baseline_gpu_sampling", 0), build("optimized_gpu_sampling", 0)
+    base.setup()
+    opt.setup()
+    keys = opt.keys
+    opt.keys = lambda step, device: keys(step + 1, device)
+    with pytest.raises(VerificationError, match="exact match"):
+        compare(guarded_run(base), guarded_run(opt), base.workload)
 
 
 def test_speculation_runs_fewer_target_forwards_and_reports_acceptance() -> None:
