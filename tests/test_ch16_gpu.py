@@ -112,3 +112,14 @@ def test_fp8_gemv_matches_fp64_at_the_decoders_shapes(rows: int) -> None:
         ms_old = timed_ms(graphed(lambda x=x, w=w, s=scale: fp8_linear(x.half(), w, s, False, torch.bfloat16)), reps=50)
         print(f"{name} M={rows} N={n} K={k}: kit {ms_old * 1e3:.1f} us ({n * k / ms_old / 1e9:.2f} TB/s), "
               f"gemv {ms_new * 1e3:.1f} us ({n * k / ms_new / 1e9:.2f} TB/s), rel err {err:.1e}")
+
+
+def test_host_and_gpu_sampling_draw_the_same_tokens_on_many_rows() -> None:
+    """2,048 rows of the pair's logits (fp32, spread 4, 32,000 tokens): the float64 race on the host
+    and on the GPU draws the same token in every row (in fp32 a row differed in ~3-6e-6 of rows)."""
+    mod = load("baseline_gpu_sampling")
+    logits = 4.0 * torch.randn(2048, 32000, generator=torch.Generator().manual_seed(7))
+    keys = torch.arange(logits.numel()).view(logits.shape)
+    host = mod.top_p_race(logits, 0.9, keys)
+    gpu = mod.top_p_race(logits.cuda(), 0.9, keys.cuda()).cpu()
+    assert torch.equal(host, gpu), f"{int((host != gpu).sum())} of 2048 rows differ"

@@ -11,6 +11,9 @@ import torch
 import torch.nn.functional as F
 from test_ch19_pairs import load
 
+from aisp.harness.execute import guarded_run
+from aisp.harness.verify import compare, refill
+
 pytestmark = pytest.mark.gpu
 
 
@@ -110,3 +113,20 @@ def test_fp8_loss_curves_track_bf16_over_200_steps_on_gpu() -> None:
     assert final["bf16"] < 0.5 * curves["bf16"][0]
     for mode in ("fp8-dynamic", "fp8-delayed"):
         assert abs(final[mode] - final["bf16"]) < 0.03 * final["bf16"], final
+
+
+@pytest.mark.parametrize("optimized", ["optimized_fp8_delayed_scaling", "optimized_fp8_delayed_scaling_persistent"])
+def test_delayed_scaling_passes_refilled_calls_at_full_size_on_gpu(optimized: str) -> None:
+    """The harness's checked call, 20 times: the pinned amax in the history, x refilled in both
+    variants, compared at the declared tolerance (a correct run fails one in ~3e7)."""
+    mod = load("baseline_fp8_delayed_scaling")
+    w = mod.WORKLOAD
+    base, opt = mod.get_benchmark(), load(optimized).get_benchmark()
+    for seed in range(20):
+        for bench in (base, opt):
+            bench.device = torch.device("cuda")
+            bench.setup()  # x pinned again, the history its amax
+            guarded_run(bench)
+            refill(bench, 1000 + seed)
+        assert float(opt.history["x"].max()) == mod.pinned_amax(w.rows * w.cols, w.max_rel_l2)
+        compare(guarded_run(base), guarded_run(opt), w)
