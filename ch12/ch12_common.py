@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -54,3 +55,40 @@ def microseconds_per_call(fn: Callable[[], object], device: torch.device, repeat
     end.record()
     end.synchronize()
     return start.elapsed_time(end) * 1e3 / repeats
+
+
+def simpson_on_host(u: torch.Tensor, v: torch.Tensor, tol: float, max_levels: int) -> tuple[torch.Tensor, list[int]]:
+    """dynamic_parallelism.cu's level-by-level adaptive Simpson in float64 on the CPU: every cell's
+    integral, and each level's interval count. The same rule accepts and splits the same intervals,
+    so it also misses what the rule misses: a peak narrower than the spacing of an interval's five
+    samples can read as converged (about 1 cell in 18,000 with these inputs, off by up to ~3.1)."""
+    u, v = u.double().cpu(), v.double().cpu()
+    p, w = 0.5 + 0.5 * torch.tanh(u), 10.0 ** (-2.0 - torch.tanh(v))
+    cell = torch.arange(len(u))
+    a, b = torch.zeros(len(u), dtype=torch.float64), torch.ones(len(u), dtype=torch.float64)
+    out, sizes = torch.zeros(len(u), dtype=torch.float64), []
+    while len(cell):
+        sizes.append(len(cell))
+        pc, wc = p[cell], w[cell]
+
+        def f(x: torch.Tensor, pc: torch.Tensor = pc, wc: torch.Tensor = wc) -> torch.Tensor:
+            return wc / ((x - pc) ** 2 + wc**2)
+
+        m, h = (a + b) / 2, b - a
+        whole = h / 6 * (f(a) + 4 * f(m) + f(b))
+        halves = h / 12 * (f(a) + 4 * f((a + m) / 2) + 2 * f(m) + 4 * f((m + b) / 2) + f(b))
+        done = ((halves - whole).abs() <= 15 * tol * h) | (len(sizes) >= max_levels)
+        out.index_add_(0, cell[done], (halves + (halves - whole) / 15)[done])
+        keep = ~done
+        cell, a, b = cell[keep].repeat(2), torch.cat([a[keep], m[keep]]), torch.cat([m[keep], b[keep]])
+    return out, sizes
+
+
+def check_refinement(got: torch.Tensor, u: torch.Tensor, v: torch.Tensor, workload: Any) -> None:
+    """The kernels' integrals equal the same rule run on the host. 1e-6 absolute covers an interval
+    whose split test sits within an ulp of the threshold (the device's tanh and exp10 may round
+    differently), which moves that cell by about the rule's local error, ~1e-7; a lost, doubled or
+    misplaced interval moves its cell by its whole share. Not the exact integrals: the rule's own
+    error exceeds 1e-5 in about one run in five at a random seed, and a missed peak is off by ~3."""
+    want = simpson_on_host(u, v, workload.tol, workload.max_levels)[0]
+    torch.testing.assert_close(got.double().cpu(), want, rtol=0, atol=1e-6)
