@@ -2,8 +2,8 @@
 precision's rounding, and the differential test against a higher-precision reference.
 
 Wrong outputs (zeros, a 4% bias, a wrong row, NaNs, bf16 where fp32 was asked) fail; two correct
-computations in a different order pass on 20 seeds, 16M elements with cancellations included; the
-tail counts fire exactly at their bounds."""
+computations in a different order pass on 20 seeds (5 for the sums of 16M elements with cancellations:
+80M elements, 1.4 s of CI a seed); the tail counts fire exactly at their bounds."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def test_bf16_ring_attention_passes_against_one_call(seed):
     assert 0 < evidence.max_z <= 1
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", range(5))
 def test_sixteen_million_bf16_sums_with_cancellation_pass(seed):
     gen = _gen(seed)
     x, y, z = (torch.randn(1 << 24, generator=gen).bfloat16() for _ in range(3))

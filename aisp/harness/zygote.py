@@ -15,6 +15,7 @@ when a child ends (code as ``subprocess``: negative for a signal). EOF on stdin 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -95,6 +96,7 @@ def serve() -> int:
         print("the zygote's imports initialized CUDA: a forked child could not use it", file=sys.stderr)
         return 1
     warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # see _SEND
+    gc.freeze()  # the imports' objects: a child's gc.collect() (several a pair) no longer walks them
     threading.Thread(target=_reap, daemon=True).start()
     _send({"ready": os.getpid()})
     for line in sys.stdin:
