@@ -21,7 +21,7 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
-from ch12_common import DBL, INT, PTR, check_refinement, library, simpson_on_host  # noqa: F401 (tests use both)
+from ch12_common import DBL, INT, PTR, check_refinement, library
 
 import aisp
 from aisp.kits import native

@@ -93,7 +93,7 @@ def test_conditional_if_takes_the_branch_in_some_stages_with_margin(seed: int) -
 def simpson_levels(u: torch.Tensor, v: torch.Tensor, tol: float, max_levels: int) -> tuple[torch.Tensor, list[int]]:
     """The pair's host copy of dynamic_parallelism.cu's refinement: every cell's integral and each
     level's interval count."""
-    return load("baseline_dynamic_parallelism").simpson_on_host(u, v, tol, max_levels)
+    return load("ch12_common").simpson_on_host(u, v, tol, max_levels)
 
 
 def refinement_inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,7 +121,7 @@ def test_refinement_check_holds_where_the_rule_misses_a_peak() -> None:
     u, v = refinement_inputs(4)
     got = simpson_levels(u, v, mod.WORKLOAD.tol, mod.WORKLOAD.max_levels)[0]
     assert (got - mod.peak_integrals(u, v)).abs().max() > 1.0
-    mod.check_refinement(got.float().double(), u, v, mod.WORKLOAD)  # a float64 copy, not the same tensor
+    load("ch12_common").check_refinement(got.float().double(), u, v, mod.WORKLOAD)  # a float64 copy, not the same tensor
 
 
 @pytest.mark.parametrize("fault", ["lost interval", "doubled interval", "wrong cell"])
@@ -137,7 +137,7 @@ def test_refinement_check_fires_on_a_misplaced_interval(fault: str) -> None:
     else:
         got[100], got[101] = got[100] - share, got[101] + share
     with pytest.raises(AssertionError):
-        mod.check_refinement(got, u, v, mod.WORKLOAD)
+        load("ch12_common").check_refinement(got, u, v, mod.WORKLOAD)
 
 
 def test_refine_struct_matches_the_cuda_layout() -> None:

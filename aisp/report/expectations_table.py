@@ -298,9 +298,9 @@ def write_readmes(stored: Mapping[str, Stored], rows: Mapping[str, list[Row]]) -
                 new = with_block(text, readme_block(files, rows[name]))
             except SelectionError as exc:
                 raise SelectionError(f"{readme}: {exc}") from None
-            planned[readme] = new
+            if new != text:
+                planned[readme] = new
             lines.append(f"Wrote {readme}" if new != text else f"Unchanged: {readme}")
     for readme, new in planned.items():
-        if new != readme.read_text():
-            atomic_write_text(readme, new)
+        atomic_write_text(readme, new)
     return lines
