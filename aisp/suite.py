@@ -183,7 +183,9 @@ def store_run(run_dir: Path, roots: tuple[Path, ...] = ()) -> tuple[list[Path], 
 def store_results(results: list[dict[str, Any]], manifest: dict[str, Any], run_id: str) -> tuple[list[Path], list[str]]:
     """Store a run's results (its manifest and folder name given) in the expectation files: the files
     written, and a line for each result not stored and why."""
-    return expectations.update(results, {**manifest, "run_id": run_id}), expectations.refused(results)
+    env = {**manifest, "run_id": run_id}
+    written = expectations.update(results, env)
+    return written, expectations.refused(results) + expectations.pending_runs(results, env)
 
 
 def print_stored(written: list[Path], warnings: list[str]) -> None:

@@ -13,8 +13,9 @@ Each entry holds the latest measured figures, its own environment fingerprint
 torch, Triton, Python, CPU model; the host's GPU count and NVLinks for a multi-GPU pair),
 provenance (the commit that ran, dirty flag, diff hash), the A/A ``noise`` of ``aisp bench noise``, and
 a ``history`` of up to ten runs: ``--update-expectations`` appends a run while the figures stay
-within their run-to-run limits in the same environment, and starts a new history otherwise (an
-accepted change of level). A run is judged against the history (:mod:`aisp.judge.regression`);
+within their run-to-run limits in the same environment, and starts a new history when the level
+changed (another environment, a shift its re-runs confirmed, or a shift seen in two runs in a row);
+a single unconfirmed shift is held as the entry's ``pending`` run until the next run decides. A run is judged against the history (:mod:`aisp.judge.regression`);
 an entry measured in another environment gives ``not-compared`` (environment changed), never a
 regression, and so does a result measured on a busy host (which is not stored either). Files
 written before entries carried their own environment are migrated on read.
@@ -29,7 +30,7 @@ from typing import Any
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
 from aisp.harness.artifacts import world_size as workload_world_size
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
-from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_kept, refusal
+from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_change, refusal
 from aisp.judge.run_noise import HISTORY_LENGTH
 
 
@@ -178,11 +179,44 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
 
 
 def stored_entry(result: dict[str, Any], old: dict[str, Any] | None, env: dict[str, Any]) -> dict[str, Any]:
-    """The entry after storing ``result``: its history grows while the level holds, else restarts."""
+    """The entry after storing ``result``. Its history grows while the level holds, and restarts
+    where the level changed (first run, another environment, a shift its re-runs confirmed).
+
+    A run that left the level with nothing to confirm it (an improvement, or a flag stored without
+    re-runs) is held as the entry's ``pending`` run; the entry's figures and history stay. The next
+    run decides: back at the stored level, it is appended and the pending run dropped (an outlier:
+    ch15:chunked_prefill's p99 gap read 6.99x once against 3.1-3.6x in six runs on an H200, and
+    storing it had discarded those six); at the pending run's level, the two start a new history
+    (a change of level seen twice); anywhere else, it becomes the pending run."""
     new = entry_from(result, env)
-    history = old["history"] if old and level_kept(result, old, new["environment"]) else []
     noise = {"noise": old["noise"]} if old and old.get("noise") else {}
-    return {**new, "history": [*history, history_run(new)][-HISTORY_LENGTH:], **noise}
+    run = history_run(new)
+    change = level_change(result, old, new["environment"])
+    if change == "kept":
+        return {**new, "history": [*old["history"], run][-HISTORY_LENGTH:], **noise}
+    if change == "changed":
+        return {**new, "history": [run], **noise}
+    pending = old.get("pending")
+    if pending and level_change(result, {**old, "history": [pending], "best": pending.get("best")},
+                                new["environment"]) == "kept":
+        return {**new, "history": [pending, run], **noise}
+    return {**old, "pending": run}
+
+
+def pending_runs(results: list[dict[str, Any]], env: dict[str, Any]) -> list[str]:
+    """One line per stored result that is held as its entry's pending run (call after :func:`update`)."""
+    lines = []
+    for result in results:
+        if not comparable(result) or not result.get("baseline"):
+            continue
+        try:
+            entry = load(path_for(result, key_for(result, env)))["entries"].get(result["name"]) or {}
+        except Unreadable:
+            continue
+        if (entry.get("pending") or {}).get("run") == env.get("run_id"):
+            lines.append(f"{result['target']}: held as pending: its figures left the stored level; the history "
+                         "keeps its runs until a second run confirms the new level")
+    return lines
 
 
 def refused(results: list[dict[str, Any]]) -> list[str]:
@@ -217,9 +251,10 @@ def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
 
 
 def _stored_already(entry: dict[str, Any] | None, run_id: str | None) -> bool:
-    """Whether this run (its folder's name) is already in the entry's history: stored twice, one run
-    would count as two toward the runs an entry needs."""
-    return bool(run_id) and any(h.get("run") == run_id for h in (entry or {}).get("history", []))
+    """Whether this run (its folder's name) is already in the entry's history or its pending run:
+    stored twice, one run would count as two toward the runs an entry needs (or confirm itself)."""
+    runs = [*(entry or {}).get("history", []), (entry or {}).get("pending") or {}]
+    return bool(run_id) and any(h.get("run") == run_id for h in runs)
 
 
 def store_noise(path: Path, name: str, noise: dict[str, Any], key: str) -> None:

@@ -243,16 +243,17 @@ def history_run(entry: dict[str, Any]) -> dict[str, Any]:
             "optimized_peak_bytes": memory.get("optimized_peak_bytes")}
 
 
-def level_kept(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> bool:
-    """Whether the result measures the same code at the same level as the entry's history (same
-    environment, every figure within its limit, or a flag its re-runs did not confirm); if not,
-    storing it starts a new history."""
-    if not entry or not entry.get("history"):
-        return False
-    if fingerprint_changes(entry.get("environment") or {}, pair_env):
-        return False
+def level_change(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> str:
+    """How storing the result moves the entry's level: ``kept`` (same environment, every figure
+    within its limit, or a flag its re-runs did not confirm), ``changed`` (no history, another
+    environment, or a shift its re-runs confirmed: a new history starts) or ``unconfirmed`` (a
+    figure left its limits and nothing re-ran to confirm it: one run, perhaps an outlier)."""
+    if not entry or not entry.get("history") or fingerprint_changes(entry.get("environment") or {}, pair_env):
+        return "changed"
     shifted = [a["figure"] for a in map(assess, figures(result, entry)) if a["shifted"]]
     if not shifted:
-        return True
+        return "kept"
     check = confirm(shifted, result["reruns"], entry) if result.get("reruns") else None
-    return bool(check and check["runs"] and not check["confirmed"])  # a flag its re-runs cleared: an outlier
+    if check is None or not check["runs"]:
+        return "unconfirmed"
+    return "changed" if check["confirmed"] else "kept"  # a flag its re-runs cleared: an outlier
