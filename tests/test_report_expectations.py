@@ -76,6 +76,13 @@ def test_the_rows_figures_come_from_the_files(root):
     assert (fuse.baseline, fuse.optimized) == ("3.000 ms", f"{3.0 / SPEEDUPS[2]:#.4g} ms")
 
 
+def test_a_pending_run_is_shown_beside_the_runs(root):
+    stored = {"fuse": _entry([_run("2026-11-28T03:00:00", "b", 3.3)] * 3, pending=_run("2026-11-28T04:00:00", "b", 6.99))}
+    row = et.chapter_rows({root / "ch09" / "expectations_h200.json": stored})[0]
+    assert row.runs == 3 and et.cells(row)[6] == "3 (+1 pending at 6.99x)"
+    assert et.cells(_rows(root, "ch01")["fuse"])[6] == "3"
+
+
 def test_dates_and_commits_of_the_runs(root):
     fuse = _rows(root, "ch01")["fuse"]
     assert fuse.dates == "2026-11-22 to 11-28"

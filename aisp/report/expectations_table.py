@@ -71,6 +71,8 @@ class Row:
     """First and last day of the history's runs."""
     commits: str
     """The runs' distinct commits, ``+dirty`` where the tree had changes."""
+    pending: str = ""
+    """The speedup of a run held as pending (it left the level; the next run decides), else empty."""
 
 
 def chapter_files(root: Path, wanted: Sequence[str] = (), keys: Sequence[str] = ()) -> dict[str, list[Path]]:
@@ -129,7 +131,13 @@ def entry_row(name: str, key: str, entry: dict[str, Any]) -> Row:
                speedup=_speedup(entry.get("speedup"), headline), runs=len(history),
                spread=f"{min(speedups):.2f}-{max(speedups):.2f}x" if speedups else "-",
                geomean=f"{geometric_mean(speedups):.2f}x" if speedups else "-",
-               dates=_dates(history), commits=_commits(history, entry.get("provenance") or {}))
+               dates=_dates(history), commits=_commits(history, entry.get("provenance") or {}),
+               pending=_pending(entry.get("pending")))
+
+
+def _pending(run: dict[str, Any] | None) -> str:
+    """A pending run's speedup (``6.99x``), or empty without one."""
+    return f"{run['speedup']:.2f}x" if run and run.get("speedup") else ""
 
 
 def _variant(pair: str, best: str | None) -> str:
@@ -206,7 +214,8 @@ COLUMNS = (Column("pair"), Column("key"), Column("best", drop_rank=2), Column("b
 
 
 def cells(row: Row) -> list[str]:
-    return [row.pair, row.key, row.best, row.baseline, row.optimized, row.speedup, str(row.runs),
+    runs = f"{row.runs} (+1 pending at {row.pending})" if row.pending else str(row.runs)
+    return [row.pair, row.key, row.best, row.baseline, row.optimized, row.speedup, runs,
             row.spread, row.geomean, row.dates, row.commits]
 
 
@@ -222,7 +231,7 @@ def table(rows: Sequence[Row], title: str, width: int) -> Table | Group:
     for row in rows:
         text = [escape(c) for c in cells(row)]
         if row.runs < FEW_RUNS:
-            text[6] = f"[yellow]{row.runs}[/yellow]"
+            text[6] = f"[yellow]{text[6]}[/yellow]"
         styled.append(text)
     return fitted_table(COLUMNS, styled, width - 1, title=title)  # - 1: the left border
 
