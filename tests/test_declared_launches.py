@@ -79,7 +79,7 @@ def device_events(fn: Callable[[], object]) -> int:
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
     return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
