@@ -21,6 +21,9 @@ STEP_KERNELS = 244
 """Kernels in one ``GraphedDecode`` step of MODEL (8 blocks x 26, plus 36 for the embedding, head,
 top-k and the step's four output/feedback copies): the non-view aten ops it dispatches, counted on a
 CPU in fp32 (tests/test_latency_ceilings.py recounts them); bf16 on a GPU adds conversions, never fewer."""
+PAGED_STEP_KERNELS = 294
+"""Kernels in one ``GraphedDecode`` step of MODEL over a paged cache (the pages gathered per layer add
+50), counted the same way (tests/test_latency_ceilings.py recounts them)."""
 GPU_SIZED = aisp.Requirements(cuda=True)
 """Sized for an H100/H200; the logic runs on a CPU at small sizes in tests/test_ch16_pairs.py."""
 

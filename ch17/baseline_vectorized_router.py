@@ -7,13 +7,13 @@ prefill speed; a worker whose free KV cache cannot hold prompt + output is pushe
 keep the best two (a choice and a fallback). That is ~9 small tensor ops per request: 4,600 kernel
 launches on a GPU (~6 us each), ~4,600 dispatcher calls on a CPU.
 Optimized (optimized_vectorized_router.py): the same arithmetic as (512, 64) tensors and one
-``topk``: 8 ops in all, whatever the number of requests.
-Ceiling: launch/dispatch overhead (the work is 0.2 MFLOP and 0.3 MB): the optimized call should cost
-about its 8 launches.
+``topk``: 12 ops in all, whatever the number of requests.
+Ceiling: launch/dispatch overhead (the work is 0.2 MFLOP and 0.3 MB): 11 ops dispatched from Python (its
+12 less a repeated negation) at the 5.76 us dispatch floor, 63 us (issue 30).
 Expect (measured, H200, 2026-11-26): 76.9 -> 0.2959 ms, 302.7x [246, 372] (estimated 400-600x, ~25-35
 -> ~0.06 ms). The ratio is against a per-request Python loop (~4,600 ops, ~17 us of host dispatch
 each), so it measures the loop, not a kernel. The optimized call's share of a ceiling is meaningless
-(0.2 MFLOP, 1.4 GB/s): it is launch-bound, its 8 ops at ~37 us each (cv 0.28; not profiled). CPU
+(0.2 MFLOP, 1.4 GB/s): it is launch-bound, its 12 ops at ~25 us each (cv 0.28; not profiled). CPU
 (estimated, not yet measured): ~10-20 ms -> ~0.1 ms.
 Tolerance: exact (the same fp32 operations element by element; worker ids compared exactly).
 Run: python ch17/baseline_vectorized_router.py  |  aisp bench run -t ch17:vectorized_router
@@ -46,9 +46,14 @@ class RouterWorkload(aisp.Workload):
 def router_workload(**kw: int) -> RouterWorkload:
     w = RouterWorkload(**kw)
     cells = w.requests * w.workers
+    # Latency: the vectorized call's ops, each dispatched from Python (and launched, on a GPU): gather,
+    # 1 - hit, x prompt, + queue, / speed, prompt + output, >=, negate, - penalty, where, topk; the
+    # optimized dispatches 12 (it negates wait twice). Priced at the dispatch floor, a CPU's too.
     return RouterWorkload(**kw, flops=8.0 * cells, bytes=4.0 * (3 * cells + w.requests * (3 + 2 * w.choices)),
+                          latency=aisp.LatencyCounts(dispatches=11),
                           items=w.requests, item_unit="requests", precision="fp32",
-                          ceiling_note="launch-bound: 8 ops at ~37 us each (0.2 MFLOP)",
+                          ceiling_note="launch-bound: 11 ops at the 5.76 us dispatch floor, 63 us; measured 0.30-0.44 ms, 25-37 us "
+                                       "an op from idle (not profiled)",
                           window="idle")
 
 

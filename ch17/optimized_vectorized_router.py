@@ -4,10 +4,10 @@ Baseline (baseline_vectorized_router.py): a Python loop over 512 requests, ~9 sm
 Optimized: the prefix-cache hits of all requests are one gather, (workers, requests) transposed;
 the wait estimate, the KV-fit test and the penalty are broadcast over (requests, workers); one
 ``topk(2, dim=1)`` keeps each request's best two workers. Same fp32 operations per element, so the
-same scores bit for bit; 8 launches instead of ~4,600.
+same scores bit for bit; 12 launches instead of ~4,600.
 Expect (measured, H200, 2026-11-26): 76.9 -> 0.2959 ms, 302.7x [246, 372] (estimated ~0.06 ms,
 400-600x), against a per-request Python loop. Share of ceiling: meaningless (0.2 MFLOP); launch-bound,
-~37 us per op for its 8 ops (not profiled). CPU (estimated, not yet measured): ~0.1 ms.
+~25 us per op for its 12 ops (not profiled). CPU (estimated, not yet measured): ~0.1 ms.
 Run: python ch17/optimized_vectorized_router.py  |  aisp bench run -t ch17:vectorized_router
 """
 
