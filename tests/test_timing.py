@@ -23,6 +23,8 @@ from aisp.harness.timing import (
     SPACER_MAX_MS,
     SPACER_MIN_MS,
     CudaSide,
+    Timed,
+    grown_spacer,
     host_bound,
     spacer_ms,
     time_call,
@@ -82,6 +84,45 @@ def test_the_spacer_is_twice_the_issue_time_within_its_bounds():
     assert spacer_ms([0.005]) == SPACER_MIN_MS
     assert spacer_ms([80.0]) == SPACER_MAX_MS
     assert spacer_ms([]) == SPACER_MIN_MS
+
+
+def test_a_sample_issued_past_the_spacer_grows_it_for_the_samples_after():
+    assert grown_spacer(0.15, 0.12, 1) == 0.15
+    assert grown_spacer(0.15, 0.27, 1) == pytest.approx(0.54)
+    assert grown_spacer(0.15, 80.0, 1) == SPACER_MAX_MS
+    assert grown_spacer(0.0, 0.27, 1) == 0.0  # timed from idle: no spacer to outrun
+    assert grown_spacer(0.15, 0.27, 4) == 0.15  # back to back, later calls overlap earlier device work
+
+
+def test_the_loop_grows_a_starved_variants_spacer_and_counts_its_starved_samples(monkeypatch):
+    """A host that issues the baseline's call in 0.27 ms past a 0.15 ms spacer (on an H200 this timed
+    the host, not the GPU): the next samples get 2 x 0.27 ms; the optimized, issued in time, keeps its own."""
+    used: dict[str, list[float]] = {"baseline_x": [], "optimized_x": []}
+    issue = {"baseline_x": [0.27, 0.1, 0.1, 0.1], "optimized_x": [0.05] * 4}
+
+    def fake_time_call(fn, device, calls, spacer, flush=None):
+        name = fn()
+        used[name].append(spacer)
+        return Timed(None, 1.0, 1.0, issue[name][len(used[name]) - 1], 0.0)
+
+    monkeypatch.setattr(execute, "time_call", fake_time_call)
+    monkeypatch.setattr(execute, "_calls_per_sample", lambda var, options, device: (1, 0.15))
+    monkeypatch.setattr(execute, "timed_functions",
+                        lambda live, options, device: {id(v): (lambda n=v.name: n) for v in live})
+    variants = _variants([])
+    time_interleaved(variants, RunOptions(iterations=4, warmup=0, warmup_s=0.0, device="cpu"), CPU)
+    base, opt = variants
+    assert used["baseline_x"] == pytest.approx([0.15, 0.54, 0.54, 0.54]) and used["optimized_x"] == [0.15] * 4
+    assert (base.starved_samples, base.spacer_ms, opt.starved_samples, opt.spacer_ms) == (1, pytest.approx(0.54), 0, 0.15)
+
+
+def test_starved_samples_are_named_in_the_notes():
+    from aisp.harness.runner import _annotate
+
+    starved = {**_record("optimized_x", [0.3] * 4), "starved_samples": 1, "spacer_ms": 0.54}
+    notes = _annotate(assemble({"name": "x"}, {}, [_record("baseline_x", [0.6] * 4), starved]), {})["notes"]
+    assert notes == ["optimized_x: 1 of 4 samples: the host issued the call past the spacer's end (the GPU may "
+                     "have idled in the window); the spacer grew to 0.54 ms"]
 
 
 class FakeCuda(CudaSide):

@@ -31,6 +31,7 @@ from aisp.harness.timing import (
     SAMPLE_KEYS,
     gc_disabled,
     graph_replay,
+    grown_spacer,
     l2_flusher,
     spacer_ms,
     synchronize,
@@ -82,7 +83,11 @@ class Variant:
     warm_issue_ms: list[float] = field(default_factory=list)
     """The issue time of each warmup call, which sizes the spacer."""
     spacer_ms: float = 0.0
-    """The spin queued before each sample's start event (0: timed from idle, or a CPU)."""
+    """The spin queued before each sample's start event (0: timed from idle, or a CPU); the last
+    sample's, after any growth (:func:`aisp.harness.timing.grown_spacer`)."""
+    starved_samples: int = 0
+    """Samples whose one call the host issued past the spacer's end (the GPU may have idled inside
+    the window); each grows the spacer for the samples after it."""
     checked_call: int | None = None
     """The timed call whose inputs were refilled and output checked (0-based, among all timed calls):
     timed like the others but left out of the samples (refilling and cloning came right before it)."""
@@ -325,9 +330,9 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
             for var in _rotation(live, offset + i):
                 if step == at:
                     guard, originals = check.prepare(var.bench, var.known_after_setup)
-                align()
-                var.enter()
                 calls, spacer = plans[id(var)]
+                spacer = align(spacer)  # the ranks meet; rank 0's spacer for all
+                var.enter()
                 with torch.cuda.nvtx.range(f"{var.name}/iter{step}") if device.type == "cuda" else nullcontext():
                     timed = time_call(var.bench.run if step == at else fns[id(var)], device, calls, spacer, flush)
                 if step == at:
@@ -335,6 +340,11 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                     last[id(var)] = guard.settle(timed.output, originals)
                 else:
                     _record(var, timed)
+                    grown = grown_spacer(spacer, timed.issue_ms, calls)
+                    if grown > spacer:
+                        var.starved_samples += 1
+                        plans[id(var)] = (calls, grown)
+                        var.spacer_ms = grown
     return last
 
 

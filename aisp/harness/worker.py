@@ -44,6 +44,7 @@ def raw_record(var: Variant) -> dict[str, Any]:
         "reason": var.reason,
         **{key: getattr(var, key) for key in SAMPLE_KEYS},
         "spacer_ms": var.spacer_ms,
+        "starved_samples": var.starved_samples,
         "stream_leftover_us": var.stream_leftover_us,
         "checked_call": var.checked_call,
         "verification": var.evidence.to_dict(),
