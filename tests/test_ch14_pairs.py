@@ -110,8 +110,9 @@ def test_flex_score_mod_matches_the_materialized_bias() -> None:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvrtc_source_compiles_for_sm90(tmp_path: Path) -> None:
     source = tmp_path / "bias_swiglu.cu"
-    source.write_text(load("optimized_runtime_compiled_kernel").SOURCE)
-    subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", str(source), "-o", str(tmp_path / "k.o")],
+    opt = load("optimized_runtime_compiled_kernel")
+    source.write_text(opt.SOURCE)
+    subprocess.run(["nvcc", "-arch=sm_90", *opt.OPTIONS, "-c", str(source), "-o", str(tmp_path / "k.o")],
                    check=True, capture_output=True)
 
 
