@@ -34,8 +34,9 @@ class GateWorkload(aisp.Workload):
 
 def gate_workload(**kw: object) -> GateWorkload:
     w = GateWorkload(**kw)
+    needs = aisp.Requirements(cuda=True, min_compute_capability=(8, 0), packages=("cupy",))  # bf16x2 PTX
     return GateWorkload(**kw, bytes=3.0 * 2 * w.rows * w.dim, items=w.rows, item_unit="rows",
-                        precision="bf16", requires=aisp.Requirements(cuda=True, packages=("cupy",)))
+                        precision="bf16", requires=needs)
 
 
 WORKLOAD = gate_workload(ceiling_note="first kernel 2.88 TB/s (68%): 441 SASS instructions a 16-byte pack, 0.22 ms to issue; now 158 a pack, not yet measured on a GPU")

@@ -66,7 +66,8 @@ def test_gpu_pairs_skip_with_reason_on_cpu(name: str) -> None:
 
 def test_requirements_name_what_each_pair_needs() -> None:
     assert load("baseline_triton_fp8_gemm").WORKLOAD.requires.min_compute_capability == (9, 0)
-    assert "cupy" in load("baseline_runtime_compiled_kernel").WORKLOAD.requires.packages
+    nvrtc = load("baseline_runtime_compiled_kernel").WORKLOAD.requires
+    assert "cupy" in nvrtc.packages and nvrtc.min_compute_capability == (8, 0)
 
 
 def _tiny_block(module: str, seed: int) -> object:
