@@ -9,11 +9,14 @@
    enough instructions a 16-byte pack that issuing them takes at most half the time the HBM needs
    for the pack's bytes on an H200 (the first version ran 441 and was issue-bound); eager's IEEE
    division planted in the source makes the check fire.
+3. NVRTC itself (the wheel's libnvrtc) compiles the source with the pair's options into a cubin
+   within the launch bounds, and refuses it without the -D defines.
 """
 
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import re
 import shutil
 import subprocess
@@ -186,3 +189,55 @@ def test_ieee_division_is_flagged(tmp_path: Path) -> None:
     assert ieee != OPT.SOURCE
     problems = sass_problems(ieee, tmp_path)
     assert any("call" in p for p in problems) and any("budget" in p for p in problems), problems
+
+
+def libnvrtc() -> ctypes.CDLL | None:
+    """NVRTC from the nvidia-cuda-nvrtc wheel or the system; None when there is none."""
+    try:
+        import nvidia
+        wheels = [str(p) for root in nvidia.__path__ for p in sorted(Path(root).glob("cu*/lib/libnvrtc.so*"))]
+    except ImportError:
+        wheels = []
+    for path in [*wheels, ctypes.util.find_library("nvrtc")]:
+        if path:
+            return ctypes.CDLL(path)
+    return None
+
+
+def nvrtc_cubin(source: str, options: tuple[str, ...]) -> tuple[int, str, bytes]:
+    """(status, log, cubin) of NVRTC compiling ``source`` for sm_90, as CuPy's RawKernel does."""
+    lib = libnvrtc()
+    if lib is None:
+        pytest.skip("needs NVRTC (libnvrtc)")
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"bias_swiglu.cu", 0, None, None) == 0
+    opts = [o.encode() for o in (*options, "--gpu-architecture=sm_90")]
+    status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    cubin = b""
+    if status == 0:
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetCUBIN(prog, buf)
+        cubin = buf.raw
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return status, log.value.decode(errors="replace"), cubin
+
+
+def test_nvrtc_compiles_the_source_with_the_pairs_options_within_the_launch_bounds(tmp_path: Path) -> None:
+    """The runtime compiler itself, headers and all (none): the source builds with OPTIONS, and the
+    cubin it makes keeps the registers the grid assumes; without the -D defines it fails."""
+    status, log, cubin = nvrtc_cubin(OPT.SOURCE, OPT.OPTIONS)
+    assert status == 0, log
+    assert nvrtc_cubin(OPT.SOURCE, ("--std=c++17",))[0] != 0  # THREADS and the rest come from OPTIONS
+    tool = native.cuobjdump()
+    if tool is None:
+        pytest.skip("needs cuobjdump")
+    path = tmp_path / "bias_swiglu.cubin"
+    path.write_bytes(cubin)
+    usage = subprocess.run([tool, "-res-usage", str(path)], capture_output=True, text=True, check=True).stdout
+    regs, stack, local = map(int, RESOURCE.search(usage).groups())
+    assert regs * OPT.THREADS * OPT.BLOCKS_PER_SM <= 65536 and stack == local == 0, usage
