@@ -7,11 +7,14 @@ queries, folded as the kit does: each K/V head's 4 query heads are the rows of o
 (``F.scaled_dot_product_attention``, a flash kernel). It must read every key and value:
 1.07 GB per call (~0.25 ms at 4.2 TB/s) for 4.3 GFLOP.
 Optimized (optimized_fp8_kv_cache.py): the cache in e4m3 with one scale per K/V head, read by a
-Triton split-K decode attention kernel that widens it in registers: 0.54 GB per call.
-Expect (measured, H200, 2026-11-26): 1.15x [1.15, 1.16] (estimated 1.5-1.9x; 1.16x on 2026-11-23):
-SDPA over the bf16 cache 0.3427 ms (~3.1 TB/s on its 1.07 GB, ~74% of HBM) vs the fp8 Triton kernel
-0.3009 ms (1.78 TB/s on 0.54 GB, 42%): half the bytes at ~57% of SDPA's rate. The workload's bytes
-are the optimized variant's (the fp8 cache), so its GB/s is its share of HBM.
+Triton split-K decode attention kernel that widens it in registers: 0.54 GB per call. The
+v_blocks variant stores the values in dim-major blocks of 64 tokens, so the kernel reads them
+without byte loads (optimized_fp8_kv_cache_v_blocks.py says why).
+Expect (measured, H200, 2026-11-28): 1.44x [1.43, 1.45] (estimated 1.5-1.9x; 1.15x on 2026-11-26):
+SDPA over the bf16 cache 0.2495 ms (4.3 TB/s on its 1.07 GB) vs the fp8 Triton kernel 0.1731 ms
+(3.10 TB/s on 0.54 GB, 74% of HBM): half the bytes at ~72% of SDPA's rate. The v_blocks variant
+(and the partials now written for the 4 real query rows, not 16): not yet measured on a GPU. The
+workload's bytes are the optimized variant's (the fp8 cache), so its GB/s is its share of HBM.
 Tolerance: e4m3 keeps 3 mantissa bits. Emulated on a CPU in fp32 at this size (3 seeds, 4 rows):
 the fp8 output differs from the exact one by at most 0.0032 where outputs have rms 0.018 (random
 keys spread attention over all 8,192 positions), relative L2 0.039 (bf16's own error: 0.0003
@@ -51,7 +54,7 @@ def _workload() -> KVWorkload:
     w = KVWorkload()
     return KVWorkload(flops=2.0 * w.cache_elements() * w.groups, bytes=float(w.cache_elements()),
                       items=w.rows, item_unit="tokens", precision="fp8", element_tol=0.08, rtol=0.0, max_rel_l2=0.08,
-                      ceiling_note="the Triton split-K kernel: half the bytes at ~57% of SDPA's rate; not yet profiled",
+                      ceiling_note="fp8 V read from shared memory a byte at a time (64 LDS.U8 a thread per 64 keys); V in dim-major blocks: not yet measured on a GPU",
                       requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

@@ -8,7 +8,14 @@ widens them to fp16 in registers and runs both products on the tensor cores; the
 into the query, the V scale into the final combine, so dequantization costs no pass over the
 cache. Each program takes one (row, K/V head) and one of ``splits`` slices of the context
 (flash-decoding: enough programs to keep every SM streaming), and writes its unnormalized output
-with its running max and sum; a second kernel merges the slices.
+with its running max and sum (the ``groups`` real query rows only); a second kernel merges the slices.
+
+V's layout: row-major (the kit's) or in blocks of BLOCK_N tokens, each block dim-major
+(``block_values``; vLLM's paged V layout). In P V the tensor cores take V with the keys as the
+reduced dimension: row-major, consecutive keys sit D bytes apart in shared memory, and on sm_90
+(no transposing ldmatrix for 8-bit values) the compiled kernel reads them one byte at a time, 64
+``LDS.U8`` a thread per 64-key step; dim-major blocks are copied and read as K is (16-byte
+asynchronous copies, ldmatrix).
 """
 
 from __future__ import annotations
@@ -27,9 +34,11 @@ G_PAD = 16
 
 @triton.jit
 def _attend(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: tl.constexpr,
-            KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr):
+            KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+            V_BLOCKS: tl.constexpr):
     """Program (row * KV_HEADS + head, split): unnormalized softmax(q k^T) v over keys
-    [split * SPLIT_LEN, +SPLIT_LEN), scores in log2 units; writes acc (G_PAD, D), max and sum."""
+    [split * SPLIT_LEN, +SPLIT_LEN), scores in log2 units; writes acc (GROUPS, D), max and sum.
+    ``V_BLOCKS``: V in dim-major blocks of BLOCK_N tokens (else row-major, as K)."""
     bh, split, splits = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     offs_g, offs_d = tl.arange(0, G_PAD), tl.arange(0, D)
     q = tl.load(q_ptr + (bh * GROUPS + offs_g[:, None]) * D + offs_d[None, :], mask=offs_g[:, None] < GROUPS,
@@ -46,22 +55,27 @@ def _attend(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN
         alpha = tl.exp2(m - m_new)
         p = tl.exp2(s - m_new[:, None])
         total = total * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), tl.load(v_ptr + offs).to(tl.float16))
+        if V_BLOCKS:  # the block's (D, BLOCK_N) tile, keys contiguous: read as K is
+            v = tl.trans(tl.load(v_ptr + first + n * D + offs_d[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]))
+        else:
+            v = tl.load(v_ptr + offs)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v.to(tl.float16))
         m = m_new
-    part = (bh * splits + split) * G_PAD + offs_g
-    tl.store(o_ptr + part[:, None] * D + offs_d[None, :], acc)
-    tl.store(ml_ptr + part * 2, m)
-    tl.store(ml_ptr + part * 2 + 1, total)
+    part = (bh * splits + split) * GROUPS + offs_g  # the padding rows are not written
+    real = offs_g < GROUPS
+    tl.store(o_ptr + part[:, None] * D + offs_d[None, :], acc, mask=real[:, None])
+    tl.store(ml_ptr + part * 2, m, mask=real)
+    tl.store(ml_ptr + part * 2 + 1, total, mask=real)
 
 
 @triton.jit
 def _combine(o_ptr, ml_ptr, vs_ptr, out_ptr, KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUPS: tl.constexpr,
-             G_PAD: tl.constexpr, D: tl.constexpr):
+             D: tl.constexpr):
     """Program (row * KV_HEADS + head) * GROUPS + g: merges the splits' partial outputs, times the V scale."""
     pid = tl.program_id(0)
     bh, g = pid // GROUPS, pid % GROUPS
     offs_s, offs_d = tl.arange(0, SPLITS), tl.arange(0, D)
-    part = (bh * SPLITS + offs_s) * G_PAD + g
+    part = (bh * SPLITS + offs_s) * GROUPS + g
     m, total = tl.load(ml_ptr + part * 2), tl.load(ml_ptr + part * 2 + 1)
     w = tl.exp2(m - tl.max(m, 0))
     acc = tl.load(o_ptr + part[:, None] * D + offs_d[None, :])
@@ -76,21 +90,32 @@ def quantize_heads(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x8.view(torch.uint8), scale
 
 
+def block_values(v8: torch.Tensor) -> torch.Tensor:
+    """``v8`` (rows, kv_heads, context, dim) as blocks of BLOCK_N tokens, each dim-major: (rows,
+    kv_heads, context / BLOCK_N, dim, BLOCK_N). A server writes a token's values as one column of
+    its block; here the whole cache is laid out once."""
+    rows, heads, ctx, dim = v8.shape
+    return v8.reshape(rows, heads, ctx // BLOCK_N, BLOCK_N, dim).transpose(3, 4).contiguous()
+
+
 def fp8_decode_attention(q: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor, k_scale: torch.Tensor,
                          v_scale: torch.Tensor, splits: int) -> torch.Tensor:
-    """softmax(q k^T / sqrt(dim)) v for q (rows, kv_heads, groups, dim), k8/v8 e4m3 (rows, kv_heads,
-    context, dim); ``splits`` (a power of two) slices of the context, each a multiple of BLOCK_N."""
+    """softmax(q k^T / sqrt(dim)) v for q (rows, kv_heads, groups, dim), k8 e4m3 (rows, kv_heads,
+    context, dim), v8 the same or in ``block_values``'s layout (5 dimensions); ``splits`` (a power
+    of two) slices of the context, each a multiple of BLOCK_N."""
     rows, heads, groups, dim = q.shape
     ctx = k8.shape[2]
-    if groups > G_PAD or ctx % (splits * BLOCK_N) or splits & (splits - 1) or not (q.is_contiguous() and
-                                                                                   k8.is_contiguous()):
-        raise ValueError(f"fp8_decode_attention: q {tuple(q.shape)}, context {ctx}, {splits} splits")
-    parts = torch.empty(rows * heads * splits * G_PAD, dim, device=q.device, dtype=torch.float32)
-    ml = torch.empty(rows * heads * splits * G_PAD, 2, device=q.device, dtype=torch.float32)
+    v_shape = (rows, heads, ctx // BLOCK_N, dim, BLOCK_N) if v8.dim() == 5 else k8.shape
+    if groups > G_PAD or ctx % (splits * BLOCK_N) or splits & (splits - 1) or v8.shape != v_shape or not (
+            q.is_contiguous() and k8.is_contiguous() and v8.is_contiguous()):
+        raise ValueError(f"fp8_decode_attention: q {tuple(q.shape)}, k {tuple(k8.shape)}, v {tuple(v8.shape)}, "
+                         f"{splits} splits")
+    parts = torch.empty(rows * heads * splits * groups, dim, device=q.device, dtype=torch.float32)
+    ml = torch.empty(rows * heads * splits * groups, 2, device=q.device, dtype=torch.float32)
     _attend[(rows * heads, splits)](q, k8, v8, k_scale, parts, ml, ctx, math.log2(math.e) / dim**0.5,
                                    SPLIT_LEN=ctx // splits, KV_HEADS=heads, GROUPS=groups, G_PAD=G_PAD, D=dim, BLOCK_N=BLOCK_N,
-                                   num_warps=4, num_stages=3)
+                                   V_BLOCKS=v8.dim() == 5, num_warps=4, num_stages=3)
     out = torch.empty_like(q)
     _combine[(rows * heads * groups,)](parts, ml, v_scale, out, KV_HEADS=heads, SPLITS=splits, GROUPS=groups,
-                                       G_PAD=G_PAD, D=dim, num_warps=4)
+                                       D=dim, num_warps=4)
     return out

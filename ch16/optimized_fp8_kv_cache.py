@@ -7,10 +7,12 @@ it when it writes tokens: here at setup, from the same bf16 cache), 0.54 GB. ``f
 every SM streams); a program loads 64 keys at a time as e4m3, widens them to fp16 in registers,
 scores its 4 query heads (padded to 16 rows) on the tensor cores with the K scale folded into the
 query, keeps an online softmax and accumulates P V, then a second small kernel merges the slices
-and applies the V scale. The only pass over the cache reads one byte per element.
-Expect (measured, H200, 2026-11-26): 0.3009 ms vs 0.3427 ms for SDPA on bf16, 1.15x [1.15, 1.16]
-(estimated 1.5-1.9x; 1.16x on 2026-11-23): 1.78 TB/s, 42% of HBM; the kernel, not HBM, bounds it
-(not yet profiled).
+and applies the V scale. The only pass over the cache reads one byte per element. V stays
+row-major here; optimized_fp8_kv_cache_v_blocks.py stores it in dim-major blocks.
+Expect (measured, H200, 2026-11-28): 0.1731 ms vs 0.2495 ms for SDPA on bf16, 1.44x [1.43, 1.45]
+(1.15x on 2026-11-26): 3.10 TB/s, 74% of HBM. Since then the slices' partial outputs are written
+for the 4 real query rows, not the 16 of the padded tile (8 MB instead of 34 MB a call): not yet
+measured on a GPU.
 Run: python ch16/optimized_fp8_kv_cache.py  |  aisp bench run -t ch16:fp8_kv_cache
 """
 

@@ -66,7 +66,8 @@ def test_gpu_pairs_skip_with_reason_on_cpu(name: str) -> None:
 
 def test_requirements_name_what_each_pair_needs() -> None:
     assert load("baseline_triton_fp8_gemm").WORKLOAD.requires.min_compute_capability == (9, 0)
-    assert "cupy" in load("baseline_runtime_compiled_kernel").WORKLOAD.requires.packages
+    nvrtc = load("baseline_runtime_compiled_kernel").WORKLOAD.requires
+    assert "cupy" in nvrtc.packages and nvrtc.min_compute_capability == (8, 0)
 
 
 def _tiny_block(module: str, seed: int) -> object:
@@ -110,8 +111,9 @@ def test_flex_score_mod_matches_the_materialized_bias() -> None:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvrtc_source_compiles_for_sm90(tmp_path: Path) -> None:
     source = tmp_path / "bias_swiglu.cu"
-    source.write_text(load("optimized_runtime_compiled_kernel").SOURCE)
-    subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", str(source), "-o", str(tmp_path / "k.o")],
+    opt = load("optimized_runtime_compiled_kernel")
+    source.write_text(opt.SOURCE)
+    subprocess.run(["nvcc", "-arch=sm_90", *opt.OPTIONS, "-c", str(source), "-o", str(tmp_path / "k.o")],
                    check=True, capture_output=True)
 
 

@@ -50,8 +50,10 @@ def test_pair_verifies_at_full_size(name: str, variant: str) -> None:
 
 
 def test_fp8_attention_matches_sdpa_on_the_dequantized_cache() -> None:
+    """Both V layouts at 8 rows of the pair's context; then both at the pair's size, their times and
+    HBM rates printed (run with -s)."""
     sys.path.insert(0, str(CH16))
-    from ch16_fp8_kv import fp8_decode_attention, quantize_heads
+    from ch16_fp8_kv import block_values, fp8_decode_attention, quantize_heads
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(8, 8, 4, 128, generator=gen, device="cuda").bfloat16()
@@ -60,8 +62,13 @@ def test_fp8_attention_matches_sdpa_on_the_dequantized_cache() -> None:
     e4m3 = torch.float8_e4m3fn
     ref = F.scaled_dot_product_attention(q.float(), k8.view(e4m3).float() * ks[:, None, None],
                                          v8.view(e4m3).float() * vs[:, None, None])
-    out = fp8_decode_attention(q, k8.view(e4m3), v8.view(e4m3), ks, vs, 16)
-    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=1e-3)
+    for values in (v8, block_values(v8)):
+        out = fp8_decode_attention(q, k8.view(e4m3), values.view(e4m3), ks, vs, 16)
+        torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=1e-3)
+    for module in ("optimized_fp8_kv_cache", "optimized_fp8_kv_cache_v_blocks"):
+        bench = cuda_bench(module)
+        ms = timed_ms(bench.run, reps=50)
+        print(f"\n{module}: {ms * 1e3:.1f} us, {bench.workload.bytes / ms / 1e9:.2f} TB/s")
 
 
 def test_pipelined_scheduler_keeps_the_gpu_busier() -> None:

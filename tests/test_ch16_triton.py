@@ -2,11 +2,13 @@
 variants) verify on a CPU under TRITON_INTERPRET=1 (two seeds, another seed rejected, refilled
 inputs), the fp8 attention kernel matches SDPA over the dequantized cache, the fp8 GEMV matches
 fp64 at ragged shapes, and their sm_90 code (compiled without a GPU) widens two e4m3 values per
-instruction and multiplies on the tensor cores (the GEMV: 16-byte asynchronous copies, no spills)."""
+instruction and multiplies on the tensor cores (the GEMV: 16-byte asynchronous copies, no spills;
+the attention kernel: V in dim-major blocks read without the byte loads row-major V needs)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,6 @@ import pytest
 from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, fits_sm90
 
 from aisp.harness.loader import import_module_at
-from aisp.kits import native
 
 ROOT = Path(__file__).resolve().parents[1]
 CH16 = ROOT / "ch16"
@@ -32,7 +33,7 @@ from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
 from aisp.harness.verify import VerificationError, compare
 from aisp.kits.llm import LLMConfig
-from ch16_fp8_kv import fp8_decode_attention, quantize_heads
+from ch16_fp8_kv import block_values, fp8_decode_attention, quantize_heads
 
 SMALL = {{"fp8_kv_cache": dict(rows=2, kv_heads=2, context=512, splits=4, element_tol=0.15),
           "fp8_weight_decode": dict(model=LLMConfig(vocab=256, dim=128, layers=2, heads=2, kv_heads=1, ffn=128),
@@ -60,7 +61,7 @@ def check_pair(name, sizes, mods, variant):
 
 for name, sizes in SMALL.items():
     variants = [opt for base, opt in variant_modules(Path({ch16!r})) if base == "baseline_" + name]
-    assert len(variants) == {{"fp8_kv_cache": 1, "fp8_weight_decode": 2}}[name], variants
+    assert len(variants) == {{"fp8_kv_cache": 2, "fp8_weight_decode": 2}}[name], variants
     for variant in variants:
         check_pair(name, sizes, [import_module_at(Path({ch16!r}) / f"{{module}}.py")
                                  for module in ("baseline_" + name, variant)], variant)
@@ -75,6 +76,10 @@ ref = F.scaled_dot_product_attention(q, k8.view(e4m3).float() * ks[:, None, None
                                      v8.view(e4m3).float() * vs[:, None, None])
 out = fp8_decode_attention(q, k8.view(e4m3), v8.view(e4m3), ks, vs, 2)
 torch.testing.assert_close(out, ref, rtol=2e-3, atol=2e-3)
+out = fp8_decode_attention(q, k8.view(e4m3), block_values(v8).view(e4m3), ks, vs, 2)
+torch.testing.assert_close(out, ref, rtol=2e-3, atol=2e-3)
+untransposed = v8.reshape(3, 2, 4, 64, 64).contiguous().view(e4m3)  # blocks, not dim-major: a planted fault
+assert (fp8_decode_attention(q, k8.view(e4m3), untransposed, ks, vs, 2) - ref).abs().max() > 0.05
 print("interpreted ok")
 """
 
@@ -86,42 +91,44 @@ def test_fp8_pairs_verify_under_the_triton_interpreter() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900,
                           check=False)
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
-    assert "verified optimized_fp8_weight_decode_gemv" in proc.stdout, proc.stdout
+    for variant in ("optimized_fp8_kv_cache_v_blocks", "optimized_fp8_weight_decode_gemv"):
+        assert f"verified {variant}" in proc.stdout, proc.stdout
 
 
-def attention_sass() -> str:
-    """SASS of the split-K attention kernel as the pair specializes it, compiled for sm_90."""
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    tool = native.cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump is not available")
+ATTEND_SIG = {"q_ptr": "*bf16", "k_ptr": "*fp8e4nv", "v_ptr": "*fp8e4nv", "ks_ptr": "*fp32", "o_ptr": "*fp32",
+              "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"}
+
+
+def attention_kernel(v_blocks: bool):
+    """The split-K attention kernel as the pair specializes it (V row-major or in dim-major
+    blocks), compiled for sm_90 without a GPU."""
     sys.path.insert(0, str(CH16))
     try:
-        from ch16_fp8_kv import BLOCK_N, G_PAD, _attend
+        from ch16_fp8_kv import BLOCK_N, G_PAD
     finally:
         sys.path.remove(str(CH16))
-    sig = {"q_ptr": "*bf16", "k_ptr": "*fp8e4nv", "v_ptr": "*fp8e4nv", "ks_ptr": "*fp32", "o_ptr": "*fp32",
-           "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"} | dict.fromkeys(
-               ("SPLIT_LEN", "KV_HEADS", "GROUPS", "G_PAD", "D", "BLOCK_N"), "constexpr")
-    consts = {"SPLIT_LEN": 512, "KV_HEADS": 8, "GROUPS": 4, "G_PAD": G_PAD, "D": 128, "BLOCK_N": BLOCK_N}
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(7)}
-    kernel = triton.compile(ASTSource(_attend, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4, "num_stages": 3})
-    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ch16_fp8_attend_{os.getpid()}.cubin"
-    cubin.write_bytes(kernel.asm["cubin"])
-    try:
-        env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        return subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, env=env, check=True).stdout
-    finally:
-        cubin.unlink()
+    consts = {"SPLIT_LEN": 512, "KV_HEADS": 8, "GROUPS": 4, "G_PAD": G_PAD, "D": 128, "BLOCK_N": BLOCK_N,
+              "V_BLOCKS": v_blocks}
+    return compile_sm90("ch16/ch16_fp8_kv:_attend", ATTEND_SIG, consts, {"num_warps": 4, "num_stages": 3},
+                        divisible=("ctx",))
 
 
-def test_sm90_attention_widens_e4m3_pairs_on_the_tensor_cores() -> None:
-    sass = attention_sass()
+@pytest.mark.parametrize("v_blocks", [False, True])
+def test_sm90_attention_widens_e4m3_pairs_on_the_tensor_cores(v_blocks: bool) -> None:
+    sass = cuobjdump(attention_kernel(v_blocks), "-sass")
     assert "F2FP.F16.E4M3.UNPACK_B" in sass, "e4m3 -> fp16x2 conversion (two values per instruction) missing"
     assert "HMMA" in sass, "the products do not run on the tensor cores"
+
+
+def test_sm90_attention_reads_blocked_v_without_byte_loads() -> None:
+    """Row-major V (the planted contrast): 64 single-byte shared-memory loads a thread per 64-key
+    step and 8-byte copies from HBM; V in dim-major blocks: neither, and few enough registers for 5
+    programs of 4 warps an SM."""
+    row_major, blocked = cuobjdump(attention_kernel(False), "-sass"), attention_kernel(True)
+    assert row_major.count("LDS.U8") >= 64 and "LDGSTS.E.64" in row_major
+    assert not {"LDS.U8", "LDGSTS.E.64"} & set(re.findall(r"[A-Z0-9_.]+", cuobjdump(blocked, "-sass")))
+    regs = fits_sm90(blocked)["REG"]
+    assert regs * 128 * 5 <= 65536 and 5 * (blocked.metadata.shared + 1024) <= 228 * 1024, regs
 
 
 GEMV = """
