@@ -82,6 +82,54 @@ def test_allreduce_burst_on_two_gloo_ranks_times_each_call() -> None:
     assert "--burst" in allreduce.launch_argv(2, "cuda", [8], 3, Path("o.json"), burst=500)
 
 
+def test_a_graph_burst_needs_cuda_and_fails_the_sweep_on_gloo() -> None:
+    assert "--graph" in allreduce.launch_argv(2, "cuda", [8], 3, Path("o.json"), burst=500, graph=True)
+    assert "--graph" not in allreduce.launch_argv(2, "cuda", [8], 3, Path("o.json"), burst=500)
+    with pytest.raises(RuntimeError, match="graph capture needs CUDA"):
+        allreduce.sweep(2, "cpu", [8], samples=2, timeout_s=120, burst=5, graph=True)
+
+
+def test_a_sweep_past_its_limit_ends_its_ranks_too() -> None:
+    import psutil
+
+    marker = "7777771"  # a message size no other test uses: finds this sweep's processes
+    with pytest.raises(RuntimeError, match="ran past 1 s"):
+        allreduce.sweep(2, "cpu", [int(marker)], samples=2, timeout_s=1.0, burst=5)
+    left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+def _rows(*times: float) -> list[allreduce.Row]:
+    return [allreduce.Row("all_reduce", n, 4, t, 0.0, 0.0) for n, t in zip(latency.ALLREDUCE_LATENCY_BYTES, times)]
+
+
+def test_the_allreduce_floor_is_the_graph_replay_and_the_eager_figures_stay_beside_it(monkeypatch) -> None:
+    """On 4 x H200 the Python-issued burst read 56.5 us at 16 B; the floor a pair's messages are
+    priced at is the device's, replayed from a graph; without a capture the eager figure stands in."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    calls = []
+
+    def fake_sweep(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False):
+        calls.append(graph)
+        return _rows(12.0, 13.0, 20.0) if graph else _rows(56.5, 58.3, 57.5)
+
+    monkeypatch.setattr(latency, "sweep", fake_sweep)
+    found = latency.allreduce(torch.device("cuda", 0), 1000, 3)
+    assert calls == [False, True]
+    assert found["allreduce_latency"]["value"] == 12.0 and found["allreduce_eager_8B"]["value"] == 56.5
+    assert "replayed from a CUDA graph" in found["allreduce_latency"]["detail"]
+
+    def no_capture(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False):
+        if graph:
+            raise RuntimeError("torchrun exited 1: capture failed")
+        return _rows(56.5, 58.3, 57.5)
+
+    monkeypatch.setattr(latency, "sweep", no_capture)
+    found = latency.allreduce(torch.device("cuda", 0), 1000, 3)
+    assert found["allreduce_latency"]["value"] == 56.5
+    assert "graph capture failed: torchrun exited 1: capture failed" in found["allreduce_latency"]["detail"]
+
+
 def test_allreduce_latency_needs_two_gpus() -> None:
     with pytest.raises(ProbeSkipped, match="needs 2 GPUs"):
         latency.allreduce(CPU, 10, 2)

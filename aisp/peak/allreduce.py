@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -27,12 +30,16 @@ from aisp.harness.distributed import NVLS_OFF
 from aisp.kits.collectives import Row, collective, measure, row
 from aisp.kits.multirank import script_init, time_slowest, world_and_rank
 
+RANK_ERROR = re.compile(r"\[rank\d+\]: ([\w.]*(?:Error|Exception): .*)$")
+"""A rank's exception line in torchrun's output (``[rank0]: RuntimeError: ...``): said first."""
 
-def launch_argv(ranks: int, device: str, sizes: list[int], samples: int, out: Path, burst: int = 0) -> list[str]:
+
+def launch_argv(ranks: int, device: str, sizes: list[int], samples: int, out: Path, burst: int = 0,
+                graph: bool = False) -> list[str]:
     """The torchrun command that runs this module's sweep once per rank on this machine."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "aisp.peak.allreduce", "--device", device, "--samples", str(samples), "--out", str(out),
-            "--burst", str(burst), *map(str, sizes)]
+            "--burst", str(burst), *(["--graph"] if graph else []), *map(str, sizes)]
 
 
 def launch_env() -> dict[str, str]:
@@ -43,28 +50,54 @@ def launch_env() -> dict[str, str]:
 
 
 def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: float = 600.0,
-          burst: int = 0) -> list[Row]:
+          burst: int = 0, graph: bool = False) -> list[Row]:
     """All-reduce rows (one per size) measured by ``ranks`` processes on ``device`` ("cuda": NCCL,
     one GPU each; "cpu": gloo, which only proves the plumbing). ``burst``: calls per timed sample
     (0: enough to move about 256 MB, at most 50, as :func:`aisp.kits.collectives.measure` does; a
-    latency figure wants many more). Raises RuntimeError with the ranks' last output when the
-    launch fails."""
+    latency figure wants many more). ``graph``: each burst captured in a CUDA graph and replayed
+    (the host's per-call cost left out, as nccl-tests calling NCCL directly leaves it out; needs
+    CUDA and ``burst``). Raises RuntimeError with the ranks' last output when the launch fails."""
     with tempfile.TemporaryDirectory(prefix="aisp_peak_allreduce_") as tmp:
         out = Path(tmp) / "rows.json"
+        # Its own process group: on a timeout the ranks go too, not only torchrun (a rank hung in
+        # NCCL would otherwise keep its GPU busy for whatever runs next).
+        proc = subprocess.Popen(launch_argv(ranks, device, sizes, samples, out, burst, graph), env=launch_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
-            proc = subprocess.run(launch_argv(ranks, device, sizes, samples, out, burst), env=launch_env(),
-                                  capture_output=True, text=True, timeout=timeout_s, check=False)
+            output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise RuntimeError(f"the all-reduce sweep over {ranks} ranks ran past {timeout_s:.0f} s") from exc
         if proc.returncode != 0 or not out.exists():
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-8:]
-            raise RuntimeError(f"torchrun exited {proc.returncode}: " + " | ".join(tail))
+            lines = output.strip().splitlines()
+            raised = [m.group(1) for ln in lines if (m := RANK_ERROR.match(ln.strip()))][:1]
+            raise RuntimeError(f"torchrun exited {proc.returncode}: " + " | ".join(raised + lines[-8:]))
         return [Row(**r) for r in json.loads(out.read_text())]
 
 
-def burst_row(nbytes: int, device: torch.device, samples: int, calls: int) -> Row:
+def captured(fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
+    """``fn`` captured once in a CUDA graph (on a side stream, as torch asks), returned as its replay.
+    Raises RuntimeError without CUDA."""
+    if device.type != "cuda":
+        raise RuntimeError("graph capture needs CUDA")
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        fn()  # the collectives' buffers and connections set up outside the capture
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def burst_row(nbytes: int, device: torch.device, samples: int, calls: int, graph: bool = False) -> Row:
     """All-reduce of ``nbytes``: ``calls`` back to back between two syncs per sample (nccl-tests'
-    latency timing), the median of ``samples`` slowest-rank samples divided by ``calls``."""
+    latency timing), the median of ``samples`` slowest-rank samples divided by ``calls``. With
+    ``graph`` the ``calls`` are one captured graph, replayed: the device's time per all-reduce
+    without torch's host-side cost of issuing each one."""
     ranks = world_and_rank()[0]
     used, call = collective("all_reduce", nbytes, ranks, device)
 
@@ -72,8 +105,9 @@ def burst_row(nbytes: int, device: torch.device, samples: int, calls: int) -> Ro
         for _ in range(calls):
             call()
 
-    burst()  # warm-up: connections, buffers
-    ms = statistics.median(time_slowest(burst, device, samples))
+    timed = captured(burst, device) if graph else burst
+    timed()  # warm-up: connections, buffers (and a first replay)
+    ms = statistics.median(time_slowest(timed, device, samples))
     return row("all_reduce", used, ranks, ms / 1e3 / calls)
 
 
@@ -84,9 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=5, help="timed samples per size; the median is kept")
     ap.add_argument("--out", type=Path, required=True, help="rank 0 writes the rows here (JSON)")
     ap.add_argument("--burst", type=int, default=0, help="calls per sample (0: about 256 MB of messages)")
+    ap.add_argument("--graph", action="store_true", help="replay each burst from a CUDA graph (CUDA, --burst)")
     args = ap.parse_args(argv)
     device = script_init(args.device)
-    rows = [burst_row(n, device, args.samples, args.burst) if args.burst else
+    rows = [burst_row(n, device, args.samples, args.burst, args.graph) if args.burst else
             measure("all_reduce", n, device, args.samples) for n in args.sizes]
     if world_and_rank()[1] == 0:
         args.out.write_text(json.dumps([asdict(r) for r in rows]))

@@ -26,6 +26,8 @@ SMALL_COPY_BYTES = 8
 """Size of the small copies: one 8-byte scalar, a flag or a token id moved between host and GPU."""
 ALLREDUCE_LATENCY_BYTES = (8, 1024, 64 << 10)
 """Message sizes of the small all-reduce latency figures; the 8-byte one is ``allreduce_latency``."""
+GRAPH_SWEEP_S = 120.0
+"""Time limit of the graph-captured sweep: a capture that hangs falls back to the eager figures."""
 
 
 def host_us_per_call(fn: Callable[[], Any], device: torch.device, calls: int, repeats: int) -> float:
@@ -133,11 +135,24 @@ def small_copies(device: torch.device, calls: int, repeats: int) -> dict[str, di
 
 def allreduce(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
     """NCCL all-reduce time per call of small messages over every local GPU, ``calls`` back to
-    back between two syncs (nccl-tests' way); ``allreduce_latency`` is the 8-byte figure."""
+    back between two syncs (nccl-tests' way). Measured twice: issued one by one from Python
+    (``allreduce_eager_<size>``: torch's host-side cost per call included) and replayed from a
+    CUDA graph (``allreduce_latency_<size>``: the device's floor, what nccl-tests reports). The
+    8-byte graph figure is ``allreduce_latency``, the floor a pair's ``messages`` are priced at;
+    where capture fails, the eager figures stand in, and their detail says so."""
     found = torch.cuda.device_count() if device.type == "cuda" else 0
     if found < 2:
         raise ProbeSkipped(f"needs 2 GPUs (found {found})")
-    rows = sweep(found, "cuda", list(ALLREDUCE_LATENCY_BYTES), repeats, burst=calls)
+    sizes = list(ALLREDUCE_LATENCY_BYTES)
     how = f"NCCL all-reduce, {found} ranks, fp32, NVLS off, {calls} back to back, median of {repeats}"
-    figures = {f"allreduce_latency_{size_label(r.bytes)}": figure(r.time_us, how) for r in rows}
-    return {"allreduce_latency": figure(rows[0].time_us, f"{size_label(rows[0].bytes)}; {how}"), **figures}
+    eager = sweep(found, "cuda", sizes, repeats, burst=calls)
+    figures = {f"allreduce_eager_{size_label(r.bytes)}": figure(r.time_us, f"issued from Python; {how}")
+               for r in eager}
+    try:
+        graphed, graph_how = sweep(found, "cuda", sizes, repeats, timeout_s=GRAPH_SWEEP_S, burst=calls,
+                                   graph=True), f"replayed from a CUDA graph; {how}"
+    except RuntimeError as exc:
+        graphed, graph_how = eager, f"issued from Python (graph capture failed: {str(exc)[:120]}); {how}"
+    figures |= {f"allreduce_latency_{size_label(r.bytes)}": figure(r.time_us, graph_how) for r in graphed}
+    first = graphed[0]
+    return {"allreduce_latency": figure(first.time_us, f"{size_label(first.bytes)}; {graph_how}"), **figures}
