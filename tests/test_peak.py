@@ -102,7 +102,7 @@ def test_cli_shows_the_cache_and_refresh_remeasures(peak_home: tuple[Path, Path]
     shown = CliRunner().invoke(app, ["peak"])
     assert shown.exit_code == 0 and "123.0" in shown.output and "Cached" in shown.output
     assert "different environment" not in shown.output
-    monkeypatch.setattr("aisp.peak.measure.measure_peaks", lambda cfg, progress: _doc("h999", 7.0))
+    monkeypatch.setattr("aisp.peak.measure.measure_peaks", lambda cfg, progress, only=None: _doc("h999", 7.0))
     refreshed = CliRunner().invoke(app, ["peak", "--refresh", "--json"])
     assert refreshed.exit_code == 0, refreshed.output
     assert json.loads(refreshed.stdout)["measurements"]["matmul_fp32"]["value"] == 7.0
