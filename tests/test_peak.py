@@ -15,7 +15,8 @@ from aisp.peak.measure import environment_changes, load_peaks, measure_peaks, pe
 from aisp.peak.probes import PeakConfig
 
 CPU = torch.device("cpu")
-TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False)
+TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False, host_bytes=1 << 20,
+                  first_touch_bytes=1 << 20)
 
 
 @pytest.fixture
