@@ -114,6 +114,20 @@ def test_a_host_link_pair_is_not_a_point_on_the_gpu_roofline() -> None:
     assert len(pair_points([result], gpu_peaks())) == 1
 
 
+def test_the_dashboard_leaves_a_host_link_pair_off_its_roofline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aisp.report.dashboard import roofline_chart
+    from aisp.report.dashboard.collect import PairRun, Run
+
+    monkeypatch.setattr(roofline_chart, "load_peaks", lambda key: gpu_peaks())
+    host, typo = _result("ch13:x", "host_memory"), _result("ch13:y", "dram")
+    for result in (host, typo):
+        result["workload"] |= {"flops": 1e9, "precision": "fp32"}
+    run = Run(Path("/x"), "r1", "2026-12-01", "h999", {}, [host, typo], False)
+    found, left_out = roofline_chart.points([PairRun(run, host), PairRun(run, typo)])
+    assert found == [] and left_out == ["ch13:x: its bytes cross the host's host_memory, not a GPU's roofline",
+                                        "ch13:y: unknown link 'dram': the links are " + ", ".join(LINK_PEAKS)]
+
+
 # --- the pairs: bytes one run() must move over the host link, from each pair's shape
 
 F32 = 4
