@@ -91,6 +91,16 @@ def test_measure_peaks_runs_only_the_probes_named(tmp_path: Path, monkeypatch: p
         measure_peaks(TINY, CPU, only=["host_memroy"])
 
 
+def test_a_host_probe_that_cannot_write_its_file_is_an_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(cfg: PeakConfig) -> dict:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(host, "page_cache", full)
+    peaks = measure_peaks(TINY, CPU, only=["page_cache", "host_memory"])
+    assert peaks["errors"] == {"page_cache": "OSError: [Errno 28] No space left on device"}
+    assert "host_memory_copy" in peaks["measurements"]
+
+
 def _gpu_doc() -> dict:
     return {"measurements": {"matmul_bf16": {"value": 780.0, "unit": "TFLOP/s", "detail": "x"}},
             "latency": {"launch_eager": {"value": 5.8, "unit": "us", "detail": "x"}},
