@@ -1,7 +1,7 @@
 """This machine's measured ceilings, cached per hardware key with their provenance.
 
 ``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail: rates and
-bandwidths), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
+bandwidths, the host's among them), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
 all-reduce and op dispatch floors; absent from files written before it existed, which still load),
 ``skipped`` (probe -> reason), ``errors`` (probe -> message) and ``provenance`` (date, GPU, driver,
 versions, commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.

@@ -1,6 +1,7 @@
 """Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth,
 GPU-to-GPU copy bandwidth and NCCL all-reduce bus bandwidth (2+ GPUs), torch.compile time (the
-latency ceilings are in :mod:`aisp.peak.latency`). Each probe returns named measurements or raises
+latency ceilings are in :mod:`aisp.peak.latency`, the host's memory, page-cache and first-touch rates
+in :mod:`aisp.peak.host`). Each probe returns named measurements or raises
 :class:`ProbeSkipped` with the reason it does not apply here.
 
 Inputs are always fresh random data: zeros let the tensor cores and the memory system run faster
