@@ -24,7 +24,8 @@ import aisp
 DOCKER_DEFAULT_SHM = 64 << 20
 """What ``docker run`` mounts on /dev/shm without --shm-size or --ipc=host."""
 WORKLOAD = loader_workload(window="idle",
-                           ceiling_note="decode-bound on the host: the DataLoader workers (8 vs 2), not the GPU")
+                           ceiling_note="decode-bound: the DataLoader workers' CPU time (8 vs 2), for which aisp peak "
+                                        "has no rate; bytes: each batch written and read once")
 
 
 def in_flight_bytes(workers: int, prefetch: int) -> int:

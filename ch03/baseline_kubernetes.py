@@ -47,10 +47,18 @@ class StepWorkload(aisp.Workload):
     """The pod's integer CPU request: its intra-op threads and, optimized, its exclusive cores."""
 
 
-WORKLOAD = StepWorkload(items=4 * 32, item_unit="images", precision="fp32",
-                        ceiling_note="the step is host (CPU) work on 4 cores beside busy neighbours",
-                        bytes=4 * 32 * 3 * (256 * 256 + 224 * 224 * 4),
+def _workload() -> StepWorkload:
+    w = StepWorkload()
+    planes = w.batches * w.batch * 3
+    # bytes: each uint8 image read once and its out_side^2 fp32 resize written once, at the host's memory rate.
+    return StepWorkload(items=w.batches * w.batch, item_unit="images", precision="fp32",
+                        bytes=float(planes * (w.side**2 + 4 * w.out_side**2)), link="host_memory",
+                        ceiling_note="CPU work (cast, normalize, resize) on the pod's threads beside busy "
+                                     "neighbours; the host_memory peak is all cores' copy rate",
                         window="idle")
+
+
+WORKLOAD = _workload()
 
 
 class SharedPoolStep(aisp.Benchmark):

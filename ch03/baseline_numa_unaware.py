@@ -26,7 +26,8 @@ import aisp
 from aisp.system import numa
 
 WORKLOAD = loader_workload(window="idle",
-                           ceiling_note="host-bound: the 289 ms epoch is CPU work (DataLoader decode, staging); its GPU part, 403 MB of H2D copies, takes ~7.3 ms at 55 GB/s")
+                           ceiling_note="decode-bound: the DataLoader workers' CPU time, for which aisp peak has no "
+                                        "rate; bytes: each batch written and read once in host memory")
 
 
 class UnboundPipeline(LoaderPipeline):

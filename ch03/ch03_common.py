@@ -34,8 +34,10 @@ NO_INPUTS = ("one run() is an epoch whose DataLoader workers decode every sample
 def loader_workload(**sizes: Any) -> LoaderWorkload:
     w = LoaderWorkload(**sizes)
     image = 3 * w.side * w.side * 4
-    return LoaderWorkload(**sizes, bytes=float(w.samples * image), items=w.samples, item_unit="samples",
-                          precision="fp32", no_inputs_reason=NO_INPUTS)
+    # bytes: each decoded sample written once into host memory (its batch) and read once on its way to
+    # the device, at the host's memory copy rate (read + write counted, as aisp peak counts a copy).
+    return LoaderWorkload(**sizes, bytes=2.0 * w.samples * image, link="host_memory", items=w.samples,
+                          item_unit="samples", precision="fp32", no_inputs_reason=NO_INPUTS)
 
 
 def batch_bytes(w: LoaderWorkload) -> int:

@@ -46,9 +46,13 @@ class LoaderWorkload(aisp.Workload):
 def _workload() -> LoaderWorkload:
     w = LoaderWorkload()
     features = 3 * w.crop * w.crop
+    # bytes: each sample's fp32 crop written once into host memory (its batch) and read once on its way
+    # to the model, at the host's memory copy rate (read + write counted, as aisp peak counts a copy).
     return LoaderWorkload(flops=2.0 * w.samples * features * w.classes, items=w.samples,
+                          bytes=2.0 * w.samples * features * 4, link="host_memory",
                           item_unit="samples", precision="fp32",
-                          ceiling_note="bound by the loader workers' CPU time, not the GPU",
+                          ceiling_note="bound by the loader's CPU time (decode, blur, normalize: no aisp peak rate); "
+                                       "bytes: each batch written and read once",
                           no_inputs_reason="one run() is an epoch whose loader decodes every sample from (seed, "
                                            "index) inside the call: that decoding is the work timed, so no tensor "
                                            "holds the inputs before it",

@@ -15,7 +15,8 @@ from aisp.peak.measure import environment_changes, load_peaks, measure_peaks, pe
 from aisp.peak.probes import PeakConfig
 
 CPU = torch.device("cpu")
-TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False)
+TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False, host_bytes=1 << 20,
+                  first_touch_bytes=1 << 20)
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ def test_cli_shows_the_cache_and_refresh_remeasures(peak_home: tuple[Path, Path]
     shown = CliRunner().invoke(app, ["peak"])
     assert shown.exit_code == 0 and "123.0" in shown.output and "Cached" in shown.output
     assert "different environment" not in shown.output
-    monkeypatch.setattr("aisp.peak.measure.measure_peaks", lambda cfg, progress: _doc("h999", 7.0))
+    monkeypatch.setattr("aisp.peak.measure.measure_peaks", lambda cfg, progress, only=None: _doc("h999", 7.0))
     refreshed = CliRunner().invoke(app, ["peak", "--refresh", "--json"])
     assert refreshed.exit_code == 0, refreshed.output
     assert json.loads(refreshed.stdout)["measurements"]["matmul_fp32"]["value"] == 7.0

@@ -18,7 +18,7 @@ from aisp.peak.probes import PeakConfig, ProbeSkipped
 
 CPU = torch.device("cpu")
 TINY = PeakConfig(cpu_matmul_n=128, matmul_iters=1, repeats=2, copy_bytes=1 << 20, compile=False,
-                  latency_calls=50)
+                  latency_calls=50, host_bytes=1 << 20, first_touch_bytes=1 << 20)
 OLD_H200 = Path(__file__).parent / "fixtures" / "peaks" / "peak_h200_before_latency.json"  # the H200 file as written before the latency section
 
 

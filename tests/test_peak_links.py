@@ -22,7 +22,8 @@ from aisp.peak.probes import QUICK, PeakConfig, ProbeSkipped
 from aisp.report.roofline import add_roofline, annotate, peak_bandwidth
 
 CPU = torch.device("cpu")
-TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False)
+TINY = PeakConfig(cpu_matmul_n=256, matmul_iters=1, repeats=2, copy_bytes=8 << 20, compile=False, host_bytes=1 << 20,
+                  first_touch_bytes=1 << 20)
 GPU_PAIR = ("p2p_copy", "nccl_allreduce")
 TWO_GPUS = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 

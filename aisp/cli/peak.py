@@ -16,32 +16,57 @@ def peak(
     as_json: Annotated[bool, typer.Option("--json", help="Print the peaks document as JSON, not a table.")] = False,
     refresh: Annotated[bool, typer.Option(
         "--refresh", help="Re-measure even when peaks are cached for this machine.")] = False,
+    only: Annotated[str | None, typer.Option(
+        "--only", help="Measure only these probes (comma-separated, e.g. host_memory,page_cache,first_touch) "
+                       "and merge their figures into this machine's cached peaks.")] = None,
 ) -> None:
     """Measure this machine's ceilings (matmul per dtype, bandwidths, compile time; latency floors of a
     kernel launch, a graph launch and node, a sync, small copies and a torch op's dispatch; with 2+
-    GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small all-reduce latency)."""
+    GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small all-reduce latency; the
+    host's memory copy and fill, page-cache read and first-touch page-fault rates). Exit 2: an unknown
+    probe in --only, or --only without cached peaks to merge into."""
     from aisp.harness.environment import hardware_key
-    from aisp.peak.measure import FULL, QUICK, environment_changes, load_peaks, measure_peaks, save_peaks
+    from aisp.peak import measure
 
     console = Console(stderr=as_json)
     key = hardware_key()
-    cached = None if (quick or refresh) else load_peaks(key)
+    names = _only(only, measure.probe_names())
+    base = measure.load_peaks(key) if names and not quick else None
+    if names and not quick and base is None:
+        _fail(f"error: no cached peaks for {key} to merge --only into; run 'aisp peak' first")
+    cached = None if (quick or refresh or names) else measure.load_peaks(key)
     if cached is not None:
         console.print(f"Cached peaks for [bold]{key}[/] from {cached['source']} (--refresh re-measures).")
-        for change in environment_changes(cached):
+        for change in measure.environment_changes(cached):
             console.print(f"[yellow]Measured under a different environment: {change}[/]")
         peaks = cached
     else:
         with console.status("measuring") as status:
-            peaks = measure_peaks(QUICK if quick else FULL, progress=lambda n: status.update(f"measuring {n}"))
+            cfg = measure.QUICK if quick else measure.FULL
+            peaks = measure.measure_peaks(cfg, progress=lambda n: status.update(f"measuring {n}"), only=names or None)
+        if base is not None:
+            peaks = measure.merge_peaks(base, peaks, names)
         if quick:
             console.print("--quick: figures are indicative and not cached.")
         else:
-            console.print(f"Wrote {save_peaks(peaks)}")
+            console.print(f"Wrote {measure.save_peaks(peaks)}")
     if as_json:
         typer.echo(json.dumps(peaks, indent=2))
     else:
         console.print(peak_table(peaks))
+
+
+def _only(text: str | None, known: list[str]) -> list[str]:
+    """The probe names of ``--only``; an unknown one exits 2 naming it."""
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if unknown := [n for n in names if n not in known]:
+        _fail(f"error: unknown probe(s) {', '.join(unknown)} in --only; the probes are {', '.join(known)}")
+    return names
+
+
+def _fail(message: str) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(2)
 
 
 def _fmt(value: float) -> str:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from aisp.report import phases as phase_report
 from aisp.report import plotting
-from aisp.report.roofline import pair_points, plot
+from aisp.report.roofline import UnknownLink, pair_points, plot
 
 app = typer.Typer(help="Reports of a run folder (roofline plot, HTML report, ceilings, phases), merge of shards, and a dashboard across runs.",
                   no_args_is_help=True)
@@ -44,7 +44,10 @@ def roofline(
     peaks = load_peaks(summary["hardware_key"])
     if peaks is None:
         raise _fail(f"No measured peaks for '{summary['hardware_key']}'; run 'aisp peak' on that machine.", 2)
-    points = pair_points(summary.get("results", []), peaks)
+    try:
+        points = pair_points(summary.get("results", []), peaks)
+    except UnknownLink as exc:  # a stored workload names a link no peak prices
+        raise _fail(f"error: {exc}", 2) from exc
     if not points:
         raise _fail("No pair in this run declares both FLOPs and bytes with both variants timed.", 1)
     path = plot(points, peaks, output or run_dir / "roofline.png")
@@ -66,7 +69,8 @@ def html_report(
 @app.command(name="ceilings")
 def ceilings_report(run_dir: RunDir) -> None:
     """Every pair's ceiling (compute, memory or latency), the % its best variant reaches and, below
-    80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary."""
+    80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary, or a
+    pair's workload names an unknown link."""
     from aisp.peak.measure import load_peaks
     from aisp.report import ceilings
     from aisp.report.html_report import load_run
@@ -86,7 +90,10 @@ def ceilings_report(run_dir: RunDir) -> None:
         if key not in cache:
             cache[key] = load_peaks(key)
         return cache[key]
-    found = ceilings.rows(summary.get("results", []), peaks_of)
+    try:
+        found = ceilings.rows(summary.get("results", []), peaks_of)
+    except ceilings.UnknownLink as exc:  # a stored workload names a link no peak prices
+        raise _fail(f"error: {exc}", 2) from exc
     if missing := sorted(k for k, v in cache.items() if v is None):
         typer.echo(f"No measured peaks for {', '.join(missing)}: those pairs show the ceilings stored in the run.")
     console = Console()

@@ -11,9 +11,13 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import torch
+
+Link = Literal["hbm", "h2d", "d2h", "nvlink", "host_memory", "page_cache", "page_faults"]
+LINKS: tuple[str, ...] = get_args(Link)
+"""The values of ``Workload.link``: each is priced by a figure of ``aisp peak``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,10 +88,12 @@ class Workload:
     bytes: float = 0.0
     """The fewest bytes one ``run()`` must move over ``link``, summed over all its ranks (0: not
     declared); a pair of world size N is held to N x one GPU's peak of that link (see ``link``)."""
-    link: Literal["hbm", "h2d", "d2h", "nvlink"] = "hbm"
+    link: Link = "hbm"
     """Which link ``bytes`` cross, so the roofline uses its ceiling (from ``aisp peak``): device memory
-    (hbm), pinned host-to-device / device-to-host copies (each GPU has its own PCIe link), or GPU-GPU
-    peer copies (``p2p_copy``, one GPU sending to a peer: count each byte once, by its sender)."""
+    (hbm), pinned host-to-device / device-to-host copies (each GPU has its own PCIe link), GPU-GPU
+    peer copies (``p2p_copy``, one GPU sending to a peer: count each byte once, by its sender), or the
+    host's: its memory (a copy's read and write both counted), page-cache reads, or fresh memory's
+    first-touch page faults; a host link is one host's, shared by its ranks (never N x)."""
     latency: LatencyCounts | None = None
     """The latency-bound events one ``run()`` needs; None: not declared. The pair's ceiling is the
     tightest of the compute (``flops``), memory (``bytes`` over ``link``) and latency bounds declared."""
@@ -133,6 +139,8 @@ class Workload:
         if self.window not in ("device", "idle"):  # a chapter's own field named window shadows this one
             raise ValueError(f"{type(self).__name__}.window is {self.window!r}: the timing window must be 'device' "
                              "or 'idle' (name a workload's own size field something else)")
+        if self.link not in LINKS:
+            raise ValueError(f"{type(self).__name__}.link is {self.link!r}: the links are {', '.join(LINKS)}")
 
 
 class Benchmark:

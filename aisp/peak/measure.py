@@ -1,7 +1,7 @@
 """This machine's measured ceilings, cached per hardware key with their provenance.
 
 ``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail: rates and
-bandwidths), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
+bandwidths, the host's among them), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
 all-reduce and op dispatch floors; absent from files written before it existed, which still load),
 ``skipped`` (probe -> reason), ``errors`` (probe -> message) and ``provenance`` (date, GPU, driver,
 versions, commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -22,11 +22,11 @@ import torch
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import repo_root
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak import latency, probes
+from aisp.peak import host, latency, probes
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
 __all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
-           "peak_dirs", "save_peaks"]
+           "merge_peaks", "peak_dirs", "probe_names", "save_peaks"]
 
 PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
                      "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
@@ -93,6 +93,9 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
     calls, repeats = cfg.latency_calls, cfg.repeats
     listed += [("measurements", "memory_copy", partial(probes.memory_copy, cfg, device)),
                ("measurements", "transfers", partial(probes.transfers, cfg, device)),
+               ("measurements", "host_memory", partial(host.memory, cfg)),
+               ("measurements", "page_cache", partial(host.page_cache, cfg)),
+               ("measurements", "first_touch", partial(host.first_touch, cfg)),
                ("measurements", "p2p_copy", partial(probes.peer_copy, cfg, device)),
                ("measurements", "nccl_allreduce", partial(probes.nccl_allreduce, cfg, device)),
                ("measurements", "compile", partial(probes.compile_time, cfg, device)),
@@ -118,16 +121,28 @@ def _provenance(device: torch.device, cfg: PeakConfig) -> dict[str, Any]:
     return found
 
 
+def probe_names() -> list[str]:
+    """Every probe's name, in the order they run (what ``only`` of :func:`measure_peaks` picks from)."""
+    return [name for _, name, _ in _probes(torch.device("cpu"), FULL)]
+
+
 def measure_peaks(cfg: PeakConfig = FULL, device: torch.device | None = None,
-                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every probe on ``device`` (default: GPU 0, else the CPU) and return the peaks document.
+                  progress: Callable[[str], None] | None = None,
+                  only: Collection[str] | None = None) -> dict[str, Any]:
+    """Run every probe (or those named in ``only``) on ``device`` (default: GPU 0, else the CPU) and
+    return the peaks document.
 
     A probe that does not apply is listed under ``skipped`` with its reason; one that fails is
-    listed under ``errors`` with the exception, so a missing figure is always explained.
+    listed under ``errors`` with the exception, so a missing figure is always explained. An unknown
+    name in ``only`` is a ValueError that names it.
     """
+    if unknown := sorted(set(only or ()) - set(probe_names())):
+        raise ValueError(f"unknown probe(s) {', '.join(unknown)}; the probes are {', '.join(probe_names())}")
     device = device or (torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu"))
     peaks: dict[str, Any] = {"measurements": {}, "latency": {}, "skipped": {}, "errors": {}}
     for section, name, call in _probes(device, cfg):
+        if only is not None and name not in only:
+            continue
         if progress:
             progress(name)
         try:
@@ -135,7 +150,7 @@ def measure_peaks(cfg: PeakConfig = FULL, device: torch.device | None = None,
         except ProbeSkipped as skip:
             peaks["skipped"][name] = str(skip)
             continue
-        except (RuntimeError, ValueError, TypeError, ImportError, AttributeError) as exc:
+        except (RuntimeError, ValueError, TypeError, ImportError, AttributeError, OSError) as exc:
             peaks["errors"][name] = f"{type(exc).__name__}: {exc}"
             continue
         peaks[section].update(found if "value" not in found else {name: found})
@@ -143,3 +158,23 @@ def measure_peaks(cfg: PeakConfig = FULL, device: torch.device | None = None,
             torch.cuda.empty_cache()
     peaks["provenance"] = _provenance(device, cfg)
     return peaks
+
+
+REMEASURED_FIELDS = ("date", "cpu_model", "cpu_count", "gpu_name", "gpu_count", "torch", "git_commit")
+"""What the provenance keeps of a partial measurement merged into a file: when, and on which host."""
+
+
+def merge_peaks(cached: dict[str, Any], fresh: dict[str, Any], probes_run: Collection[str]) -> dict[str, Any]:
+    """``cached`` with the figures of ``fresh``, a measurement of the probes ``probes_run`` only, put in:
+    their new figures replace the old, their old skip or error lines give way to the new ones, and
+    ``provenance["remeasured"]`` says, per probe, when and on which host (a host figure is that host's)."""
+    merged = {k: v for k, v in cached.items() if k != "source"}
+    for section in ("measurements", "latency"):
+        merged[section] = {**cached.get(section, {}), **fresh[section]}
+    for section in ("skipped", "errors"):
+        kept = {k: v for k, v in cached.get(section, {}).items() if k not in probes_run}
+        merged[section] = {**kept, **fresh[section]}
+    when = {k: fresh["provenance"].get(k) for k in REMEASURED_FIELDS}
+    remeasured = {**cached["provenance"].get("remeasured", {}), **{name: when for name in probes_run}}
+    merged["provenance"] = {**cached["provenance"], "remeasured": remeasured}
+    return merged

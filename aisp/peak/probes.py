@@ -1,6 +1,7 @@
 """Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth,
 GPU-to-GPU copy bandwidth and NCCL all-reduce bus bandwidth (2+ GPUs), torch.compile time (the
-latency ceilings are in :mod:`aisp.peak.latency`). Each probe returns named measurements or raises
+latency ceilings are in :mod:`aisp.peak.latency`, the host's memory, page-cache and first-touch rates
+in :mod:`aisp.peak.host`). Each probe returns named measurements or raises
 :class:`ProbeSkipped` with the reason it does not apply here.
 
 Inputs are always fresh random data: zeros let the tensor cores and the memory system run faster
@@ -47,6 +48,11 @@ class PeakConfig:
     """Buffer size of the device memory copy (read and write are both counted) and GPU<->GPU copies."""
     transfer_bytes: int = 256 << 20
     """Buffer size of the host<->device copies."""
+    host_bytes: int | None = None
+    """Buffer size of the host memory probes and file size of the page-cache probe (:mod:`aisp.peak.host`);
+    None: 4 x the last-level cache, at least 1 GiB (DRAM's figures, not the cache's)."""
+    first_touch_bytes: int = 512 << 20
+    """Size of the fresh anonymous mapping the first-touch (page-fault) probe faults in."""
     launch_kernels: int = 1000
     """Tiny kernels per timed window of the launch probes (and nodes of the graph probe)."""
     latency_calls: int = 1000
@@ -62,8 +68,8 @@ class PeakConfig:
 
 FULL = PeakConfig()
 QUICK = PeakConfig(matmul_n=4096, cpu_matmul_n=1024, matmul_iters=2, repeats=3, copy_bytes=256 << 20,
-                   transfer_bytes=64 << 20, launch_kernels=200, latency_calls=200,
-                   allreduce_max_bytes=64 << 20, compile=False)
+                   transfer_bytes=64 << 20, host_bytes=256 << 20, first_touch_bytes=128 << 20, launch_kernels=200,
+                   latency_calls=200, allreduce_max_bytes=64 << 20, compile=False)
 
 
 def measurement(value: float, unit: str, detail: str) -> dict[str, Any]:

@@ -4,8 +4,9 @@ Each declared bound is a lower bound on one ``run()``'s time on this machine: ``
 matmul peak of its precision, ``bytes`` at the peak bandwidth of its ``link``, and the latency
 counts (:class:`aisp.harness.benchmark.LatencyCounts`) at their measured floors, one after another.
 A pair of world size N declares its FLOPs and bytes summed over its ranks and is held to N x one
-GPU's peaks (:func:`aisp.report.roofline.gpus_at_once`); its latency counts, one rank's chain, are not
-scaled.
+GPU's peaks (:func:`aisp.report.roofline.gpus_at_once`); bytes over a host link (host memory, the page
+cache, page faults) to 1 x the host's figure, which its ranks share; its latency counts, one rank's
+chain, are not scaled.
 The pair's ceiling is the tightest, i.e. the longest, of them; its kind says which. For a pair
 with FLOPs and bytes this is exactly the roofline's bound. A variant reaches ``percent`` = ceiling
 time / its median time. Where the workload counts items (tokens of a serving loop), the ceiling is
@@ -28,7 +29,15 @@ from rich.table import Table
 
 from aisp.peak.measure import latency_figure
 from aisp.report.console import Column, fitted_table
-from aisp.report.roofline import BEYOND_CEILING_PCT, gpus_at_once, peak_bandwidth, peak_compute, times
+from aisp.report.roofline import (
+    BEYOND_CEILING_PCT,
+    UnknownLink,
+    gpus_at_once,
+    link_devices,
+    peak_bandwidth,
+    peak_compute,
+    times,
+)
 
 REACHED_PCT = 80.0
 """A pair at or above this % of its ceiling has reached it; below, it should say why."""
@@ -74,7 +83,8 @@ def latency_seconds(counts: dict[str, Any], peaks: dict[str, Any]) -> tuple[floa
 
 def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
     """Every bound the workload declares, its FLOPs and bytes at ``gpus`` x one GPU's peaks (the
-    pair's world size, :func:`gpus_at_once`). Raises :class:`MissingPeak` where a ceiling is missing."""
+    pair's world size, :func:`gpus_at_once`; bytes over a host link at the host's, :func:`link_devices`).
+    Raises :class:`MissingPeak` where a ceiling is missing, :class:`UnknownLink` for a link no peak prices."""
     found, gpus = [], gpus_at_once(workload, peaks)
     try:
         if float(workload.get("flops") or 0) > 0:
@@ -84,9 +94,10 @@ def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
                                f"{workload['flops']:.3g} FLOP at {times(gpus)}the {precision} peak"))
         if float(workload.get("bytes") or 0) > 0:
             link = workload.get("link", "hbm")
-            gbps = gpus * peak_bandwidth(peaks, link)
+            devices = link_devices(workload, peaks, link)
+            gbps = devices * peak_bandwidth(peaks, link)
             found.append(Bound("memory", workload["bytes"] / (gbps * 1e9), gbps, "GB/s",
-                               f"{workload['bytes']:.3g} B at {times(gpus)}the {link} peak"))
+                               f"{workload['bytes']:.3g} B at {times(devices)}the {link} peak"))
     except KeyError as exc:
         raise MissingPeak(exc.args[0]) from exc
     counts = workload.get("latency") or {}
@@ -155,11 +166,15 @@ def rows(results: list[dict[str, Any]],
          peaks: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any] | None] | None) -> list[Row]:
     """One row per pair of a run summary, its ceiling recomputed from ``peaks`` when given (a run
     made before the ceiling step, or against newer peaks), else the one stored in the result.
-    ``peaks`` may be a function of the result (the peaks of the GPUs that pair uses)."""
+    ``peaks`` may be a function of the result (the peaks of the GPUs that pair uses). A workload with
+    an unknown link raises :class:`UnknownLink` naming the pair."""
     found = []
     for result in results:
         mine = peaks(result) if callable(peaks) else peaks
-        judged = add_ceiling(result, mine) if mine else result
+        try:
+            judged = add_ceiling(result, mine) if mine else result
+        except UnknownLink as exc:
+            raise UnknownLink(f"{result['target']}: {exc}") from exc
         best = judged.get("ceiling")
         if best is None:
             why = judged.get("no_ceiling") or result.get("reason") or f"not timed ({result.get('verdict')})"

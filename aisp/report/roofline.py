@@ -3,9 +3,10 @@
 Arithmetic intensity is FLOPs per byte of the workload. The attainable rate at that intensity is
 ``min(peak compute, intensity × peak bandwidth)``: below the ridge point the memory system is the
 bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak.measure` (``matmul_<precision>``
-in TFLOP/s; ``memory_copy``, ``h2d_pinned``, ``d2h_pinned`` or ``p2p_copy`` in GB/s, by ``Workload.link``).
-They are one GPU's; a pair of world size N, whose FLOPs and bytes are summed over its ranks, is held
-to N times them (:func:`gpus_at_once`): the intensity and the ridge stay, the roofs rise N-fold.
+in TFLOP/s; in GB/s by ``Workload.link``, :data:`LINK_PEAKS`). The GPU's are one GPU's; a pair of world size
+N, whose FLOPs and bytes are summed over its ranks, is held to N times them (:func:`gpus_at_once`): the
+intensity and the ridge stay, the roofs rise N-fold. The host's links (:data:`HOST_LINKS`) are one host's,
+shared by its ranks: never multiplied (:func:`link_devices`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,18 @@ def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, flo
     return name, measured[f"matmul_{name}"]["value"]
 
 
-LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "nvlink": "p2p_copy"}
+LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "nvlink": "p2p_copy",
+              "host_memory": "host_memory_copy", "page_cache": "page_cache_read", "page_faults": "first_touch"}
+"""Each ``Workload.link`` and the measurement of the peaks file that prices its bytes (aisp.peak)."""
+HOST_LINKS = frozenset({"host_memory", "page_cache", "page_faults"})
+"""Links of the host, not of a GPU (:mod:`aisp.peak.host`): the host's memory copy rate (read and write
+counted, on all of torch's threads), its page-cache read rate (one thread) and the first-touch rate of
+fresh memory (one thread)."""
+
+
+class UnknownLink(ValueError):
+    """A workload names a link :data:`LINK_PEAKS` does not know: a typo, not a missing measurement."""
+
 
 # What N GPUs can do at once, per link, for a pair of world size N (one rank per GPU):
 # - hbm: each GPU its own memory, N x memory_copy.
@@ -53,6 +65,8 @@ LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "n
 #   link rate that busbw is compared with. Bytes sent one way only (one rank sends, the others wait)
 #   read at most 1/N of this ceiling, as a pipeline's bubble does of the compute ceiling; GPUs of a
 #   host that are not all NVLink peers of each other reach less, and the ceiling is generous there.
+# - host_memory / page_cache / page_faults: the host's, measured once for the whole host; its ranks
+#   share its memory, its page cache and its page-fault path, so the bound stays 1 x the figure.
 # Latency counts (aisp.report.ceilings) are one rank's chain and are not scaled.
 
 
@@ -65,6 +79,12 @@ def gpus_at_once(workload: dict[str, Any], peaks: dict[str, Any]) -> int:
     return world_size(workload)
 
 
+def link_devices(workload: dict[str, Any], peaks: dict[str, Any], link: str) -> int:
+    """How many times one device's ``link`` figure a ``run()`` can use at once: :func:`gpus_at_once` for
+    a GPU's link, 1 for a host's (its ranks share it)."""
+    return 1 if link in HOST_LINKS else gpus_at_once(workload, peaks)
+
+
 def times(gpus: int) -> str:
     """``"N x "`` before a peak's name in a bound's detail, nothing for one GPU."""
     return f"{gpus} x " if gpus > 1 else ""
@@ -73,10 +93,13 @@ def times(gpus: int) -> str:
 def peak_bandwidth(peaks: dict[str, Any], link: str = "hbm") -> float:
     """Bandwidth ceiling in GB/s of the link a workload's bytes cross: device memory (buffer copy,
     read and write counted), the pinned host<->device copy path, or one GPU's send rate to a peer
-    over NVLink (the faster direction of the peer copy, measured on hosts with 2+ GPUs). One GPU's:
-    see :func:`gpus_at_once` for a pair of several."""
+    over NVLink (the faster direction of the peer copy, measured on hosts with 2+ GPUs), or a host
+    link (:data:`HOST_LINKS`). One device's: see :func:`link_devices` for a pair of several. Raises
+    :class:`UnknownLink` for a link :data:`LINK_PEAKS` lacks, KeyError for a known one not measured."""
     measured = peaks["measurements"]
-    key = LINK_PEAKS.get(link, "memory_copy")
+    if link not in LINK_PEAKS:
+        raise UnknownLink(f"unknown link '{link}': the links are {', '.join(LINK_PEAKS)}")
+    key = LINK_PEAKS[link]
     if key not in measured:
         raise KeyError(f"the peaks hold no {key} ceiling for link '{link}'; re-run 'aisp peak --refresh'")
     return measured[key]["value"]
@@ -93,7 +116,8 @@ def annotate(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str,
     None when the workload declares neither FLOPs nor bytes, or the variant has no timing. With
     bytes but no FLOPs the work is pure data movement: % of bound is % of peak bandwidth. With
     FLOPs but no bytes the bound is the compute ceiling. The peaks are ``gpus`` x one GPU's
-    (:func:`gpus_at_once`), the rates the whole call's.
+    (:func:`gpus_at_once`; a host link's bandwidth 1 x the host's, :func:`link_devices`), the rates
+    the whole call's.
     """
     flops, nbytes = float(workload.get("flops") or 0), float(workload.get("bytes") or 0)
     summary = variant.get("summary") or {}
@@ -101,7 +125,9 @@ def annotate(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str,
         return None
     seconds, gpus = summary["median"] * 1e-3, gpus_at_once(workload, peaks)
     precision, peak_tflops = peak_compute(peaks, workload.get("precision"))
-    peak_tflops, peak_gbps = gpus * peak_tflops, gpus * peak_bandwidth(peaks, workload.get("link", "hbm"))
+    link = workload.get("link", "hbm")
+    peak_tflops = gpus * peak_tflops
+    peak_gbps = link_devices(workload, peaks, link) * peak_bandwidth(peaks, link)
     achieved_tflops = flops / seconds / 1e12 if flops > 0 else None
     achieved_gbps = nbytes / seconds / 1e9 if nbytes > 0 else None
     intensity = flops / nbytes if flops > 0 and nbytes > 0 else None
@@ -158,11 +184,12 @@ def add_roofline(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[s
 
 def pair_points(results: list[dict[str, Any]], peaks: dict[str, Any]) -> list[PairPoints]:
     """Roofline points of the pairs of a run summary whose workload declares FLOPs and bytes and
-    whose baseline and best variant were both timed."""
+    whose baseline and best variant were both timed; not those whose bytes cross a host link (their
+    FLOP per host byte is no point on a GPU's roofline)."""
     points = []
     for result in results:
         best = next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
-        if not result.get("baseline") or not best:
+        if not result.get("baseline") or not best or result.get("workload", {}).get("link") in HOST_LINKS:
             continue
         try:
             base = annotate(result["baseline"], result.get("workload", {}), peaks)

@@ -12,7 +12,7 @@ from typing import Any
 from aisp.harness.artifacts import best_variant
 from aisp.peak.measure import load_peaks
 from aisp.report.dashboard.collect import PairRun
-from aisp.report.roofline import annotate
+from aisp.report.roofline import HOST_LINKS, UnknownLink, annotate
 
 ROOF_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#17becf", "#bcbd22")
 
@@ -36,10 +36,17 @@ def points(entries: list[PairRun]) -> tuple[list[dict[str, Any]], list[str]]:
         if not result.get("baseline") or not best:
             left_out.append(f"{result['target']}: no timed baseline and optimized variant")
             continue
+        workload = result.get("workload") or {}
+        if workload.get("link") in HOST_LINKS:
+            left_out.append(f"{result['target']}: its bytes cross the host's {workload['link']}, not a GPU's roofline")
+            continue
         if entry.key not in peak_cache:
             peak_cache[entry.key] = load_peaks(entry.key)
-        workload = result.get("workload") or {}
-        base, opt = (_roof(v, workload, peak_cache[entry.key]) for v in (result["baseline"], best))
+        try:
+            base, opt = (_roof(v, workload, peak_cache[entry.key]) for v in (result["baseline"], best))
+        except UnknownLink as exc:
+            left_out.append(f"{result['target']}: {exc}")
+            continue
         if not base or not opt or not base.get("intensity") or not base.get("achieved_tflops"):
             left_out.append(f"{result['target']}: its workload declares no FLOPs and bytes (or no peaks for "
                             f"{entry.key})")
