@@ -100,7 +100,7 @@ def test_a_sweep_past_its_limit_ends_its_ranks_too() -> None:
 
 
 def _rows(*times: float) -> list[allreduce.Row]:
-    return [allreduce.Row("all_reduce", n, 4, t, 0.0, 0.0) for n, t in zip(latency.ALLREDUCE_LATENCY_BYTES, times)]
+    return [allreduce.Row("all_reduce", n, 4, t, 0.0, 0.0) for n, t in zip(latency.ALLREDUCE_LATENCY_BYTES, times, strict=True)]
 
 
 def test_the_allreduce_floor_is_the_graph_replay_and_the_eager_figures_stay_beside_it(monkeypatch) -> None:
