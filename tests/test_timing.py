@@ -87,18 +87,23 @@ def test_the_spacer_is_twice_the_issue_time_within_its_bounds():
 
 
 def test_a_sample_issued_past_the_spacer_grows_it_for_the_samples_after():
-    assert grown_spacer(0.15, 0.12, 1) == 0.15
-    assert grown_spacer(0.15, 0.27, 1) == pytest.approx(0.54)
-    assert grown_spacer(0.15, 80.0, 1) == SPACER_MAX_MS
-    assert grown_spacer(0.0, 0.27, 1) == 0.0  # timed from idle: no spacer to outrun
-    assert grown_spacer(0.15, 0.27, 4) == 0.15  # back to back, later calls overlap earlier device work
+    assert grown_spacer(0.15, 0.12, 0.16, 1) == 0.15
+    assert grown_spacer(0.15, 0.27, 0.20, 1) == pytest.approx(0.54)
+    assert grown_spacer(0.15, 80.0, 100.0, 1) == SPACER_MAX_MS
+    assert grown_spacer(0.0, 0.27, 0.20, 1) == 0.0  # timed from idle: no spacer to outrun
+    assert grown_spacer(0.15, 0.27, 0.20, 4) == 0.15  # back to back, later calls overlap earlier device work
+    # a call that waited for its device work (a sync inside run(), as ch20's serving loops do: issue 473 ms
+    # beside 20 ms of spacer and 473 ms of events) is not starved, whatever its issue time
+    assert grown_spacer(20.0, 473.0, 473.0, 1) == 20.0
+    assert grown_spacer(0.15, 0.33, 0.20, 1) == 0.15
 
 
 def test_the_loop_grows_a_starved_variants_spacer_and_counts_its_starved_samples(monkeypatch):
     """A host that issues the baseline's call in 0.27 ms past a 0.15 ms spacer (on an H200 this timed
-    the host, not the GPU): the next samples get 2 x 0.27 ms; the optimized, issued in time, keeps its own."""
+    the host, not the GPU): the next samples get 2 x 0.27 ms; the optimized, whose call waits for its
+    device work (a sync inside run()), keeps its own."""
     used: dict[str, list[float]] = {"baseline_x": [], "optimized_x": []}
-    issue = {"baseline_x": [0.27, 0.1, 0.1, 0.1], "optimized_x": [0.05] * 4}
+    issue = {"baseline_x": [0.27, 0.1, 0.1, 0.1], "optimized_x": [1.2] * 4}  # the optimized waits: 1.2 >= 0.15 + 0.9
 
     def fake_time_call(fn, device, calls, spacer, flush=None):
         name = fn()
@@ -114,6 +119,38 @@ def test_the_loop_grows_a_starved_variants_spacer_and_counts_its_starved_samples
     base, opt = variants
     assert used["baseline_x"] == pytest.approx([0.15, 0.54, 0.54, 0.54]) and used["optimized_x"] == [0.15] * 4
     assert (base.starved_samples, base.spacer_ms, opt.starved_samples, opt.spacer_ms) == (1, pytest.approx(0.54), 0, 0.15)
+
+
+def test_a_variant_that_syncs_inside_run_keeps_its_spacer(monkeypatch):
+    """ch19:fp8_moe's run() reads the expert counts with .tolist(): its issue time holds the wait for
+    the spacer and the routing kernels, past any spacer; growing it would only spin longer."""
+    used: list[float] = []
+
+    def fake_time_call(fn, device, calls, spacer, flush=None):
+        used.append(spacer)
+        return Timed(None, 8.0, 8.0, spacer + 2.0, 0.0)  # always issued 2 ms past the spacer
+
+    monkeypatch.setattr(execute, "time_call", fake_time_call)
+    monkeypatch.setattr(execute, "_calls_per_sample", lambda var, options, device: (1, 13.0))
+    monkeypatch.setattr(execute, "timed_functions", lambda live, options, device: {id(v): v.bench.run for v in live})
+    variants = _variants([])[:1]
+    variants[0].syncs_inside = True
+    time_interleaved(variants, RunOptions(iterations=4, warmup=0, warmup_s=0.0, device="cpu"), CPU)
+    assert used == [13.0] * 4 and variants[0].starved_samples == 0
+    variants = _variants([])[:1]
+    used.clear()
+    time_interleaved(variants, RunOptions(iterations=3, warmup=0, warmup_s=0.0, device="cpu"), CPU)
+    assert used == [13.0, 20.0, 20.0] and variants[0].starved_samples == 3  # without the flag: grown to the cap, still outrun
+
+
+@pytest.mark.gpu
+def test_torch_sync_debug_mode_finds_a_sync_inside_a_call():
+    from aisp.harness.timing import syncs_inside
+
+    x = torch.ones(1024, device="cuda")
+    assert syncs_inside(lambda: x.sum().item())
+    assert not syncs_inside(lambda: x.add_(1))
+    assert torch.cuda.get_sync_debug_mode() == 0
 
 
 def test_starved_samples_are_named_in_the_notes():

@@ -33,8 +33,10 @@ from aisp.harness.timing import (
     graph_replay,
     grown_spacer,
     l2_flusher,
+    outran,
     spacer_ms,
     synchronize,
+    syncs_inside,
     time_call,
 )
 from aisp.harness.verify import (
@@ -85,6 +87,9 @@ class Variant:
     spacer_ms: float = 0.0
     """The spin queued before each sample's start event (0: timed from idle, or a CPU); the last
     sample's, after any growth (:func:`aisp.harness.timing.grown_spacer`)."""
+    syncs_inside: bool = False
+    """An untimed call made torch wait for the GPU (``.item()``, ``.tolist()``): its issue time holds
+    that wait, so its spacer is not grown (CUDA, device window)."""
     starved_samples: int = 0
     """Samples whose one call the host issued past the spacer's end (the GPU may have idled inside
     the window); each grows the spacer for the samples after it."""
@@ -268,6 +273,9 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
     calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
     device_window = device.type == "cuda" and var.bench.workload.window == "device"
     spacer = spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
+    if device_window:
+        var.enter()
+        var.syncs_inside = syncs_inside(var.bench.run)
     if probe.tail_ms is not None:  # what the tail sync costs here with nothing left (EMPTY_PROBES)
         var.empty_tail_ms += [time_call(_alone, device, 1, spacer).tail_ms for _ in range(EMPTY_PROBES)]
     short = bool(var.idle_probe_ms) and statistics.median(var.idle_probe_ms) < STREAM_PROBE_MAX_MS
@@ -340,11 +348,10 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                     last[id(var)] = guard.settle(timed.output, originals)
                 else:
                     _record(var, timed)
-                    grown = grown_spacer(spacer, timed.issue_ms, calls)
-                    if grown > spacer:
+                    if not var.syncs_inside and outran(spacer, timed.issue_ms, timed.device_ms, calls):
                         var.starved_samples += 1
-                        plans[id(var)] = (calls, grown)
-                        var.spacer_ms = grown
+                        var.spacer_ms = grown_spacer(spacer, timed.issue_ms, timed.device_ms, calls)
+                        plans[id(var)] = (calls, var.spacer_ms)
     return last
 
 

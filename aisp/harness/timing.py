@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import gc
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ the event time understates what it sees. The 10% margin stands for the call-to-c
 host's issue time, within which the two figures cannot be told apart (a margin chosen, not yet
 measured on a GPU host)."""
 SPACER_FACTOR, SPACER_MIN_MS, SPACER_MAX_MS = 2.0, 0.05, 20.0
+WAITED_FRACTION = 0.9
+"""A call whose issue time reaches the spacer plus this share of its events returned only after its
+device work: it waited (a host sync inside run()), it did not issue for that long."""
 """The spacer spins 2 x the variant's median issue time (the launch path plus as much again for host
 jitter), at least 50 µs (a Triton launch takes 20-40 µs), at most 20 ms: a call whose issue time
 is longer than 10 ms is host-bound anyway, and the spin costs GPU time every sample."""
@@ -102,15 +106,41 @@ def spacer_ms(issue_ms: Sequence[float]) -> float:
     return min(max(SPACER_FACTOR * median, SPACER_MIN_MS), SPACER_MAX_MS)
 
 
-def grown_spacer(spacer: float, issue_ms: float, calls: int) -> float:
+def grown_spacer(spacer: float, issue_ms: float, device_ms: float | None, calls: int) -> float:
     """The spacer for the next sample of a variant whose last sample took ``issue_ms`` (per call) to
-    issue: unchanged while its one call was issued before the spacer ended, else SPACER_FACTOR x that
-    issue time (at most SPACER_MAX_MS). A host slower than in warmup (a busy host, another process's
-    burst) otherwise starves the GPU inside the window, and the events time the host: on 4 x H200,
-    ch19:fp8_delayed_scaling's 0.147 ms spacer was outrun in 14 of 20 samples (issue 0.15-0.27 ms)."""
-    if spacer <= 0 or calls != 1 or issue_ms <= spacer:
+    issue and ``device_ms`` of events: SPACER_FACTOR x that issue time (at most SPACER_MAX_MS) when
+    its one call was issued past the spacer's end without waiting for its device work, else unchanged.
+    A host slower than in warmup (a busy host, another process's burst) starves the GPU inside the
+    window and the events time the host: on 4 x H200, ch19:fp8_delayed_scaling's 0.147 ms spacer was
+    outrun in 14 of 20 samples (issue 0.15-0.27 ms). A call that waits for its device work (a host
+    sync inside run(): issue >= spacer + 0.9 x events, as :func:`host_bound` reads it) is not starved;
+    no spacer would cover it."""
+    if not outran(spacer, issue_ms, device_ms, calls):
         return spacer
     return max(spacer, min(SPACER_FACTOR * issue_ms, SPACER_MAX_MS))
+
+
+def outran(spacer: float, issue_ms: float, device_ms: float | None, calls: int) -> bool:
+    """Whether a sample's one call was issued past the spacer's end without waiting for its device
+    work (see :func:`grown_spacer`): the GPU may have idled inside its window."""
+    if spacer <= 0 or calls != 1 or issue_ms <= spacer or device_ms is None:
+        return False
+    return issue_ms < spacer + WAITED_FRACTION * device_ms
+
+
+def syncs_inside(fn: Callable[[], Any]) -> bool:
+    """Whether one call of ``fn`` makes torch wait for the GPU (``.item()``, ``.tolist()``, a blocking
+    copy): torch's sync debug mode warns on each, and the warnings are read here. Such a call's issue
+    time includes waiting for its own device work, so no spacer covers it (:func:`grown_spacer`)."""
+    before = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(before)
+    return any("synchroniz" in str(w.message) for w in seen)
 
 
 class CudaSide:
@@ -249,7 +279,7 @@ def host_bound(issue_ms: Sequence[float], device_ms: Sequence[float], spacer_ms:
     if not len(issue_ms) or not len(device_ms):
         return None
     issue, events = float(np.median(issue_ms)), float(np.median(device_ms))
-    if events > HOST_BOUND_RATIO * issue or (spacer_ms > 0 and issue >= spacer_ms + 0.9 * events):
+    if events > HOST_BOUND_RATIO * issue or (spacer_ms > 0 and issue >= spacer_ms + WAITED_FRACTION * events):
         return None
     return {"issue_ms": issue, "events_ms": events, "events_over_issue": events / issue if issue > 0 else 0.0}
 
