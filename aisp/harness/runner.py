@@ -324,9 +324,22 @@ def descendants(token: str | None = None) -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if token is None or carries(p)]
 
 
+def carriers(token: str) -> list[psutil.Process]:
+    """Every process whose environment carries the token, wherever it sits: a child the worker started
+    in a session of its own while it was being stopped is orphaned when the worker dies, and init
+    (not this process) may adopt it."""
+    found = []
+    for each in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if each.pid != os.getpid() and each.environ().get(WORKER_TOKEN) == token:
+                found.append(each)
+    return found
+
+
 def _end_tree(proc: subprocess.Popen, token: str) -> None:
     """SIGTERM, then SIGKILL after a grace period, the worker's process group and every process carrying
-    its token (in sessions of their own too, or adopted here as orphans)."""
+    its token (in sessions of their own too, or adopted here as orphans); then SIGKILL to any carrier
+    that appeared meanwhile (the worker was starting it when it was stopped) or was adopted by init."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -339,6 +352,12 @@ def _end_tree(proc: subprocess.Popen, token: str) -> None:
         if not psutil.wait_procs(procs, timeout=KILL_GRACE_S)[1]:
             break
     proc.poll()
+    late = carriers(token)
+    host.remember(p.pid for p in late)
+    for each in late:
+        with contextlib.suppress(psutil.Error):
+            each.kill()
+    psutil.wait_procs(late, timeout=KILL_GRACE_S)
 
 
 def pair_info(pair: Pair) -> dict[str, Any]:
