@@ -1,20 +1,20 @@
-"""Optimized w4a16, streaming variant (CUDA C++): the packed weights go from HBM straight into the
-registers the tensor cores read, 4 KB per warp in flight, and the split-K sum happens inside the one launch.
+"""Optimized w4a16, streaming variant (CUDA C++): the packed weights copied a whole step ahead per lane,
+decoded in registers into mma.sync, and the split-K sum done inside the one launch.
 
 Baseline (baseline_w4a16_gemm.py): decode all weights to a bf16 copy (1.07 GB written), then GEMM.
 Optimized: w4a16_stream.cu. The prmt variant (Triton) was profiled at 105.6 us, 56% of DRAM: 4 programs
-of 4 warps per SM (128 registers and 50 KB of shared memory each), the weights through shared memory
-with barriers every step, then two kernels for the split-K sum and the cast (11 us). Here one CTA of 16
-warps per SM (128 registers, no spills) stages x's K slice in shared memory once (128 KB); each lane
-loads its weights with 16-byte LDG straight into registers (no shared memory, no barrier in the loop)
-and issues the next step's 8 loads as soon as this step's words are decoded: 16 warps x 4 KB = 64 KB
-in flight per SM, where Little's law asks 22 KB (4.2 TB/s / 132 SMs x 700 ns). A 4-byte word feeds
-two mma.sync directly: a prmt puts each nibble under bf16's exponent byte 0x43 (128 + code), HADD2
-subtracts 136; the 16 k of an mma are any 16 k on which A and B agree, so x needs no shuffle.
-The sm_90 loop is 534 instructions per step (67 per 512 bytes a warp reads: ~40% issue at 80% of HBM).
+of 4 warps per SM capped by registers and shared memory, barriers every step, issue busy 59% with no
+dominant stall, then two kernels for the split-K sum and the cast (11 us). Here one CTA of 16 warps per
+SM (126 registers, no spills) stages x's K slice in shared memory once (128 KB); each lane copies its
+8 x 16 bytes of a step (rows g, g + 8 of two 16-row blocks) with cp.async into slots of its own and
+re-issues each half for the next step as soon as it has moved it into registers: 16 warps x 4 KB =
+64 KB per SM in flight a whole step ahead, where Little's law asks 22 KB (4.2 TB/s / 132 SMs x 700 ns),
+and no barrier in the loop. A 4-byte word feeds two mma.sync directly: a prmt puts each nibble under
+bf16's exponent byte 0x43 (128 + code), HADD2 subtracts 136; the 16 k of an mma are any 16 k on which
+A and B agree, so x needs no shuffle. The sm_90 loop: 544 instructions a step, 68 per 512 bytes read.
 Split-K 4 (4 slices x 33 CTAs = 132): each unit's fp32 sums added with red.global.add.v2.f32, the last
-slice to arrive writes bf16 and clears the workspace: one launch, no sum or cast kernels.
-Expect: not yet measured on a GPU; estimated 0.07-0.085 ms (80-95% of HBM on the 278 MB), from 0.1178 ms.
+slice to arrive writes bf16 and clears the workspace: no sum or cast kernels, one ctypes launch.
+Expect: not yet measured on a GPU; estimated 0.072-0.085 ms (78-91% of HBM on 278 MB), from 0.1178 ms.
 Run: python ch19/optimized_w4a16_gemm_stream.py  |  aisp bench run -t ch19:w4a16_gemm
 """
 
