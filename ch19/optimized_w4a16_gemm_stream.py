@@ -73,8 +73,8 @@ def arguments(p: Plan, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tenso
     if x.dtype != torch.bfloat16 or scale.dtype != torch.bfloat16 or packed.dtype != torch.uint8:
         raise ValueError("x and scale must be bf16, packed uint8")
     tensors = (x, packed, scale, y, p.sums, p.tickets)
-    if not all(t.is_contiguous() for t in tensors):
-        raise ValueError("x, packed and scale must be contiguous")
+    if not all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors):
+        raise ValueError("x, packed and scale must be contiguous and 16-byte aligned (16-byte copies)")
     return [native.ptr(t) for t in tensors] + [p.m, p.n, p.k, p.slices, p.ctas]
 
 

@@ -137,6 +137,8 @@ def test_the_c_entry_refuses_a_bad_plan_and_wrong_tensors_are_refused(built) -> 
         mod.emulate(build(), p, x.float(), packed, scale)
     with pytest.raises(ValueError, match="do not fit"):
         mod.emulate(build(), p, x[:, :256], packed, scale)
+    with pytest.raises(ValueError, match="aligned"):  # a view starting 2 bytes in
+        mod.emulate(build(), p, torch.cat([x.flatten(), x.flatten()[:1]])[1:].view(4, 512), packed, scale)
 
 
 def kernel_sass() -> str:
