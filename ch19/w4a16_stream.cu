@@ -94,6 +94,34 @@ __device__ __forceinline__ void stage_x(uint4* xs, const __nv_bfloat16* x, int s
     if (step < p.steps) xs[step * kPieces + threadIdx.x] = v[step];
 }
 
+// part += the products of words 2cp, 2cp + 1 of this lane's half-step registers `w` (both 16-row
+// blocks, low and high nibbles) with x's matching pieces: 16 mma.sync, each A from one decoded word pair.
+__device__ __forceinline__ void multiply_word_pair(float (&part)[2][2][2][4], const uint4 (&w)[2][2], const uint4* xs,
+                                                   int step, int cp, int lane) {
+  uint4 xf[2][2];  // [low or high][token half]: 8 bf16 of x, the B registers of two words
+#pragma unroll
+  for (int lohi = 0; lohi < 2; ++lohi)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) xf[lohi][hh] = xs[piece_index(step, lohi, cp, hh, lane)];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int cc = 0; cc < 2; ++cc) {
+      const int c = 2 * cp + cc;
+      const uint32_t wg = word(w[r][0], c & 3), wg8 = word(w[r][1], c & 3);
+#pragma unroll
+      for (int lohi = 0; lohi < 2; ++lohi) {
+        uint32_t a_g[2], a_g8[2];
+        decode(wg, lohi, a_g);
+        decode(wg8, lohi, a_g8);
+        const uint32_t a[4] = {a_g[0], a_g8[0], a_g[1], a_g8[1]};
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+          mma(part[r][lohi][hh], a, word(xf[lohi][hh], 2 * cc), word(xf[lohi][hh], 2 * cc + 1));
+      }
+    }
+}
+
 // Adds the warp's partial sums of a unit into the workspace; the unit's last slice writes y.
 __device__ void finish_unit(const float (&acc)[2][2][4], int unit, __nv_bfloat16* y, float* ws, unsigned* count,
                             const Plan& p) {
@@ -167,28 +195,7 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
           for (int rows = 0; rows < 4; ++rows) w[rows >> 1][rows & 1] = slots[32 * (2 * rows + cp / 2)];
           copy_half(slots, cp / 2, ahead, p);  // in flight for a whole step
         }
-        uint4 xf[2][2];
-#pragma unroll
-        for (int lohi = 0; lohi < 2; ++lohi)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) xf[lohi][hh] = xs[piece_index(step, lohi, cp, hh, lane)];
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int cc = 0; cc < 2; ++cc) {
-            const int c = 2 * cp + cc;
-            const uint32_t wg = word(w[r][0], c & 3), wg8 = word(w[r][1], c & 3);
-#pragma unroll
-            for (int lohi = 0; lohi < 2; ++lohi) {
-              uint32_t a_g[2], a_g8[2];
-              decode(wg, lohi, a_g);
-              decode(wg8, lohi, a_g8);
-              const uint32_t a[4] = {a_g[0], a_g8[0], a_g[1], a_g8[1]};
-#pragma unroll
-              for (int hh = 0; hh < 2; ++hh)
-                mma(part[r][lohi][hh], a, word(xf[lohi][hh], 2 * cc), word(xf[lohi][hh], 2 * cc + 1));
-            }
-          }
+        multiply_word_pair(part, w, xs, step, cp, lane);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r)
@@ -200,7 +207,7 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
             for (int d = 0; d < 4; ++d) acc[r][hh][d] += s[r][d >> 1][lohi] * part[r][lohi][hh][d];
     }
     finish_unit(acc, unit, y, ws, count, p);
-    at = unit_start(unit + stride, slice, packed, scale, p);
+    if (unit + stride < p.units) at = unit_start(unit + stride, slice, packed, scale, p);
   }
 }
 
