@@ -193,7 +193,9 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
           wait_half();
 #pragma unroll
           for (int rows = 0; rows < 4; ++rows) w[rows >> 1][rows & 1] = slots[32 * (2 * rows + cp / 2)];
-          copy_half(slots, cp / 2, ahead, p);  // in flight for a whole step
+          // Refilled at once, in flight for a whole step: the copies write what this lane just read,
+          // after it in program order (same thread, same addresses), and land hundreds of clocks later.
+          copy_half(slots, cp / 2, ahead, p);
         }
         multiply_word_pair(part, w, xs, step, cp, lane);
       }
