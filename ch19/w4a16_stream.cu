@@ -135,12 +135,13 @@ __device__ void finish_unit(const float (&acc)[2][2][4], int unit, __nv_bfloat16
       for (int hh = 0; hh < 2; ++hh)
         atomicAdd(reinterpret_cast<float2*>(sums + (16 * r + 8 * rh + g) * kTokens + 8 * hh + 2 * t),
                   make_float2(acc[r][hh][2 * rh], acc[r][hh][2 * rh + 1]));
-  __threadfence();
+  // The ticket: a release by lane 0 after the warp's barrier orders every lane's adds before it; only
+  // the last slice pays for an acquire fence (which also invalidates L1: the scales cached there).
   __syncwarp();
   unsigned ticket = 0;
-  if (lane == 0) ticket = atomicAdd(count + unit, 1u);
+  if (lane == 0) asm volatile("atom.add.release.gpu.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(count + unit) : "memory");
   if (!last_arrival(__shfl_sync(0xFFFFFFFFu, ticket, 0), p.slices)) return;
-  __threadfence();
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
   float4* mine = reinterpret_cast<float4*>(sums + lane * kTokens);
   float v[kTokens];
 #pragma unroll
