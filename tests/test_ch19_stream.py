@@ -153,13 +153,35 @@ def instructions(body: str) -> list[tuple[int, str, str]]:
     return [(int(a, 16), op, line) for a, line, pred, op in found if pred.strip() != "@!PT"]
 
 
-def step_loop(body: str) -> list[tuple[int, str, str]]:
+def step_loop(ins: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
     """The instructions of the step loop: the innermost backward branch around the HMMAs, to its target."""
-    ins = instructions(body)
     mma = [a for a, op, _ in ins if op.startswith("HMMA")]
     back = [(a, int(m[1], 16)) for a, op, line in ins if op == "BRA" and (m := re.search(r"BRA 0x([0-9a-f]+)", line))]
     end, start = min(((a, t) for a, t in back if t <= mma[0] and a >= mma[-1]), key=lambda e: e[0] - e[1])
     return [i for i in ins if start <= i[0] <= end]
+
+
+COPY = "LDGSTS.E.BYPASS.LTC256B.128"
+"""A 16-byte cp.async that skips L1 and has L2 fetch 256 bytes."""
+
+
+def streaming_problems(ins: list[tuple[int, str, str]]) -> list[str]:
+    """What keeps the kernel's SASS from streaming as designed: the first step's 8 copies issued before
+    the barrier that ends x's staging; in the step loop 64 mma, no barrier, two waits, each half's 4
+    copies for the next step issued before the first mma that decodes it (a whole step ahead)."""
+    ops = [op for _, op, _ in ins]
+    problems = []
+    barrier = ops.index("BAR.SYNC.DEFER_BLOCKING")
+    if sum(op == COPY for op in ops[:barrier]) != 8:
+        problems.append("the first step's copies do not fly while x is staged")
+    loop = [op for _, op, _ in step_loop(ins)]
+    mma = [i for i, op in enumerate(loop) if op.startswith("HMMA")]
+    refills = [i for i, op in enumerate(loop) if op == COPY]
+    if len(mma) != 64 or len(refills) != 8 or "BAR.SYNC.DEFER_BLOCKING" in loop or loop.count("DEPBAR.LE") != 2:
+        problems.append(f"the loop is not 64 mma, 8 copies, 2 waits and no barrier: {len(mma)}, {len(refills)}")
+    elif sum(i < mma[0] for i in refills) != 4 or sum(i < mma[32] for i in refills) != 8:
+        problems.append("a half is refilled late: after the mma that decode it")
+    return problems
 
 
 @needs_sass
@@ -168,18 +190,22 @@ def test_sm90_kernel_copies_each_step_a_step_ahead_without_spills_or_loop_barrie
     [(regs, stack, local)] = re.findall(r"Function \S*w4a16_stream\S*:\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)",
                                         usage)
     assert int(regs) <= 128 and int(stack) == int(local) == 0, usage  # 16 warps x 128 registers fill the SM
-    body = kernel_sass()
-    ops = [op for _, op, _ in instructions(body)]
-    copies = [i for i, op in enumerate(ops) if op == "LDGSTS.E.BYPASS.LTC256B.128"]  # 16 B, no L1, L2 fetches 256 B
-    barrier = ops.index("BAR.SYNC.DEFER_BLOCKING")
-    assert sum(i < barrier for i in copies) == 8, "the first step's copies must fly while x is staged"
-    loop = [op for _, op, _ in step_loop(body)]
-    mma = [i for i, op in enumerate(loop) if op.startswith("HMMA")]
-    refills = [i for i, op in enumerate(loop) if op == "LDGSTS.E.BYPASS.LTC256B.128"]
-    assert len(mma) == 64 and len(refills) == 8 and "BAR.SYNC.DEFER_BLOCKING" not in loop
-    assert sum(i < mma[0] for i in refills) == 4, "half 0 is refilled before the step's first mma"
-    assert sum(i < mma[32] for i in refills) == 8, "half 1 is refilled before the step's second half of mma"
-    assert loop.count("DEPBAR.LE") == 2 and "LDG.E.128" not in " ".join(loop)
+    assert streaming_problems(instructions(kernel_sass())) == []
+
+
+@needs_sass
+def test_a_refill_sunk_to_the_end_of_the_step_is_caught() -> None:
+    """The fault ptxas made of an earlier version (refills after the step's mma: no lead at all), planted
+    by moving the loop's copies to just before its branch, addresses kept in order."""
+    ins = instructions(kernel_sass())
+    loop = step_loop(ins)
+    copies = [i for i in loop if i[1] == COPY]
+    rest = [i for i in loop if i[1] != COPY]
+    moved = rest[:-1] + copies + rest[-1:]
+    sunk = [(a, op, line) for a, (_, op, line) in zip([a for a, _, _ in loop], moved, strict=True)]
+    first = ins.index(loop[0])
+    assert streaming_problems(ins[:first] + sunk + ins[first + len(loop):]) == [
+        "a half is refilled late: after the mma that decode it"]
 
 
 @needs_sass
@@ -187,7 +213,7 @@ def test_sm90_step_fits_its_issue_budget() -> None:
     """A step (4 KB a warp) stays under 72 instructions per 512 bytes: at 80% of 4.2 TB/s an SM takes in
     12.9 B a clock, so 72 per 512 B is ~45% of its 4 issue slots (README); the decode is 2 PRMT and 2 HADD2
     per 4 weights, and the packed bytes go straight into HMMA (no conversion instruction)."""
-    loop = [op for _, op, _ in step_loop(kernel_sass())]
+    loop = [op for _, op, _ in step_loop(instructions(kernel_sass()))]
     assert loop.count("PRMT") == 128 and loop.count("HADD2.BF16_V2") == 128, "2 of each per 4 weights"
     assert not [op for op in loop if op.startswith(("I2F", "F2F", "HMUL", "FMUL"))]
     assert len(loop) / 8 < 72, len(loop)
