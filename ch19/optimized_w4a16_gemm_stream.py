@@ -11,7 +11,7 @@ re-issues each half for the next step as soon as it has moved it into registers:
 64 KB per SM in flight a whole step ahead, where Little's law asks 22 KB (4.2 TB/s / 132 SMs x 700 ns),
 and no barrier in the loop. A 4-byte word feeds two mma.sync directly: a prmt puts each nibble under
 bf16's exponent byte 0x43 (128 + code), HADD2 subtracts 136; the 16 k of an mma are any 16 k on which
-A and B agree, so x needs no shuffle. The sm_90 loop: 544 instructions a step, 68 per 512 bytes read.
+A and B agree, so x needs no shuffle. The sm_90 loop: 539 instructions a step, 67 per 512 bytes read.
 Split-K 4 (4 slices x 33 CTAs = 132): each unit's fp32 sums added with red.global.add.v2.f32, the last
 slice to arrive writes bf16 and clears the workspace: no sum or cast kernels, one ctypes launch.
 Expect: not yet measured on a GPU; estimated 0.072-0.085 ms (78-91% of HBM on 278 MB), from 0.1178 ms.
