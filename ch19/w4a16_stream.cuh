@@ -1,0 +1,121 @@
+// w4a16_stream.cuh: what the streaming w4a16 kernel (w4a16_stream.cu) and its CPU emulation share:
+// the work split, which bytes a lane loads, how a packed word becomes mma operands, where each piece
+// of x is staged. All __host__ __device__, so the CPU test runs the kernel's own index and decode code.
+//
+// The format (ch19_w4.py): packed[n][j] (N x K/2 bytes) holds weight (n, j) in its low nibble and
+// (n, j + K/2) in its high nibble, value scale[n][group] * (code - 8), one bf16 scale per 128 of K.
+//
+// One mma.sync.m16n8k16 multiplies 16 weight rows (A, 16 x 16 k) by x^T (B, 16 k x 8 tokens). Lane
+// (g = lane / 4, t = lane % 4) holds A[g][2t, 2t+1], A[g+8][2t, 2t+1], A[g][2t+8, 2t+9],
+// A[g+8][2t+8, 2t+9] and B[2t, 2t+1][g], B[2t+8, 2t+9][g]. The 16 k of one mma may be any 16 k, as
+// long as A and B agree: here lane t's four k slots are four consecutive bytes of its own loads,
+// so a 4-byte word of row g decodes into that lane's A registers, and x needs no shuffle (its B
+// registers are x[g][j..j+3], two consecutive bf16 pairs).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace w4s {
+
+constexpr int kWarps = 16;         // warps per CTA: 512 threads, 128 registers each, one CTA per SM
+constexpr int kRows = 32;          // weight rows per unit of work: 2 blocks of 16 (the mma's M)
+constexpr int kStep = 128;         // packed bytes per row per step: one group of low and one of high nibbles
+constexpr int kMaxSteps = 16;      // steps per K slice at most: x's slice takes 8 KB of shared memory a step
+                                   // (128 KB), the warps' weight slots 64 KB
+constexpr int kPieces = 512;       // 16-byte pieces of x per step: lo/hi x 4 word pairs x 2 token halves x 32 lanes
+constexpr int kTokens = 16;        // tokens at most (the mma's N, twice)
+
+// The launch: m tokens (<= 16) x k inputs (a multiple of 256) times n x k weights, the packed K range
+// cut into `slices` slices of `steps` steps; ctas_per_slice CTAs walk the units of 32 rows of each slice.
+struct Plan {
+  int m, n, k, slices, steps, ctas_per_slice, units;
+};
+
+// Byte offset, inside a row's 128-byte step, of word c (0..7) of lane t: the lane loads 16 bytes at
+// 16t and 16 at 64 + 16t, so each load instruction of a warp reads 64 contiguous bytes of 8 rows.
+__host__ __device__ inline int word_offset(int t, int c) { return 64 * (c >> 2) + 16 * t + 4 * (c & 3); }
+
+// Index of the 16-byte piece of staged x that lane `lane` reads for (step, lohi, word pair cp, token half hh).
+__host__ __device__ inline int piece_index(int step, int lohi, int cp, int hh, int lane) {
+  return (((step * 2 + lohi) * 4 + cp) * 2 + hh) * 32 + lane;
+}
+
+// Where staged piece `piece` of slice `slice` comes from: 8 consecutive bf16 of x[token][col..].
+struct Source {
+  int token, col;
+};
+__host__ __device__ inline Source piece_source(int piece, int slice, const Plan& p) {
+  const int lane = piece & 31, hh = (piece >> 5) & 1, cp = (piece >> 6) & 3, lohi = (piece >> 8) & 1;
+  const int step = piece >> 9;
+  return {8 * hh + lane / 4, lohi * (p.k / 2) + (slice * p.steps + step) * kStep + word_offset(lane & 3, 2 * cp)};
+}
+
+// The first unit of warp `warp` of the CTA `cta` of a slice; a warp then takes every
+// (ctas_per_slice * kWarps)-th unit. Warp-major, so that when units run out, every SM loses a warp
+// or two rather than a few SMs all of theirs.
+__host__ __device__ inline int first_unit(int warp, int cta, const Plan& p) { return warp * p.ctas_per_slice + cta; }
+
+// First row of unit `unit`'s 32-row window: the unit's own rows, or for a tail unit the last 32 rows
+// (the rows before unit * 32 are an earlier unit's: read again, never written twice).
+__host__ __device__ inline int window_row0(int unit, const Plan& p) {
+  return unit * kRows < p.n - kRows ? unit * kRows : p.n - kRows;
+}
+
+// Byte offset in `packed` of the 16 bytes lane t loads of row `row` at a step of a slice, half h.
+__host__ __device__ inline size_t weight_offset(int row, int slice, int step, int h, int t, const Plan& p) {
+  return (size_t)row * (p.k / 2) + (size_t)(slice * p.steps + step) * kStep + 64 * h + 16 * t;
+}
+
+// Index in `scale` of row `row`'s scale for the step's low (lohi 0) or high (1) nibbles.
+__host__ __device__ inline size_t scale_index(int row, int slice, int step, int lohi, const Plan& p) {
+  return (size_t)row * (p.k / 128) + lohi * (p.k / 256) + slice * p.steps + step;
+}
+
+__host__ __device__ inline uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, selector);
+#else
+  const uint64_t pool = (uint64_t)b << 32 | a;
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) out |= (uint32_t)(pool >> 8 * ((selector >> 4 * i) & 7) & 0xFF) << 8 * i;
+  return out;
+#endif
+}
+
+// (a - 136, b - 136) of a bf16 pair holding 128 + code: code - 8, exact (HADD2.BF16 on the GPU).
+__host__ __device__ inline uint32_t minus_136(uint32_t pair) {
+  const uint32_t minus_136_bits = 0xC308C308u;  // bf16 -136 twice
+  __nv_bfloat162 v, offset;
+  memcpy(&v, &pair, 4);
+  memcpy(&offset, &minus_136_bits, 4);
+  v = __hadd2(v, offset);
+  memcpy(&pair, &v, 4);
+  return pair;
+}
+
+// code - 8 of the four low (high = false) or high nibbles of word w, as bf16 pairs: out[0] = bytes 0, 1,
+// out[1] = bytes 2, 3. A prmt puts each nibble under the exponent byte 0x43: bf16 0x43XY is 128 + XY
+// for XY < 128 (bf16's step at 128 is 1), so no conversion instruction is needed.
+__host__ __device__ inline void decode(uint32_t w, bool high, uint32_t out[2]) {
+#if W4_FAULT == 1  // planted fault for the tests: the nibble order swapped
+  high = !high;
+#endif
+  const uint32_t nibbles = (high ? w >> 4 : w) & 0x0F0F0F0Fu;
+  out[0] = minus_136(byte_perm(nibbles, 0x43434343u, 0x4140));
+  out[1] = minus_136(byte_perm(nibbles, 0x43434343u, 0x4342));
+}
+
+// Whether the warp that drew ticket `ticket` (0-based arrival) at a unit is its last slice's: it
+// turns the unit's fp32 sums into bf16 outputs and clears them for the next call.
+__host__ __device__ inline bool last_arrival(unsigned ticket, int slices) {
+#if W4_FAULT == 2  // planted fault for the tests: the output written before the last slice has added its part
+  return ticket + 2 == (unsigned)slices;
+#else
+  return ticket + 1 == (unsigned)slices;
+#endif
+}
+
+}  // namespace w4s
