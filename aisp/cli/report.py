@@ -11,7 +11,7 @@ from rich.console import Console
 
 from aisp.report import phases as phase_report
 from aisp.report import plotting
-from aisp.report.roofline import UnknownLink, pair_points, plot
+from aisp.report.roofline import UnknownName, pair_points, plot
 
 app = typer.Typer(help="Reports of a run folder (roofline plot, HTML report, ceilings, phases), merge of shards, and a dashboard across runs.",
                   no_args_is_help=True)
@@ -46,7 +46,7 @@ def roofline(
         raise _fail(f"No measured peaks for '{summary['hardware_key']}'; run 'aisp peak' on that machine.", 2)
     try:
         points = pair_points(summary.get("results", []), peaks)
-    except UnknownLink as exc:  # a stored workload names a link no peak prices
+    except UnknownName as exc:  # a stored workload names a link or a precision no peak prices
         raise _fail(f"error: {exc}", 2) from exc
     if not points:
         raise _fail("No pair in this run declares both FLOPs and bytes with both variants timed.", 1)
@@ -92,7 +92,7 @@ def ceilings_report(run_dir: RunDir) -> None:
         return cache[key]
     try:
         found = ceilings.rows(summary.get("results", []), peaks_of)
-    except ceilings.UnknownLink as exc:  # a stored workload names a link no peak prices
+    except ceilings.UnknownName as exc:  # a stored workload names a link or a precision no peak prices
         raise _fail(f"error: {exc}", 2) from exc
     if missing := sorted(k for k, v in cache.items() if v is None):
         typer.echo(f"No measured peaks for {', '.join(missing)}: those pairs show the ceilings stored in the run.")

@@ -18,6 +18,12 @@ import torch
 Link = Literal["hbm", "h2d", "d2h", "nvlink", "host_memory", "page_cache", "page_faults"]
 LINKS: tuple[str, ...] = get_args(Link)
 """The values of ``Workload.link``: each is priced by a figure of ``aisp peak``."""
+Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact", "fp32_simt", "fp16_simt"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+"""The values of ``Workload.precision`` (besides None)."""
+SIMT_FORMATS = {"fp32_simt": "fp32", "fp16_simt": "fp16"}
+"""SIMT precisions (FLOPs no tensor core can run, priced at ``aisp peak``'s SIMT FMA rate) -> their number
+format, which picks the tolerance."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,9 +110,11 @@ class Workload:
     """Useful items one ``run()`` processes (samples, tokens, requests), summed over its ranks, for goodput."""
     item_unit: str = "items"
     """What an item is, for reports ("samples", "tokens")."""
-    precision: Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact"] | None = None
-    """The lowest precision either variant computes in; picks the default tolerance.
-    None: inferred from the output dtype."""
+    precision: Precision | None = None
+    """The lowest precision either variant computes in; picks the default tolerance and the compute
+    ceiling (its matmul peak). ``fp32_simt`` / ``fp16_simt``: that format on the CUDA cores (FFMA,
+    packed HFMA2), for FLOPs that cannot run on tensor cores, priced at the SIMT FMA rate. None:
+    inferred from the output dtype."""
     element_tol: float | None = None
     """Per element, how far an optimized value may be off as a fraction of the baseline's largest
     |value| (the ``c*u`` of ``aisp.harness.verify.TOLERANCES``); None: the precision's default."""
@@ -141,6 +149,9 @@ class Workload:
                              "or 'idle' (name a workload's own size field something else)")
         if self.link not in LINKS:
             raise ValueError(f"{type(self).__name__}.link is {self.link!r}: the links are {', '.join(LINKS)}")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ValueError(f"{type(self).__name__}.precision is {self.precision!r}: the precisions are "
+                             f"{', '.join(PRECISIONS)}")
 
 
 class Benchmark:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from aisp.harness.benchmark import Workload
+from aisp.harness.benchmark import SIMT_FORMATS, Workload
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,8 @@ def tolerance(workload: Workload, dtype: torch.dtype) -> Tolerance:
     with the workload's relative overrides applied."""
     if not (dtype.is_floating_point or dtype.is_complex):
         return TOLERANCES["exact"]
-    base = TOLERANCES[workload.precision or DTYPE_PRECISION.get(dtype, "fp32")]
+    precision = workload.precision or DTYPE_PRECISION.get(dtype, "fp32")
+    base = TOLERANCES[SIMT_FORMATS.get(precision, precision)]
     overrides = {"element_tol": workload.element_tol, "rtol": workload.rtol, "max_rel_l2": workload.max_rel_l2}
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 

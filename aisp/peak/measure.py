@@ -22,7 +22,7 @@ import torch
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import repo_root
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak import host, latency, probes
+from aisp.peak import host, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
 __all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
@@ -85,11 +85,12 @@ Probe = tuple[str, str, Callable[[], Any]]
 
 
 def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
-    """Every probe, in the order they run: rates and bandwidths, then the latency floors."""
+    """Every probe, in the order they run: rates (matmul, SIMT FMA) and bandwidths, then the latency floors."""
     listed: list[Probe] = []
     for dtype, reason in probes.matmul_dtypes(device).items():
         call = partial(probes.matmul, dtype, cfg, device)
         listed.append(("measurements", f"matmul_{dtype}", call if reason is None else partial(_skip, reason)))
+    listed += [("measurements", name, partial(simt.fma_rate, name, cfg, device)) for name in simt.FMAS]
     calls, repeats = cfg.latency_calls, cfg.repeats
     listed += [("measurements", "memory_copy", partial(probes.memory_copy, cfg, device)),
                ("measurements", "transfers", partial(probes.transfers, cfg, device)),

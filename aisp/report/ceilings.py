@@ -1,9 +1,9 @@
 """Every pair against its true ceiling: compute, memory or latency, whichever its workload declares.
 
 Each declared bound is a lower bound on one ``run()``'s time on this machine: ``flops`` at the
-matmul peak of its precision, ``bytes`` at the peak bandwidth of its ``link``, and the latency
-counts (:class:`aisp.harness.benchmark.LatencyCounts`) at their measured floors, one after another.
-A pair of world size N declares its FLOPs and bytes summed over its ranks and is held to N x one
+matmul peak of its precision (a SIMT precision's: the CUDA cores' FMA rate), ``bytes`` at the peak
+bandwidth of its ``link``, and the latency counts (:class:`aisp.harness.benchmark.LatencyCounts`) at
+their measured floors, one after another. A pair of world size N declares its FLOPs and bytes summed over its ranks and is held to N x one
 GPU's peaks (:func:`aisp.report.roofline.gpus_at_once`); bytes over a host link (host memory, the page
 cache, page faults) to 1 x the host's figure, which its ranks share; its latency counts, one rank's
 chain, are not scaled.
@@ -31,7 +31,7 @@ from aisp.peak.measure import latency_figure
 from aisp.report.console import Column, fitted_table
 from aisp.report.roofline import (
     BEYOND_CEILING_PCT,
-    UnknownLink,
+    UnknownName,
     gpus_at_once,
     link_devices,
     peak_bandwidth,
@@ -84,7 +84,8 @@ def latency_seconds(counts: dict[str, Any], peaks: dict[str, Any]) -> tuple[floa
 def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
     """Every bound the workload declares, its FLOPs and bytes at ``gpus`` x one GPU's peaks (the
     pair's world size, :func:`gpus_at_once`; bytes over a host link at the host's, :func:`link_devices`).
-    Raises :class:`MissingPeak` where a ceiling is missing, :class:`UnknownLink` for a link no peak prices."""
+    Raises :class:`MissingPeak` where a ceiling is missing, :class:`~aisp.report.roofline.UnknownLink` or
+    :class:`~aisp.report.roofline.UnknownPrecision` for a link or a precision no peak prices."""
     found, gpus = [], gpus_at_once(workload, peaks)
     try:
         if float(workload.get("flops") or 0) > 0:
@@ -167,14 +168,15 @@ def rows(results: list[dict[str, Any]],
     """One row per pair of a run summary, its ceiling recomputed from ``peaks`` when given (a run
     made before the ceiling step, or against newer peaks), else the one stored in the result.
     ``peaks`` may be a function of the result (the peaks of the GPUs that pair uses). A workload with
-    an unknown link raises :class:`UnknownLink` naming the pair."""
+    an unknown link or precision raises :class:`~aisp.report.roofline.UnknownLink` or
+    :class:`~aisp.report.roofline.UnknownPrecision` naming the pair."""
     found = []
     for result in results:
         mine = peaks(result) if callable(peaks) else peaks
         try:
             judged = add_ceiling(result, mine) if mine else result
-        except UnknownLink as exc:
-            raise UnknownLink(f"{result['target']}: {exc}") from exc
+        except UnknownName as exc:
+            raise type(exc)(f"{result['target']}: {exc}") from exc
         best = judged.get("ceiling")
         if best is None:
             why = judged.get("no_ceiling") or result.get("reason") or f"not timed ({result.get('verdict')})"

@@ -2,8 +2,8 @@
 
 Arithmetic intensity is FLOPs per byte of the workload. The attainable rate at that intensity is
 ``min(peak compute, intensity × peak bandwidth)``: below the ridge point the memory system is the
-bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak.measure` (``matmul_<precision>``
-in TFLOP/s; in GB/s by ``Workload.link``, :data:`LINK_PEAKS`). The GPU's are one GPU's; a pair of world size
+bound, above it the arithmetic units are. Peaks come from :mod:`aisp.peak.measure` (``matmul_<precision>``,
+for a SIMT precision the CUDA cores' FMA rate, in TFLOP/s; in GB/s by ``Workload.link``, :data:`LINK_PEAKS`). The GPU's are one GPU's; a pair of world size
 N, whose FLOPs and bytes are summed over its ranks, is held to N times them (:func:`gpus_at_once`): the
 intensity and the ridge stay, the roofs rise N-fold. The host's links (:data:`HOST_LINKS`) are one host's,
 shared by its ranks: never multiplied (:func:`link_devices`).
@@ -16,18 +16,40 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aisp.harness.artifacts import world_size
+from aisp.harness.benchmark import PRECISIONS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 PEAK_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-"""Precisions with a measured matmul ceiling; any other (None, "exact") is judged against fp32."""
+"""Precisions with a measured matmul ceiling; the others of :data:`PRECISIONS` but the SIMT ones (None,
+"exact") are judged against fp32, as is one whose matmul figure this machine lacks (a CPU measures fp32 only)."""
+SIMT_PEAKS = {"fp32_simt": "simt_fp32", "fp16_simt": "simt_fp16"}
+"""Each SIMT precision and the CUDA-core FMA rate of ``aisp peak`` (:mod:`aisp.peak.simt`) that prices its
+FLOPs: never a matmul peak, which their elementwise math or FMA chains cannot reach."""
+
+
+class UnknownName(ValueError):
+    """A workload names a link or a precision no peak prices: a typo, not a missing measurement."""
+
+
+class UnknownPrecision(UnknownName):
+    """A workload's precision is none of :data:`PRECISIONS`."""
 
 
 def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, float]:
-    """(precision whose ceiling applies, its TFLOP/s). A precision without a measured ceiling on
-    this machine (a CPU measures fp32 only) falls back to fp32; the returned name says so."""
+    """(precision whose ceiling applies, its TFLOP/s). A SIMT precision is priced at its SIMT FMA rate,
+    a KeyError where the peaks lack it; a known precision without a measured matmul ceiling on this
+    machine falls back to fp32 (the returned name says so); an unknown one is :class:`UnknownPrecision`."""
     measured = peaks["measurements"]
+    if precision is not None and precision not in PRECISIONS:
+        raise UnknownPrecision(f"unknown precision '{precision}': the precisions are {', '.join(PRECISIONS)}")
+    if precision in SIMT_PEAKS:
+        key = SIMT_PEAKS[precision]
+        if key not in measured:
+            raise KeyError(f"the peaks hold no {key} ceiling for precision '{precision}'; "
+                           f"re-run 'aisp peak --refresh' (or 'aisp peak --only {key}')")
+        return precision, measured[key]["value"]
     name = precision if precision in PEAK_PRECISIONS else "fp32"
     if f"matmul_{name}" not in measured:
         name = "fp32"
@@ -45,7 +67,7 @@ counted, on all of torch's threads), its page-cache read rate (one thread) and t
 fresh memory (one thread)."""
 
 
-class UnknownLink(ValueError):
+class UnknownLink(UnknownName):
     """A workload names a link :data:`LINK_PEAKS` does not know: a typo, not a missing measurement."""
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from aisp.harness.artifacts import best_variant
 from aisp.peak.measure import load_peaks
 from aisp.report.dashboard.collect import PairRun
-from aisp.report.roofline import HOST_LINKS, UnknownLink, annotate
+from aisp.report.roofline import HOST_LINKS, UnknownName, annotate
 
 ROOF_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#17becf", "#bcbd22")
 
@@ -44,7 +44,7 @@ def points(entries: list[PairRun]) -> tuple[list[dict[str, Any]], list[str]]:
             peak_cache[entry.key] = load_peaks(entry.key)
         try:
             base, opt = (_roof(v, workload, peak_cache[entry.key]) for v in (result["baseline"], best))
-        except UnknownLink as exc:
+        except UnknownName as exc:
             left_out.append(f"{result['target']}: {exc}")
             continue
         if not base or not opt or not base.get("intensity") or not base.get("achieved_tflops"):
