@@ -3,10 +3,10 @@
 Each declared bound is a lower bound on one ``run()``'s time on this machine: ``flops`` at the
 matmul peak of its precision (a SIMT precision's: the CUDA cores' FMA rate), ``bytes`` at the peak
 bandwidth of its ``link``, and the latency counts (:class:`aisp.harness.benchmark.LatencyCounts`) at
-their measured floors, one after another. A pair of world size N declares its FLOPs and bytes summed over its ranks and is held to N x one
-GPU's peaks (:func:`aisp.report.roofline.gpus_at_once`); bytes over a host link (host memory, the page
-cache, page faults) to 1 x the host's figure, which its ranks share; its latency counts, one rank's
-chain, are not scaled.
+their measured floors, one after another. A pair of world size N declares its FLOPs and bytes summed
+over its ranks and is held to N x one GPU's peaks (:func:`aisp.report.roofline.gpus_at_once`); bytes
+over a host link (host memory, the page cache, page faults) to 1 x the host's figure, which its ranks
+share; its latency counts, one rank's chain, are not scaled.
 The pair's ceiling is the tightest, i.e. the longest, of them; its kind says which. For a pair
 with FLOPs and bytes this is exactly the roofline's bound. A variant reaches ``percent`` = ceiling
 time / its median time. Where the workload counts items (tokens of a serving loop), the ceiling is
