@@ -43,7 +43,8 @@ class ChainWorkload(aisp.Workload):
 def _workload() -> ChainWorkload:
     s = ChainWorkload()
     return ChainWorkload(flops=2.0 * s.points * s.steps, bytes=8.0 * s.points, items=s.points,
-                         item_unit="points", precision="fp32", requires=native.REQUIRES)
+                         # fp32_simt: one FFMA chain per point on the CUDA cores, the lesson's FP32 FMA peak
+                         item_unit="points", precision="fp32_simt", requires=native.REQUIRES)
 
 
 WORKLOAD = _workload()

@@ -37,8 +37,9 @@ class PolynomialWorkload(aisp.Workload):
 def _workload() -> PolynomialWorkload:
     s = PolynomialWorkload()
     return PolynomialWorkload(flops=2.0 * (s.terms - 1) * s.n, bytes=8.0 * s.n, items=s.n,
-                              item_unit="elements", precision="fp32", requires=native.REQUIRES,
-                              ceiling_note="at the fp32 ridge: HBM (>= 128 us) plus issue (~120 us), not profiled")
+                              # fp32_simt: a per-element Horner chain of FFMAs, no tensor-core form
+                              item_unit="elements", precision="fp32_simt", requires=native.REQUIRES,
+                              ceiling_note="near the FFMA ridge: HBM (>= 128 us) plus issue (~120 us), not profiled")
 
 
 WORKLOAD = _workload()

@@ -11,6 +11,8 @@ import torch
 from aisp.kits import native
 
 HERE = Path(__file__).resolve().parent
+BITWISE = {"element_tol": 0.0, "rtol": 0.0, "max_rel_l2": 0.0}
+"""Zero tolerance, as precision "exact" gives, for bitwise-equal pairs declared ``fp32_simt``."""
 PTR, INT, LONG, FLOAT = ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_float
 
 
