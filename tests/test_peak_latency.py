@@ -5,6 +5,8 @@ back-to-back all-reduce burst on two gloo ranks; on a GPU, the probes for real."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,23 @@ def test_a_sweep_past_its_limit_ends_its_ranks_too() -> None:
     marker = "7777771"  # a message size no other test uses: finds this sweep's processes
     with pytest.raises(RuntimeError, match="ran past 1 s"):
         allreduce.sweep(2, "cpu", [int(marker)], samples=2, timeout_s=1.0, burst=5)
+    left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+def test_ending_a_sweep_ends_ranks_in_sessions_of_their_own_and_their_pipe():
+    """torchrun starts each rank in a session of its own: killing torchrun's process group left two
+    gloo ranks alive in a full test run, and reading torchrun's output waited for the pipe they held."""
+    import psutil
+
+    marker = "7777773"
+    child = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', "
+             f"'{marker}'], start_new_session=True); print('started', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    assert proc.stdout.readline().strip() == "started"
+    allreduce.end_tree(proc, marker)
+    assert proc.poll() is not None
     left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
     assert left == []
 

@@ -11,6 +11,7 @@ JSON for the parent to read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+import psutil
 import torch
 import torch.distributed as dist
 
@@ -59,21 +61,41 @@ def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: fl
     CUDA and ``burst``). Raises RuntimeError with the ranks' last output when the launch fails."""
     with tempfile.TemporaryDirectory(prefix="aisp_peak_allreduce_") as tmp:
         out = Path(tmp) / "rows.json"
-        # Its own process group: on a timeout the ranks go too, not only torchrun (a rank hung in
-        # NCCL would otherwise keep its GPU busy for whatever runs next).
         proc = subprocess.Popen(launch_argv(ranks, device, sizes, samples, out, burst, graph), env=launch_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            end_tree(proc, str(out))
             raise RuntimeError(f"the all-reduce sweep over {ranks} ranks ran past {timeout_s:.0f} s") from exc
         if proc.returncode != 0 or not out.exists():
             lines = output.strip().splitlines()
             raised = [m.group(1) for ln in lines if (m := RANK_ERROR.match(ln.strip()))][:1]
             raise RuntimeError(f"torchrun exited {proc.returncode}: " + " | ".join(raised + lines[-8:]))
         return [Row(**r) for r in json.loads(out.read_text())]
+
+
+def end_tree(proc: subprocess.Popen, marker: str) -> None:
+    """SIGKILL to torchrun and every process under it or whose command line holds ``marker`` (a rank
+    forked while this ran). torchrun starts each rank in a session of its own, so its process group
+    alone misses them; a rank left alive (hung in NCCL) would hold its GPU for whatever runs next, and
+    the pipe it inherited, so reading torchrun's output would never end."""
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
+    for each in psutil.process_iter(["cmdline"]):
+        if marker in " ".join(each.info["cmdline"] or []) and each.pid not in {p.pid for p in tree}:
+            tree.append(each)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for each in tree:
+        with contextlib.suppress(psutil.Error):
+            each.kill()
+    psutil.wait_procs(tree, timeout=10)
+    proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=10)
 
 
 def captured(fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
