@@ -11,16 +11,12 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
 import torch
 
-Link = Literal["hbm", "h2d", "d2h", "nvlink", "host_memory", "page_cache", "page_faults"]
-LINKS: tuple[str, ...] = get_args(Link)
-"""The values of ``Workload.link``: each is priced by a figure of ``aisp peak``."""
-Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact", "fp32_simt", "fp16_simt"]
-PRECISIONS: tuple[str, ...] = get_args(Precision)
-"""The values of ``Workload.precision`` (besides None)."""
+from aisp.harness.names import LINKS, PRECISIONS, Link, Precision
+
 SIMT_FORMATS = {"fp32_simt": "fp32", "fp16_simt": "fp16"}
 """SIMT precisions (FLOPs no tensor core can run, priced at ``aisp peak``'s SIMT FMA rate) -> their number
 format, which picks the tolerance."""

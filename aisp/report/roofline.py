@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aisp.harness.artifacts import world_size
-from aisp.harness.benchmark import PRECISIONS
+from aisp.harness.names import PRECISIONS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
