@@ -149,9 +149,9 @@ def test_a_token_carrier_adopted_by_init_is_ended_too():
     orphan = psutil.Process(int(shell.stdout.strip()))
     try:
         assert orphan.is_running() and orphan.pid not in {p.pid for p in runner.descendants(token)}
-        done = subprocess.Popen(["true"])
-        done.wait()
-        runner._end_tree(done, token)
+        worker = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a worker stopped at its timeout
+        runner._end_tree(worker, token)
+        assert worker.poll() is not None
         assert not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE
     finally:
         with contextlib.suppress(psutil.Error):

@@ -339,7 +339,10 @@ def carriers(token: str) -> list[psutil.Process]:
 def _end_tree(proc: subprocess.Popen, token: str) -> None:
     """SIGTERM, then SIGKILL after a grace period, the worker's process group and every process carrying
     its token (in sessions of their own too, or adopted here as orphans); then SIGKILL to any carrier
-    that appeared meanwhile (the worker was starting it when it was stopped) or was adopted by init."""
+    that appeared meanwhile (the worker was starting it when it was stopped) or was adopted by init.
+    That last sweep reads every process's environment, so it runs only for a worker stopped here (a
+    timeout, a stop), not after each worker that exited by itself."""
+    stopped = proc.poll() is None
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -352,6 +355,8 @@ def _end_tree(proc: subprocess.Popen, token: str) -> None:
         if not psutil.wait_procs(procs, timeout=KILL_GRACE_S)[1]:
             break
     proc.poll()
+    if not stopped:
+        return
     late = carriers(token)
     host.remember(p.pid for p in late)
     for each in late:
