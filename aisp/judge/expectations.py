@@ -206,17 +206,25 @@ def stored_entry(result: dict[str, Any], old: dict[str, Any] | None, env: dict[s
 def pending_runs(results: list[dict[str, Any]], env: dict[str, Any]) -> list[str]:
     """One line per stored result that is held as its entry's pending run (call after :func:`update`)."""
     lines = []
-    for result in results:
-        if not comparable(result) or not result.get("baseline"):
-            continue
+    for path, stored in _by_file(results, env).items():
         try:
-            entry = load(path_for(result, key_for(result, env)))["entries"].get(result["name"]) or {}
+            entries = load(path)["entries"]
         except Unreadable:
             continue
-        if (entry.get("pending") or {}).get("run") == env.get("run_id"):
-            lines.append(f"{result['target']}: held as pending: its figures left the stored level; the history "
-                         "keeps its runs until a second run confirms the new level")
+        for result in stored:
+            if ((entries.get(result["name"]) or {}).get("pending") or {}).get("run") == env.get("run_id"):
+                lines.append(f"{result['target']}: held as pending: its figures left the stored level; the history "
+                             "keeps its runs until a second run confirms the new level")
     return lines
+
+
+def _by_file(results: list[dict[str, Any]], env: dict[str, Any]) -> dict[Path, list[dict[str, Any]]]:
+    """The results that may be stored (measured, comparable, with a baseline), by expectation file."""
+    by_file: dict[Path, list[dict[str, Any]]] = {}
+    for result in results:
+        if comparable(result) and result.get("baseline"):
+            by_file.setdefault(path_for(result, key_for(result, env)), []).append(result)
+    return by_file
 
 
 def refused(results: list[dict[str, Any]]) -> list[str]:
@@ -230,12 +238,8 @@ def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
     A pair :func:`refused` names is not stored, nor a run (``env["run_id"]``, its folder's name) an entry's history already holds.
 
     A file that cannot be read is left as it is (``judge`` has named it in its pairs' results)."""
-    by_file: dict[Path, list[dict[str, Any]]] = {}
-    for result in results:
-        if comparable(result) and result.get("baseline"):
-            by_file.setdefault(path_for(result, key_for(result, env)), []).append(result)
     written = []
-    for path, measured in by_file.items():
+    for path, measured in _by_file(results, env).items():
         try:
             entries = dict(load(path)["entries"])
         except Unreadable:
