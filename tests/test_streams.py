@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aisp.harness.results import assemble
 from aisp.harness.streams import MARKER, SPACER, leftover_us, spacer_covered
-from aisp.harness.timing import left_on_streams
+from aisp.harness.timing import left_on_streams, tail_overruled, unseen_work
 
 
 def _kernel(name, ts, dur, stream, correlation, device=0, cat="kernel"):
@@ -91,3 +91,68 @@ def test_a_variant_with_work_left_on_a_stream_is_an_error_with_no_speedup():
     bad = result["variants"][0]
     assert bad["verdict"] == "error" and "GPU timestamps" in bad["reason"]
     assert result["speedup"] is None
+
+
+def _jittery(name, leftover, idle_tail=0.008):
+    """ch18:split_kv_decode's figures from a 4 x H200 book run (2026-11-28): 0.076 ms events, a median
+    sync tail of 0.021 ms against 0.007 ms after an empty call (the tail rule fires), calls from idle
+    at the empty call's tail; ``leftover``: the GPU's timestamps (None: not read)."""
+    return {"name": name, "file": f"/x/{name}.py", "verdict": "pending", "reason": None,
+            "samples_ms": [0.076] * 20, "host_samples_ms": [0.3] * 20, "issue_samples_ms": [0.2] * 20,
+            "tail_samples_ms": [0.021] * 20, "empty_tail_ms": [0.007] * 5,
+            "idle_probe_ms": [0.4] * 3, "idle_tail_ms": [idle_tail] * 3, "stream_leftover_us": leftover,
+            "memory": {}, "metrics": {}}
+
+
+def test_a_sync_tail_the_gpus_timestamps_contradict_is_host_jitter_not_an_error():
+    tails = ([0.021] * 20, [0.076] * 20, [0.007] * 5, [0.008] * 3, [0.4] * 3)
+    assert unseen_work(tails[0], tails[1], empty_ms=tails[2]) is not None  # the host's tail alone fires
+    note = tail_overruled(*tails, 0.0)
+    assert note.startswith("its sync tail read 0.014 ms past its events")
+    assert tail_overruled(*tails, None) is None  # timestamps not read: the tail stands
+    assert tail_overruled(*tails, 28.0) is None  # the timestamps see work left behind
+    assert tail_overruled(tails[0], tails[1], tails[2], [0.05] * 3, tails[4], 0.0) is None  # idle calls see it
+    assert tail_overruled([0.008] * 20, *tails[1:], 0.0) is None  # the tail rule does not fire at all
+
+    base = {**_jittery("baseline_decode", 0.0), "tail_samples_ms": [0.008] * 20, "samples_ms": [0.3] * 20}
+    result = assemble({"name": "decode"}, {}, [base, _jittery("optimized_decode", 0.0)])
+    assert result["variants"][0]["verdict"] != "error" and result["speedup"] is not None
+    for leftover, idle_tail in ((None, 0.008), (28.0, 0.008), (0.0, 0.05)):
+        result = assemble({"name": "decode"}, {}, [base, _jittery("optimized_decode", leftover, idle_tail)])
+        bad = result["variants"][0]
+        assert bad["verdict"] == "error" and "work outside the timed stream" in bad["reason"], (leftover, idle_tail)
+        assert result["speedup"] is None
+
+
+def test_confirm_tails_reads_the_timestamps_only_where_the_tail_fires(monkeypatch):
+    import torch
+
+    from aisp.harness import execute
+    from aisp.harness.options import RunOptions
+
+    calls = []
+
+    def traced(fn, device):
+        calls.append(fn)
+        return (len(calls) * 1.0, None)  # 1, 2, 3 µs: the longest is kept
+
+    monkeypatch.setattr(execute, "traced_leftover", traced)
+
+    class Bench:
+        def run(self):
+            return None
+
+    def variant(tails):
+        var = execute.Variant(path=execute.Path("/x/optimized_decode.py"))
+        var.bench = Bench()
+        var.samples_ms, var.tail_samples_ms, var.empty_tail_ms = [0.076] * 20, tails, [0.007] * 5
+        var.idle_probe_ms, var.idle_tail_ms = [0.4] * 3, [0.008] * 3
+        return var
+    quiet, jittery = variant([0.008] * 20), variant([0.021] * 20)
+    execute.confirm_tails([quiet, jittery], RunOptions(), torch.device("cuda"))
+    assert len(calls) == execute.TRACE_CONFIRMS and quiet.stream_leftover_us is None
+    assert jittery.stream_leftover_us == 3.0
+    assert any("host wake-up jitter" in n for n in jittery.evidence.notes)
+    calls.clear()
+    execute.confirm_tails([variant([0.021] * 20)], RunOptions(), torch.device("cpu"))
+    assert not calls  # no GPU timestamps on a CPU

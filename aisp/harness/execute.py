@@ -37,7 +37,9 @@ from aisp.harness.timing import (
     spacer_ms,
     synchronize,
     syncs_inside,
+    tail_overruled,
     time_call,
+    unseen_work,
 )
 from aisp.harness.verify import (
     CallGuard,
@@ -81,7 +83,9 @@ class Variant:
     """Sync tails of empty calls in this variant's window (EMPTY_PROBES), the tail rule's zero."""
     stream_leftover_us: float | None = None
     """In one profiled untimed call (CUDA), how long work on other streams ran past the current
-    stream's last work, from the GPU's timestamps (:mod:`aisp.harness.streams`); None: not read."""
+    stream's last work, from the GPU's timestamps (:mod:`aisp.harness.streams`); None: not read.
+    When the timed samples' sync tail says work was left behind, the longest of TRACE_CONFIRMS such
+    calls (:func:`confirm_tails`)."""
     warm_issue_ms: list[float] = field(default_factory=list)
     """The issue time of each warmup call, which sizes the spacer."""
     spacer_ms: float = 0.0
@@ -355,6 +359,41 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
     return last
 
 
+TRACE_CONFIRMS = 3
+"""Profiled calls that read, from the GPU's timestamps, a variant whose timed samples' sync tail said
+it left work outside its events (:func:`confirm_tails`)."""
+
+
+def confirm_tails(live: list[Variant], options: RunOptions, device: torch.device) -> None:
+    """For each variant whose timed samples' sync tail (a host-timed device-wide sync) says it left work
+    outside its events, read the work on other streams from the GPU's own timestamps in TRACE_CONFIRMS
+    profiled calls (``stream_leftover_us``: the longest). The host-timed tail also reads the host's
+    wake-up jitter: under load, 10-40 µs past an empty call's tail on a decode kernel whose work is all
+    on one stream (4 x H200, 2026-11-28). Where the timestamps show nothing and the tail of the calls
+    from idle agrees, the results read the variant as timed right, with a note
+    (:func:`aisp.harness.timing.tail_overruled`)."""
+    if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
+        return
+    for var in live:
+        if not unseen_work(var.tail_samples_ms, var.samples_ms, empty_ms=var.empty_tail_ms):
+            continue
+        longest: float | None = 0.0
+        for _ in range(TRACE_CONFIRMS):
+            var.enter()
+            leftover, why = traced_leftover(var.bench.run, device)
+            if leftover is None:
+                var.evidence.notes.append(f"{var.name}: its sync tail was not checked against the GPU's timestamps: {why}")
+                longest = None
+                break
+            longest = max(longest, leftover)
+        if longest is not None:
+            var.stream_leftover_us = max(longest, var.stream_leftover_us or 0.0)
+            overruled = tail_overruled(var.tail_samples_ms, var.samples_ms, var.empty_tail_ms, var.idle_tail_ms,
+                                       var.idle_probe_ms, var.stream_leftover_us)
+            if overruled:
+                var.evidence.notes.append(f"{var.name}: {overruled}")
+
+
 @phase("verify")
 def verify_checked(variants: list[Variant], last: dict[int, Any], workload: Workload,
                    before: tuple[Any, ...] | None) -> None:
@@ -513,6 +552,7 @@ def run_variants(paths: list[Path], options: RunOptions,
         last = timed_with_telemetry(live, options, device, telemetry_out, check=plan)
         verify_checked(live, last, workload, before)
         del last
+        confirm_tails(live, options, device)
         standing = measure_standing(live, device)
         if on_timed is not None:
             with phase("profile"):

@@ -6,7 +6,7 @@ from typing import Any
 
 from aisp.harness.execute import UNCHECKED
 from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
-from aisp.harness.timing import host_bound, left_on_streams, unseen_work
+from aisp.harness.timing import host_bound, left_on_streams, tail_overruled, unseen_work
 
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
                  "error", "timeout")
@@ -41,9 +41,12 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     result = dict(raw)
     tails = raw.get("tail_samples_ms") or []
     empty = raw.get("empty_tail_ms") or []
-    unseen = unseen_work(tails, raw.get("samples_ms") or [], empty_ms=empty) or unseen_work(
-        raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or [], "untimed calls from idle", empty) \
-        or left_on_streams(raw.get("stream_leftover_us"), raw.get("idle_probe_ms") or raw.get("samples_ms") or [])
+    samples, idle_tails, probes = raw.get("samples_ms") or [], raw.get("idle_tail_ms") or [], raw.get("idle_probe_ms") or []
+    leftover = raw.get("stream_leftover_us")
+    sampled = None if tail_overruled(tails, samples, empty, idle_tails, probes, leftover) else unseen_work(
+        tails, samples, empty_ms=empty)
+    unseen = sampled or unseen_work(idle_tails, probes, "untimed calls from idle", empty) \
+        or left_on_streams(leftover, probes or samples)
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
     result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or [],

@@ -252,6 +252,28 @@ def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str
             "stream (wait_stream) before run() returns")
 
 
+def tail_overruled(tail_ms: Sequence[float], device_ms: Sequence[float], empty_ms: Sequence[float],
+                   idle_tail_ms: Sequence[float], idle_probe_ms: Sequence[float],
+                   leftover_us: float | None) -> str | None:
+    """Why the timed samples' sync tail is not read as unseen work (a note), or None where it stands.
+
+    It is overruled only where the GPU's own timestamps were read (``leftover_us``: profiled calls, not
+    None) and show no work left on other streams (:func:`left_on_streams`), and the tail of the
+    calls from idle shows none either: work on a stream that never waited for the current one runs
+    beside the profiled call's spacer, unseen there, and only the calls from idle catch it."""
+    sampled = unseen_work(tail_ms, device_ms, empty_ms=empty_ms)
+    if sampled is None or leftover_us is None:
+        return None
+    if unseen_work(idle_tail_ms, idle_probe_ms, "untimed calls from idle", empty_ms):
+        return None
+    if left_on_streams(leftover_us, device_ms):  # against the timed calls' events: the stricter bound
+        return None
+    tail = float(np.median(tail_ms)) - (float(np.median(empty_ms)) if len(empty_ms) else 0.0)
+    return (f"its sync tail read {tail:.3f} ms past its events (median of timed calls), but the GPU's "
+            f"timestamps of profiled calls show {leftover_us:.1f} µs of work on other streams and the calls "
+            "from idle none: host wake-up jitter, not unseen work; timed by its events")
+
+
 STREAM_FLOOR_US = 5.0
 """Work on another stream that ends up to 5 µs after the current stream's last kernel (GPU
 timestamps, :mod:`aisp.harness.streams`) is left to timestamp rounding and launch order."""
