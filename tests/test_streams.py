@@ -136,7 +136,7 @@ def test_confirm_tails_reads_the_timestamps_only_where_the_tail_fires(monkeypatc
         calls.append(fn)
         return (len(calls) * 1.0, None)  # 1, 2, 3 µs: the longest is kept
 
-    monkeypatch.setattr(execute, "leftover_both", traced)
+    monkeypatch.setattr(execute, "traced_leftover", traced)
 
     class Bench:
         def run(self):
@@ -156,17 +156,3 @@ def test_confirm_tails_reads_the_timestamps_only_where_the_tail_fires(monkeypatc
     calls.clear()
     execute.confirm_tails([variant([0.021] * 20)], RunOptions(), torch.device("cpu"))
     assert not calls  # no GPU timestamps on a CPU
-
-
-def test_leftover_both_keeps_the_longer_of_behind_the_spacer_and_from_idle(monkeypatch):
-    """Work on a stream that never waited for the current one runs beside the spacer (0 us behind it)
-    but outlasts the marker from idle (40 us); a tail behind current-stream work is the reverse."""
-    from aisp.harness import streams
-
-    readings = {True: (0.0, None), False: (40.0, None)}
-    monkeypatch.setattr(streams, "traced_leftover", lambda fn, device, spacer=True: readings[spacer])
-    assert streams.leftover_both(None, None) == (40.0, None)
-    readings[True], readings[False] = (27.0, None), (3.0, None)
-    assert streams.leftover_both(None, None) == (27.0, None)
-    readings[False] = (None, "the marker kernel is not in the profiler's trace")
-    assert streams.leftover_both(None, None) == (None, "from idle: the marker kernel is not in the profiler's trace")

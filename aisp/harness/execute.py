@@ -23,7 +23,7 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import phase
 from aisp.harness.settings import ProcessSettings
-from aisp.harness.streams import leftover_both
+from aisp.harness.streams import traced_leftover
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
 from aisp.harness.timing import (
     EMPTY_PROBES,
@@ -82,9 +82,8 @@ class Variant:
     empty_tail_ms: list[float] = field(default_factory=list)
     """Sync tails of empty calls in this variant's window (EMPTY_PROBES), the tail rule's zero."""
     stream_leftover_us: float | None = None
-    """In profiled untimed calls (CUDA; one behind the spacer, one from idle), how long work on other
-    streams ran past the current stream's last work, from the GPU's timestamps
-    (:func:`aisp.harness.streams.leftover_both`); None: not read.
+    """In one profiled untimed call (CUDA), how long work on other streams ran past the current
+    stream's last work, from the GPU's timestamps (:mod:`aisp.harness.streams`); None: not read.
     When the timed samples' sync tail says work was left behind, the longest of TRACE_CONFIRMS such
     calls (:func:`confirm_tails`)."""
     warm_issue_ms: list[float] = field(default_factory=list)
@@ -287,7 +286,7 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
     if short and options.profile == "none" and "CUDA_INJECTION64_PATH" not in os.environ:
         # (our own profiler, or Nsight's injection, holds CUPTI then)
         var.enter()
-        var.stream_leftover_us, why = leftover_both(var.bench.run, device)
+        var.stream_leftover_us, why = traced_leftover(var.bench.run, device)
         if why:
             var.evidence.notes.append(f"work on other streams not read from the GPU's timestamps: {why}")
     return calls, spacer
@@ -375,13 +374,13 @@ def confirm_tails(live: list[Variant], options: RunOptions, device: torch.device
     (:func:`aisp.harness.timing.tail_overruled`)."""
     if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
         return
-    for var in live:  # each confirming call is traced behind the spacer and from idle (leftover_both)
+    for var in live:
         if not unseen_work(var.tail_samples_ms, var.samples_ms, empty_ms=var.empty_tail_ms):
             continue
         longest: float | None = 0.0
         for _ in range(TRACE_CONFIRMS):
             var.enter()
-            leftover, why = leftover_both(var.bench.run, device)
+            leftover, why = traced_leftover(var.bench.run, device)
             if leftover is None:
                 var.evidence.notes.append(f"{var.name}: its sync tail was not checked against the GPU's timestamps: {why}")
                 longest = None

@@ -78,13 +78,10 @@ def spacer_covered(events: list[dict[str, Any]]) -> bool | None:
     return marker[1] < spacer[0]["ts"] + spacer[0]["dur"]
 
 
-def traced_leftover(fn: Callable[[], Any], device: torch.device, spacer: bool = True) -> tuple[float | None, str | None]:
+def traced_leftover(fn: Callable[[], Any], device: torch.device) -> tuple[float | None, str | None]:
     """The spacer, one call of ``fn`` and the marker kernel on the current stream, under torch's
     profiler (CUDA activity): (µs of work on other streams past the marker, None) or (None, why it
-    could not be read). ``spacer=False``: no spacer, from an idle GPU, where work on a stream that
-    never waited for the current one starts at once and outlasts the marker (with the spacer it runs
-    beside it, unseen), while a short tail behind work the call queued on the current stream can end
-    before the host launches the marker: the two calls see different hidden work (:func:`leftover_both`)."""
+    could not be read)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from aisp.harness.timing import cycles_per_ms
@@ -95,9 +92,8 @@ def traced_leftover(fn: Callable[[], Any], device: torch.device, spacer: bool = 
     os.close(fd)
     try:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            if spacer:
-                with record_function(SPACER):
-                    torch.cuda._sleep(cycles)
+            with record_function(SPACER):
+                torch.cuda._sleep(cycles)
             fn()
             with record_function(MARKER):
                 torch.cuda._sleep(1)
@@ -112,18 +108,6 @@ def traced_leftover(fn: Callable[[], Any], device: torch.device, spacer: bool = 
     found = leftover_us(events)
     if found is None:
         return None, "the marker kernel is not in the profiler's trace"
-    if spacer and spacer_covered(events) is False:
+    if spacer_covered(events) is False:
         return None, f"the host launched the marker after the {SPACER_MS:g} ms spacer had ended"
     return found, None
-
-
-def leftover_both(fn: Callable[[], Any], device: torch.device) -> tuple[float | None, str | None]:
-    """The longer leftover of a traced call behind the spacer and one from idle (:func:`traced_leftover`);
-    (None, why) when either could not be read."""
-    behind, why = traced_leftover(fn, device)
-    if behind is None:
-        return None, why
-    idle, why = traced_leftover(fn, device, spacer=False)
-    if idle is None:
-        return None, f"from idle: {why}"
-    return max(behind, idle), None

@@ -258,9 +258,9 @@ def tail_overruled(tail_ms: Sequence[float], device_ms: Sequence[float], empty_m
     """Why the timed samples' sync tail is not read as unseen work (a note), or None where it stands.
 
     It is overruled only where the GPU's own timestamps were read (``leftover_us``: profiled calls, not
-    None; each confirming call is traced behind the spacer and from idle, since work on a stream that
-    never waited for the current one hides beside the spacer) and show no work left on other streams
-    (:func:`left_on_streams`), and the tail of the calls from idle shows none either."""
+    None) and show no work left on other streams (:func:`left_on_streams`), and the tail of the
+    calls from idle shows none either: work on a stream that never waited for the current one runs
+    beside the profiled call's spacer, unseen there, and only the calls from idle catch it."""
     sampled = unseen_work(tail_ms, device_ms, empty_ms=empty_ms)
     if sampled is None or leftover_us is None:
         return None
