@@ -4,7 +4,7 @@ the shape torch's profiler exports: the marker range, the launch inside it, GPU 
 from __future__ import annotations
 
 from aisp.harness.results import assemble
-from aisp.harness.streams import MARKER, SPACER, leftover_us, spacer_covered
+from aisp.harness.streams import MARKER, SPACER, beside_spacer_us, leftover_us, spacer_covered
 from aisp.harness.timing import left_on_streams, tail_overruled, unseen_work
 
 
@@ -156,3 +156,22 @@ def test_confirm_tails_reads_the_timestamps_only_where_the_tail_fires(monkeypatc
     calls.clear()
     execute.confirm_tails([variant([0.021] * 20)], RunOptions(), torch.device("cpu"))
     assert not calls  # no GPU timestamps on a CPU
+
+
+def test_work_beside_the_spacer_is_work_the_events_never_see():
+    """Two ~30 us spins on a stream that never waited for the current one start at once, beside the
+    spacer (5-2,000 us on stream 7), as the timing fixture under_spacer's do: 60 us unseen. Work on
+    the current stream, on another GPU, or after the spacer (a stream that waited for it) is not."""
+    spacer = _spacer(0.0, 2000.0)
+    side = [_kernel("spin", 20.0, 30.0, 13, 2), _kernel("spin", 50.0, 30.0, 13, 3)]
+    assert beside_spacer_us([*spacer, *side]) == 60.0
+    # a second side stream running at the same time counts once (the union of the overlaps)
+    assert beside_spacer_us([*spacer, *side, _kernel("spin", 30.0, 40.0, 14, 4)]) == 60.0
+    # partly beside: only the part before the spacer's end
+    assert beside_spacer_us([*spacer, _kernel("spin", 1990.0, 30.0, 13, 2)]) == 10.0
+    assert beside_spacer_us([*spacer, _kernel("spin", 2001.0, 30.0, 13, 2)]) == 0.0  # waited for it
+    assert beside_spacer_us([*spacer, _kernel("spin", 20.0, 30.0, 7, 2)]) == 0.0  # the current stream
+    assert beside_spacer_us([*spacer, _kernel("spin", 20.0, 30.0, 13, 2, device=1)]) == 0.0  # another GPU
+    assert beside_spacer_us(side) == 0.0  # no spacer: nothing to say
+    # the rule then fires on it as on work left past the marker
+    assert left_on_streams(beside_spacer_us([*spacer, *side]), [0.03]) is not None

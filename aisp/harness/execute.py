@@ -82,8 +82,9 @@ class Variant:
     empty_tail_ms: list[float] = field(default_factory=list)
     """Sync tails of empty calls in this variant's window (EMPTY_PROBES), the tail rule's zero."""
     stream_leftover_us: float | None = None
-    """In one profiled untimed call (CUDA), how long work on other streams ran past the current
-    stream's last work, from the GPU's timestamps (:mod:`aisp.harness.streams`); None: not read.
+    """In one profiled untimed call (CUDA), how long work on other streams ran outside the current
+    stream's (past its last work, or beside the spacer before it), from the GPU's timestamps
+    (:mod:`aisp.harness.streams`); None: not read.
     When the timed samples' sync tail says work was left behind, the longest of TRACE_CONFIRMS such
     calls (:func:`confirm_tails`)."""
     warm_issue_ms: list[float] = field(default_factory=list)

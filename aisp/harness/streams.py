@@ -69,6 +69,30 @@ def leftover_us(events: list[dict[str, Any]]) -> float | None:
     return max(0.0, max(others, default=start) - start)
 
 
+def beside_spacer_us(events: list[dict[str, Any]]) -> float:
+    """How long (µs) work on another stream of the spacer's GPU ran while the spacer kernel held the
+    current stream: the call's work on a stream that never waited for the current one starts at once,
+    beside the spacer, before the timed window's start event (in the timed samples the spacer runs
+    there too), so the events never see it. Only the call's work is in the trace besides the spacer
+    and the marker; 0.0 without a spacer kernel."""
+    found = _launched(events, SPACER)
+    if found is None:
+        return 0.0
+    spacer = found[0]
+    stream, device = spacer["args"].get("stream"), spacer["args"].get("device")
+    start, end = spacer["ts"], spacer["ts"] + spacer["dur"]
+    spans = sorted((max(e["ts"], start), min(e["ts"] + e["dur"], end)) for e in events
+                   if e.get("cat") in GPU_WORK and "dur" in e and "args" in e
+                   and e["args"].get("stream") != stream and e["args"].get("device", device) == device
+                   and e["ts"] < end and e["ts"] + e["dur"] > start)
+    covered, reach = 0.0, start
+    for lo, hi in spans:  # the union of the overlaps: concurrent side streams count once
+        lo = max(lo, reach)
+        if hi > lo:
+            covered, reach = covered + hi - lo, hi
+    return covered
+
+
 def spacer_covered(events: list[dict[str, Any]]) -> bool | None:
     """Whether the host launched the marker before the spacer kernel ended on the GPU (so the call's
     work ran as queued, not as the host got to it); None without a spacer or marker in the trace."""
@@ -80,8 +104,8 @@ def spacer_covered(events: list[dict[str, Any]]) -> bool | None:
 
 def traced_leftover(fn: Callable[[], Any], device: torch.device) -> tuple[float | None, str | None]:
     """The spacer, one call of ``fn`` and the marker kernel on the current stream, under torch's
-    profiler (CUDA activity): (µs of work on other streams past the marker, None) or (None, why it
-    could not be read)."""
+    profiler (CUDA activity): (µs of work on other streams past the marker, plus beside the spacer
+    (:func:`beside_spacer_us`), None) or (None, why it could not be read)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from aisp.harness.timing import cycles_per_ms
@@ -110,4 +134,4 @@ def traced_leftover(fn: Callable[[], Any], device: torch.device) -> tuple[float 
         return None, "the marker kernel is not in the profiler's trace"
     if spacer_covered(events) is False:
         return None, f"the host launched the marker after the {SPACER_MS:g} ms spacer had ended"
-    return found, None
+    return found + beside_spacer_us(events), None

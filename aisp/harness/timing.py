@@ -258,9 +258,9 @@ def tail_overruled(tail_ms: Sequence[float], device_ms: Sequence[float], empty_m
     """Why the timed samples' sync tail is not read as unseen work (a note), or None where it stands.
 
     It is overruled only where the GPU's own timestamps were read (``leftover_us``: profiled calls, not
-    None) and show no work left on other streams (:func:`left_on_streams`), and the tail of the
-    calls from idle shows none either: work on a stream that never waited for the current one runs
-    beside the profiled call's spacer, unseen there, and only the calls from idle catch it."""
+    None) and show no work on other streams outside the current stream's (:func:`left_on_streams`:
+    past its end, or beside the spacer, where work on a stream that never waited for the current one
+    runs), and the tail of the calls from idle shows none either."""
     sampled = unseen_work(tail_ms, device_ms, empty_ms=empty_ms)
     if sampled is None or leftover_us is None:
         return None
@@ -280,16 +280,17 @@ timestamps, :mod:`aisp.harness.streams`) is left to timestamp rounding and launc
 
 
 def left_on_streams(leftover_us: float | None, device_ms: Sequence[float]) -> str | None:
-    """Why a variant's events miss work (in a profiled call, work on another stream ran past the
-    current stream's last work by more than max(UNSEEN_REL of the median event time, STREAM_FLOOR_US)),
-    or None."""
+    """Why a variant's events miss work (in a profiled call, work on another stream ran outside the
+    current stream's, past its last work or beside the spacer, by more than max(UNSEEN_REL of the
+    median event time, STREAM_FLOOR_US)), or None."""
     if leftover_us is None or not len(device_ms):
         return None
     events_us = float(np.median(device_ms)) * 1e3
     if leftover_us <= max(UNSEEN_REL * events_us, STREAM_FLOOR_US):
         return None
     return (f"work outside the timed stream: in a profiled call, work on another stream ran {leftover_us:.1f} µs "
-            f"past the current stream's last work (GPU timestamps) beside CUDA events of {events_us:.1f} µs; "
+            f"outside the current stream's work (past its end, or beside the spacer before its start: GPU "
+            f"timestamps) beside CUDA events of {events_us:.1f} µs; "
             "join side streams to the current stream (wait_stream) before run() returns")
 
 
