@@ -39,7 +39,7 @@ def _matmul_workload() -> MatmulWorkload:
     return MatmulWorkload(flops=2.0 * s.m * s.n * s.k, bytes=4.0 * (s.m * s.k + s.k * s.n + s.m * s.n),
                           # fp32_simt: the lesson's CUDA-core GEMM (fmaf in fp32); tensor cores run TF32, not an fp32 FMA
                           items=s.m * s.n, item_unit="outputs", precision="fp32_simt", requires=native.REQUIRES,
-                          ceiling_note="FMA issue-bound: 38.7 TFLOP/s, 58% of ~67, 76% of cuBLAS SGEMM; % of simt_fp32 not yet measured on an H200; not profiled")
+                          ceiling_note="ncu: issue active 65%, FMA pipe 59%: 119 registers leave 4 warps a scheduler (occupancy 24%), each issuing every 5.8 cycles; DRAM 2.7%")
 
 
 WORKLOAD = _matmul_workload()

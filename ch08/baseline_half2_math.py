@@ -38,7 +38,7 @@ def _workload() -> Half2Workload:
                          # fp16_simt: the best variant's packed HFMA2 chain bounds the pair (the baseline's FFMAs on
                          # fp16 data peak at half that rate); a per-element polynomial has no tensor-core form
                          precision="fp16_simt", requires=native.REQUIRES,
-                         ceiling_note="HFMA2 issues at ~0.56x the fp32 kernel's FFMA rate: 56.7 TFLOP/s, 42% of ~134; % of simt_fp16 not yet measured on an H200 (not profiled)")
+                         ceiling_note="ncu: FMA pipe 45.8%, issue 53%, top stall wait 10.9 at 59.7 TFLOP/s; the roof is aisp peak's HFMA2 66.2, half the listed 2x FP32 (open)")
 
 
 WORKLOAD = _workload()

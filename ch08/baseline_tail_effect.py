@@ -43,7 +43,7 @@ def _workload() -> TailWorkload:
     return TailWorkload(flops=2.0 * s.terms * s.n, bytes=8.0 * s.n, items=s.n, item_unit="elements",
                         # fp32_simt: per-element FFMA chains on the CUDA cores, no tensor-core form; bitwise-equal: zero tolerance
                         precision="fp32_simt", **BITWISE, requires=native.REQUIRES,
-                        ceiling_note="FFMA-bound: 41.8 TFLOP/s, 62% of ~67 (81% of loop_unrolling's); % of simt_fp32 not yet measured on an H200; not profiled")
+                        ceiling_note="FFMA-bound, wave quantization: 76% of simt_fp32 (62.8 TFLOP/s) in the 4 x H200 book run; what holds it under 80%: not profiled")
 
 
 WORKLOAD = _workload()

@@ -41,7 +41,7 @@ def _workload() -> PipelineWorkload:
     moved = 2.0 * (s.batches * s.rows * (2 * s.dim + s.dim + s.out_dim) + s.dim * (s.dim + s.out_dim))
     return PipelineWorkload(flops=flops, bytes=moved, items=s.batches, item_unit="micro-batches",
                             precision="bf16", requires=aisp.Requirements(cuda=True),
-                            ceiling_note="bound by the longer stage alone (0.80 ms); not profiled",
+                            ceiling_note="profiled: 64 GEMMs sum to 1.06 ms of kernels a call, the call spans 3.3 ms on the GPU, 3.6 ms of host issue: launch-bound",
                             window="idle")
 
 

@@ -53,7 +53,7 @@ def _workload() -> QueueWorkload:
     # fp32 tree sums of up to 32K unit normals: ~1e-5 relative to the row's scale.
     return QueueWorkload(flops=total, bytes=4.0 * total + 12.0 * s.rows, items=s.rows, item_unit="rows",
                          precision="fp32", requires=native.REQUIRES,
-                         ceiling_note="70-81% of HBM over three H200 runs: one row a 256-thread block, its last loads wait on HBM latency; the last long rows run on few SMs (not profiled)")
+                         ceiling_note="ncu: kernel 65 us at DRAM 76% (3.65 TB/s), long_scoreboard 26 + barrier 15 warps/issue; the 85 us call has ~20 us outside its kernels")
 
 
 WORKLOAD = _workload()

@@ -23,7 +23,7 @@ from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=8192, seq=512, dim=1024, heads=16, layers=4), batch=16,
                           precision="bf16", rtol=5e-2, element_tol=0.015, requires=aisp.Requirements(cuda=True),
-                          ceiling_note="eager bf16 step: 18.7 ms of device time (320 TFLOP/s) against a 17.7 ms issue time; the device time's split not yet profiled")
+                          ceiling_note="profiled: GEMMs 42% of 18.3 ms of kernels (tensor pipe 69-91%), dtype copies 16%, norms, elementwise, cat, softmax the rest; issue 17.7 ms")
 
 
 class FP32Training(TrainBench):

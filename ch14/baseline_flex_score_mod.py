@@ -44,7 +44,7 @@ def attention_workload(**kw: int) -> AttentionWorkload:
 
 
 WORKLOAD = attention_workload(
-    ceiling_note="the attention kernel at head dim 64, not profiled")
+    ceiling_note="ncu: FlexAttention kernel 520 us, tensor pipe 28%, issue 46%, XU (exp) 29%: 255 registers leave 2 warps a scheduler; DRAM 5.5%")
 
 
 def alibi_slopes(heads: int, device: torch.device) -> torch.Tensor:

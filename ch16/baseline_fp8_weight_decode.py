@@ -38,7 +38,7 @@ def _workload() -> DecodeWorkload:
     w = DecodeWorkload(model=WIDE, batch=8, prompt=512, steps=17)
     return DecodeWorkload(model=WIDE, batch=8, prompt=512, steps=17, flops=w.step_flops(),
                           bytes=w.step_bytes(weight_itemsize=1.0), items=w.batch * (w.steps - 1), item_unit="tokens",
-                          ceiling_note="linears ~0.195 of a 0.406 ms step (3.1-3.3 TB/s on wide layers); ~0.21 ms is attention, norms, RoPE, top-k (step not profiled)",
+                          ceiling_note="profiled: fp8 GEMVs 45% of 6.0 ms of kernels a call (DRAM 69-77% in ncu), attention 10%, norms 8%, indexing, split sums, top-k the rest",
                           precision="fp8", requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 
