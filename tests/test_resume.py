@@ -26,7 +26,7 @@ from aisp.cli.main import app
 from aisp.harness import runner
 from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES
-from aisp.harness.resume import INTERRUPTED, NOT_STARTED, LOCK, unfinished
+from aisp.harness.resume import INTERRUPTED, LOCK, NOT_STARTED, unfinished
 from aisp.harness.runner import Reporter
 
 cli = CliRunner()
