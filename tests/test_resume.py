@@ -28,6 +28,7 @@ from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES
 from aisp.harness.resume import INTERRUPTED, LOCK, NOT_STARTED, unfinished
 from aisp.harness.runner import Reporter
+from aisp.schemas import validator
 
 cli = CliRunner()
 PAIRS = {"a_raises": ("Raises", "Raises"), "b_hangs": ("Hangs", "Hangs"), "c_nan": ("Matmul", "NaNOutput")}
@@ -115,6 +116,8 @@ def test_a_run_stopped_by_its_suite_timeout_resumes_only_its_unfinished_pairs(tm
     assert parts[1]["finished_before"] == 1 and parts[1]["pairs_to_run"] == 2
     assert all(p["git_commit"] == parts[0]["git_commit"] and p["started"] and p["wall_s"] is not None for p in parts)
     assert "mine:c_nan" in (run_dir / "summary.csv").read_text() and "c_nan" in (run_dir / "results.csv").read_text()
+    for name in ("summary", "manifest"):
+        validator(name).validate(json.loads((run_dir / f"{name}.json").read_text()))
 
     spawned.clear()
     fake_clock(monkeypatch)
