@@ -168,6 +168,7 @@ def resume(run_dir: Path, targets: list[str], roots: tuple[Path, ...], given: di
     the run's) and options (the run's, with the free ones ``given`` on the command line), only its
     pairs without a final result; returns the exit code over every pair of the run. Raises
     ResumeError (bad input) before any pair runs where the run cannot be continued: :mod:`aisp.harness.resume`."""
+    run_dir = run_dir.resolve()
     manifest = read_manifest(run_dir)
     options = options_for(manifest, given)
     selection = manifest["selection"]

@@ -206,3 +206,29 @@ def test_progress_counts_the_pairs_finished_earlier():
     lines = out.getvalue().splitlines()
     assert lines[0] == "Running 1 pairs (3 of the run's 4 finished earlier)"
     assert lines[1].startswith("[4/4] pairs:good ok")
+
+
+class StopAfterFirst(Reporter):
+    """Ctrl-C as the first pair's result is written (raised in the calling thread, as SIGINT is)."""
+
+    def pair_done(self, result) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_resumed_part_cut_short_loses_nothing_and_resumes_again(tmp_path, monkeypatch):
+    options = RunOptions(iterations=3, warmup=1, warmup_s=0, device="cpu", artifacts_dir=tmp_path, suite_timeout=0.001)
+    targets = ["pairs:good", "pairs:nan_output", "pairs:raises"]
+    suite.run(targets, (FIXTURE_PAIRS,), options, reporter=Reporter())
+    (run_dir,) = tmp_path.iterdir()
+    spawned = count_spawns(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        suite.resume(run_dir, [], (), {"suite_timeout": 600.0}, reporter=StopAfterFirst())
+    assert spawned == ["pairs_good"]
+    parts = json.loads((run_dir / "manifest.json").read_text())["parts"]
+    assert [p["complete"] for p in parts] == [True, False] and parts[1]["wall_s"] is not None
+    spawned.clear()
+    assert suite.resume(run_dir, [], (), {"suite_timeout": 600.0}, reporter=Reporter()) == EXIT_CODES["error"]
+    assert sorted(spawned) == ["pairs_nan_output", "pairs_raises"], "the pair finished before the cut is kept"
+    verdicts = [r["verdict"] for r in summary(run_dir)["results"]]
+    assert verdicts[1:] == ["verify-failed", "error"] and verdicts[0] not in ("timeout", "error")
+    assert [p["complete"] for p in summary(run_dir)["parts"]] == [True, False, True]
