@@ -20,6 +20,7 @@ from aisp.harness.artifacts import read_json
 from aisp.harness.discovery import Pair, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES, exit_code
+from aisp.harness.resume import Part, options_for, read_manifest
 from aisp.harness.runner import Again, Hooks, PairContext, Reporter, run_suite
 from aisp.harness.scheduler import DEFAULT_SECONDS, Hint, Share, Topology, parse_shard, partition
 from aisp.judge import expectations
@@ -134,20 +135,22 @@ def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hook
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
-        reporter: Reporter | None = None, ci: CiOutputs | None = None) -> int:
+        reporter: Reporter | None = None, ci: CiOutputs | None = None, part: Part | None = None) -> int:
     """Resolve targets, run them, write artifacts; returns the run's exit code.
 
     Raises TargetError for an unknown target, PlacementError for ``--gpus`` naming GPUs not here. A
     shard with no pair runs none (an empty run folder, exit 0). An expectations file that cannot be read is bad
     usage (exit 2 unless a worse verdict wins): every result is still written, the file is named
-    on one line and left as it is.
+    on one line and left as it is. ``part``: the run folder a resumed run continues (:func:`resume`).
     """
+    part = part or Part(tuple(targets), tuple(str(Path(r).resolve()) for r in roots))
     pairs = resolve_targets(targets, repo_root(), roots)
     hints = pair_hints(pairs)
     hooks = hooks_for(options, hints)
     if options.shard:
         pairs = shard_of(pairs, hints, options.shard)
-    results, run_dir = run_suite(pairs, options, reporter or RichReporter(verb="verifying" if options.verify_only else "running"), hooks)
+    results, run_dir = run_suite(pairs, options, reporter or RichReporter(verb="verifying" if options.verify_only else "running"),
+                                 hooks, part)
     if ci is not None:
         ci.write(results, run_dir.name, read_json(run_dir / "manifest.json")["hardware_key"])
     if options.update_expectations:
@@ -157,6 +160,22 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
         Console(stderr=True).print(f"[red]error:[/red] expectations file unreadable, not compared nor updated: "
                                    f"{escape(line)}", soft_wrap=True)
     return max(exit_code(results), EXIT_CODES["usage"] if unreadable else 0)
+
+
+def resume(run_dir: Path, targets: list[str], roots: tuple[Path, ...], given: dict[str, Any], force: bool = False,
+           reporter: Reporter | None = None, ci: CiOutputs | None = None) -> int:
+    """Continue the run in ``run_dir`` (``--resume``): its selection (the targets and roots given, else
+    the run's) and options (the run's, with the free ones ``given`` on the command line), only its
+    pairs without a final result; returns the exit code over every pair of the run. Raises
+    ResumeError (bad input) before any pair runs where the run cannot be continued: :mod:`aisp.harness.resume`."""
+    run_dir = run_dir.resolve()
+    manifest = read_manifest(run_dir)
+    options = options_for(manifest, given)
+    selection = manifest["selection"]
+    targets = targets or selection["targets"]
+    roots = roots or tuple(Path(r) for r in selection["roots"])
+    part = Part(tuple(targets), tuple(str(Path(r).resolve()) for r in roots), resume=run_dir, forced=force)
+    return run(targets, roots, options, reporter, ci, part)
 
 
 def store_run(run_dir: Path, roots: tuple[Path, ...] = ()) -> tuple[list[Path], list[str]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -17,6 +18,7 @@ from rich.markup import escape
 
 from aisp.harness.discovery import Pair, TargetError, all_pairs, normalize_chapter, repo_root, resolve_targets
 from aisp.harness.options import Device, ProfileLevel, RunOptions, Timing
+from aisp.harness.resume import ResumeError
 from aisp.harness.scheduler import PlacementError
 
 if TYPE_CHECKING:
@@ -44,14 +46,24 @@ ArtifactsDir = Annotated[Path, typer.Option(metavar="DIR", help="Where run folde
 EXIT_CODES_HELP = ("Exit codes: 0 all ok, inconclusive (speedup interval holds 1), ok-unchecked (baseline "
                    "declares no per-call inputs) or skipped; 1 an optimized variant is significantly slower; "
                    "2 bad usage (unknown target, bad option, no pair to run, unreadable expectations file, "
-                   "no --targets when stdin is not a terminal and --yes is not given); "
+                   "no --targets when stdin is not a terminal and --yes is not given, a --resume RUN_DIR that cannot be "
+                   "continued); "
                    "3 regressed against expectations; 4 verification failed; 5 error or timeout (a baseline "
                    "without its optimized file, or the reverse, is an error); 130/143 interrupted by "
                    "SIGINT/SIGTERM. The worst verdict wins.")
 RUN_HELP = ("Verify, then time each pair; write artifacts; exit with the worst verdict's code.\n\n"
             "Without --targets (nor --root or --shard) it prints the plan (pairs, chapters, estimated time from the expectation "
             "files' stored durations) and asks before running every pair; --yes skips the question. "
-            "Declining runs nothing (exit 0).")
+            "Declining runs nothing (exit 0).\n\n"
+            "--resume RUN_DIR continues a run cut short (its --suite-timeout, Ctrl-C, a killed job): into the same folder it "
+            "runs only the run's pairs without a final result there (never started, or stopped by the suite's time limit or "
+            "an interrupt), then writes one summary of every pair, old and new, and exits with the code of all of them. "
+            "A pair that ended with any verdict of its own (ok, slower, error, verify-failed, its own timeout, skipped...) "
+            "is not run again: running failures again until they pass would bias the verdict. The run's selection and "
+            "options are used; -t/--root and options given must equal the run's (exit 2 otherwise), except "
+            "--suite-timeout, --gpus, --fork-workers/--reuse-workers, --confirm-runs and --update-expectations, which "
+            "may differ. A run recorded at another commit or working tree is refused (exit 2) unless --force-resume "
+            "(recorded in the run's parts). A resumed run cut short can be resumed again.")
 
 
 def fail_usage(message: str) -> NoReturn:
@@ -175,6 +187,7 @@ def confirm_all(roots: tuple[Path, ...], options: RunOptions, yes: bool) -> bool
 
 @app.command(epilog=EXIT_CODES_HELP, help=RUN_HELP)
 def run(
+    ctx: typer.Context,
     targets: Targets = None,
     root: Roots = None,
     iterations: Annotated[int, typer.Option(help="Timed iterations per variant.")] = RunOptions.iterations,
@@ -204,6 +217,10 @@ def run(
     step_summary: Annotated[Path | None, typer.Option(
         metavar="PATH", help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Without --targets, run every pair without asking.")] = False,
+    resume: Annotated[Path | None, typer.Option(metavar="RUN_DIR", help="Continue this run folder: only its pairs "
+                                                "without a final result run (see above).")] = None,
+    force_resume: Annotated[bool, typer.Option("--force-resume", help="With --resume: continue a run recorded at another commit or "
+                                                    "working tree (recorded).")] = False,
 ) -> None:
     from aisp.report.step_summary import CiOutputs
 
@@ -213,6 +230,11 @@ def run(
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard,
                        confirm_runs=confirm_runs, reuse_workers=reuse_workers, fork_workers=fork_workers)
+    if force_resume and resume is None:
+        fail_usage("--force-resume goes with --resume RUN_DIR")
+    if resume is not None:
+        raise typer.Exit(_resume(resume, targets, root, _given(ctx, options), force_resume,
+                                 CiOutputs.from_cli(junit_xml, step_summary)))
     if not targets and not root and not shard and not confirm_all(tuple(root or ()), options, yes):
         typer.echo("Nothing run.")
         raise typer.Exit(0)
@@ -240,6 +262,22 @@ def _run(targets: list[str] | None, root: list[Path] | None, options: RunOptions
     try:
         return suite.run(targets or [], tuple(root or ()), options, ci=ci)
     except (TargetError, PlacementError) as exc:
+        fail_usage(str(exc))
+
+
+def _given(ctx: typer.Context, options: RunOptions) -> dict[str, object]:
+    """The run options set on the command line (not left at their default), by field name."""
+    return {f.name: getattr(options, f.name) for f in fields(RunOptions)
+            if getattr(ctx.get_parameter_source(f.name), "name", "DEFAULT") != "DEFAULT"}
+
+
+def _resume(run_dir: Path, targets: list[str] | None, root: list[Path] | None, given: dict[str, object],
+            force: bool, ci: CiOutputs) -> int:
+    from aisp import suite
+
+    try:
+        return suite.resume(run_dir, targets or [], tuple(root or ()), given, force, ci=ci)
+    except (TargetError, PlacementError, ResumeError) as exc:
         fail_usage(str(exc))
 
 

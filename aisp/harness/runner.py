@@ -24,13 +24,14 @@ from typing import Any
 import psutil
 
 from aisp.harness import environment, host
-from aisp.harness.artifacts import atomic_write_json, new_run_dir, write_pair, write_summary
+from aisp.harness.artifacts import new_run_dir, write_pair, write_summary
 from aisp.harness.benchmark import Workload
 from aisp.harness.discovery import Pair
 from aisp.harness.distributed import PARENT_PID_ENV
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import pair_phases
 from aisp.harness.results import assemble, failed
+from aisp.harness.resume import INTERRUPTED, NOT_STARTED, SUITE_RAN_OUT, Part, PartLog, holding
 from aisp.harness.scheduler import NO_SHARE, Events, Hint, Outcome, Share, Topology, cpu_shares, run_jobs
 from aisp.harness.timing import SAMPLE_KEYS
 from aisp.harness.verify import CheckPlan
@@ -83,7 +84,8 @@ class Hooks:
 class Reporter:
     """What a run tells its display (aisp.report.console); this base shows nothing (tests, library use)."""
 
-    def start(self, pairs: list[Pair]) -> None: ...
+    def start(self, pairs: list[Pair], earlier: int = 0, total: int | None = None) -> None:
+        """The pairs this part runs; a resumed part adds how many of the run's ``total`` finished earlier."""
     def pair_started(self, pair: Pair, where: str = "") -> None:
         """``where``: the GPUs it runs on ("GPU 2", "GPUs 0,1"), "" in a one-at-a-time run."""
     def pair_step(self, pair: Pair, step: str) -> None:
@@ -198,11 +200,11 @@ def _watch(proc: subprocess.Popen, started: float, budget: Budget, files: _Files
         declared = float(files.timeout.read_text()) if files.timeout.exists() else None
         if time.monotonic() - started > (limit := budget.limit(declared, started)):
             if budget.suite_ran_out():
-                return "timeout", (f"stopped after {time.monotonic() - started:.0f} s: the suite's time limit "
-                                   "(--suite-timeout) ran out; killed with every process it started")
+                return "timeout", (f"stopped after {time.monotonic() - started:.0f} s: {SUITE_RAN_OUT}; "
+                                   "killed with every process it started")
             return "timeout", f"timed out after {limit:.0f} s; killed with every process it started"
         if stop is not None and stop.is_set():
-            return "error", "stopped: the run was interrupted"
+            return "error", INTERRUPTED
         time.sleep(0.05)
     return None
 
@@ -475,23 +477,54 @@ def _cold_samples(spec: dict[str, Any], raw: list[dict[str, Any]], work: Path, l
 
 
 def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None = None,
-              hooks: Hooks = Hooks()) -> tuple[list[dict[str, Any]], Path]:
+              hooks: Hooks = Hooks(), part: Part | None = None) -> tuple[list[dict[str, Any]], Path]:
     """Run every pair (on the GPUs of ``hooks.topology``, several at once), write artifacts, and
     return the results (in the order of ``pairs``) and the run folder. Each of ``hooks.post`` may
-    amend each result (expectations add ``regressed``)."""
-    reporter = reporter or Reporter()
-    run_dir = new_run_dir(options.artifacts_dir)
-    manifest = {**environment.manifest(PACKAGE_PARENT, options.to_dict()),
+    amend each result (expectations add ``regressed``). With ``part.resume``, continue that run folder:
+    only the pairs without a final result there run (:mod:`aisp.harness.resume`; raises ResumeError
+    before any pair runs where it cannot), and the summary holds every pair's."""
+    reporter, part = reporter or Reporter(), part or Part()
+    run_dir = part.resume or new_run_dir(options.artifacts_dir)
+    with holding(run_dir):
+        here = {**environment.manifest(PACKAGE_PARENT, options.to_dict()),
                 "schedule": environment.schedule(hooks.topology, cpu_shares(hooks.topology), options.shard)}
-    atomic_write_json(run_dir / "manifest.json", manifest)
+        log, earlier = PartLog.begin(run_dir, here, pairs, part)
+        finished = _run_part([p for p in pairs if p.slug not in earlier], options, reporter, hooks,
+                             _Run(run_dir, here, log, len(earlier), len(pairs)))
+        results = [earlier.get(p.slug) or finished[p.slug] for p in pairs]
+        log.write(complete=True)
+        write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": here["hardware_key"],
+                                         "options": options.to_dict(), "host_load_at_end": environment.host_load(),
+                                         "parts": log.parts})
+        if hooks.finish is not None:
+            hooks.finish(run_dir, results)
+    reporter.finish(results, run_dir)
+    return results, run_dir
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Where a part of a run writes: its folder, this machine's manifest, the part's record, and how
+    many of how many selected pairs had finished before it (shown in the progress)."""
+
+    run_dir: Path
+    manifest: dict[str, Any]
+    log: PartLog
+    earlier: int
+    total: int
+
+
+def _run_part(pairs: list[Pair], options: RunOptions, reporter: Reporter, hooks: Hooks, run: _Run) -> dict[str, Any]:
+    """Run these pairs into the run folder; returns their results by slug."""
+    run_dir, manifest = run.run_dir, run.manifest
     deadline = time.monotonic() + options.suite_timeout if options.suite_timeout else None
     by_slug, finished = {p.slug: p for p in pairs}, {}
     pool = Pool() if options.reuse_workers else None
-    zygote = _zygote(run_dir) if options.fork_workers and not options.reuse_workers else None
+    zygote = _zygote(run_dir) if options.fork_workers and not options.reuse_workers and pairs else None
 
     def work(slug: str, share: Share, stop: threading.Event) -> Outcome:
         if deadline is not None and deadline <= time.monotonic():
-            return Outcome(failed(pair_info(by_slug[slug]), "timeout", "suite timeout reached before this pair started"))
+            return Outcome(failed(pair_info(by_slug[slug]), "timeout", NOT_STARTED))
         gpus = hooks.hints.get(slug, Hint()).gpus
         share = share if share.threads is not None else default_share(hooks.topology, gpus)
 
@@ -511,8 +544,9 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
             result = step(result, PairContext(manifest, run_dir / slug))
         write_pair(run_dir, result)
         finished[slug] = result
+        run.log.write()
         reporter.pair_done(result)
-    reporter.start(pairs)
+    reporter.start(pairs, run.earlier, run.total)
     try:
         run_jobs(list(by_slug), hooks.hints, hooks.topology, work,
                  Events(lambda slug, share: reporter.pair_started(by_slug[slug], _where(share)), done))
@@ -521,13 +555,7 @@ def run_suite(pairs: list[Pair], options: RunOptions, reporter: Reporter | None 
             pool.close()
         if zygote is not None:
             zygote.close()
-    results = [finished[p.slug] for p in pairs]
-    write_summary(run_dir, results, {"run_id": run_dir.name, "hardware_key": manifest["hardware_key"],
-                                     "options": options.to_dict(), "host_load_at_end": environment.host_load()})
-    if hooks.finish is not None:
-        hooks.finish(run_dir, results)
-    reporter.finish(results, run_dir)
-    return results, run_dir
+    return finished
 
 
 def _zygote(run_dir: Path) -> Zygote | None:

@@ -177,7 +177,7 @@ class RichReporter:
         self.timer = timer
         """Starts the "still running" notice of a pair (a fake in tests)."""
         self.timers: dict[str, threading.Timer] = {}
-        self.started, self.total = time.monotonic(), 0
+        self.started, self.total, self.earlier = time.monotonic(), 0, 0
 
     def _view(self) -> Group:
         parts: list = [self.progress]
@@ -189,15 +189,19 @@ class RichReporter:
         return Group(*parts, results_table(self.results, title="Finished so far", width=self.console.width))
 
     def _eta(self) -> str:
-        left = eta_seconds(time.monotonic() - self.started, len(self.results), self.total)
+        left = eta_seconds(time.monotonic() - self.started, len(self.results), self.total - self.earlier)
         return "ETA: after the first pair" if left is None else f"ETA: about {left / 60:.0f} min"
 
-    def start(self, pairs: list[Pair]) -> None:
-        self.started, self.total = time.monotonic(), len(pairs)
+    def start(self, pairs: list[Pair], earlier: int = 0, total: int | None = None) -> None:
+        """``earlier`` of the run's ``total`` pairs finished in its earlier parts (--resume): the count
+        starts from them, and the ETA is at this part's own pace."""
+        self.started, self.earlier = time.monotonic(), earlier
+        self.total = len(pairs) + earlier if total is None else total
         if self.lines:
-            self.console.print(f"{self.verb.capitalize()} {len(pairs)} pairs", soft_wrap=True)
+            self.console.print(f"{self.verb.capitalize()} {len(pairs)} pairs" + (
+                f" ({earlier} of the run's {self.total} finished earlier)" if earlier else ""), soft_wrap=True)
             return
-        self.task = self.progress.add_task("pairs", total=len(pairs))
+        self.task = self.progress.add_task("pairs", total=self.total, completed=earlier)
         self.live = Live(self._view(), console=self.console, refresh_per_second=4, transient=True)
         self.live.start()
 
@@ -242,7 +246,7 @@ class RichReporter:
         self.results.append(result)
         if self.lines:
             seconds = _pair_seconds(result, self.started_at.get(result["target"]), time.monotonic())
-            self.console.print(escape(progress_line(result, len(self.results), self.total, seconds)),
+            self.console.print(escape(progress_line(result, self.earlier + len(self.results), self.total, seconds)),
                                soft_wrap=True, highlight=False)
             return
         self.progress.advance(self.task)
