@@ -23,8 +23,13 @@ __global__ void __launch_bounds__(THREADS) ffma_chains(float* out, float a, floa
   out[blockIdx.x * THREADS + threadIdx.x] = sum;
 }
 
+// The two halves of a2 and b2 differ on purpose. With (a, a) and (b, b), ptxas reads each operand as
+// one half broadcast to both lanes (R.H0_H0), a form only the FMA pipe executes: every HFMA2 of the
+// loop went there, and the probe read 66.2 TFLOP/s on an H200 (half the fp32 FFMA instruction rate).
+// With distinct halves it splits the loop between HFMA2 (FMA pipe) and HFMA2.MMA (the MMA pipe), 40
+// and 40 of the unrolled chains in sm_90 SASS (cuobjdump -sass), as ch08's half2 Horner kernel does.
 __global__ void __launch_bounds__(THREADS) hfma2_chains(__half2* out, float a, float b, int iters) {
-  const __half2 a2 = __float2half2_rn(a), b2 = __float2half2_rn(b);
+  const __half2 a2 = __floats2half2_rn(a, 0.5f * a), b2 = __floats2half2_rn(b, 0.5f * b);
   __half2 x[CHAINS];
 #pragma unroll
   for (int c = 0; c < CHAINS; ++c) x[c] = __floats2half2_rn(threadIdx.x * 1e-3f, c * 1e-3f);
