@@ -1,0 +1,56 @@
+"""Optimized GPU sampling, graphed: the eight steps of top-p sampling replayed as one CUDA graph.
+
+Baseline (baseline_gpu_sampling.py): per step, logits ``.cpu()`` (sync + 1 MB D2H), top-p on the
+host, tokens back to the GPU.
+optimized_gpu_sampling.py runs the same ``top_p_race`` on the GPU tensors, eagerly: 29 kernels a
+step (the sort, the float64 softmax, cumsum and cut, 17 for the hashed draws, gathers, argmax), each
+launched from Python, ~0.41 ms a step where the kernels themselves are a few µs: launch-bound.
+Here setup captures the eight steps (their keys' ``arange`` included) and the ``stack`` once in a
+CUDA graph (``StepGraph`` of ch16_decode.py, the decode-step pattern): a call copies the per-call
+logits into the graph's static input (8 MB on the device), replays the graph (one launch, the
+declared ``steps x 29 + 1`` nodes) and returns a copy of its tokens. The same math in the same
+order: the tokens must match the baseline's exactly. The workload's latency ceiling prices exactly
+this design (1 graph launch and its nodes at ``aisp peak``'s per-node floor, ~0.13 ms on an H200).
+Expect: not yet measured on a GPU; the ceiling's ~0.13 ms is a floor, and a node that sorts or
+scans costs more than an empty one.
+Run: python ch16/optimized_gpu_sampling_graph.py  |  aisp bench run -t ch16:gpu_sampling
+"""
+
+from __future__ import annotations
+
+import torch
+from baseline_gpu_sampling import top_p_race
+from ch16_decode import StepGraph
+from optimized_gpu_sampling import GPUSampling
+
+import aisp
+
+
+class GraphedSampling(GPUSampling):
+    scratch = ("static", "tokens")
+    """The graph's input, filled by each call, and its output, written by each replay."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.static = self.logits.clone()
+        self.tokens = None
+        self.graph = StepGraph(self._steps, lambda: None, self.device)
+
+    def _steps(self) -> None:
+        """The eight steps on the static logits; at capture, ``tokens`` becomes the graph's output."""
+        w = self.workload
+        self.tokens = torch.stack([top_p_race(self.static[t], w.top_p, self.keys(t, self.device))
+                                   for t in range(w.steps)])
+
+    def run(self) -> torch.Tensor:
+        self.static.copy_(self.logits)  # this call's logits (a refilled or poisoned input included)
+        self.graph()
+        return self.tokens.clone()
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return GraphedSampling()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
