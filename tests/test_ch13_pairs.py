@@ -66,6 +66,8 @@ CPU_UNRUNNABLE = {
     "baseline_precisionfp8_te": "pairs with Transformer Engine only",
     "optimized_matmul_pytorch": "torch.mm(out_dtype=...) is CUDA-only",
     "optimized_quantization": "a Triton kernel (verified under TRITON_INTERPRET=1 in test_ch13_quantization.py)",
+    "optimized_attention_standard_cudnn": "cuDNN attention (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu)",
+    "optimized_long_context_attention_cudnn": "cuDNN attention (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu)",
 }
 """Variants whose code cannot run on a CPU, with why."""
 
@@ -195,3 +197,11 @@ def test_memory_goal_pairs_lower_peak_on_gpu(name: str) -> None:
 def test_tiled_transpose_handles_ragged_shapes_on_gpu() -> None:
     x = torch.randn(1000, 333, device="cuda")
     assert torch.equal(load("optimized_bandwidth_naive").transpose(x), x.t().contiguous())
+
+
+@pytest.mark.parametrize("module", ["optimized_attention_standard_cudnn", "optimized_long_context_attention_cudnn"])
+def test_cudnn_variants_skip_on_a_cpu(module: str) -> None:
+    """Where cuDNN attention cannot run, setup raises Unavailable with the reason (a skip, not an error)."""
+    bench = build(module, 0)
+    with pytest.raises(aisp.Unavailable, match="cuDNN attention needs a CUDA GPU"):
+        bench.setup()
