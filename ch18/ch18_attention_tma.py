@@ -52,10 +52,9 @@ def _rows(ptr, rows, D: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _softmax_pv(acc, m_i, l_i, s, v_desc, head_row, offs_m, start, qk_scale, BLOCK_N: tl.constexpr,
-                DIAGONAL: tl.constexpr):
-    """One key tile's step given its unscaled scores s = Q K^T (keys start.. of the head at ``head_row``):
-    mask key > query where ``DIAGONAL``, new row max, P = exp2(s * c - m), rescale, acc += P V.
+def _softmax(m_i, l_i, s, offs_m, start, qk_scale, BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr):
+    """Online softmax of one key tile (keys start..) given its unscaled scores s = Q K^T: masks key >
+    query where ``DIAGONAL``; returns P = exp2(s * c - m_new), alpha = exp2(m_i - m_new), m_new, l_new.
     m_i and l_i are in the scaled base-2 domain."""
     if DIAGONAL:
         keys = start + tl.arange(0, BLOCK_N)
@@ -63,10 +62,14 @@ def _softmax_pv(acc, m_i, l_i, s, v_desc, head_row, offs_m, start, qk_scale, BLO
     m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
     p = tl.exp2(s * qk_scale - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    v = v_desc.load([head_row + start, 0])
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, m_new, l_i
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
+def _pv(acc, p, alpha, v_desc, row):
+    """acc * alpha + P V for the V tile at ``row``, P rounded to V's dtype."""
+    v = v_desc.load([row, 0])
+    return tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
 
 
 @triton.jit
@@ -76,7 +79,8 @@ def _key_tiles(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, lo, hi, qk_sc
     only where ``DIAGONAL``."""
     for start in tl.range(lo, hi, BLOCK_N):
         s = tl.dot(q, k_desc.load([head_row + start, 0]).T)
-        acc, m_i, l_i = _softmax_pv(acc, m_i, l_i, s, v_desc, head_row, offs_m, start, qk_scale, BLOCK_N, DIAGONAL)
+        p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, start, qk_scale, BLOCK_N, DIAGONAL)
+        acc = _pv(acc, p, alpha, v_desc, head_row + start)
     return acc, m_i, l_i
 
 
