@@ -22,6 +22,8 @@ same descriptor code on a CPU (Triton 3.6 supports it), so there is no pointer f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -50,22 +52,35 @@ def _rows(ptr, rows, D: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _softmax(m_i, l_i, s, offs_m, start, qk_scale, BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr):
+    """Online softmax of one key tile (keys start..) given its unscaled scores s = Q K^T: masks key >
+    query where ``DIAGONAL``; returns P = exp2(s * c - m_new), alpha = exp2(m_i - m_new), m_new, l_new.
+    m_i and l_i are in the scaled base-2 domain."""
+    if DIAGONAL:
+        keys = start + tl.arange(0, BLOCK_N)
+        s = tl.where(offs_m[:, None] >= keys[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    p = tl.exp2(s * qk_scale - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
+def _pv(acc, p, alpha, v_desc, row):
+    """acc * alpha + P V for the V tile at ``row``, P rounded to V's dtype."""
+    v = v_desc.load([row, 0])
+    return tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+
+
+@triton.jit
 def _key_tiles(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, lo, hi, qk_scale, BLOCK_N: tl.constexpr,
                DIAGONAL: tl.constexpr):
     """Online softmax over the keys [lo, hi) of the head starting at ``head_row``; masks key > query
-    only where ``DIAGONAL``. m_i and l_i are in the scaled base-2 domain."""
+    only where ``DIAGONAL``."""
     for start in tl.range(lo, hi, BLOCK_N):
         s = tl.dot(q, k_desc.load([head_row + start, 0]).T)
-        if DIAGONAL:
-            keys = start + tl.arange(0, BLOCK_N)
-            s = tl.where(offs_m[:, None] >= keys[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-        p = tl.exp2(s * qk_scale - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = v_desc.load([head_row + start, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+        p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, start, qk_scale, BLOCK_N, DIAGONAL)
+        acc = _pv(acc, p, alpha, v_desc, head_row + start)
     return acc, m_i, l_i
 
 
@@ -82,8 +97,9 @@ def _program_tile(n_heads, n_blocks, HEAD_GROUP: tl.constexpr):
 
 @triton.jit
 def _flash_fwd_tma(q_ptr, k_ptr, v_ptr, o_ptr, n_heads, seq, qk_scale, D: tl.constexpr, CAUSAL: tl.constexpr,
-                   HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program: O = softmax(Q K^T * scale) V for BLOCK_M queries of one head (``_program_tile``)."""
+                   KEY_LOOP: tl.constexpr, HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program: O = softmax(Q K^T * scale) V for BLOCK_M queries of one head (``_program_tile``),
+    keys walked by KEY_LOOP (``_key_tiles`` or a function of its arguments)."""
     head, start_m = _program_tile(n_heads, seq // BLOCK_M, HEAD_GROUP)
     rows = n_heads * seq
     head_row = head * seq
@@ -95,10 +111,10 @@ def _flash_fwd_tma(q_ptr, k_ptr, v_ptr, o_ptr, n_heads, seq, qk_scale, D: tl.con
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
     hi = start_m * BLOCK_M if CAUSAL else seq
-    acc, m_i, l_i = _key_tiles(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, hi, qk_scale, BLOCK_N, False)
+    acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, hi, qk_scale, BLOCK_N, False)
     if CAUSAL:
-        acc, m_i, l_i = _key_tiles(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, hi, hi + BLOCK_M, qk_scale,
-                                   BLOCK_N, True)
+        acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, hi, hi + BLOCK_M, qk_scale,
+                                 BLOCK_N, True)
     out = acc / l_i[:, None]
     _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], out.to(o_ptr.dtype.element_ty))
 
@@ -112,6 +128,21 @@ def head_group(q: torch.Tensor) -> int:
     return max(1, min(batch * heads, L2_SHARE // (2 * seq * dim * q.element_size())))
 
 
+@dataclass(frozen=True)
+class KeyLoop:
+    """What a variant of ``_flash_fwd_tma`` chooses: its key loop and its autotune set."""
+
+    name: str
+    """The variant's public function, named in its error messages."""
+    tiles: triton.runtime.JITFunction
+    """The key loop (``_key_tiles``' arguments and results)."""
+    tuned: triton.runtime.Autotuner
+    """``_flash_fwd_tma`` autotuned over the variant's configs (keyed by shape, causal and head group)."""
+
+
+TMA = KeyLoop("flash_attention_tma", _key_tiles, _flash_tma_tuned)
+
+
 def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
                         blocks: tuple[int, int] | None = None, group: int | None = None) -> torch.Tensor:
     """softmax(q k^T / sqrt(d) [causal]) v for contiguous q, k, v (batch, heads, seq, head_dim),
@@ -119,11 +150,18 @@ def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     dividing seq); None autotunes on a GPU (seq a multiple of 128) and takes (32, 16) elsewhere.
     ``group``: heads launched together (None: ``head_group``; batch x heads: the launch order of
     ``ch18_attention.flash_attention``)."""
+    return launch(TMA, q, k, v, causal, blocks, group)
+
+
+def launch(loop: KeyLoop, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+           blocks: tuple[int, int] | None, group: int | None) -> torch.Tensor:
+    """``_flash_fwd_tma`` with ``loop``'s key loop on q, k, v (``flash_attention_tma`` says what the
+    arguments mean): checks them, then autotunes (``blocks`` None on a GPU) or runs the given tiles."""
     batch, heads, seq, dim = q.shape
-    qk_scale = check_inputs("flash_attention_tma", q, k, v)
+    qk_scale = check_inputs(loop.name, q, k, v)
     group = head_group(q) if group is None else group
     if group < 1 or (dim * q.element_size()) % 16 or any(t.data_ptr() % 16 for t in (q, k, v)):
-        raise ValueError(f"flash_attention_tma: group {group}, rows of {dim * q.element_size()} bytes: TMA needs "
+        raise ValueError(f"{loop.name}: group {group}, rows of {dim * q.element_size()} bytes: TMA needs "
                          "rows and bases aligned to 16 bytes")
     out = torch.empty_like(q)
     n_heads = batch * heads
@@ -131,13 +169,14 @@ def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
         use_torch_scratch()
     if blocks is None and q.is_cuda:
         if seq % 128:
-            raise ValueError(f"flash_attention_tma: seq {seq} is not a multiple of 128")
+            raise ValueError(f"{loop.name}: seq {seq} is not a multiple of 128")
         grid = lambda meta: (n_heads * (seq // meta["BLOCK_M"]),)  # noqa: E731
-        _flash_tma_tuned[grid](q, k, v, out, n_heads, seq, qk_scale, D=dim, CAUSAL=causal, HEAD_GROUP=group)
+        loop.tuned[grid](q, k, v, out, n_heads, seq, qk_scale, D=dim, CAUSAL=causal, KEY_LOOP=loop.tiles,
+                         HEAD_GROUP=group)
         return out
     bm, bn = blocks or (32, 16)
     if seq % bm or bm % bn:
-        raise ValueError(f"flash_attention_tma: blocks {bm}, {bn} do not tile seq {seq}")
+        raise ValueError(f"{loop.name}: blocks {bm}, {bn} do not tile seq {seq}")
     _flash_fwd_tma[(n_heads * (seq // bm),)](q, k, v, out, n_heads, seq, qk_scale, D=dim, CAUSAL=causal,
-                                             HEAD_GROUP=group, BLOCK_M=bm, BLOCK_N=bn)
+                                             KEY_LOOP=loop.tiles, HEAD_GROUP=group, BLOCK_M=bm, BLOCK_N=bn)
     return out

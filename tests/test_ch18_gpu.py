@@ -21,7 +21,7 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
-VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma"), "split_kv_decode": ("",),
+VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined"), "split_kv_decode": ("",),
             "paged_attention_decode": ("",), "fused_rope_kv_write": ("",)}
 pytestmark = pytest.mark.gpu
 
@@ -75,6 +75,17 @@ def _first_call(attention, q, k, v) -> tuple[torch.Tensor, float]:
     return out, time.perf_counter() - start
 
 
+def _matches_sdpa(attention, q, k, v) -> float:
+    """Checks a TMA kernel against SDPA: causal on q, k, v, non-causal on their first 12 heads (groups of
+    8: a short last group); returns the seconds of its first call (compile and autotune included)."""
+    out, tuning_s = _first_call(attention, q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0.05, atol=0.03)
+    q3, k3, v3 = (t[:, :3].contiguous() for t in (q, k, v))
+    torch.testing.assert_close(attention(q3, k3, v3, causal=False), F.scaled_dot_product_attention(q3, k3, v3),
+                               rtol=0.05, atol=0.03)
+    return tuning_s
+
+
 def test_flash_kernel_matches_sdpa_and_is_within_reach_of_its_best_backend() -> None:
     from ch18_attention import flash_attention
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -104,16 +115,28 @@ def test_tma_flash_kernel_matches_sdpa_and_prints_what_its_changes_buy() -> None
     from ch18_attention import flash_attention
     from ch18_attention_tma import _flash_tma_tuned, flash_attention_tma
     q, k, v = _flash_inputs()
-    out, tuning_s = _first_call(flash_attention_tma, q, k, v)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0.05, atol=0.03)
-    q3, k3, v3 = (t[:, :3].contiguous() for t in (q, k, v))  # 12 heads in groups of 8: a short last group
-    torch.testing.assert_close(flash_attention_tma(q3, k3, v3, causal=False),
-                               F.scaled_dot_product_attention(q3, k3, v3), rtol=0.05, atol=0.03)
+    tuning_s = _matches_sdpa(flash_attention_tma, q, k, v)
     times = {"tma": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True)),
              "tma, pointer kernel's order": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True, group=128)),
              "pointer": timed_ms(lambda: flash_attention(q, k, v, causal=True))}
     print({n: f"{t:.3f} ms, {FLASH_FLOPS / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
           f"best {_flash_tma_tuned.best_config}, autotune {tuning_s:.1f} s")
+    assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
+
+
+def test_pipelined_flash_kernel_matches_sdpa_and_prints_its_time_beside_tma() -> None:
+    """The pipelined key loop against SDPA (causal, and non-causal on a short last head group);
+    printed: its time and ``_tma``'s on the same inputs, and the tuned configs."""
+    from ch18_attention_pipelined import _flash_pipelined_tuned, flash_attention_pipelined
+    from ch18_attention_tma import _flash_tma_tuned, flash_attention_tma
+    q, k, v = _flash_inputs()
+    tuning_s = _matches_sdpa(flash_attention_pipelined, q, k, v)
+    flash_attention_tma(q, k, v, causal=True)  # tuned before its timing
+    times = {"pipelined": timed_ms(lambda: flash_attention_pipelined(q, k, v, causal=True)),
+             "tma": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True))}
+    print({n: f"{t:.3f} ms, {FLASH_FLOPS / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
+          f"pipelined {_flash_pipelined_tuned.best_config}, tma {_flash_tma_tuned.best_config}, "
+          f"first call {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 

@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import variant_modules
-from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, cuobjdump, fits_sm90
+from triton_cpu import (
+    INTERPRETER_FIX,
+    assert_tma_and_wgmma,
+    compile_sm90,
+    cuobjdump,
+    ex2_while_wgmma_in_flight,
+    fits_sm90,
+    wgmma_serialized,
+)
 
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.loader import import_module_at
@@ -31,7 +39,7 @@ CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
-             "optimized_flash_attention_triton_tma")
+             "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined")
 
 PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
@@ -126,21 +134,27 @@ print("kernels ok")
 
 TMA_SCRIPT = PRELUDE + """
 import pytest
-from ch18_attention_tma import flash_attention_tma, head_group
+from ch18_attention_tma import head_group
+from {module} import {function} as attention
 gen = torch.Generator().manual_seed(11)
-# (causal, blocks, shape, heads a group): a short last group (6 heads by 4), one head a group, the default
+# (causal, blocks, shape, heads a group): a short last group (6 heads by 4), one head a group, the default,
+# one key tile (the pipelined loop's peeled steps alone)
 for causal, blocks, shape, group in ((False, (32, 16), (2, 3, 128, 32), 4), (True, (64, 32), (2, 3, 128, 32), 4),
-                                     (True, (32, 32), (1, 2, 128, 32), None), (True, (32, 16), (3, 1, 64, 32), 1)):
+                                     (True, (32, 32), (1, 2, 128, 32), None), (True, (32, 16), (3, 1, 64, 32), 1),
+                                     (False, (32, 32), (1, 2, 32, 32), None)):
     q, k, v = (torch.randn(*shape, generator=gen) for _ in range(3))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-    err = (flash_attention_tma(q, k, v, causal, blocks, group).double() - ref).abs().max().item()
+    err = (attention(q, k, v, causal, blocks, group).double() - ref).abs().max().item()
     assert err < 2e-5, (causal, blocks, shape, group, err)
 assert head_group(torch.empty(4, 32, 4096, 128, dtype=torch.bfloat16, device="meta")) == 8
 assert head_group(torch.empty(1, 2, 64, 32, device="meta")) == 2
-with pytest.raises(ValueError, match="16 bytes"):
-    flash_attention_tma(*(torch.randn(1, 1, 64, 2) for _ in range(3)))  # 8-byte rows: no TMA
+with pytest.raises(ValueError, match="{function}: .*16 bytes"):
+    attention(*(torch.randn(1, 1, 64, 2) for _ in range(3)))  # 8-byte rows: no TMA
 print("tma ok")
 """
+TMA_KERNELS = {"tma": ("ch18_attention_tma", "flash_attention_tma", "_key_tiles"),
+               "pipelined": ("ch18_attention_pipelined", "flash_attention_pipelined", "_key_tiles_pipelined")}
+"""The descriptor kernel's variants: module, public function, key loop."""
 
 
 def interpret(script: str, marker: str) -> None:
@@ -158,7 +172,8 @@ def test_every_variant_is_discovered() -> None:
     found = {o for _, o in own_pairs()}
     assert found == {f"optimized_{p}" for p in PAIRS} | {"optimized_flash_attention_triton_sdpa",
                                                           "optimized_flash_attention_triton_cudnn",
-                                                          "optimized_flash_attention_triton_tma"}
+                                                          "optimized_flash_attention_triton_tma",
+                                                          "optimized_flash_attention_triton_pipelined"}
 
 
 def test_pairs_verify_under_the_triton_interpreter() -> None:
@@ -169,9 +184,12 @@ def test_kernels_match_fp64_references() -> None:
     interpret(KERNEL_SCRIPT, "kernels ok")
 
 
-def test_tma_kernel_matches_fp64_reference_under_the_interpreter() -> None:
-    """The descriptor kernel, causal or not, in grouped launch orders that include a short last group."""
-    interpret(TMA_SCRIPT, "tma ok")
+@pytest.mark.parametrize("variant", TMA_KERNELS)
+def test_tma_kernel_matches_fp64_reference_under_the_interpreter(variant: str) -> None:
+    """The descriptor kernel with each key loop, causal or not, in grouped launch orders that include a
+    short last group, and over a single key tile."""
+    module, function, _ = TMA_KERNELS[variant]
+    interpret(TMA_SCRIPT.replace("{module}", module).replace("{function}", function), "tma ok")
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), own_pairs())
@@ -185,7 +203,8 @@ def test_gpu_sized_pairs_skip_on_a_cpu_with_the_reason(baseline: str, optimized:
 @pytest.mark.parametrize("stem", OWN_FILES)
 def test_pair_file_documents_itself(stem: str) -> None:
     text = (CH18 / f"{stem}.py").read_text()
-    assert len(text.splitlines()) < 150
+    # the TMA kernel's module also holds what its variants share (KeyLoop, launch, the softmax steps)
+    assert len(text.splitlines()) < (190 if stem == "ch18_attention_tma" else 150)
     doc = ast.get_docstring(ast.parse(text)) or ""
     if stem.startswith(("baseline_", "optimized_")):
         for line in ("Baseline", "Optimized", "Expect", "Run:"):
@@ -205,23 +224,58 @@ def test_sm90_flash_kernel_issues_wgmma() -> None:
     assert "HGMMA" in code, "the flash kernel's products do not use Hopper's wgmma"
 
 
-def tma_configs() -> list:
-    return import_module_at(CH18 / "ch18_attention_tma.py").CONFIGS
-
-
-@pytest.mark.parametrize("config", tma_configs(), ids=str)
-def test_sm90_tma_flash_kernel_config_compiles_to_wgmma_and_tma_without_spills(config) -> None:
-    """Each autotune candidate at the pair's shape: wgmma (HGMMA), K/V by TMA (cp.async.bulk.tensor, no
-    per-thread cp.async), no local memory (spills), within the register cap and the shared memory
-    a block may take (a candidate over either fails at launch or crawls)."""
-    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "n_heads": "i32", "seq": "i32",
+TMA_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "n_heads": "i32", "seq": "i32",
            "qk_scale": "fp32"}
-    consts = {"D": 128, "CAUSAL": True, "HEAD_GROUP": 8} | config.kwargs
+
+
+def tma_kernel(variant: str, config):
+    """``_flash_fwd_tma`` with ``variant``'s key loop at the pair's shape and ``config``, compiled for sm_90."""
+    module, _, loop = TMA_KERNELS[variant]
+    consts = {"D": 128, "CAUSAL": True, "KEY_LOOP": getattr(import_module_at(CH18 / f"{module}.py"), loop),
+              "HEAD_GROUP": 8} | config.kwargs
     options = {k: v for k, v in config.all_kwargs().items() if k in ("num_warps", "num_stages", "maxnreg") and v}
-    compiled = compile_sm90("ch18/ch18_attention_tma:_flash_fwd_tma", sig, consts, options)
+    return compile_sm90("ch18/ch18_attention_tma:_flash_fwd_tma", TMA_SIG, consts, options)
+
+
+def tma_configs() -> list:
+    return [(variant, config) for variant, (module, _, _) in TMA_KERNELS.items()
+            for config in import_module_at(CH18 / f"{module}.py").CONFIGS]
+
+
+@pytest.mark.parametrize(("variant", "config"), tma_configs(), ids=str)
+def test_sm90_tma_flash_kernel_config_compiles_to_wgmma_and_tma_without_spills(variant: str, config) -> None:
+    """Each autotune candidate of each key loop at the pair's shape: wgmma (HGMMA), K/V by TMA
+    (cp.async.bulk.tensor, no per-thread cp.async), no local memory (spills), within the register cap
+    and the shared memory a block may take (a candidate over either fails at launch or crawls)."""
+    compiled = tma_kernel(variant, config)
     assert_tma_and_wgmma(compiled, "K/V")
     usage = fits_sm90(compiled)
     assert usage["REG"] <= (config.maxnreg or 255), usage
+
+
+def test_sm90_pipelined_loop_keeps_the_pv_product_in_flight_across_the_softmax() -> None:
+    """The pipelined key loop's point, read in its sm_90 code: Triton leaves the P V wgmma in flight
+    while the next tile's exp2s run (PTX: ex2.approx between wgmma.commit_group and wgmma.wait_group),
+    ptxas keeps it so (SASS: MUFU.EX2 between the HGMMAs of one group) and does not serialize the
+    wgmma. ``_tma``'s loop at the same tiles is the control: its exp2s wait for every product."""
+    config = import_module_at(CH18 / "ch18_attention_pipelined.py").CONFIGS[0]
+    for variant, overlaps in (("pipelined", True), ("tma", False)):
+        compiled = tma_kernel(variant, config)
+        sass = cuobjdump(compiled, "-sass")
+        assert not wgmma_serialized(sass), variant
+        ptx = compiled.asm["ptx"]
+        assert ex2_while_wgmma_in_flight(ptx, "wgmma.commit_group", "wgmma.wait_group", "ex2.approx") == overlaps, variant
+        assert ex2_while_wgmma_in_flight(sass, "WARPGROUP.ARRIVE", "gsb0", "MUFU.EX2") == overlaps, variant
+
+
+def test_sm90_tma_config_capped_at_128_registers_serializes_its_wgmma() -> None:
+    """The serialization check fires: ``_tma``'s 128 x 64 config capped at 128 registers (the one its
+    autotuner chose on an H200) makes ptxas wait for every wgmma (advisory C7512, too few registers),
+    which the uncapped 128 x 128 config does not."""
+    by_tiles = {c.kwargs["BLOCK_N"]: c for c in import_module_at(CH18 / "ch18_attention_tma.py").CONFIGS}
+    assert by_tiles[64].maxnreg == 128
+    assert wgmma_serialized(cuobjdump(tma_kernel("tma", by_tiles[64]), "-sass"))
+    assert not wgmma_serialized(cuobjdump(tma_kernel("tma", by_tiles[128]), "-sass"))
 
 
 def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:

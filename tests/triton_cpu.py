@@ -82,3 +82,26 @@ def assert_tma_and_wgmma(compiled, tiles: str) -> None:
     ptx = compiled.asm["ptx"]
     assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx, f"{tiles} tiles are not loaded by TMA"
     assert "HGMMA" in cuobjdump(compiled, "-sass"), "the products do not use Hopper's wgmma"
+
+
+def wgmma_serialized(sass: str) -> bool:
+    """Whether ptxas serialized the kernel's wgmma: every HGMMA waits for itself (carries gsb0 and is
+    followed by WARPGROUP.DEPBAR), which ptxas does when it lacks registers or finds an in-flight
+    accumulator written by other instructions (advisories C7512, C7515), instead of one wait a group."""
+    hgmma = [line for line in sass.splitlines() if "HGMMA." in line]
+    return bool(hgmma) and all("gsb0" in line for line in hgmma)
+
+
+def ex2_while_wgmma_in_flight(code: str, commit: str, wait: str, ex2: str) -> bool:
+    """Whether an exp2 (``ex2``) stands between a wgmma group's ``commit`` and the next ``wait`` in the
+    program text: that exp2 runs while the tensor cores work. In PTX: wgmma.commit_group,
+    wgmma.wait_group, ex2.approx; in SASS: WARPGROUP.ARRIVE, WARPGROUP.DEPBAR, MUFU.EX2."""
+    in_flight = False
+    for line in code.splitlines():
+        if commit in line:
+            in_flight = True
+        elif wait in line:
+            in_flight = False
+        elif ex2 in line and in_flight:
+            return True
+    return False
