@@ -5,6 +5,7 @@ whose angle brackets do not balance."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,24 @@ def test_ncu_report_of_the_recorded_variant_keeps_index_add_in_the_table() -> No
     top, matched = select_kernels(parsed, top_launches(MOE_TRACE, 3), 3)
     assert matched and list(top)[0] == INDEX_ADD
     assert top[INDEX_ADD]["demangled"].startswith("void indexFuncLargeIndex<float, long, unsigned int, 2, 2, (int)-2")
+
+
+def test_many_launch_configurations_cap_the_profile_at_its_first_launches(tmp_path: Path) -> None:
+    """A growing cache gives its kernels a grid per step: above MAX_CONFIGS configurations ncu profiles the
+    first MAX_LAUNCHES launches (global filter) instead of one launch of each."""
+    from aisp.profile.ncu import MAX_CONFIGS, MAX_LAUNCHES, launch_configs
+
+    events = [{"ph": "X", "cat": "kernel", "name": "void cat_kernel<float>(float*)", "ts": float(i), "dur": 1.0,
+               "args": {"grid": [i + 1, 1, 1], "block": [128, 1, 1]}} for i in range(MAX_CONFIGS + 5)]
+    events.append({"ph": "X", "cat": "kernel", "name": "void other(int)", "ts": 0.0, "dur": 1.0,
+                   "args": {"grid": [7, 1, 1], "block": [32, 1, 1]}})
+    trace = tmp_path / "grow.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    assert launch_configs(trace, ["cat_kernel"]) == MAX_CONFIGS + 5
+    assert launch_configs(trace, ["other"]) == 1
+    capped = profile_command("ncu", ["python", "x.py"], tmp_path / "v.ncu-rep", ["cat_kernel"], MAX_CONFIGS + 5)
+    assert capped[capped.index("--filter-mode") + 1] == "global"
+    assert capped[capped.index("--launch-count") + 1] == str(MAX_LAUNCHES)
+    each = profile_command("ncu", ["python", "x.py"], tmp_path / "v.ncu-rep", ["cat_kernel"], MAX_CONFIGS)
+    assert each[each.index("--filter-mode") + 1] == "per-launch-config"
+    assert each[each.index("--launch-count") + 1] == "1"

@@ -76,6 +76,9 @@ def diff(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e
                                    f"{result['target']}; nothing to compare", soft_wrap=True)
         raise typer.Exit(1)
     console.print(diff_table(done, kernels, f"ncu: {result['target']} (files in {result['output_dir']})"))
+    for name, data in done.items():
+        if data.get("capped"):
+            console.print(f"{name}: {data['capped']}", soft_wrap=True)
 
 
 def _usage(message: str) -> typer.Exit:

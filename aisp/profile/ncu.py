@@ -53,21 +53,23 @@ MANGLED_PART = re.compile(r"(?P<length>[1-9][0-9]*)|St|S[0-9A-Z]*_")
 
 
 def run_ncu(pair_file: Path, out_dir: Path, kernels: int = 5, timeout_s: float = 240,
-            launches: Sequence[str] = ()) -> dict[str, Any]:
+            launches: Sequence[str] = (), configs: int = 0) -> dict[str, Any]:
     """Profile the variant in ``pair_file`` (run standalone) under ncu; see :func:`run_ncu_command`."""
     base = Path(out_dir) / Path(pair_file).stem
-    return run_ncu_command(standalone_command(pair_file), base, kernels, timeout_s, launches)
+    return run_ncu_command(standalone_command(pair_file), base, kernels, timeout_s, launches, configs)
 
 
 def run_ncu_command(command: Sequence[str], base: Path, kernels: int = 5, timeout_s: float = 240,
-                    launches: Sequence[str] = ()) -> dict[str, Any]:
+                    launches: Sequence[str] = (), configs: int = 0) -> dict[str, Any]:
     """Profile ``command`` (any program: a variant run standalone, ``python my_script.py``) under
     ncu, writing ``<base>.ncu-rep``, ``.ncu.log`` and ``.ncu.csv``, and summarize ``kernels`` kernels.
 
     ``launches`` (``function <<<grid, block>>>`` keys in rank order, e.g. :func:`top_launches`
     of the variant's torch trace) narrow the profile to those function names and the report to
     those launch configurations, in that order. Without them (or where none matches) every
-    launch configuration is profiled once and the longest are reported.
+    launch configuration is profiled once and the longest are reported. ``configs``: how many
+    configurations those functions have in the trace (:func:`launch_configs`); above MAX_CONFIGS
+    the first MAX_LAUNCHES launches are profiled (``capped`` in the result).
     Returns ``{"kernels": {launch: {duration_us, sm_pct, memory_pct, dram_pct, dram_gbps, l2_pct,
     l2_gbps, tensor_pct, occupancy, top_stalls, demangled}}, "matched": bool, ...}``, or
     ``{"skipped": reason}`` without ``ncu``.
@@ -76,7 +78,7 @@ def run_ncu_command(command: Sequence[str], base: Path, kernels: int = 5, timeou
     if ncu is None:
         return {"skipped": "ncu not found on PATH"}
     log, report = base.with_suffix(".ncu.log"), base.with_suffix(".ncu-rep")
-    cmd = profile_command(ncu, command, report, [launch.split(" <<<")[0] for launch in launches])
+    cmd = profile_command(ncu, command, report, [launch.split(" <<<")[0] for launch in launches], configs)
     rc = run_logged(cmd, log, timeout_s)
     if rc != 0 or not report.exists():
         return failure("ncu", rc, log, timeout_s) | {"command": cmd}
@@ -86,8 +88,10 @@ def run_ncu_command(command: Sequence[str], base: Path, kernels: int = 5, timeou
     if rc != 0:
         return failure("ncu --import", rc, raw, timeout_s) | {"command": cmd}
     top, matched = select_kernels(parse_raw_csv(raw.read_text()), launches, kernels)
+    capped = (f"{configs} launch configurations: the first {MAX_LAUNCHES} launches profiled, not one of each"
+              if configs > MAX_CONFIGS else None)
     return {"kernels": top, "matched": matched, "report": str(report), "csv": str(raw), "log": str(log),
-            "command": cmd}
+            "command": cmd, "capped": capped}
 
 
 def top_launches(trace: Path, count: int) -> list[str]:
@@ -119,10 +123,31 @@ def select_kernels(parsed: dict[str, dict[str, Any]], launches: Sequence[str], c
     return dict(ordered[:count]), matched
 
 
-def profile_command(ncu: str, command: Sequence[str], report: Path, functions: Sequence[str]) -> list[str]:
-    """The ncu command line: sections, one launch per configuration after the first, optional filter."""
-    cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--force-overwrite",
-           "--filter-mode", "per-launch-config", "--launch-skip", "1", "--launch-count", "1"]
+MAX_CONFIGS = 48
+"""Launch configurations of the wanted kernels above which ncu profiles the first MAX_LAUNCHES launches
+instead of one of each: a cache that grows every decode step (``ch13:kv_cache_naive``) gives its
+kernels a new grid each step, hundreds of configurations, each replayed under the sections (its ncu
+run passed 142 s)."""
+MAX_LAUNCHES = 64
+
+
+def launch_configs(trace: Path, functions: Sequence[str]) -> int:
+    """How many distinct launch configurations of kernels named ``functions`` a torch trace holds."""
+    wanted = {function_name(f) for f in functions}
+    return len({(function_name(ev.name), str(ev.launch)) for ev in load_events(trace)
+                if ev.cat == "kernel" and ev.launch is not None and function_name(ev.name) in wanted})
+
+
+def profile_command(ncu: str, command: Sequence[str], report: Path, functions: Sequence[str],
+                    configs: int = 0) -> list[str]:
+    """The ncu command line: sections, one launch per configuration after the first, optional filter;
+    where the wanted kernels come in more than MAX_CONFIGS configurations (``configs``, from the
+    trace), the first MAX_LAUNCHES launches after the first instead (the report then says so)."""
+    if configs > MAX_CONFIGS:
+        limit = ["--filter-mode", "global", "--launch-skip", "1", "--launch-count", str(MAX_LAUNCHES)]
+    else:
+        limit = ["--filter-mode", "per-launch-config", "--launch-skip", "1", "--launch-count", "1"]
+    cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--force-overwrite", *limit]
     for section in SECTIONS:
         cmd += ["--section", section]
     cmd += ["--metrics", ",".join(EXTRA_METRICS)]

@@ -14,7 +14,7 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.runner import PairContext
 from aisp.harness.timing import synchronize
 from aisp.profile.capture import SUMMARY_FILE, capture_torch
-from aisp.profile.ncu import run_ncu, top_launches
+from aisp.profile.ncu import launch_configs, run_ncu, top_launches
 from aisp.profile.nsight import run_nsys
 
 Tool = Literal["torch", "ncu", "nsys"]
@@ -86,9 +86,13 @@ def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) 
             bench.teardown()
     if req.tool == "torch":
         return summaries
-    return {name: run_ncu(files[name], out_dir, req.kernels, req.timeout_s,
-                          top_launches(Path(summaries[name]["files"]["trace"]), req.kernels))
-            for name in files}
+    results = {}
+    for name in files:
+        trace = Path(summaries[name]["files"]["trace"])
+        launches = top_launches(trace, req.kernels)
+        configs = launch_configs(trace, [launch.split(" <<<")[0] for launch in launches])
+        results[name] = run_ncu(files[name], out_dir, req.kernels, req.timeout_s, launches, configs)
+    return results
 
 
 def _set_up(benches: dict[str, Benchmark], warmup: int) -> None:
@@ -115,6 +119,7 @@ def attach_profile(result: dict[str, Any], ctx: PairContext, nsight: bool = Fals
         return result
     trace = ((result.get("profile") or {}).get("variants", {}).get(best["name"], {}).get("files", {}).get("trace"))
     launches = top_launches(Path(trace), 5) if trace and Path(trace).exists() else []
-    found = {"ncu": run_ncu(Path(best["file"]), out_dir, launches=launches),
+    configs = launch_configs(Path(trace), [launch.split(" <<<")[0] for launch in launches]) if launches else 0
+    found = {"ncu": run_ncu(Path(best["file"]), out_dir, launches=launches, configs=configs),
              "nsys": run_nsys(Path(best["file"]), out_dir), "variant": best["name"]}
     return {**result, "profile": {**(result.get("profile") or {}), "nsight": found}}
