@@ -21,18 +21,7 @@ from optimized_attention_standard import FlashAttention
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import aisp
-
-
-def cudnn_or_skip(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """Raises aisp.Unavailable where cuDNN attention cannot run a causal call on these inputs' kind
-    (tried on one head of one sequence: no GPU, a PyTorch built without it, an unsupported shape)."""
-    if q.device.type != "cuda":
-        raise aisp.Unavailable("cuDNN attention needs a CUDA GPU")
-    try:
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            F.scaled_dot_product_attention(q[:1, :1], k[:1, :1], v[:1, :1], is_causal=True)
-    except RuntimeError as err:
-        raise aisp.Unavailable(f"cuDNN attention is not available here: {err}".splitlines()[0]) from err
+from aisp.kits.attention import require_cudnn_attention
 
 
 class OnCuDNN:
@@ -40,7 +29,7 @@ class OnCuDNN:
 
     def setup(self) -> None:
         super().setup()
-        cudnn_or_skip(self.q, self.k, self.v)
+        require_cudnn_attention(self.q, self.k, self.v)
 
     def run(self) -> torch.Tensor:
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

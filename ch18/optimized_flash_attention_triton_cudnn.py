@@ -13,11 +13,11 @@ Run: python ch18/optimized_flash_attention_triton_cudnn.py  |  aisp bench run -t
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from optimized_flash_attention_triton_sdpa import SDPAFlashAttention
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
 import aisp
+from aisp.kits.attention import require_cudnn_attention
 
 
 class CuDNNAttention(SDPAFlashAttention):
@@ -25,13 +25,7 @@ class CuDNNAttention(SDPAFlashAttention):
 
     def prepare(self) -> None:
         """Fails over to a skip where cuDNN attention cannot run these inputs."""
-        if self.device.type != "cuda":
-            raise aisp.Unavailable("cuDNN attention needs a CUDA GPU")
-        try:
-            with sdpa_kernel(self.backend):
-                F.scaled_dot_product_attention(self.q[:1, :1], self.k[:1, :1], self.v[:1, :1], is_causal=True)
-        except RuntimeError as err:
-            raise aisp.Unavailable(f"cuDNN attention is not available here: {err}") from err
+        require_cudnn_attention(self.q, self.k, self.v)
 
 
 def get_benchmark() -> aisp.Benchmark:
