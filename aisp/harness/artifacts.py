@@ -108,12 +108,17 @@ def best_variant(result: dict[str, Any]) -> dict[str, Any] | None:
     return next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
 
 
+def pair_result_path(run_dir: Path, slug: str) -> Path:
+    """Where a run folder keeps the result of the pair ``<chapter>_<name>`` (``slug``)."""
+    return run_dir / slug / "results" / "benchmark_test_results.json"
+
+
 def write_pair(run_dir: Path, result: dict[str, Any]) -> Path:
     """``<chapter>_<name>/results/benchmark_test_results.json``; returns the results folder (the
     report layer adds the Markdown beside it)."""
-    folder = run_dir / f"{result['group']}_{result['name']}" / "results"
-    atomic_write_json(folder / "benchmark_test_results.json", result)
-    return folder
+    path = pair_result_path(run_dir, f"{result['group']}_{result['name']}")
+    atomic_write_json(path, result)
+    return path.parent
 
 
 def write_summary(run_dir: Path, results: list[dict[str, Any]], extra: dict[str, Any]) -> None:

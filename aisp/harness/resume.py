@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from aisp.harness.artifacts import atomic_write_json, read_json
+from aisp.harness.artifacts import atomic_write_json, pair_result_path, read_json
 from aisp.harness.discovery import Pair
 from aisp.harness.options import RunOptions
 
@@ -41,7 +41,6 @@ its pairs run, how many re-runs confirm a regression, whether expectations are s
 multiplier, shard) change what a pair measures or which pairs run, and must be the run's."""
 GIT_FIELDS = ("git_commit", "git_dirty", "git_diff_sha256")
 LOCK = ".lock"
-RESULT = Path("results") / "benchmark_test_results.json"
 
 
 class ResumeError(ValueError):
@@ -104,7 +103,7 @@ def finished_results(run_dir: Path, pairs: list[Pair]) -> dict[str, dict[str, An
     """The final results stored in ``run_dir`` of these pairs, by slug (an unfinished one left out)."""
     found = {}
     for pair in pairs:
-        path = run_dir / pair.slug / RESULT
+        path = pair_result_path(run_dir, pair.slug)
         if path.exists():
             try:
                 result = read_json(path)
