@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from aisp.harness.artifacts import atomic_write_text, best_variant
+from aisp.harness.artifacts import atomic_write_text, best_variant, pair_result_path
 
 
 def _fmt_ms(variant: dict[str, Any] | None) -> str:
@@ -99,8 +99,8 @@ def write_tables(run_dir: Path, results: list[dict[str, Any]]) -> None:
     pair; the Markdown lists every result's notes under the table, the CSV has them as a column)
     and each pair's ``results/benchmark_test_results.md``."""
     for result in results:
-        folder = run_dir / f"{result['group']}_{result['name']}" / "results"
-        atomic_write_text(folder / "benchmark_test_results.md", pair_markdown(result))
+        path = pair_result_path(run_dir, f"{result['group']}_{result['name']}")
+        atomic_write_text(path.with_suffix(".md"), pair_markdown(result))
     atomic_write_text(run_dir / "summary.md", f"# Run {run_dir.name}\n\n" + markdown_table(summary_rows(results))
                       + notes_markdown(note_lines(results)))
     atomic_write_text(run_dir / "summary.csv", csv_text(csv_rows(results)))
