@@ -95,3 +95,36 @@ def test_a_zygote_that_cannot_start_is_an_oserror_and_the_run_starts_workers_ane
     result = _run(FIXTURES / "pairs", ["raises"], options)["raises"]
     assert result["placement"]["forked"] is False and result["verdict"] == "error"
 
+
+
+def test_the_zygote_imports_the_compile_stack_once_for_its_children(tmp_path):
+    """torch._dynamo (Triton too where installed) is imported by the zygote, not by each pair; never
+    Inductor's compile_fx, after whose import a forked child cannot start CUDA (seen on an H200)."""
+    zygote = Zygote({**os.environ}, Path.cwd(), tmp_path / "zygote.log")
+    try:
+        assert "torch._dynamo" in zygote.imported and "torch._inductor.compile_fx" not in zygote.imported
+    finally:
+        zygote.close()
+
+
+def test_a_share_applied_after_inductor_was_imported_recounts_its_compile_threads(monkeypatch):
+    """A zygote's child imported Inductor on every core; its CPU share (one core here) sets the compile
+    workers again, as a worker that imports Inductor after the share would count them."""
+    import torch._inductor.config as inductor
+
+    from aisp.harness import scheduler
+
+    before = os.sched_getaffinity(0)
+    one = min(before)
+    monkeypatch.setenv(scheduler.CPUS_ENV, str(one))
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(inductor, "compile_threads", 32)
+    try:
+        share = scheduler.apply_share_from_env()
+        assert share["cpus"] == str(one) and inductor.compile_threads == 1
+    finally:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), before)
+            except OSError:
+                continue

@@ -20,6 +20,7 @@ import itertools
 import os
 import queue
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -284,5 +285,9 @@ def apply_share_from_env() -> dict[str, Any]:
                 continue
     if os.environ.get(THREADS_ENV):
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None and hasattr(inductor, "decide_compile_threads"):
+        # imported before this share held (a zygote's child): its compile workers were counted on every core
+        inductor.compile_threads = inductor.decide_compile_threads()
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     return {"threads": torch.get_num_threads(), "cpus": format_cpus(tuple(allowed))}

@@ -16,6 +16,7 @@ when a child ends (code as ``subprocess``: negative for a signal). EOF on stdin 
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import select
@@ -31,6 +32,16 @@ from typing import Any
 
 _SEND = threading.Lock()
 """Held while writing an answer, and by the main thread while it forks (a child never inherits it held)."""
+
+
+COMPILER_MODULES = ("torch._dynamo", "triton", "triton.language")
+"""Imported by the zygote beside torch and the harness: pairs that compile (``torch.compile``, Triton
+kernels) spent 4-7 s importing the compile stack in every worker of a 4 x H200 book (2026-11-28).
+Only modules after whose import a forked child can still start CUDA (checked on an H200): importing
+``torch._inductor.compile_fx`` queries the driver, and every child then failed with "Cannot
+re-initialize CUDA in forked subprocess". What Inductor's config decides from the process's cores
+at import (its compile threads; ``torch._dynamo`` imports it) is decided again in each child, on its
+own CPU share (``scheduler.apply_share_from_env``)."""
 
 
 def _send(doc: dict[str, Any]) -> None:
@@ -92,13 +103,20 @@ def serve() -> int:
 
     from aisp.harness import worker  # noqa: F401 - imported once here, for every child
 
+    imported = []
+    for name in COMPILER_MODULES:  # the compile stack too: 4-7 s of a torch.compile or Triton pair's import
+        try:
+            importlib.import_module(name)
+        except ImportError:  # no Triton here (a CPU build); the pairs that need it import it themselves
+            continue
+        imported.append(name)
     if torch.cuda.is_initialized():
         print("the zygote's imports initialized CUDA: a forked child could not use it", file=sys.stderr)
         return 1
     warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # see _SEND
     gc.freeze()  # the imports' objects: a child's gc.collect() (several a pair) no longer walks them
     threading.Thread(target=_reap, daemon=True).start()
-    _send({"ready": os.getpid()})
+    _send({"ready": os.getpid(), "imported": imported})
     for line in sys.stdin:
         request = json.loads(line)
         with _SEND:
@@ -141,6 +159,8 @@ class Zygote:
             self.proc.kill()
             self.proc.wait()
             raise OSError(f"the zygote did not start within {READY_S:.0f} s (exit {self.proc.poll()})")
+        self.imported: list[str] = ready.get("imported", [])
+        """The compile modules the zygote imported for its children (``COMPILER_MODULES`` found here)."""
         self._lock, self._next = threading.Lock(), 0
         self._exits: dict[int, int] = {}
         self._forked: dict[int, int] = {}
