@@ -8,8 +8,9 @@ tile j's softmax while that product runs on the tensor cores (P and alpha carrie
 iteration; the first softmax and the last P V peeled). Its sm_90 PTX and SASS show the P V wgmma in
 flight across the exp2s, not serialized; Triton 3.6 still waits for each S_j before the softmax.
 One config: 128 x 128 tiles, 2 stages, 244 registers (one program an SM), tuned at the first call.
-Expect (not yet measured on a GPU): between ``_tma``'s 1.160 ms (60.5% of the bf16 peak) and cuDNN's
-0.926 ms (75.8%) if the overlap pays for the second program per SM it gives up; slower if it does not.
+Expected between ``_tma`` and cuDNN if the overlap paid for the second program per SM it gives up.
+Measured (H200, 2026-11-28): slower than ``_tma``: 1.403 ms, 11.56x [11.54, 11.58], 392 TFLOP/s in
+the timed run (``_tma`` 1.16 ms, 474); 1.422 ms, 387 TFLOP/s (49%) in the GPU test. Why: not profiled.
 Run: python ch18/optimized_flash_attention_triton_pipelined.py  |  aisp bench run -t ch18:flash_attention_triton
 """
 

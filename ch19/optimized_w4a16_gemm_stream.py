@@ -14,7 +14,8 @@ bf16's exponent byte 0x43 (128 + code), HADD2 subtracts 136; the 16 k of an mma 
 A and B agree, so x needs no shuffle. The sm_90 loop: 539 instructions a step, 67 per 512 bytes read.
 Split-K 4 (4 slices x 33 CTAs = 132): each unit's fp32 sums added with red.global.add.v2.f32, the last
 slice to arrive writes bf16 and clears the workspace: no sum or cast kernels, one ctypes launch.
-Expect: not yet measured on a GPU; estimated 0.072-0.085 ms (78-91% of HBM on 278 MB), from 0.1178 ms.
+Expect (measured, H200, 2026-11-28): 0.1065 ms, 6.01x [5.84, 6.19] over 0.6437 ms, 2.62 TB/s, 62% of
+HBM on 278 MB (estimated 0.072-0.085 ms, 78-91%); the prmt variant 0.1155 ms in the same run.
 Run: python ch19/optimized_w4a16_gemm_stream.py  |  aisp bench run -t ch19:w4a16_gemm
 """
 
