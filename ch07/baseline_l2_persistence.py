@@ -46,7 +46,7 @@ def _gather_workload() -> GatherWorkload:
     # Fewest HBM bytes: x read, out written, idx read, the table read once.
     return GatherWorkload(flops=float(s.rows * s.width), bytes=2 * row * s.rows + 4.0 * s.rows + row * s.table_rows,
                           items=s.rows, item_unit="rows", precision="fp32", requires=native.REQUIRES,
-                          ceiling_note="an L2 gather: each table load waits for its idx load; not an HBM-copy kernel")
+                          ceiling_note="ncu: optimized gather_add 405 us: L2 its busiest unit (SOL 86%), DRAM 57% (2.76 TB/s, ~the declared bytes), long_scoreboard 113 warps/issue, issue 10%")
 
 
 WORKLOAD = _gather_workload()

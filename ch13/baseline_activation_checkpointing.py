@@ -24,7 +24,7 @@ from aisp.kits.gpt import GPTConfig
 
 WORKLOAD = train_workload(model=GPTConfig(vocab=4096, seq=1024, dim=1024, heads=16, layers=8), batch=16,
                           precision="bf16", element_tol=0.015, rtol=5e-2, headline="memory",
-                          ceiling_note="memory headline: one extra forward per step (1.22x slower) buys the memory",
+                          ceiling_note="profiled: recompute makes 73.3 ms of kernels a step (stored: 60.8): GEMMs 45% (ncu tensor pipe 76-92%), copies 12%, cuDNN attention 13%, norms 11%",
                           requires=aisp.Requirements(cuda=True))
 
 

@@ -62,7 +62,7 @@ def _workload() -> DocumentWorkload:
     w = DocumentWorkload()
     return DocumentWorkload(flops=4.0 * w.heads * w.head_dim * w.visible_pairs(), items=w.batch * w.seq,
                             item_unit="tokens", precision="bf16", element_tol=0.002, requires=aisp.Requirements(cuda=True),
-                            ceiling_note="partial tiles at document edges; the per-call block-mask build")
+                            ceiling_note="ncu: FlexAttention kernel 659 us, 93% of kernel time: tensor pipe 29%, issue 35%; 235 registers leave 2 warps a scheduler (occupancy 12.5%); DRAM 17%")
 
 
 WORKLOAD = _workload()

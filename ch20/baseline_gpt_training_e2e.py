@@ -30,7 +30,7 @@ from ch20_gpt import TrainStep, train_workload
 import aisp
 
 WORKLOAD = train_workload(precision="bf16", element_tol=0.015, requires=aisp.Requirements(cuda=True, packages=("triton",)),
-                          ceiling_note="GEMMs at ~50% of peak",
+                          ceiling_note="profiled (ncu timed out): s3_compile's 32.9 ms of kernels a call: GEMMs 52%, cuDNN attention 12%, fused AdamW 8%, Triton fused kernels and reductions the rest",
                           timeout_s=900)
 
 
