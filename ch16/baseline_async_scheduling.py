@@ -72,7 +72,7 @@ class SerialLoop(aisp.Benchmark):
         lengths = w.prompts()
         width = llm.pages_for(max(lengths) + w.steps, w.page_size)
         total = 1 + sum(llm.pages_for(n + w.steps, w.page_size) for n in lengths)
-        self.model = llm.build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.model = llm.build_decoder(w.model, self.seed, self.device, dtype_on(self.device), self.device.type == "cuda")
         layout = llm.PageLayout(pages=total, page_size=w.page_size, rows=w.slots, max_pages=width)
         cache = llm.PagedKVCache(w.model, layout, self.device, dtype_on(self.device))
         pool = llm.PagePool(total)

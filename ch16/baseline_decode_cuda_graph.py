@@ -52,7 +52,8 @@ class EagerDecode(aisp.Benchmark):
 
     def setup(self) -> None:
         w = self.workload
-        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device))
+        self.model = build_decoder(w.model, self.seed, self.device, dtype_on(self.device),
+                                   draw_on_device=self.device.type == "cuda")  # drawn where they are used: seconds a variant on a CPU thread
         self.prompts = torch.randint(w.model.vocab, (w.batch, w.prompt), generator=self.generator(),
                                      device=self.device)
         self.cache = DenseKVCache(w.model, w.batch, self.cache_len(), self.device, dtype_on(self.device))
