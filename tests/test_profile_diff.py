@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
-from aisp.profile.diff import columns, diff_table, rows, totals
+from aisp.profile.diff import columns, diff_lines, diff_table, fits, rows, totals
 from aisp.profile.ncu import SECTIONS, parse_raw_csv
 
 NCU = Path(__file__).parent / "fixtures" / "ncu"
@@ -106,3 +106,24 @@ def test_cli_profile_diff_without_ncu_fails_with_one_line(tmp_path: Path, monkey
     assert out.exit_code == 1
     assert "skipped: ncu not found on PATH" in out.output and "profiled 0 of 2 variants" in out.stderr
     assert CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:no_such_pair"]).exit_code == 2
+
+
+def test_a_console_too_narrow_for_the_table_gets_one_figure_a_line() -> None:
+    """16 kernel columns in 80 characters left every cell one letter wide (a CI log); the line form
+    keeps every figure of every kernel readable."""
+    variants = _variants()
+    assert fits(variants, 2, 250) and not fits(variants, 2, 80)
+    text = "\n".join(diff_lines(variants, 2))
+    assert "baseline: 2 kernels profiled, the top 2 97.4 µs" in text
+    assert f"  {FUSED}" in text and "    tensor pipe %: 24.8" in text
+    assert "    top stalls (warps per issue): long_scoreboard 7.91, " in text  # the stalls on one line
+    assert max(len(line) for line in text.splitlines()) < 120
+
+
+def test_cli_profile_diff_on_a_narrow_console_prints_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_ncu(tmp_path, monkeypatch)
+    monkeypatch.setattr("aisp.cli.profile.console", Console(width=80))
+    out = CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
+                                   "--output-dir", str(tmp_path / "p")])
+    assert out.exit_code == 0, out.output
+    assert "    DRAM GB/s: 1,337" in out.output and "┃" not in out.output

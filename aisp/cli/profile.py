@@ -63,7 +63,7 @@ def diff(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e
     """Nsight Compute on every variant of one pair, top kernels side by side: duration, SOL % of
     compute and memory, DRAM and L2 throughput, tensor pipe, occupancy, top stalls. Exit 1 when
     fewer than two variants could be profiled (ncu absent or failing), 2 for an unknown target."""
-    from aisp.profile.diff import diff_pair, diff_table, profiled
+    from aisp.profile.diff import diff_lines, diff_pair, diff_table, fits, profiled
 
     try:
         result = diff_pair(target, output_dir, kernels, timeout)
@@ -75,7 +75,11 @@ def diff(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e
         Console(stderr=True).print(f"error: ncu profiled {len(done)} of {len(result['variants'])} variants of "
                                    f"{result['target']}; nothing to compare", soft_wrap=True)
         raise typer.Exit(1)
-    console.print(diff_table(done, kernels, f"ncu: {result['target']} (files in {result['output_dir']})"))
+    title = f"ncu: {result['target']} (files in {result['output_dir']})"
+    if fits(done, kernels, console.width):
+        console.print(diff_table(done, kernels, title))
+    else:  # too narrow for one column a kernel (a CI log reads as 80 columns): one figure a line
+        console.print("\n".join([title, *diff_lines(done, kernels)]), soft_wrap=True, markup=False, highlight=False)
     for name, data in done.items():
         if data.get("capped"):
             console.print(f"{name}: {data['capped']}", soft_wrap=True)

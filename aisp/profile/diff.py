@@ -84,6 +84,30 @@ def diff_table(variants: dict[str, dict[str, Any]], top: int, title: str) -> Tab
     return table
 
 
+COLUMN_WIDTH = 24
+"""Characters one kernel's column needs for the table to stay readable (its launch, its stalls)."""
+
+
+def fits(variants: dict[str, dict[str, Any]], top: int, width: int) -> bool:
+    """Whether the side-by-side table of ``top`` kernels a variant stays readable ``width`` characters wide."""
+    return 30 + COLUMN_WIDTH * len(columns(variants, top)) <= width
+
+
+def diff_lines(variants: dict[str, dict[str, Any]], top: int) -> list[str]:
+    """The table's figures as text, one block per kernel (its variant and launch, then one figure a
+    line), for a console too narrow for the table: a CI log, a pipe, a small terminal."""
+    lines: list[str] = []
+    sums = totals(variants, top)
+    for name, data in variants.items():
+        lines.append(f"{name}: {len(data.get('kernels', {}))} kernels profiled, the top {top} "
+                     f"{sums[name]:,.1f} µs")
+        for col in columns({name: data}, top):
+            lines.append(f"  {col.launch}")
+            lines += [f"    {label}: {fmt(col.metrics.get(key))}".replace("\n", ", ")
+                      for label, key, fmt in ROWS]
+    return lines
+
+
 def diff_pair(target: str, output_dir: Path | None, kernels: int, timeout_s: float) -> dict[str, Any]:
     """Profile every variant of ``target`` under ncu; ``profile_ncu.json`` holds what it returns."""
     return profile_target(ProfileRequest(target, "ncu", output_dir, kernels=kernels, timeout_s=timeout_s))
