@@ -127,3 +127,33 @@ def test_cli_profile_diff_on_a_narrow_console_prints_lines(tmp_path: Path, monke
                                    "--output-dir", str(tmp_path / "p")])
     assert out.exit_code == 0, out.output
     assert "    DRAM GB/s: 1,337" in out.output and "┃" not in out.output
+
+
+NO_KERNEL_NCU = """#!{python}
+import pathlib, sys
+args = sys.argv[1:]
+if "--import" in args:
+    print(pathlib.Path({opt!r}).read_text())
+elif "baseline" in args[args.index("-o") + 1]:  # a host-only variant: ncu runs it and finds no kernel
+    print("==PROF== Disconnected from process 1\\n==WARNING== No kernels were profiled.")
+else:
+    pathlib.Path(args[args.index("-o") + 1] + ".ncu-rep").write_text("report")
+"""
+
+
+def test_a_variant_that_launches_no_kernel_is_said_so_and_the_other_is_shown(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """ch05:uint8_transfer's baseline normalizes on the CPU and copies: ncu exits 0 with no report.
+    That is a finding about the variant, not a failed profile ("ncu exited with 0", exit 1, before)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text(NO_KERNEL_NCU.format(python=sys.executable, opt=str(OPTIMIZED)))
+    (bin_dir / "ncu").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("aisp.cli.profile.console", Console(width=250))
+    out = CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
+                                   "--output-dir", str(tmp_path / "p")])
+    assert out.exit_code == 0, out.output
+    assert "baseline: no kernel launched under ncu" in out.output and "_w4a16_gemm_kernel" in out.output
+    saved = json.loads((tmp_path / "p" / "profile_ncu.json").read_text())
+    assert saved["variants"]["baseline"]["kernels"] == {} and "error" not in saved["variants"]["baseline"]

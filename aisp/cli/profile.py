@@ -81,6 +81,8 @@ def diff(target: Annotated[str, typer.Option("--target", "-t", help="One pair, e
     else:  # too narrow for one column a kernel (a CI log reads as 80 columns): one figure a line
         console.print("\n".join([title, *diff_lines(done, kernels)]), soft_wrap=True, markup=False, highlight=False)
     for name, data in done.items():
+        if data.get("no_kernels"):
+            console.print(f"{name}: {data['no_kernels']}", soft_wrap=True)
         if data.get("capped"):
             console.print(f"{name}: {data['capped']}", soft_wrap=True)
 

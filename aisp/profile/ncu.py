@@ -80,6 +80,8 @@ def run_ncu_command(command: Sequence[str], base: Path, kernels: int = 5, timeou
     log, report = base.with_suffix(".ncu.log"), base.with_suffix(".ncu-rep")
     cmd = profile_command(ncu, command, report, [launch.split(" <<<")[0] for launch in launches], configs)
     rc = run_logged(cmd, log, timeout_s)
+    if rc == 0 and not report.exists() and NO_KERNELS in log.read_text(errors="replace"):
+        return {"kernels": {}, "matched": False, "no_kernels": NO_KERNELS_REASON, "log": str(log), "command": cmd}
     if rc != 0 or not report.exists():
         return failure("ncu", rc, log, timeout_s) | {"command": cmd}
     raw = base.with_suffix(".ncu.csv")
@@ -92,6 +94,11 @@ def run_ncu_command(command: Sequence[str], base: Path, kernels: int = 5, timeou
               if configs > MAX_CONFIGS else None)
     return {"kernels": top, "matched": matched, "report": str(report), "csv": str(raw), "log": str(log),
             "command": cmd, "capped": capped}
+
+
+NO_KERNELS = "No kernels were profiled"
+"""ncu's warning when the program ran and launched no kernel (it then writes no report)."""
+NO_KERNELS_REASON = "no kernel launched under ncu: its GPU time, if any, is copies; the rest is host work"
 
 
 def top_launches(trace: Path, count: int) -> list[str]:
