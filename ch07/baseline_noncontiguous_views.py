@@ -39,7 +39,7 @@ def _view_workload() -> ViewWorkload:
     n = s.rows * s.cols
     # Fewest bytes: one transposed copy (8/elem), softmax, log_softmax, layer_norm (8 each), p*logp+n (16).
     return ViewWorkload(bytes=48.0 * n, items=n, item_unit="elements", precision="fp32",
-                        ceiling_note="five PyTorch kernels, none ours (copy, softmax, layer_norm...)")
+                        ceiling_note="ncu: the one transposed copy (32% of kernel time) is L2-bound (L2 96%, DRAM 23%); softmax + log_softmax 36% at DRAM 46%; addcmul DRAM 92%")
 
 
 WORKLOAD = _view_workload()

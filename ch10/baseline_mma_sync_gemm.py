@@ -19,7 +19,7 @@ from ch10_common import LadderGemm, gemm_workload
 import aisp
 
 WORKLOAD = gemm_workload(hopper=False,
-                         ceiling_note="mma.sync issue and register operands (an ldmatrix per HMMA)")
+                         ceiling_note="ncu: mma_sync 3.63 ms (303 TFLOP/s): L2 its busiest unit (83%, 6.45 TB/s), tensor pipe 47%, issue 32%, occupancy 25%, short_scoreboard 3.1")
 
 
 class SimtGemm(LadderGemm):

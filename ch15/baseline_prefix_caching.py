@@ -59,7 +59,7 @@ def _workload(w: PrefixWorkload = PrefixWorkload()) -> PrefixWorkload:
         w.requests * w.user, w.system + w.user / 2)
     return PrefixWorkload(model=w.model, requests=w.requests, system=w.system, user=w.user, page_size=w.page_size,
                           flops=flops, items=w.requests, item_unit="requests", precision="bf16", requires=GPU_SIZED,
-                          ceiling_note="the optimized pays two passes and a page gather per layer")
+                          ceiling_note="profiled: optimized 10.6 ms of kernels a call: masked cuDNN attention 27%, GEMMs 25%, copies 12%, SiLU, mul, cat and small passes the rest")
 
 
 WORKLOAD = _workload()

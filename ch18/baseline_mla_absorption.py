@@ -60,7 +60,7 @@ def _workload() -> MLAWorkload:
     w = MLAWorkload()
     return MLAWorkload(flops=w.absorbed_flops(), bytes=w.cache_bytes() + w.weight_bytes(), items=w.batch,
                        item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
-                       ceiling_note="the cache read twice (two bmms) and the scores' round trip")
+                       ceiling_note="ncu: the two cache bmms (77 + 67 us, 66% of kernel time) each at DRAM 84-87%: the cache read twice; softmax, copies, small bmms 34%")
 
 
 WORKLOAD = _workload()

@@ -6,9 +6,9 @@ Optimized: the window as a ``mask_mod`` reading the positions, and a ``BlockMask
 from them in a few small ops (``ch18_flex.window_block_mask``: per row, key blocks first..last of
 its window, <= 33 of 256; the two edge blocks masked per element). ``torch.compile(flex_attention)``
 with one query per row takes FlexAttention's decoding kernel (flex-decoding): it packs each K/V
-head's 4 query heads into one tile (``enable_gqa``, no repeat) and splits each row's listed blocks
-over several CTAs, merging their partial softmaxes, so 32 x 8 (row, K/V head) pairs still fill 132
-SMs. Reads ~0.54 GB.
+head's 4 query heads into one tile (``enable_gqa``, no repeat); it splits a row's blocks over CTAs
+only when batch x K/V heads is under the SM count, so here the 32 x 8 (row, K/V head) pairs are 256
+programs of 2 warps, one per pair (Nsight Compute, H200, 2026-11-28: DRAM 58%, 6% occupancy). Reads ~0.54 GB.
 Expect (measured, H200, 2026-11-27): 1.606 ms -> 0.5819 ms, 2.76x (median ratio; estimated ~0.2-0.3
 ms, ~6-8x); 0.92 TB/s, 22.0% of HBM on the window's bytes: the mask build's small launches and the
 split merge are fixed costs; the ``_graph`` variant (0.2362 ms, 6.81x, 54.2%) won. 2026-11-26: 2.72x.

@@ -46,7 +46,7 @@ def optimizer_workload(**kw: object) -> OptimizerWorkload:
 
 
 WORKLOAD = optimizer_workload(precision="bf16", element_tol=2**-6, headline="memory", requires=aisp.Requirements(cuda=True),
-                              ceiling_note="memory headline: 20.3 -> 16.3 bytes per parameter")
+                              ceiling_note="profiled: optimized 11.7 ms of kernels a call: compiled Adam update 45% (ncu DRAM 80%, 3.86 TB/s), GEMMs 38% (tensor pipe 74-80%), foreach copies 11%")
 
 
 class ResidualMLP(nn.Module):

@@ -30,7 +30,7 @@ import aisp
 from aisp.kits.moe import MoEWorkload, masked_moe, moe_inputs
 
 WORKLOAD = case_workload(aisp.Requirements(cuda=True),
-                         ceiling_note="grouped GEMMs at ~2K rows an expert; gather, SwiGLU, combine passes",
+                         ceiling_note="profiled: s2 5.26 ms of kernels a call: grouped GEMMs 45% (ncu tensor pipe 75%), per_slot[order] scatter 23% (DRAM 19%), SwiGLU 14%, bmm combine 9%",
                          window="idle")
 """Sized for an H100/H200; tests/test_ch20_cases.py runs the same code at tiny sizes on a CPU."""
 
