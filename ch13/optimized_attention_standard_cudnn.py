@@ -9,7 +9,7 @@ TFLOP/s here (36% of the bf16 peak). cuDNN's fused attention uses both on Hopper
 32 x 4K, it read 77% of the peak where the FlashAttention backend read 42%. Which backend SDPA picks
 by default depends on the PyTorch version; pinning one makes the lesson's kernel the one timed.
 Skipped (``aisp.Unavailable``) where this PyTorch build or GPU has no cuDNN attention for the shape.
-Expect (measured, H200, 2026-11-28, 8 x 16 x 2K, head 128, causal): 0.269 ms, 24.49x [24.40, 24.58]
+Expect: measured on an H200 (2026-11-28, 8 x 16 x 2K, head 128, causal): 0.269 ms, 24.49x [24.40, 24.58]
 over 6.575 ms, 511 TFLOP/s (65% of the bf16 peak); the FlashAttention backend 0.4778 ms, 288 (37%).
 Not profiled at this shape.
 Run: python ch13/optimized_attention_standard_cudnn.py  |  aisp bench run -t ch13:attention_standard
