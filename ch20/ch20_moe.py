@@ -23,9 +23,14 @@ def case_workload(requires: aisp.Requirements, **kw: object) -> MoEWorkload:
 
 def combine(y_sorted: torch.Tensor, order: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
     """Expert outputs in sorted order back to (token, slot) order, then the gate-weighted sum over
-    the k slots as one batched (1 x k) @ (k x dim) product per token: no atomics, one pass."""
-    per_slot = torch.empty_like(y_sorted)
-    per_slot[order] = y_sorted
+    the k slots as one batched (1 x k) @ (k x dim) product per token: no atomics, one pass.
+    The reorder is a row gather through the inverse permutation, not ``per_slot[order] = y_sorted``:
+    on an H200 that scatter (index_put, one thread an element) took 1.19 ms at 19% of DRAM, 23% of
+    the s2 stage's kernel time, where the row gather into sorted order moves the same bytes in 0.26
+    ms (Nsight Compute and the torch profiler, 2026-11-28)."""
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    per_slot = y_sorted[inverse]  # the same indexing as the stage's row gather x[order // k]
     tokens, k = gates.shape
     out = torch.bmm(gates.to(y_sorted.dtype).unsqueeze(1), per_slot.view(tokens, k, -1))
     return out.squeeze(1)
