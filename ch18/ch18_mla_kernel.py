@@ -23,7 +23,9 @@ BLOCK_N = 32
 """Cache rows per inner step: 32 x 576 bf16 = 36 KB of tile."""
 H_PAD = 16
 """Query rows (heads) per program, padded to the tensor-core tile's minimum height."""
-STAGES = 3  # tile loads in flight per program: 3 x 36 KB of shared memory
+STAGES = 3
+"""Software-pipelining depth: the tile loads in flight (sm_90: 91 KB of shared memory, two programs an SM)."""
+WARPS = 4
 
 
 @triton.jit
@@ -90,7 +92,7 @@ def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: flo
     parts = torch.empty(batch * splits * heads, latent, device=q.device, dtype=torch.float32)
     ml = torch.empty(batch * splits * heads, 2, device=q.device, dtype=torch.float32)
     _slice[(batch, splits)](q, cache, parts, ml, ctx, scale * math.log2(math.e), SPLIT_LEN=split_len, HEADS=heads,
-                            H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=BLOCK_N, num_warps=4, num_stages=STAGES)
+                            H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=BLOCK_N, num_warps=WARPS, num_stages=STAGES)
     out = q.new_empty(batch, heads, latent)
-    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, HEADS=heads, LATENT=latent, num_warps=4)
+    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, HEADS=heads, LATENT=latent, num_warps=WARPS)
     return out

@@ -46,7 +46,7 @@ def load(module: str) -> ModuleType:
 
 
 def pair_of(module: str) -> str:
-    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph")
+    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph").removesuffix("_fused")
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -56,8 +56,12 @@ def build(module: str, seed: int) -> aisp.Benchmark:
     return bench
 
 
+TRITON_VARIANTS = ("optimized_mla_absorption_fused",)
+"""Variants that launch a Triton kernel: verified under the interpreter in test_ch18_triton.py."""
+
+
 def my_variants() -> list[tuple[str, str]]:
-    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS]
+    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS and o not in TRITON_VARIANTS]
 
 
 def test_the_harness_discovers_every_pair_and_variant() -> None:
@@ -66,6 +70,14 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
     expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph")}
     assert expected <= found
     assert len(my_variants()) == len(expected)
+    assert {("baseline_mla_absorption", o) for o in TRITON_VARIANTS} <= found
+
+
+@pytest.mark.parametrize("module", TRITON_VARIANTS)
+def test_triton_variant_skips_on_a_cpu_without_the_interpreter(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(aisp.Unavailable, match="CUDA GPU"):
+        build(module, 0).setup()
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), my_variants())
