@@ -11,11 +11,12 @@ sequence's 16 heads (the 16 rows of one tensor-core tile) and a 512-token slice 
 (32 x 16 = 512 programs); each 32 x 576 cache tile is loaded once and used twice, for the scores
 (latent and RoPE columns) and, after an online softmax in fp32, for P @ c_kv (its latent columns).
 A merge kernel combines the 16 slices' (max, sum, acc) partials (17 MB of fp32 each way). HBM
-bytes: the cache once (302 MB: ~72 us at ~4.2 TB/s) instead of twice; no scores in HBM; the
-softmax and its copies gone (2 launches for 4).
+bytes: the cache once (302 MB: ~72 us at ~4.2 TB/s) instead of twice; no scores in HBM; 2 launches
+where the bmm form takes ~6 (two bmms, the fp32 cast and scale, the softmax, the bf16 cast).
 Expect: not yet measured on a GPU. Estimated (an estimate): the attention ~85-100 us (the one cache
 read at 75-85% of the copy rate plus the partials) where the bmm form spends ~165 us on the two
-bmms and the softmax, so the call ~0.25 -> ~0.15-0.18 ms; 35-45% of HBM on the 0.33 GB floor.
+bmms and the softmax; the step ~0.15-0.18 ms (the bmm variant: 0.25-0.42 ms in the stored runs),
+~32-38x the baseline; 45-55% of HBM on the 0.33 GB floor.
 Run: python ch18/optimized_mla_absorption_fused.py  |  aisp bench run -t ch18:mla_absorption
 """
 
