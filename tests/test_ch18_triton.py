@@ -373,13 +373,17 @@ MLA_SIG = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "o_ptr": "*fp32", "ml_ptr": "
 
 def test_sm90_latent_kernel_fits_two_programs_an_sm_without_spills() -> None:
     """The fused MLA kernel at the pair's shape (16 heads, 512 + 64, 512-row slices) and launch
-    settings: its products on the tensor cores, no spills, and shared memory for two programs an SM
-    (the 512 programs then take under two waves of an H200's 132 SMs)."""
+    settings: its products on the tensor cores, no spills, shared memory for two programs an SM (the
+    512 programs then take under two waves of an H200's 132 SMs), and each cache tile copied from
+    global memory once for both products: the PTX's 16-byte cp.async copies are one tile's share a
+    thread times STAGES (the loop's copy and its STAGES - 1 prologue copies)."""
     kernel = import_module_at(CH18 / "ch18_mla_kernel.py")
     consts = {"SPLIT_LEN": 512, "HEADS": 16, "H_PAD": kernel.H_PAD, "LATENT": 512, "ROPE": 64, "BLOCK_N": kernel.BLOCK_N}
     compiled = compile_sm90("ch18/ch18_mla_kernel:_slice", MLA_SIG, consts,
                             {"num_warps": kernel.WARPS, "num_stages": kernel.STAGES}, divisible=("ctx",))
     fits_sm90(compiled)
     assert 2 * compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
+    per_thread = kernel.BLOCK_N * (512 + 64) * 2 // (32 * kernel.WARPS * 16)
+    assert compiled.asm["ptx"].count("cp.async.cg.shared.global") == per_thread * kernel.STAGES
     code = cuobjdump(compiled, "-sass")
     assert "HMMA" in code or "HGMMA" in code, "the latent kernel's products do not run on the tensor cores"
