@@ -6,7 +6,8 @@ cores' minimum height) whose keys are the whole cache row and whose values are i
 A program takes one (sequence, slice of the context) and loads each BLOCK_N-row tile of the cache
 ONCE, using it twice: scores ``q_lat . c + q_rope . k_rope`` (fp32, the scale folded into exp2),
 an online softmax, then ``acc += P @ c`` from the same tile's latent columns. It writes its
-unnormalized acc with its running max and sum; ``_merge`` weighs the slices by exp2(m - max m).
+unnormalized acc with its running max and sum, in the layout of ch18_decode's partials (a sequence's
+heads are its query group), so ch18_decode's ``_merge`` weighs the slices by exp2(m - max m).
 HBM bytes: the cache once, plus the (batch, splits, heads, latent) fp32 partials written and read
 (at 32 x 16 slices of 16 heads x 512: 17 MB each way, ~11% of the 302 MB cache).
 """
@@ -18,6 +19,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from ch18_decode import _merge
 
 BLOCK_N = 32
 """Cache rows per inner step: 32 x 576 bf16 = 36 KB of tile."""
@@ -64,20 +66,6 @@ def _slice(q_ptr, cache_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: tl.constex
     tl.store(ml_ptr + part * 2 + 1, total, mask=offs_h < HEADS)
 
 
-@triton.jit
-def _merge(o_ptr, ml_ptr, out_ptr, SPLITS: tl.constexpr, HEADS: tl.constexpr, LATENT: tl.constexpr):
-    """Program seq * HEADS + head: the slices' partials weighed by exp2(m - max m), normalized."""
-    pid = tl.program_id(0)
-    seq, head = pid // HEADS, pid % HEADS
-    offs_s, offs_l = tl.arange(0, SPLITS), tl.arange(0, LATENT)
-    part = (seq * SPLITS + offs_s) * HEADS + head
-    m, total = tl.load(ml_ptr + part * 2), tl.load(ml_ptr + part * 2 + 1)
-    w = tl.exp2(m - tl.max(m, 0))
-    acc = tl.load(o_ptr + part[:, None] * LATENT + offs_l[None, :])
-    out = tl.sum(acc * w[:, None], 0) / tl.sum(total * w, 0)
-    tl.store(out_ptr + pid * LATENT + offs_l, out.to(out_ptr.dtype.element_ty))
-
-
 def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: float, splits: int) -> torch.Tensor:
     """softmax(q cache^T * scale) cache[..., :latent] per sequence, for q (batch, heads, latent + rope)
     and cache (batch, context, latent + rope), latent and rope powers of two of at least 16;
@@ -94,5 +82,5 @@ def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: flo
     _slice[(batch, splits)](q, cache, parts, ml, ctx, scale * math.log2(math.e), SPLIT_LEN=split_len, HEADS=heads,
                             H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=BLOCK_N, num_warps=WARPS, num_stages=STAGES)
     out = q.new_empty(batch, heads, latent)
-    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, HEADS=heads, LATENT=latent, num_warps=WARPS)
+    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, GROUPS=heads, D=latent, num_warps=WARPS)
     return out

@@ -141,7 +141,8 @@ print("kernels ok")
 MLA_SCRIPT = PRELUDE + """
 import math
 import pytest
-from ch18_mla_kernel import BLOCK_N, H_PAD, _merge, _slice, latent_attention
+from ch18_decode import _merge
+from ch18_mla_kernel import BLOCK_N, H_PAD, _slice, latent_attention
 gen = torch.Generator().manual_seed(5)
 def reference(q, cache, rope, scale):
     p = torch.softmax(q.double() @ cache.double().transpose(1, 2) * scale, -1)
@@ -173,7 +174,7 @@ for skip in (False, True):
         last[0].zero_()
         last[1].copy_(torch.tensor([float("-inf"), 0.0]))
     out = torch.empty(b, h, lat)
-    _merge[(b * h,)](parts, ml, out, SPLITS=splits, HEADS=h, LATENT=lat)
+    _merge[(b * h,)](parts, ml, out, SPLITS=splits, GROUPS=h, D=lat)
     assert (error(out, ref) > 1e-2) == skip, (skip, error(out, ref))
 
 for bad in ((torch.randn(1, 17, 80), torch.randn(1, 64, 80), 16, 3), (torch.randn(1, 4, 80), torch.randn(1, 64, 80), 16, 3),
@@ -358,8 +359,8 @@ ROPE_SIG = {"qkv_ptr": "*bf16", "pos_ptr": "*i64", "cos_ptr": "*bf16", "sin_ptr"
     ("ch18_decode:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
      {"SPLITS": 32, "GROUPS": 4, "D": 128}, 4),
     ("ch18_rope:_rope_write", ROPE_SIG, {"HEADS": 32, "KV_HEADS": 8, "D": 128}, 1),
-    ("ch18_mla_kernel:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
-     {"SPLITS": 16, "HEADS": 16, "LATENT": 512}, 4),
+    ("ch18_decode:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
+     {"SPLITS": 16, "GROUPS": 16, "D": 512}, 4),
 ], ids=["decode_one_split", "decode_split", "merge", "rope_write", "mla_merge"])
 def test_sm90_kernels_compile(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int) -> None:
     code = sass(kernel, sig, consts, warps, 4)
