@@ -6,7 +6,8 @@ masks list exactly the tiles with a visible pair (the decode one, built from pos
 compiled kernel too; the document one, built from document ids, equal to create_block_mask's on
 edge cases, and compiling nothing but the kernel, once), weight absorption stays within bf16 tolerance in bf16, the bucketed engine
 captures its buckets only while the lazy one captures each size it meets.
-The Triton pairs of the chapter are tested in test_ch18_triton.py."""
+The Triton pairs of the chapter, and mla_absorption's fused Triton variant (here: skipped with the
+reason on a CPU without the interpreter), are tested in test_ch18_triton.py."""
 
 from __future__ import annotations
 
