@@ -37,12 +37,15 @@ class AbsorbedMLA(ExpandedMLA):
         w = self.workload
         q_nope, q_rope = self.queries()
         q_lat = torch.bmm(q_nope.transpose(0, 1), self.w_uk).transpose(0, 1)  # (batch, heads, latent)
-        q_all = torch.cat([q_lat, q_rope], -1)  # (batch, heads, latent + rope)
-        scores = torch.bmm(q_all, self.cache.transpose(1, 2))  # (batch, heads, context)
-        p = torch.softmax(scores.float() * self.scale, -1).to(self.cache.dtype)
-        o_lat = torch.bmm(p, self.cache[..., :w.latent])  # (batch, heads, latent)
+        o_lat = self.attend(torch.cat([q_lat, q_rope], -1))  # q_all: (batch, heads, latent + rope)
         o = torch.bmm(o_lat.transpose(0, 1), self.w_uv_t).transpose(0, 1)  # (batch, heads, v_dim)
         return o.reshape(w.batch, -1) @ self.w_o.T
+
+    def attend(self, q_all: torch.Tensor) -> torch.Tensor:
+        """The latent attention: softmax(q_all cache^T * scale) c_kv, (batch, heads, latent)."""
+        scores = torch.bmm(q_all, self.cache.transpose(1, 2))  # (batch, heads, context)
+        p = torch.softmax(scores.float() * self.scale, -1).to(self.cache.dtype)
+        return torch.bmm(p, self.cache[..., :self.workload.latent])
 
 
 def get_benchmark() -> aisp.Benchmark:

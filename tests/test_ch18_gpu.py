@@ -1,7 +1,8 @@
 """Chapter 18's Triton pairs on a GPU: each verifies at its H200 size (two calls per variant; the
 harness does the timing), the kernels match SDPA in bf16 at the pairs' shapes (the CPU tests run
 them in fp32 under the interpreter), the flash kernel's autotune stays within its compile budget,
-and its speed is within reach of SDPA's best backend (printed: run with -s to see the TFLOP/s)."""
+and its speed is within reach of SDPA's best backend (printed: run with -s to see the TFLOP/s); the fused
+MLA latent kernel matches the two-bmm attention and is timed beside it (printed)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined"), "split_kv_decode": ("",),
-            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",)}
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused",)}
 pytestmark = pytest.mark.gpu
 
 
@@ -160,3 +161,27 @@ def test_decode_kernels_match_sdpa_at_the_pairs_shapes() -> None:
         kk, vv = (p[table[r, :need[r]].cuda()].transpose(0, 1).reshape(8, -1, 128)[:, :n].float() for p in (kp, vp))
         torch.testing.assert_close(out[r].float(), F.scaled_dot_product_attention(q[0].float(), kk, vv),
                                    rtol=2e-2, atol=2e-3)
+
+
+def test_fused_latent_attention_matches_the_two_bmms_and_prints_both_times() -> None:
+    """mla_absorption's attention at the pair's size (32 x 8,192 cache rows of 576, 16 heads): the
+    fused kernel at 4-32 slices gives the two-bmm form's latent output within bf16 tolerance, and the
+    whole fused step the bmm step's output; printed (run with -s): do_bench medians of the two-bmm
+    attention, the fused one at each slice count (with its rate on the 302 MB cache), and both steps."""
+    from ch18_mla_kernel import latent_attention
+    from triton.testing import do_bench
+    fused, bmms = cuda_bench("optimized_mla_absorption_fused"), cuda_bench("optimized_mla_absorption")
+    workload = fused.workload
+    q_nope, q_rope = fused.queries()
+    q_all = torch.cat([torch.bmm(q_nope.transpose(0, 1), fused.w_uk).transpose(0, 1), q_rope], -1)
+    ref = bmms.attend(q_all)
+    times = {"two bmms + softmax": do_bench(lambda: bmms.attend(q_all), return_mode="median")}
+    for splits in (4, 8, 16, 32):
+        def attend(splits: int = splits) -> torch.Tensor:
+            return latent_attention(q_all, fused.cache, workload.rope, fused.scale, splits)
+        compare([("o_lat", ref)], [("o_lat", attend())], workload)
+        times[f"fused, {splits} slices"] = do_bench(attend, return_mode="median")
+    compare([("out", bmms.run())], [("out", fused.run())], workload)
+    steps = {f"step: {n}": do_bench(b.run, return_mode="median") for n, b in (("bmms", bmms), ("fused", fused))}
+    print({n: f"{t * 1e3:.1f} us, {workload.cache_bytes() / t / 1e9:.2f} TB/s on the cache" for n, t in times.items()},
+          {n: f"{t:.4f} ms" for n, t in steps.items()}, f"pair splits: {fused.splits}")

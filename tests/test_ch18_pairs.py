@@ -6,7 +6,8 @@ masks list exactly the tiles with a visible pair (the decode one, built from pos
 compiled kernel too; the document one, built from document ids, equal to create_block_mask's on
 edge cases, and compiling nothing but the kernel, once), weight absorption stays within bf16 tolerance in bf16, the bucketed engine
 captures its buckets only while the lazy one captures each size it meets.
-The Triton pairs of the chapter are tested in test_ch18_triton.py."""
+The Triton pairs of the chapter, and mla_absorption's fused Triton variant (here: skipped with the
+reason on a CPU without the interpreter), are tested in test_ch18_triton.py."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def load(module: str) -> ModuleType:
 
 
 def pair_of(module: str) -> str:
-    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph")
+    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph").removesuffix("_fused")
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -56,8 +57,12 @@ def build(module: str, seed: int) -> aisp.Benchmark:
     return bench
 
 
+TRITON_VARIANTS = ("optimized_mla_absorption_fused",)
+"""Variants that launch a Triton kernel: verified under the interpreter in test_ch18_triton.py."""
+
+
 def my_variants() -> list[tuple[str, str]]:
-    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS]
+    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS and o not in TRITON_VARIANTS]
 
 
 def test_the_harness_discovers_every_pair_and_variant() -> None:
@@ -66,6 +71,14 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
     expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph")}
     assert expected <= found
     assert len(my_variants()) == len(expected)
+    assert {("baseline_mla_absorption", o) for o in TRITON_VARIANTS} <= found
+
+
+@pytest.mark.parametrize("module", TRITON_VARIANTS)
+def test_triton_variant_skips_on_a_cpu_without_the_interpreter(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(aisp.Unavailable, match="CUDA GPU"):
+        build(module, 0).setup()
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), my_variants())

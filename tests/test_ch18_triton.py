@@ -1,10 +1,11 @@
 """Chapter 18's Triton pairs without a GPU (flash_attention_triton, split_kv_decode,
-paged_attention_decode, fused_rope_kv_write): every variant matches its baseline on a CPU under
-TRITON_INTERPRET=1 at small fp32 sizes (two seeds, another seed's answer rejected, refilled
-inputs); the kernels match fp64 references on the cases the pairs do not reach (non-causal, one
-split, ragged page tails, slices past a row's end); every pair file documents itself and skips on
-a CPU with the reason; and the kernels' sm_90 code (compiled without a GPU) multiplies on the
-tensor cores (wgmma for the prefill kernel).
+paged_attention_decode, fused_rope_kv_write, and mla_absorption's fused variant): every variant
+matches its baseline on a CPU under TRITON_INTERPRET=1 at small fp32 sizes (two seeds, another
+seed's answer rejected, refilled inputs); the kernels match fp64 references on the cases the pairs
+do not reach (non-causal, one split, ragged page tails, slices past a row's end, a skipped latent
+slice rejected); every pair file documents itself and skips on a CPU with the reason; and the
+kernels' sm_90 code (compiled without a GPU) multiplies on the tensor cores (wgmma for the prefill
+kernel) and the latent kernel fits without spills.
 
 The interpreted scripts first apply triton_cpu.INTERPRETER_FIX (the Triton 3.6 interpreter's int()
 of one-element numpy arrays), so loops whose bounds depend on the program id run there."""
@@ -22,6 +23,7 @@ import torch
 from conftest import variant_modules
 from triton_cpu import (
     INTERPRETER_FIX,
+    SMEM_PER_BLOCK,
     assert_tma_and_wgmma,
     compile_sm90,
     cuobjdump,
@@ -37,9 +39,12 @@ pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
+OTHER_PAIRS = (("baseline_mla_absorption", "optimized_mla_absorption_fused"),)
+"""Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
-             "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined")
+             "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
+             "ch18_mla_kernel", "optimized_mla_absorption_fused")
 
 PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
@@ -60,7 +65,8 @@ SMALL = {"flash_attention_triton": dict(batch=1, heads=2, seq=64, head_dim=32),
          "split_kv_decode": dict(rows=2, kv_heads=2, groups=3, head_dim=32, context=512, splits=4),
          "paged_attention_decode": dict(rows=3, kv_heads=2, groups=3, head_dim=32, shortest=70, longest=300,
                                         split_len=128),
-         "fused_rope_kv_write": dict(tokens=4, heads=4, kv_heads=2, head_dim=32, max_len=64)}
+         "fused_rope_kv_write": dict(tokens=4, heads=4, kv_heads=2, head_dim=32, max_len=64),
+         "mla_absorption": dict(batch=3, context=200, dim=128, heads=4, latent=64, nope=32, rope=16, v_dim=32)}
 
 def build(module, seed):
     bench = import_module_at(Path(CH18) / f"{module}.py").get_benchmark()
@@ -132,6 +138,53 @@ print("kernels ok")
 """
 
 
+MLA_SCRIPT = PRELUDE + """
+import math
+import pytest
+from ch18_decode import _merge
+from ch18_mla_kernel import BLOCK_N, H_PAD, _slice, latent_attention
+gen = torch.Generator().manual_seed(5)
+def reference(q, cache, rope, scale):
+    p = torch.softmax(q.double() @ cache.double().transpose(1, 2) * scale, -1)
+    return p @ cache.double()[..., :cache.shape[2] - rope]
+def error(out, ref):
+    return (out.double() - ref).abs().max().item()
+def inputs(b, h, lat, rope, ctx):
+    return torch.randn(b, h, lat + rope, generator=gen), torch.randn(b, ctx, lat + rope, generator=gen)
+
+# (batch, heads, latent, rope, context, splits): the pair's 16 heads of 512 + 64; a ragged last tile and
+# empty slices; one slice; fewer heads than the padded tile; a context shorter than one tile
+for b, h, lat, rope, ctx, splits in ((2, 16, 512, 64, 96, 2), (3, 4, 64, 16, 200, 16), (2, 5, 64, 32, 256, 1),
+                                     (1, 3, 32, 16, 7, 4)):
+    q, cache = inputs(b, h, lat, rope, ctx)
+    err = error(latent_attention(q, cache, rope, 0.3, splits), reference(q, cache, rope, 0.3))
+    assert err < 2e-5, (b, h, lat, rope, ctx, splits, err)
+
+# the kernels' own launch, then the last slice's partial emptied (max -inf, sum 0), as if never run:
+# the merge of all slices matches, the merge without the last one is rejected
+b, h, lat, rope, splits = 2, 4, 64, 16, 4
+q, cache = inputs(b, h, lat, rope, splits * BLOCK_N)
+parts, ml = torch.empty(b * splits * h, lat), torch.empty(b * splits * h, 2)
+_slice[(b, splits)](q, cache, parts, ml, cache.shape[1], 0.3 * math.log2(math.e), SPLIT_LEN=BLOCK_N, HEADS=h,
+                    H_PAD=H_PAD, LATENT=lat, ROPE=rope, BLOCK_N=BLOCK_N)
+ref = reference(q, cache, rope, 0.3)
+for skip in (False, True):
+    if skip:
+        last = parts.view(b, splits, h, lat)[:, -1], ml.view(b, splits, h, 2)[:, -1]
+        last[0].zero_()
+        last[1].copy_(torch.tensor([float("-inf"), 0.0]))
+    out = torch.empty(b, h, lat)
+    _merge[(b * h,)](parts, ml, out, SPLITS=splits, GROUPS=h, D=lat)
+    assert (error(out, ref) > 1e-2) == skip, (skip, error(out, ref))
+
+for bad in ((torch.randn(1, 17, 80), torch.randn(1, 64, 80), 16, 3), (torch.randn(1, 4, 80), torch.randn(1, 64, 80), 16, 3),
+            (torch.randn(1, 4, 88), torch.randn(1, 64, 88), 24, 2)):
+    with pytest.raises(ValueError, match="latent_attention"):
+        latent_attention(bad[0], bad[1], bad[2], 0.3, bad[3])  # 17 heads; 3 slices; a 24-wide rope
+print("mla ok")
+"""
+
+
 TMA_SCRIPT = PRELUDE + """
 import pytest
 from ch18_attention_tma import head_group
@@ -165,7 +218,8 @@ def interpret(script: str, marker: str) -> None:
 
 
 def own_pairs() -> list[tuple[str, str]]:
-    return [(b, o) for b, o in variant_modules(CH18) if b.removeprefix("baseline_") in PAIRS]
+    found = variant_modules(CH18)
+    return [(b, o) for b, o in found if b.removeprefix("baseline_") in PAIRS] + [p for p in OTHER_PAIRS if p in found]
 
 
 def test_every_variant_is_discovered() -> None:
@@ -173,7 +227,8 @@ def test_every_variant_is_discovered() -> None:
     assert found == {f"optimized_{p}" for p in PAIRS} | {"optimized_flash_attention_triton_sdpa",
                                                           "optimized_flash_attention_triton_cudnn",
                                                           "optimized_flash_attention_triton_tma",
-                                                          "optimized_flash_attention_triton_pipelined"}
+                                                          "optimized_flash_attention_triton_pipelined",
+                                                          "optimized_mla_absorption_fused"}
 
 
 def test_pairs_verify_under_the_triton_interpreter() -> None:
@@ -182,6 +237,10 @@ def test_pairs_verify_under_the_triton_interpreter() -> None:
 
 def test_kernels_match_fp64_references() -> None:
     interpret(KERNEL_SCRIPT, "kernels ok")
+
+
+def test_latent_kernel_matches_fp64_reference_and_a_skipped_slice_is_rejected() -> None:
+    interpret(MLA_SCRIPT, "mla ok")
 
 
 @pytest.mark.parametrize("variant", TMA_KERNELS)
@@ -300,9 +359,32 @@ ROPE_SIG = {"qkv_ptr": "*bf16", "pos_ptr": "*i64", "cos_ptr": "*bf16", "sin_ptr"
     ("ch18_decode:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
      {"SPLITS": 32, "GROUPS": 4, "D": 128}, 4),
     ("ch18_rope:_rope_write", ROPE_SIG, {"HEADS": 32, "KV_HEADS": 8, "D": 128}, 1),
-], ids=["decode_one_split", "decode_split", "merge", "rope_write"])
+    ("ch18_decode:_merge", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
+     {"SPLITS": 16, "GROUPS": 16, "D": 512}, 4),
+], ids=["decode_one_split", "decode_split", "merge", "rope_write", "mla_merge"])
 def test_sm90_kernels_compile(kernel: str, sig: dict[str, str], consts: dict[str, int | bool], warps: int) -> None:
     code = sass(kernel, sig, consts, warps, 4)
     assert "EXIT" in code
     if kernel.endswith("_contiguous"):
         assert "HMMA" in code or "HGMMA" in code, "the decode kernel's products do not run on the tensor cores"
+
+
+MLA_SIG = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "o_ptr": "*fp32", "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"}
+
+
+def test_sm90_latent_kernel_fits_two_programs_an_sm_without_spills() -> None:
+    """The fused MLA kernel at the pair's shape (16 heads, 512 + 64, 512-row slices) and launch
+    settings: its products on the tensor cores, no spills, shared memory for two programs an SM (the
+    512 programs then take under two waves of an H200's 132 SMs), and each cache tile copied from
+    global memory once for both products: the PTX's 16-byte cp.async copies are one tile's share a
+    thread times STAGES (the loop's copy and its STAGES - 1 prologue copies)."""
+    kernel = import_module_at(CH18 / "ch18_mla_kernel.py")
+    consts = {"SPLIT_LEN": 512, "HEADS": 16, "H_PAD": kernel.H_PAD, "LATENT": 512, "ROPE": 64, "BLOCK_N": kernel.BLOCK_N}
+    compiled = compile_sm90("ch18/ch18_mla_kernel:_slice", MLA_SIG, consts,
+                            {"num_warps": kernel.WARPS, "num_stages": kernel.STAGES}, divisible=("ctx",))
+    fits_sm90(compiled)
+    assert 2 * compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
+    per_thread = kernel.BLOCK_N * (512 + 64) * 2 // (32 * kernel.WARPS * 16)
+    assert compiled.asm["ptx"].count("cp.async.cg.shared.global") == per_thread * kernel.STAGES
+    code = cuobjdump(compiled, "-sass")
+    assert "HMMA" in code or "HGMMA" in code, "the latent kernel's products do not run on the tensor cores"
