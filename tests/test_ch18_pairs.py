@@ -47,7 +47,7 @@ def load(module: str) -> ModuleType:
 
 
 def pair_of(module: str) -> str:
-    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph").removesuffix("_fused")
+    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph").removesuffix("_fused").removesuffix("_split")
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -68,7 +68,8 @@ def my_variants() -> list[tuple[str, str]]:
 def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = set(variant_modules(CH18))
     expected = {(f"baseline_{p}", f"optimized_{p}") for p in PAIRS}
-    expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph")}
+    expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph"),
+                 ("baseline_flexdecoding", "optimized_flexdecoding_split")}
     assert expected <= found
     assert len(my_variants()) == len(expected)
     assert {("baseline_mla_absorption", o) for o in TRITON_VARIANTS} <= found
