@@ -118,7 +118,11 @@ def test_rows_give_the_reason_only_below_the_mark() -> None:
     assert found[1].reason == "two syncs per step the lesson keeps"
     assert found[2].reason.startswith("no reason given")
     assert "declares no" in found[3].reason and found[4].reason == "needs a CUDA GPU"
-    assert tally(found) == {"pairs": 5, "reached": 1, "below": 2, "below_without_reason": 1, "no_ceiling": 2}
+    assert tally(found) == {"pairs": 5, "reached": 1, "below": 2, "below_without_reason": 1, "below_unprofiled": 2,
+                            "no_ceiling": 2}
+    cited = _result({"graph_nodes": 300}, ceiling_note="ncu: DRAM 57%, L2 78% its busiest unit")
+    split = _result({"graph_nodes": 300}, ceiling_note="profiled (ncu timed out): GEMMs 52% of the kernel time")
+    assert tally(rows([cited, split, below], PEAKS))["below_unprofiled"] == 1  # only the note that cites none
 
 
 def test_rows_use_the_stored_ceiling_without_peaks() -> None:
@@ -133,7 +137,8 @@ def test_cli_report_ceilings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     out = CliRunner().invoke(app, ["report", "ceilings", str(run)])
     assert out.exit_code == 0, out.output
     assert "latency" in out.output and "a reason" in out.output and "declares no" in out.output
-    assert "2 pairs: 0 at >= 80% of their ceiling, 1 below (0 without a reason), 1 without a ceiling" in out.output
+    assert ("2 pairs: 0 at >= 80% of their ceiling, 1 below (0 without a reason, 1 whose reason cites no profile), "
+            "1 without a ceiling") in " ".join(out.output.split())
     (run / "summary.json").unlink()
     missing = CliRunner().invoke(app, ["report", "ceilings", str(run)])
     assert missing.exit_code == 2 and "no summary.json" in missing.stderr

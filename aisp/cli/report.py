@@ -100,7 +100,8 @@ def ceilings_report(run_dir: RunDir) -> None:
     console.print(ceilings.table(found, f"Ceilings of {run_dir.name} ({summary['hardware_key']})", console.width))
     t = ceilings.tally(found)
     typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
-               f"{t['below']} below ({t['below_without_reason']} without a reason), {t['no_ceiling']} without a ceiling")
+               f"{t['below']} below ({t['below_without_reason']} without a reason, {t['below_unprofiled']} whose reason "
+               f"cites no profile), {t['no_ceiling']} without a ceiling")
 
 
 @app.command()

@@ -101,7 +101,8 @@ class Workload:
     tightest of the compute (``flops``), memory (``bytes`` over ``link``) and latency bounds declared."""
     ceiling_note: str = ""
     """Why the best variant stays below 80% of its ceiling, as the chapter README explains it
-    (shown by ``aisp report ceilings``); empty: no reason given."""
+    (shown by ``aisp report ceilings``); empty: no reason given. A reason read from a profile begins
+    ``ncu:`` or ``profiled:`` (the report counts the reasons that cite none)."""
     items: float = 0.0
     """Useful items one ``run()`` processes (samples, tokens, requests), summed over its ranks, for goodput."""
     item_unit: str = "items"

@@ -188,12 +188,24 @@ def rows(results: list[dict[str, Any]],
     return found
 
 
+PROFILED_PREFIXES = ("ncu", "profiled")
+"""How a ceiling note that states what a profile showed begins: ``ncu: ...`` (Nsight Compute figures),
+``profiled: ...`` or ``profiled (ncu timed out): ...`` (a torch profiler's kernel-time split)."""
+
+
+def profiled(reason: str) -> bool:
+    """Whether a below-the-mark reason cites a profile (its note begins with a :data:`PROFILED_PREFIXES`)."""
+    return reason.lower().startswith(PROFILED_PREFIXES)
+
+
 def tally(found: list[Row]) -> dict[str, int]:
-    """How many pairs reach the mark, fall below it (with and without a reason), and have no ceiling."""
+    """How many pairs reach the mark, fall below it (with and without a reason, and with a reason
+    that cites no profile), and have no ceiling."""
     judged = [r for r in found if r.percent is not None]
     below = [r for r in judged if r.percent < REACHED_PCT]
     return {"pairs": len(found), "reached": len(judged) - len(below), "below": len(below),
             "below_without_reason": sum(r.reason.startswith("no reason given") for r in below),
+            "below_unprofiled": sum(not profiled(r.reason) for r in below),
             "no_ceiling": len(found) - len(judged)}
 
 
