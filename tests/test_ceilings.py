@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from aisp import LatencyCounts, Workload, suite
 from aisp.cli.main import app
 from aisp.harness.artifacts import atomic_write_json
-from aisp.report.ceilings import COUNT_FLOORS, REACHED_PCT, add_ceiling, ceiling, rows, tally
+from aisp.report.ceilings import COUNT_FLOORS, REACHED_PCT, add_ceiling, ceiling, profiled, rows, tally
 from aisp.report.roofline import add_roofline, annotate
 from tests.synthetic_runs import pair, samples, variant, write_run
 
@@ -123,6 +123,9 @@ def test_rows_give_the_reason_only_below_the_mark() -> None:
     cited = _result({"graph_nodes": 300}, ceiling_note="ncu: DRAM 57%, L2 78% its busiest unit")
     split = _result({"graph_nodes": 300}, ceiling_note="profiled (ncu timed out): GEMMs 52% of the kernel time")
     assert tally(rows([cited, split, below], PEAKS))["below_unprofiled"] == 1  # only the note that cites none
+    later = _result({"graph_nodes": 300}, ceiling_note="timed 0.11 ms (62% of copy); ncu: DRAM 57%")
+    plain = _result({"graph_nodes": 300}, ceiling_note="the attention kernel at head dim 64, not profiled")
+    assert [profiled(r.reason) for r in rows([later, plain], PEAKS)] == [True, False]
 
 
 def test_rows_use_the_stored_ceiling_without_peaks() -> None:
