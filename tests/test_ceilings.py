@@ -125,7 +125,8 @@ def test_rows_give_the_reason_only_below_the_mark() -> None:
     assert tally(rows([cited, split, below], PEAKS))["below_unprofiled"] == 1  # only the note that cites none
     later = _result({"graph_nodes": 300}, ceiling_note="timed 0.11 ms (62% of copy); ncu: DRAM 57%")
     plain = _result({"graph_nodes": 300}, ceiling_note="the attention kernel at head dim 64, not profiled")
-    assert [profiled(r.reason) for r in rows([later, plain], PEAKS)] == [True, False]
+    tagged = _result({"graph_nodes": 300}, ceiling_note="L2 at 80%, tensor pipe 59% (Nsight Compute)")
+    assert [profiled(r.reason) for r in rows([later, plain, tagged], PEAKS)] == [True, False, True]
 
 
 def test_rows_use_the_stored_ceiling_without_peaks() -> None:

@@ -193,11 +193,15 @@ PROFILED_PREFIXES = ("ncu", "profiled")
 ``profiled: ...`` or ``profiled (ncu timed out): ...`` (a torch profiler's kernel-time split)."""
 
 
+PROFILE_CITES = ("ncu:", "profiled:", "(profiled)", "nsight compute", "torch profiler", "torch trace")
+"""How a note cites a profile further on: ``timed 0.1 ms; ncu: DRAM 57%``, ``... (Nsight Compute, H200)``."""
+
+
 def profiled(reason: str) -> bool:
-    """Whether a below-the-mark reason cites a profile: it begins with one of :data:`PROFILED_PREFIXES`,
-    or quotes one further on (``timed 0.1 ms; ncu: DRAM 57%``). "not profiled" cites none."""
+    """Whether a below-the-mark reason cites a profile: it begins with one of :data:`PROFILED_PREFIXES`
+    or holds one of :data:`PROFILE_CITES`. "not profiled" cites none."""
     text = reason.lower()
-    return text.startswith(PROFILED_PREFIXES) or any(f"{p}:" in text for p in PROFILED_PREFIXES)
+    return text.startswith(PROFILED_PREFIXES) or any(cite in text for cite in PROFILE_CITES)
 
 
 def tally(found: list[Row]) -> dict[str, int]:
