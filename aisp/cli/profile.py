@@ -1,4 +1,4 @@
-"""``aisp profile``: profile one pair (torch.profiler, ncu, nsys) and summarize a trace."""
+"""``aisp profile``: profile one pair (torch.profiler, ncu, nsys, py-spy) and summarize a trace."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class ToolName(str, Enum):
     torch = "torch"
     ncu = "ncu"
     nsys = "nsys"
+    pyspy = "py-spy"
 
 
 @app.command("run")
@@ -120,6 +121,9 @@ def _print_result(result: dict[str, Any]) -> None:
         for name, data in done.items():
             for line in data["findings"]:
                 console.print(f"{name}: {line}")
+    elif result["tool"] == "py-spy":
+        for name, data in done.items():
+            console.print(_host_table(name, data))
     elif result["tool"] == "ncu":
         for name, data in done.items():
             console.print(_ncu_table(name, data["kernels"]))
@@ -129,6 +133,16 @@ def _print_result(result: dict[str, Any]) -> None:
     elif done:
         for name, data in done.items():
             console.print(f"{name}: {data['report']}", soft_wrap=True)  # a path is never wrapped
+
+
+def _host_table(name: str, data: dict[str, Any]) -> Table:
+    """One variant's py-spy summary: where its samples were (self time), then each process's share."""
+    table = Table("where the host's samples were", "share", title=f"{name}: {data['samples']:,} samples (py-spy)")
+    for frame, share in data["top_self"]:
+        table.add_row(frame, _pct(share))
+    for process, share in data["processes"]:
+        table.add_row(f"[dim]{process}[/dim]", _pct(share))
+    return table
 
 
 def _side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:

@@ -1,4 +1,4 @@
-"""``aisp profile run --tool nsys|ncu|torch -- python my_script.py``: profile any command, not a pair.
+"""``aisp profile run --tool nsys|ncu|torch|py-spy -- python my_script.py``: profile any command, not a pair.
 
 ncu and nsys wrap the command as given. torch.profiler runs inside the profiled process, so the
 torch tool takes a Python script or module (``python my_script.py …`` or ``python -m pkg …``) and
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aisp.harness.artifacts import atomic_write_json, new_run_dir
+from aisp.profile.host import record_command
 from aisp.profile.ncu import run_ncu_command
 from aisp.profile.nsight import failure, run_logged, run_nsys_command
 
@@ -70,6 +71,8 @@ def profile_any(command: list[str], tool: str, output_dir: Path | None, kernels:
         found = run_ncu_command(command, base, kernels, timeout_s)
     elif tool == "nsys":
         found = run_nsys_command(command, base, timeout_s)
+    elif tool == "py-spy":
+        found = record_command(command, base, timeout_s)
     else:
         found = run_torch_command(command, base, timeout_s)
     result = {"target": " ".join(command), "tool": tool, "output_dir": str(out_dir), "variants": {name: found}}

@@ -1,4 +1,4 @@
-"""``aisp profile run``: profile every variant of one pair with torch.profiler, ncu or nsys."""
+"""``aisp profile run``: profile every variant of one pair with torch.profiler, ncu, nsys or py-spy."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from aisp.harness.loader import load_benchmark
 from aisp.harness.runner import PairContext
 from aisp.harness.timing import synchronize
 from aisp.profile.capture import SUMMARY_FILE, capture_torch
+from aisp.profile.host import recording
 from aisp.profile.ncu import launch_configs, run_ncu, top_launches
 from aisp.profile.nsight import run_nsys
 
-Tool = Literal["torch", "ncu", "nsys"]
+Tool = Literal["torch", "ncu", "nsys", "py-spy"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ def profile_target(req: ProfileRequest) -> dict[str, Any]:
     files = variant_files(pair)
     if req.tool == "nsys":
         variants = {name: run_nsys(path, out_dir, req.timeout_s) for name, path in files.items()}
+    elif req.tool == "py-spy":
+        variants = _sample_host(req, files, out_dir)
     else:
         variants = _torch_then_ncu(req, files, out_dir)
     result = {"target": pair.target, "tool": req.tool, "output_dir": str(out_dir), "variants": variants}
@@ -93,6 +96,27 @@ def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) 
         configs = launch_configs(trace, [launch.split(" <<<")[0] for launch in launches])
         results[name] = run_ncu(files[name], out_dir, req.kernels, req.timeout_s, launches, configs)
     return results
+
+
+def _sample_host(req: ProfileRequest, files: dict[str, Path], out_dir: Path) -> dict[str, Any]:
+    """py-spy on this process and its children during each set-up, warmed variant's ``req.iterations``
+    ``run()`` calls (the host's time: Python, DataLoader workers, copies waited on)."""
+    benches = {name: load_benchmark(path) for name, path in files.items()}
+    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
+    if reason:
+        return {name: {"skipped": reason} for name in files}
+    _set_up(benches, req.warmup)
+    found: dict[str, Any] = {}
+    try:
+        for name, bench in benches.items():
+            with recording(out_dir / name) as found[name]:
+                for _ in range(req.iterations):
+                    bench.run()
+                synchronize(bench.device)
+    finally:
+        for bench in benches.values():
+            bench.teardown()
+    return found
 
 
 def _set_up(benches: dict[str, Benchmark], warmup: int) -> None:
