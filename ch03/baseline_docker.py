@@ -24,8 +24,7 @@ import aisp
 DOCKER_DEFAULT_SHM = 64 << 20
 """What ``docker run`` mounts on /dev/shm without --shm-size or --ipc=host."""
 WORKLOAD = loader_workload(window="idle",
-                           ceiling_note="decode-bound: the DataLoader workers' CPU time (8 vs 2), for which aisp peak "
-                                        "has no rate; bytes: each batch written and read once")
+                           ceiling_note="profiled (py-spy, 2-core CPU host): the workers' image synthesis (__getitem__) 51% of samples, _epoch 22%, collate 14%: decode-bound")
 
 
 def in_flight_bytes(workers: int, prefetch: int) -> int:

@@ -38,8 +38,7 @@ class BufferWorkload(aisp.Workload):
 
 # bytes: the fresh buffer, first-touched once, priced at aisp peak's first_touch (a fresh mapping memset by 1 thread).
 WORKLOAD = BufferWorkload(bytes=float(BufferWorkload.mib << 20), link="page_faults", precision="exact",
-                          ceiling_note="run() adds a byte read every 4 KiB and the unmap to the peak's memset; "
-                                       "with THP never, 4 KiB faults only",
+                          ceiling_note="profiled (py-spy, 2-core CPU host): FreshBuffer._touch 99% of samples (a byte a 4 KiB page: the faults); THP never: 4 KiB faults only",
                           no_inputs_reason="run() maps, fills and reads a fresh buffer inside the call (the page "
                                            "faults are the work timed); its one input is the fill byte drawn in setup()",
                           window="idle")
