@@ -128,3 +128,15 @@ def test_a_share_applied_after_inductor_was_imported_recounts_its_compile_thread
                 os.sched_setaffinity(int(tid), before)
             except OSError:
                 continue
+
+
+def test_a_poisoned_fork_is_seen_before_any_pair_is_forked(monkeypatch):
+    """An import that queries the CUDA driver leaves torch.cuda.is_initialized() False but every later
+    fork bad (every pair of a 4 x H200 run failed so, 2026-11-28): the zygote asks a child first."""
+    import torch
+
+    from aisp.harness.zygote import fork_poisoned
+
+    assert not fork_poisoned()
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # what the child inherits
+    assert fork_poisoned()

@@ -97,6 +97,18 @@ def _child(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
+def fork_poisoned() -> bool:
+    """Whether a child forked now could not start CUDA: torch marks a fork bad once its process has
+    queried the CUDA driver (``torch._inductor.compile_fx``'s import did on an H200, 2026-11-28), which
+    ``torch.cuda.is_initialized()`` does not show. Asked of a short-lived child."""
+    import torch
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+
+
 def serve() -> int:
     """The zygote: import what a worker needs, then fork one child per request until EOF."""
     import torch
@@ -110,8 +122,9 @@ def serve() -> int:
         except ImportError:  # no Triton here (a CPU build); the pairs that need it import it themselves
             continue
         imported.append(name)
-    if torch.cuda.is_initialized():
-        print("the zygote's imports initialized CUDA: a forked child could not use it", file=sys.stderr)
+    if torch.cuda.is_initialized() or fork_poisoned():
+        print("the zygote's imports initialized CUDA or queried its driver: a forked child could not use it",
+              file=sys.stderr)
         return 1
     warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # see _SEND
     gc.freeze()  # the imports' objects: a child's gc.collect() (several a pair) no longer walks them
