@@ -259,3 +259,23 @@ def test_a_whole_call_declaration_no_longer_passes_one_gpus_ceiling() -> None:
     assert out["ceiling"]["percent"] == pytest.approx(58.1, abs=0.1)
     assert out["variants"][0]["roofline"]["pct_of_bound"] == pytest.approx(58.1, abs=0.1)
     assert not any("of the measured roofline bound" in n for n in out["notes"])
+
+
+def test_cli_report_ceilings_with_the_notes_written_since_the_run(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run stores each pair's note as it was; --current-notes reads the pairs' files as they are now
+    (a pair no longer found keeps its stored note)."""
+    from aisp.harness.discovery import repo_root, resolve_targets
+    from aisp.harness.loader import load_benchmark
+
+    monkeypatch.setenv("AISP_PEAK_DIR", str(tmp_path / "peaks"))
+    atomic_write_json(tmp_path / "peaks" / "peak_cpu.json", PEAKS)
+    real, gone = _result({"graph_nodes": 300}, ceiling_note="stale"), _result({"graph_nodes": 300}, ceiling_note="kept")
+    real["target"], gone["target"] = "ch01:batch_size", "ch99:gone"
+    run = write_run(tmp_path, "run1", [real, gone])
+    now = load_benchmark(resolve_targets(["ch01:batch_size"], repo_root())[0].baseline).workload.ceiling_note
+    stored = CliRunner().invoke(app, ["report", "ceilings", str(run)], terminal_width=300)
+    current = CliRunner().invoke(app, ["report", "ceilings", str(run), "--current-notes"], terminal_width=300)
+    assert stored.exit_code == current.exit_code == 0, current.output
+    assert "stale" in stored.output and "stale" not in current.output
+    assert " ".join(now.split()[1:3]) in current.output and "kept" in current.output  # the cell wraps later words

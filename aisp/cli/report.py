@@ -67,7 +67,9 @@ def html_report(
 
 
 @app.command(name="ceilings")
-def ceilings_report(run_dir: RunDir) -> None:
+def ceilings_report(run_dir: RunDir, current_notes: Annotated[bool, typer.Option(
+        "--current-notes", help="Reasons as the pairs' files give them now, not as the run stored them.")] = False,
+        ) -> None:
     """Every pair's ceiling (compute, memory or latency), the % its best variant reaches and, below
     80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary, or a
     pair's workload names an unknown link."""
@@ -90,8 +92,13 @@ def ceilings_report(run_dir: RunDir) -> None:
         if key not in cache:
             cache[key] = load_peaks(key)
         return cache[key]
+    results = summary.get("results", [])
+    if current_notes:
+        from aisp.harness.discovery import repo_root
+
+        results = ceilings.with_current_notes(results, repo_root())
     try:
-        found = ceilings.rows(summary.get("results", []), peaks_of)
+        found = ceilings.rows(results, peaks_of)
     except ceilings.UnknownName as exc:  # a stored workload names a link or a precision no peak prices
         raise _fail(f"error: {exc}", 2) from exc
     if missing := sorted(k for k, v in cache.items() if v is None):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group
@@ -202,6 +203,25 @@ def profiled(reason: str) -> bool:
     or holds one of :data:`PROFILE_CITES`. "not profiled" cites none."""
     text = reason.lower()
     return text.startswith(PROFILED_PREFIXES) or any(cite in text for cite in PROFILE_CITES)
+
+
+def with_current_notes(results: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+    """The results with each pair's ``ceiling_note`` as its baseline file under ``root`` says it now,
+    instead of as the run stored it: an older run judged with the reasons written since (a pair no
+    longer found, or whose file does not import here, keeps its stored note)."""
+    from aisp.harness.discovery import resolve_targets
+    from aisp.harness.loader import load_benchmark
+
+    updated = []
+    for result in results:
+        try:
+            pair = resolve_targets([result["target"]], root)[0]
+            note = load_benchmark(pair.baseline).workload.ceiling_note
+        except Exception:  # noqa: BLE001 - a pair gone, renamed or not importable here keeps its stored note
+            updated.append(result)
+            continue
+        updated.append({**result, "workload": {**(result.get("workload") or {}), "ceiling_note": note}})
+    return updated
 
 
 def tally(found: list[Row]) -> dict[str, int]:
