@@ -209,18 +209,21 @@ def with_current_notes(results: list[dict[str, Any]], root: Path) -> list[dict[s
     """The results with each pair's ``ceiling_note`` as its baseline file under ``root`` says it now,
     instead of as the run stored it: an older run judged with the reasons written since (a pair no
     longer found, or whose file does not import here, keeps its stored note)."""
-    from aisp.harness.discovery import resolve_targets
+    from aisp.harness.discovery import all_pairs
     from aisp.harness.loader import load_benchmark
 
+    pairs = {pair.target: pair for pair in all_pairs(root)}  # the folders read once, not once a result
     updated = []
     for result in results:
+        pair = pairs.get(result["target"])
         try:
-            pair = resolve_targets([result["target"]], root)[0]
-            note = load_benchmark(pair.baseline).workload.ceiling_note
-        except Exception:  # noqa: BLE001 - a pair gone, renamed or not importable here keeps its stored note
+            note = None if pair is None else load_benchmark(pair.baseline).workload.ceiling_note
+        except Exception:  # noqa: BLE001 - a pair whose file does not import here keeps its stored note
+            note = None
+        if note is None:
             updated.append(result)
-            continue
-        updated.append({**result, "workload": {**(result.get("workload") or {}), "ceiling_note": note}})
+        else:
+            updated.append({**result, "workload": {**(result.get("workload") or {}), "ceiling_note": note}})
     return updated
 
 
