@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -77,17 +78,8 @@ def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) 
     """The torch capture; for ncu, then ncu on each variant's top kernels from its trace."""
     if req.tool == "ncu" and shutil.which("ncu") is None:
         return {name: run_ncu(path, out_dir) for name, path in files.items()}
-    benches = {name: load_benchmark(path) for name, path in files.items()}
-    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
-    if reason:
-        return {name: {"skipped": reason} for name in files}
-    _set_up(benches, req.warmup)
-    try:
-        summaries = capture_torch(benches, out_dir, req.iterations)
-    finally:
-        for bench in benches.values():
-            bench.teardown()
-    if req.tool == "torch":
+    summaries = _set_up_here(files, req.warmup, lambda benches: capture_torch(benches, out_dir, req.iterations))
+    if req.tool == "torch" or any("skipped" in summary for summary in summaries.values()):
         return summaries
     results = {}
     for name in files:
@@ -101,22 +93,31 @@ def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) 
 def _sample_host(req: ProfileRequest, files: dict[str, Path], out_dir: Path) -> dict[str, Any]:
     """py-spy on this process and its children during each set-up, warmed variant's ``req.iterations``
     ``run()`` calls (the host's time: Python, DataLoader workers, copies waited on)."""
-    benches = {name: load_benchmark(path) for name, path in files.items()}
-    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
-    if reason:
-        return {name: {"skipped": reason} for name in files}
-    _set_up(benches, req.warmup)
-    found: dict[str, Any] = {}
-    try:
+    def sample(benches: dict[str, Benchmark]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
         for name, bench in benches.items():
             with recording(out_dir / name) as found[name]:
                 for _ in range(req.iterations):
                     bench.run()
                 synchronize(bench.device)
+        return found
+    return _set_up_here(files, req.warmup, sample)
+
+
+def _set_up_here(files: dict[str, Path], warmup: int,
+                 work: Callable[[dict[str, Benchmark]], dict[str, Any]]) -> dict[str, Any]:
+    """``work`` on every variant loaded, set up and warmed in this process, all torn down after; every
+    variant ``{"skipped": reason}`` where the pair cannot run here."""
+    benches = {name: load_benchmark(path) for name, path in files.items()}
+    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
+    if reason:
+        return {name: {"skipped": reason} for name in files}
+    _set_up(benches, warmup)
+    try:
+        return work(benches)
     finally:
         for bench in benches.values():
             bench.teardown()
-    return found
 
 
 def _set_up(benches: dict[str, Benchmark], warmup: int) -> None:
