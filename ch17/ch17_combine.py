@@ -7,6 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
+from aisp.kits.moe import sorted_rows
+
 
 @triton.jit
 def _gather_combine(y_ptr, row_ptr, gate_ptr, out_ptr, dim, K: tl.constexpr, BLOCK: tl.constexpr):
@@ -24,8 +26,7 @@ def gather_combine(y: torch.Tensor, order: torch.Tensor, gates: torch.Tensor, bl
     """(tokens, dim) in y's dtype: for each token, its top_k expert rows of ``y`` (rows in ``order``, the
     sorted flat assignments) weighted by ``gates`` (tokens, top_k) and summed in fp32."""
     tokens, k = gates.shape
-    row = torch.empty_like(order)
-    row[order] = torch.arange(order.numel(), device=order.device)  # assignment (token, slot) -> its row of y
+    row = sorted_rows(order)  # assignment (token, slot) -> its row of y
     out = torch.empty(tokens, y.shape[1], device=y.device, dtype=y.dtype)
     _gather_combine[(tokens, triton.cdiv(y.shape[1], block))](y, row, gates.contiguous(), out, y.shape[1], k, block)
     return out

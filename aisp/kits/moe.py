@@ -103,6 +103,15 @@ def sort_by_expert(ids: torch.Tensor, experts: int, count_on_device: bool = Fals
     return flat.argsort(stable=True), torch.bincount(flat, minlength=experts)
 
 
+def sorted_rows(order: torch.Tensor) -> torch.Tensor:
+    """The inverse of ``sort_by_expert``'s order: for each flat (token, slot) assignment, its row in
+    the expert-sorted outputs (a scatter of the int64 indices, so the outputs are gathered back
+    in place of being scattered)."""
+    rows = torch.empty_like(order)
+    rows[order] = torch.arange(order.numel(), device=order.device)
+    return rows
+
+
 def grouped_ffn(xs: torch.Tensor, counts: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
     """Experts over rows ``xs`` sorted by expert (``counts`` rows each): two grouped GEMMs, no host sync."""
     offs = counts.cumsum(0).to(torch.int32)
