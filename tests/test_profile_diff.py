@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from aisp.cli.main import app
 from aisp.profile.diff import columns, diff_lines, diff_table, fits, rows, totals
@@ -80,20 +80,22 @@ else:
 """
 
 
-def _fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _diff_with_stub_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, width: int = 250,
+                        script: str = FAKE_NCU) -> Result:
+    """``aisp profile diff -t ch01:batch_size --kernels 2`` with ``script`` as ncu, on a console ``width`` wide."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "ncu"
-    fake.write_text(FAKE_NCU.format(python=sys.executable, base=str(BASELINE), opt=str(OPTIMIZED)))
+    fake.write_text(script.format(python=sys.executable, base=str(BASELINE), opt=str(OPTIMIZED)))
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("aisp.cli.profile.console", Console(width=width))
+    return CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
+                                    "--output-dir", str(tmp_path / "p")])
 
 
 def test_cli_profile_diff_with_a_stub_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_ncu(tmp_path, monkeypatch)
-    monkeypatch.setattr("aisp.cli.profile.console", Console(width=250))
-    out = CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
-                                   "--output-dir", str(tmp_path / "p")])
+    out = _diff_with_stub_ncu(tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
     assert "tensor pipe %" in out.output and "_w4a16_gemm_kernel" in out.output
     saved = json.loads((tmp_path / "p" / "profile_ncu.json").read_text())
@@ -121,10 +123,7 @@ def test_a_console_too_narrow_for_the_table_gets_one_figure_a_line() -> None:
 
 
 def test_cli_profile_diff_on_a_narrow_console_prints_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_ncu(tmp_path, monkeypatch)
-    monkeypatch.setattr("aisp.cli.profile.console", Console(width=80))
-    out = CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
-                                   "--output-dir", str(tmp_path / "p")])
+    out = _diff_with_stub_ncu(tmp_path, monkeypatch, width=80)
     assert out.exit_code == 0, out.output
     assert "    DRAM GB/s: 1,337" in out.output and "┃" not in out.output
 
@@ -145,14 +144,7 @@ def test_a_variant_that_launches_no_kernel_is_said_so_and_the_other_is_shown(tmp
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """ch05:uint8_transfer's baseline normalizes on the CPU and copies: ncu exits 0 with no report.
     That is a finding about the variant, not a failed profile ("ncu exited with 0", exit 1, before)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ncu").write_text(NO_KERNEL_NCU.format(python=sys.executable, opt=str(OPTIMIZED)))
-    (bin_dir / "ncu").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("aisp.cli.profile.console", Console(width=250))
-    out = CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
-                                   "--output-dir", str(tmp_path / "p")])
+    out = _diff_with_stub_ncu(tmp_path, monkeypatch, script=NO_KERNEL_NCU)
     assert out.exit_code == 0, out.output
     assert "baseline: no kernel launched under ncu" in out.output and "_w4a16_gemm_kernel" in out.output
     saved = json.loads((tmp_path / "p" / "profile_ncu.json").read_text())
