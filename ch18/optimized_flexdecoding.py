@@ -17,6 +17,8 @@ Run: python ch18/optimized_flexdecoding.py  |  aisp bench run -t ch18:flexdecodi
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from baseline_flexdecoding import DenseMaskDecode
 from ch18_flex import flex_on, sliding_window_mask, window_block_mask
@@ -25,6 +27,9 @@ import aisp
 
 
 class FlexDecode(DenseMaskDecode):
+    kernel_options: ClassVar[dict[str, int] | None] = None
+    """FlexAttention's kernel options on a GPU (None: its own choices; the CPU's eager reference takes none)."""
+
     def prepare(self) -> None:
         self.mask_mod = sliding_window_mask(self.pos, self.workload.span)  # reads pos at each call
         self.attend = flex_on(self.device)
@@ -33,7 +38,8 @@ class FlexDecode(DenseMaskDecode):
     def step(self) -> torch.Tensor:
         w = self.workload
         block_mask = window_block_mask(self.pos, w.span, w.cache_len, self.mask_mod)
-        return self.attend(self.q, self.k, self.v, block_mask=block_mask, enable_gqa=True)
+        options = self.kernel_options if self.device.type == "cuda" else None
+        return self.attend(self.q, self.k, self.v, block_mask=block_mask, enable_gqa=True, kernel_options=options)
 
     def run(self) -> torch.Tensor:
         return self.step()

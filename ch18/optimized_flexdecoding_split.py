@@ -17,8 +17,6 @@ Run: python ch18/optimized_flexdecoding_split.py  |  aisp bench run -t ch18:flex
 
 from __future__ import annotations
 
-import torch
-from ch18_flex import window_block_mask
 from optimized_flexdecoding_graph import GraphedFlexDecode
 
 import aisp
@@ -28,11 +26,7 @@ SPLIT_KV = 32
 
 
 class SplitFlexDecode(GraphedFlexDecode):
-    def step(self) -> torch.Tensor:
-        w = self.workload
-        block_mask = window_block_mask(self.pos, w.span, w.cache_len, self.mask_mod)
-        options = {"SPLIT_KV": SPLIT_KV} if self.device.type == "cuda" else None  # the CPU's eager reference has none
-        return self.attend(self.q, self.k, self.v, block_mask=block_mask, enable_gqa=True, kernel_options=options)
+    kernel_options = {"SPLIT_KV": SPLIT_KV}
 
 
 def get_benchmark() -> aisp.Benchmark:
