@@ -1,6 +1,6 @@
 """Where a multi-GPU pair's time goes, variant by variant: collectives against compute on the GPU.
 
-The harness times multi-rank pairs but does not profile them; this tool does, for one pair. Every
+The harness times multi-rank pairs (`aisp profile run -t` traces every rank); this tool adds the overlap split. Every
 rank sets up each variant, warms it up and times it (the slowest rank's time: per call, with a
 sync around each call as the harness times, and back to back, as a training loop runs); then
 every rank records ``--steps`` calls under torch.profiler and rank 0 writes its Chrome trace. From

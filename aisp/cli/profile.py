@@ -161,7 +161,15 @@ def _side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:
     for label, cell in rows.items():
         if on_gpu or label not in GPU_ROWS:
             table.add_row(label, *(cell(s) for s in summaries.values()))
+    if any("ranks" in s for s in summaries.values()):  # a pair of several ranks: the table is rank 0's
+        table.add_row("window per iteration, each rank", *(_per_rank(s) for s in summaries.values()))
     return table
+
+
+def _per_rank(summary: dict[str, Any]) -> str:
+    """``r0 1.234 / r1 1.301 ms``: every rank's window per profiled iteration."""
+    each = [f"r{r['rank']} {r['window_us'] / summary['profiled_iterations'] / 1e3:.3f}" for r in summary.get("ranks", [])]
+    return " / ".join(each) + " ms" if each else "-"
 
 
 def _ncu_table(name: str, kernels: dict[str, dict[str, Any]]) -> Table:

@@ -300,7 +300,7 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool, telemetry: 
                           "timing": "per iteration, the slowest rank's time; ranks meet at a barrier "
                                     "before each timed call"}
     if options.profile != "none":
-        telemetry["ranks"]["profile"] = "not captured: the harness does not profile multi-rank pairs"
+        telemetry["ranks"]["profile"] = "not captured in a run: aisp profile run -t PAIR profiles every rank"
     if single:
         _time_alone(variants[0], options, device, telemetry)
     else:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from aisp.harness.artifacts import atomic_write_json, best_variant, new_run_dir, read_json
-from aisp.harness.benchmark import Benchmark, unmet_requirements
+from aisp.harness.benchmark import Benchmark, default_device, unmet_requirements
 from aisp.harness.discovery import Pair, TargetError, repo_root, resolve_targets
 from aisp.harness.loader import load_benchmark
 from aisp.harness.runner import PairContext
@@ -18,6 +17,8 @@ from aisp.profile.capture import SUMMARY_FILE, capture_torch
 from aisp.profile.host import recording
 from aisp.profile.ncu import launch_configs, run_ncu, top_launches
 from aisp.profile.nsight import run_nsys
+from aisp.profile.ranks import launch as launch_ranks
+from aisp.profile.setup import set_up_here
 
 Tool = Literal["torch", "ncu", "nsys", "py-spy"]
 
@@ -47,7 +48,10 @@ def profile_target(req: ProfileRequest) -> dict[str, Any]:
     out_dir = req.output_dir or new_run_dir(Path("artifacts")) / pair.slug / "profiles"
     out_dir.mkdir(parents=True, exist_ok=True)
     files = variant_files(pair)
-    if req.tool == "nsys":
+    world, unmet = ranks_needed(files["baseline"])
+    if world > 1:
+        variants = _profile_ranks(req, files, out_dir, world, unmet)
+    elif req.tool == "nsys":
         variants = {name: run_nsys(path, out_dir, req.timeout_s) for name, path in files.items()}
     elif req.tool == "py-spy":
         variants = _sample_host(req, files, out_dir)
@@ -67,6 +71,24 @@ def variant_files(pair: Pair) -> dict[str, Path]:
     return files
 
 
+def ranks_needed(baseline: Path) -> tuple[int, str | None]:
+    """The ranks the pair runs as, and why it cannot run here (None: it can); no CUDA context made."""
+    requires = load_benchmark(baseline).workload.requires
+    return requires.world_size, unmet_requirements(requires, default_device(), capability=False)
+
+
+def _profile_ranks(req: ProfileRequest, files: dict[str, Path], out_dir: Path, world: int,
+                   unmet: str | None) -> dict[str, Any]:
+    """A pair of several ranks: the torch profiler on every rank (aisp.profile.ranks); the other tools
+    would run it as a world of one rank, so each variant says it is skipped and why."""
+    if unmet:
+        return {name: {"skipped": unmet} for name in files}
+    if req.tool != "torch":
+        why = f"runs as {world} ranks; --tool {req.tool} would profile a world of one: use --tool torch (every rank)"
+        return {name: {"skipped": why} for name in files}
+    return launch_ranks(files, world, out_dir, req.iterations, req.warmup, req.timeout_s)
+
+
 def _one_pair(target: str) -> Pair:
     pairs = resolve_targets([target], repo_root())
     if len(pairs) != 1:
@@ -78,7 +100,7 @@ def _torch_then_ncu(req: ProfileRequest, files: dict[str, Path], out_dir: Path) 
     """The torch capture; for ncu, then ncu on each variant's top kernels from its trace."""
     if req.tool == "ncu" and shutil.which("ncu") is None:
         return {name: run_ncu(path, out_dir) for name, path in files.items()}
-    summaries = _set_up_here(files, req.warmup, lambda benches: capture_torch(benches, out_dir, req.iterations))
+    summaries = set_up_here(files, req.warmup, lambda benches: capture_torch(benches, out_dir, req.iterations))
     if req.tool == "torch" or any("skipped" in summary for summary in summaries.values()):
         return summaries
     results = {}
@@ -101,32 +123,7 @@ def _sample_host(req: ProfileRequest, files: dict[str, Path], out_dir: Path) -> 
                     bench.run()
                 synchronize(bench.device)
         return found
-    return _set_up_here(files, req.warmup, sample)
-
-
-def _set_up_here(files: dict[str, Path], warmup: int,
-                 work: Callable[[dict[str, Benchmark]], dict[str, Any]]) -> dict[str, Any]:
-    """``work`` on every variant loaded, set up and warmed in this process, all torn down after; every
-    variant ``{"skipped": reason}`` where the pair cannot run here."""
-    benches = {name: load_benchmark(path) for name, path in files.items()}
-    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
-    if reason:
-        return {name: {"skipped": reason} for name in files}
-    _set_up(benches, warmup)
-    try:
-        return work(benches)
-    finally:
-        for bench in benches.values():
-            bench.teardown()
-
-
-def _set_up(benches: dict[str, Benchmark], warmup: int) -> None:
-    for bench in benches.values():
-        bench.seed = 0
-        bench.setup()
-        for _ in range(warmup):
-            bench.run()
-        synchronize(bench.device)
+    return set_up_here(files, req.warmup, sample)
 
 
 def attach_profile(result: dict[str, Any], ctx: PairContext, nsight: bool = False) -> dict[str, Any]:

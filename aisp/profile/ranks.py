@@ -1,0 +1,84 @@
+"""``aisp profile run --tool torch`` on a pair that runs as several ranks (``Requirements(ranks=N)``).
+
+Profiled in one process, such a pair would run as a world of one rank: no collectives, so the profile
+of another program. Here torchrun starts one process per rank; every rank loads, sets up and warms
+each variant and profiles it in step with the others (their collectives need every rank), writing its
+own traces under ``rank<R>/``. The parent keeps rank 0's summary of each variant and adds every
+rank's window, GPU busy and kernel time (the slowest rank sets a step's time).
+
+The parent runs :func:`launch`; each rank runs this module:
+``python -m torch.distributed.run --standalone --nproc-per-node N -m aisp.profile.ranks OUT ITERATIONS WARMUP NAME=PATH...``
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from aisp.harness.artifacts import atomic_write_json, read_json
+from aisp.harness.benchmark import default_device
+from aisp.harness.distributed import NVLS_OFF, init, rank_from_env
+from aisp.profile.capture import capture_torch
+from aisp.profile.setup import set_up_here
+
+RANK_FILE = "rank_summaries.json"
+GROUP_TIMEOUT_S = 600.0
+"""How long a rank waits for the others at a collective before the process group gives up."""
+
+
+def launch(files: dict[str, Path], world: int, out_dir: Path, iterations: int, warmup: int,
+           timeout_s: float) -> dict[str, Any]:
+    """Profile every variant in ``files`` on ``world`` ranks; ``{variant: rank 0's summary + "ranks"}``,
+    or ``{variant: {"error": why}}`` for all when the ranks fail or run past ``timeout_s``."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
+           "-m", "aisp.profile.ranks", str(out_dir), str(iterations), str(warmup),
+           *(f"{name}={path}" for name, path in files.items())]
+    log = out_dir / "ranks.log"
+    with log.open("w") as sink:
+        try:
+            status = subprocess.run(cmd, env={**os.environ, **NVLS_OFF}, stdout=sink, stderr=subprocess.STDOUT,
+                                    timeout=timeout_s, check=False).returncode
+        except subprocess.TimeoutExpired:
+            return {name: {"error": f"{world} ranks ran past {timeout_s:.0f} s; their output: {log}"} for name in files}
+    if status != 0:
+        return {name: {"error": f"torchrun exited with {status}; the ranks' output: {log}"} for name in files}
+    return merge([read_json(out_dir / f"rank{rank}" / RANK_FILE)["variants"] for rank in range(world)])
+
+
+def merge(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rank 0's summary of each variant, with ``ranks``: every rank's window, GPU busy and kernel µs."""
+    merged = {}
+    for name, first in per_rank[0].items():
+        if "skipped" in first or "error" in first:
+            merged[name] = first
+            continue
+        merged[name] = {**first, "ranks": [
+            {"rank": rank, "window_us": found[name]["window_us"], "kernel_us": found[name]["kernel_us"],
+             "gpu_busy_fraction": found[name]["gpu_busy_fraction"]} for rank, found in enumerate(per_rank)]}
+    return merged
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One rank: join the group, profile every variant in step with the other ranks, write its summaries."""
+    args = sys.argv[1:] if argv is None else argv
+    out_dir, iterations, warmup = Path(args[0]), int(args[1]), int(args[2])
+    files = {name: Path(path) for name, path in (arg.split("=", 1) for arg in args[3:])}
+    rank = rank_from_env()
+    init(rank, default_device(), GROUP_TIMEOUT_S)
+    rank_dir = out_dir / f"rank{rank.rank}"
+    try:
+        found = set_up_here(files, warmup, lambda benches: capture_torch(benches, rank_dir, iterations))
+        atomic_write_json(rank_dir / RANK_FILE, {"variants": found})
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
