@@ -279,3 +279,25 @@ def test_cli_report_ceilings_with_the_notes_written_since_the_run(tmp_path: Path
     assert stored.exit_code == current.exit_code == 0, current.output
     assert "stale" in stored.output and "stale" not in current.output
     assert " ".join(now.split()[1:3]) in current.output and "kept" in current.output  # the cell wraps later words
+
+
+def test_cli_report_ceilings_with_the_workloads_declared_since_the_run(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """--current-workloads judges the run's times against what the pair's file declares now: a stored
+    latency-only workload (300 graph nodes) becomes ch01:batch_size's FLOPs and bytes today, so its
+    ceiling kind changes; without the option the stored declaration holds."""
+    from aisp.harness.discovery import repo_root, resolve_targets
+    from aisp.harness.loader import load_benchmark
+
+    monkeypatch.setenv("AISP_PEAK_DIR", str(tmp_path / "peaks"))
+    atomic_write_json(tmp_path / "peaks" / "peak_cpu.json", PEAKS)
+    old = _result({"graph_nodes": 300}, ceiling_note="stale")
+    old["target"] = "ch01:batch_size"
+    run = write_run(tmp_path, "run1", [old])
+    now = load_benchmark(resolve_targets(["ch01:batch_size"], repo_root())[0].baseline).workload
+    assert now.flops > 0 and now.latency is None  # what the test relies on: the file declares compute now
+    stored = CliRunner().invoke(app, ["report", "ceilings", str(run)], terminal_width=300)
+    current = CliRunner().invoke(app, ["report", "ceilings", str(run), "--current-workloads"], terminal_width=300)
+    assert stored.exit_code == current.exit_code == 0, current.output
+    assert "latency" in stored.output and "latency" not in current.output
+    assert ("compute" in current.output) or ("memory" in current.output)

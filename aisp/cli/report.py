@@ -69,6 +69,9 @@ def html_report(
 @app.command(name="ceilings")
 def ceilings_report(run_dir: RunDir, current_notes: Annotated[bool, typer.Option(
         "--current-notes", help="Reasons as the pairs' files give them now, not as the run stored them.")] = False,
+        current_workloads: Annotated[bool, typer.Option(
+            "--current-workloads", help="Also FLOPs, bytes, links and latency counts as the files declare them now, "
+                                        "against the times the run measured (implies --current-notes).")] = False,
         ) -> None:
     """Every pair's ceiling (compute, memory or latency), the % its best variant reaches and, below
     80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary, or a
@@ -93,10 +96,10 @@ def ceilings_report(run_dir: RunDir, current_notes: Annotated[bool, typer.Option
             cache[key] = load_peaks(key)
         return cache[key]
     results = summary.get("results", [])
-    if current_notes:
+    if current_notes or current_workloads:
         from aisp.harness.discovery import repo_root
 
-        results = ceilings.with_current_notes(results, repo_root())
+        results = ceilings.with_current_notes(results, repo_root(), workloads=current_workloads)
     try:
         found = ceilings.rows(results, peaks_of)
     except ceilings.UnknownName as exc:  # a stored workload names a link or a precision no peak prices

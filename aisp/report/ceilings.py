@@ -205,11 +205,14 @@ def profiled(reason: str) -> bool:
     return text.startswith(PROFILED_PREFIXES) or any(cite in text for cite in PROFILE_CITES)
 
 
-def with_current_notes(results: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+def with_current_notes(results: list[dict[str, Any]], root: Path, workloads: bool = False) -> list[dict[str, Any]]:
     """The results with each pair's ``ceiling_note`` as its baseline file under ``root`` says it now,
     instead of as the run stored it: an older run judged with the reasons written since (a pair no
-    longer found, or whose file does not import here, keeps its stored note)."""
+    longer found, or whose file does not import here, keeps its stored note). ``workloads``: the whole
+    workload as the file declares it now (FLOPs, bytes, link, latency counts, note), so the ceilings
+    are recomputed from today's declarations against the times the run measured."""
     from aisp.harness.discovery import all_pairs
+    from aisp.harness.execute import workload_dict
     from aisp.harness.loader import load_benchmark
 
     pairs = {pair.target: pair for pair in all_pairs(root)}  # the folders read once, not once a result
@@ -217,13 +220,16 @@ def with_current_notes(results: list[dict[str, Any]], root: Path) -> list[dict[s
     for result in results:
         pair = pairs.get(result["target"])
         try:
-            note = None if pair is None else load_benchmark(pair.baseline).workload.ceiling_note
+            workload = None if pair is None else load_benchmark(pair.baseline).workload
         except Exception:  # noqa: BLE001 - a pair whose file does not import here keeps its stored note
-            note = None
-        if note is None:
+            workload = None
+        if workload is None:
             updated.append(result)
+        elif workloads:
+            updated.append({**result, "workload": workload_dict(workload)})
         else:
-            updated.append({**result, "workload": {**(result.get("workload") or {}), "ceiling_note": note}})
+            stored = result.get("workload") or {}
+            updated.append({**result, "workload": {**stored, "ceiling_note": workload.ceiling_note}})
     return updated
 
 
