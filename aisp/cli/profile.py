@@ -36,6 +36,8 @@ def run(target: Annotated[str | None, typer.Option("--target", "-t", help="One p
         output_dir: Annotated[Path | None, typer.Option(help="Default: artifacts/<time>/<pair>/profiles.")] = None,
         iterations: Annotated[int, typer.Option(min=1, help="Profiled run() calls per variant.")] = 3,
         warmup: Annotated[int, typer.Option(min=0, help="Untraced run() calls before profiling.")] = 3,
+        timeout: Annotated[float, typer.Option(min=1, help="Seconds a profiled command, one ncu or nsys run of a variant, or all the "
+                                               "ranks of a multi-rank pair, may take.")] = 600.0,
         ) -> None:
     """Profile every variant of one pair (-t) or one command (after --) and print the summaries.
     Exit 2 for an unknown target, both or neither of -t and a command, or a non-Python command
@@ -47,9 +49,10 @@ def run(target: Annotated[str | None, typer.Option("--target", "-t", help="One p
 
     try:
         if target is not None:
-            result = profile_target(ProfileRequest(target, tool.value, output_dir, iterations, warmup))
+            result = profile_target(ProfileRequest(target, tool.value, output_dir, iterations, warmup,
+                                                        timeout_s=timeout))
         else:
-            result = profile_any(list(command or []), tool.value, output_dir)
+            result = profile_any(list(command or []), tool.value, output_dir, timeout_s=timeout)
     except (TargetError, CommandError) as exc:
         raise _usage(str(exc)) from exc
     _print_result(result)
