@@ -46,7 +46,8 @@ def _workload() -> LegacyWorkload:
     s = LegacyWorkload()
     return LegacyWorkload(flops=2.0 * JOBS * s.steps * s.blocks * THREADS * s.iters, items=JOBS * s.steps,
                           item_unit="kernels", precision="fp32", requires=native.REQUIRES,
-                          ceiling_note="bound by one job's time (0.82 ms): 95% of the overlap ideal")
+                          ceiling_note="profiled (torch profiler, H200): 96 fma_chain kernels of 23.8 us (8 blocks each), "
+                                       "2.46 at a time: GPU busy 91% of a 0.93 ms window")
 
 
 WORKLOAD = _workload()

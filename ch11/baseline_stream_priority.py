@@ -52,7 +52,8 @@ def _workload() -> PriorityWorkload:
     chain_flops = 2.0 * s.chain_steps * s.chain_blocks * THREADS * s.chain_iters
     return PriorityWorkload(bytes=bulk_bytes, flops=chain_flops + bulk_bytes / 8, precision="fp32",
                             requires=native.REQUIRES,
-                            ceiling_note="bound by the chain's latency (2.77 ms); the call is 81% of that ideal")
+                            ceiling_note="profiled (torch profiler, H200): the chain's 64 fma_chain kernels of 39.5 us "
+                                         "(2.53 ms) outlast the bulk's 12 passes of 127 us (1.53 ms, HBM at 4.2 TB/s)")
 
 
 WORKLOAD = _workload()

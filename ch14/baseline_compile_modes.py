@@ -50,7 +50,8 @@ def block_workload(**kw: object) -> BlockWorkload:
 
 
 WORKLOAD = block_workload(
-    ceiling_note="host launches; under CUDA graphs the small GEMMs (8 x 128 tokens), not profiled")
+    ceiling_note="profiled (torch profiler, H200): a call's kernels span 176 us on the GPU (GEMMs 96 us, 540 TFLOP/s), "
+                 "the compiled region's host time 141 us under the profiler")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 

@@ -56,8 +56,8 @@ def stack_workload(**kw: int) -> MLPStackWorkload:
 
 
 WORKLOAD = stack_workload(
-    ceiling_note="16 GEMM launches at the 5.84 us floor, 93 us; Inductor's Triton launches and the "
-                 "graph entry's guards have no floor (not profiled)")
+    ceiling_note="profiled (torch profiler, H200): the graph's 33 kernels (163 us) spread over 0.98 ms, "
+                 "22 us apart under the profiler: host launches (addmm 21.8 us each)")
 
 
 @triton.jit
