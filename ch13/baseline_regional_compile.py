@@ -19,7 +19,10 @@ at 8 blocks); ``traced_ops``, the operations Dynamo captured in the timed compil
 Expect: cold compile 1,566 ms whole vs 657 ms regional measured on an H200 host, 2.37x
 [2.02, 2.78] (2.33x, 1,631 vs 706 ms, in a later full-chapter run); that run's metrics:
 traced_ops 72 vs 18, cold_process_s 5.02 vs 3.18 s, steady_ms 0.635 vs 0.783 ms (the
-whole-model compile 1.23x ahead per call).
+whole-model compile 1.23x ahead per call). One H200, 2026-11-29, 10 timed compiles a variant (a
+single-pair run on a one-GPU machine): 2,185 vs 1,016 ms, 2.23x [1.93, 2.58]; cold_process_s 6.32
+vs 4.90 s, steady_ms 0.813 vs 1.084 ms; the pair took 146 s, 57 s of it the two fresh-process
+metrics.
 Tolerance: bf16 weights and activations; the whole-model graph keeps each residual add and the
 next LayerNorm in fp32 registers where regional compile stores each block's output in bf16,
 and the difference compounds over the residual blocks: element_tol 0.03 (0.15 absolute at max |h| ~5),
