@@ -34,7 +34,7 @@ def _mlp_workload() -> MLPWorkload:
     io = shape.samples * (shape.d_in + shape.d_out)
     return MLPWorkload(flops=2.0 * macs, bytes=4.0 * (weights + io), items=shape.samples,
                        item_unit="samples", precision="fp32",
-                       ceiling_note="a small MLP whose 256-row GEMMs cannot fill 132 SMs: the size the lesson needs",
+                       ceiling_note="profiled (torch profiler, H200): 0.88 ms of kernels a call (64 FFMA GEMMs, 64x64 tiles + split-K) in a 3.86 ms window under the profiler: busy 24%",
                        window="idle")
 
 

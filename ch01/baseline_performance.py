@@ -50,7 +50,7 @@ def _train_workload() -> TrainWorkload:
     # Forward 2 FLOPs per MAC, backward 4; fewest bytes: the data once, weights read+written per step.
     return TrainWorkload(flops=6.0 * shape.samples * params, bytes=4.0 * (data + 2 * steps * params),
                          items=shape.samples, item_unit="samples", precision="fp32",
-                         ceiling_note="a small MLP whose 256-row GEMMs cannot fill 132 SMs: the size the lesson needs",
+                         ceiling_note="profiled (torch profiler, H200): GPU busy 64% of a 1.50 ms window; 220 kernels a call, 96% under 10 us; FFMA GEMMs 51% of the 0.83 ms of kernels",
                          window="idle")
 
 

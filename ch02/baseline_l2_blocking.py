@@ -33,7 +33,7 @@ class PassesWorkload(aisp.Workload):
 
 
 WORKLOAD = PassesWorkload(bytes=2.0 * 4 * 64 * 2**20, precision="fp32", requires=aisp.Requirements(cuda=True),
-                          ceiling_note="bound by L2 bandwidth and the per-kernel cost in a graph (~150 nodes), not HBM")
+                          ceiling_note="profiled (ncu, H200): a 15 MiB chunk's pass 8.7 us at L2 75% (5.6 TB/s), DRAM 38% (ncu flushed L2); 144 such nodes a call: L2 binds, not HBM")
 
 
 def passes(x: torch.Tensor, y: torch.Tensor, count: int) -> None:

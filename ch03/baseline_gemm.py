@@ -34,7 +34,7 @@ def _workload() -> ChainWorkload:
     w = ChainWorkload()
     return ChainWorkload(flops=2.0 * w.layers * w.n**3, bytes=2.0 * w.layers * 3 * w.n * w.n,
                          items=w.layers, item_unit="GEMMs", precision="bf16",
-                         ceiling_note="a 1024^3 GEMM cannot fill the GPU on its own",
+                         ceiling_note="profiled (ncu, H200): each 1024^3 GEMM one 7.0 us nvjet kernel of 128 CTAs (one wave, 132 SMs): tensor pipe 32%, DRAM 13%, occupancy 14%",
                          requires=aisp.Requirements(cuda=True),
                          window="idle")
 

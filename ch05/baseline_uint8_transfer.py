@@ -33,7 +33,7 @@ class ImageBatch(aisp.Workload):
 
 
 WORKLOAD = ImageBatch(bytes=256 * 224 * 224 * 3, link="h2d", items=256, item_unit="images", precision="fp32",
-                      ceiling_note="the 38.5 MB H2D copy plus the GPU normalize after it (their split not measured)",
+                      ceiling_note="profiled (torch profiler, H200): GPU busy 92% of a 1.18 ms window: the 38.5 MB H2D copy 698 us (55 GB/s), then 3 normalize kernels 387 us",
                       requires=aisp.Requirements(cuda=True),
                       window="idle")
 

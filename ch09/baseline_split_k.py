@@ -24,7 +24,7 @@ from baseline_triton_matmul import TritonMatmul
 import aisp
 
 WORKLOAD = gemm_workload(GemmWorkload(m=512, n=512, k=131072), 2, "bf16",
-                         ceiling_note="the shape: near the ridge, the memory and compute floors add up",
+                         ceiling_note="profiled (ncu, H200): 12% is the baseline's (16 CTAs, tensor pipe 9.7%; the optimized ruled errors); split-K: cuBLAS 99 us at tensor pipe 87%, Triton 72%",
                          requires=aisp.Requirements(cuda=True, packages=("triton",)))
 
 

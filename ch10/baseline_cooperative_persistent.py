@@ -41,7 +41,7 @@ def _workload() -> HeatWorkload:
     # One step is 4 FLOPs per point (sub, add, mul, FMA); the fewest bytes are u0 read once and the result written once.
     return HeatWorkload(flops=4.0 * s.n * s.steps, bytes=8.0 * s.n, items=s.steps, item_unit="steps", precision="fp32",
                         element_tol=1.4e-5, requires=aisp.Requirements(cuda=True, executables=("nvcc",)),
-                        ceiling_note="latency-bound: one grid.sync() per step, 4.0 us per step",
+                        ceiling_note="profiled (torch profiler, H200): one kernel of 1.02 ms a call, GPU busy 90%: 4.0 us a step for 256 grid.sync() steps on 8 MB (baseline 6.1 us)",
                         window="idle")
 
 
