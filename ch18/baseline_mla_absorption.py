@@ -62,7 +62,7 @@ def _workload() -> MLAWorkload:
     w = MLAWorkload()
     return MLAWorkload(flops=w.absorbed_flops(), bytes=w.cache_bytes() + w.weight_bytes(), items=w.batch,
                        item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
-                       ceiling_note="_fused 0.144 ms, 54% of HBM, not profiled: its attention kernel 101 us at 2.99 TB/s on the cache "
+                       ceiling_note="_fused 0.144 ms, 54% of HBM (not profiled yet): its attention kernel 101 us at 2.99 TB/s on the cache "
                                     "in a GPU test (16 splits; 8: 93 us), ~43 us outside it")
 
 
