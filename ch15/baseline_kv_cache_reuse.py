@@ -54,7 +54,8 @@ def _workload(w: ReuseWorkload = ReuseWorkload()) -> ReuseWorkload:
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return ReuseWorkload(flops=prefill + decode, bytes=(w.steps - 1) * weight_bytes(m) + kv,
                          items=w.batch * w.steps, item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=12,
-                         ceiling_note="a prefill + 15 eager decode steps (launches)")
+                         ceiling_note="profiled (torch profiler, H200): GPU busy 14% of a 154 ms window under the profiler: "
+                                      "2,883 launches (91% under 10 us), 21.6 ms of kernels; host gaps 130 ms")
 
 
 WORKLOAD = _workload()

@@ -8,10 +8,10 @@ waits for the step's tokens (``.cpu()``), then processes them (append, detokeniz
 The GPU idles while the host prepares and processes; the host idles while the GPU runs.
 Optimized (optimized_async_scheduling.py): one step ahead: while the GPU runs step t, the host
 processes step t-1's tokens and prepares step t+1's batch.
-Expect (measured, H200, 2026-11-26): 1.07x [1.05, 1.09] (estimated 1.2-1.6x): 58.29 ms in turn vs
-54.58 ms pipelined for 32 steps (2026-11-23: 63.0 -> 59.0 ms, 1.07x); the GPU step is 1.64 ms and
-the host work only ~0.18 ms per step, so overlap can hide ~10% at most. Metric ``gpu_busy`` (GPU
-time in decode steps / wall time, CUDA events): 0.88 -> 0.95.
+Expect (measured, H200, 2026-11-29): 65.26 -> 56.04 ms for 32 steps, 1.16x [1.15, 1.17] (estimated 1.2-1.6x;
+2026-11-26: 58.29 -> 54.58 ms, 1.07x): a 1.64 ms GPU step; ~0.40 ms of host work a step on that host (~0.18 ms
+on 2026-11-26) is what overlap hides. ``gpu_busy`` (GPU time in steps / wall, CUDA events): 0.86 -> 0.93. Profiled
+(torch, 2026-11-29): a step is 1.57 ms of kernels: the per-layer page gather 50% (copies 37%), attention 18%.
 Tolerance: tokens exactly (the same graphed step on the same inputs).
 Run: python ch16/baseline_async_scheduling.py  |  aisp bench run -t ch16:async_scheduling
 """
@@ -52,7 +52,7 @@ def _workload() -> AsyncWorkload:
     return AsyncWorkload(bytes=w.steps * weight_bytes(w.model) + kv, items=w.slots * w.steps, item_unit="tokens",
                          latency=aisp.LatencyCounts(graph_launches=w.steps, graph_nodes=w.steps * PAGED_STEP_KERNELS),
                          precision="exact", requires=GPU_SIZED,
-                         ceiling_note="32 x 294 graph nodes, 5.15 ms; the step: 1.64 ms, 5.6 us a node",
+                         ceiling_note="profiled (torch profiler, H200): GPU busy 83%; a graphed step is 1.57 ms of kernels: the per-layer page gather 50% (copies 37%, gathers 13%), attention 18%",
                          window="idle")
 
 

@@ -13,6 +13,11 @@ graphed per call (the eager prefill + 31 steps). 2026-11-23: 196.5 -> 30.9 ms, 6
 kit's eager steps shed ~30% of their host ops, so the eager baseline got faster (at most ~3.5 ms per
 step, from up to 6.3 ms) and the ratio shrank. The graphed step takes at most ~0.79 ms (354 GB/s,
 8.4% of HBM; the step's HBM floor is ~0.07 ms): small kernels' fixed cost, not bytes, bounds it.
+Host variance (H200, 2026-11-29, ``--fork-workers``): 266.6 -> 29.47 ms, 8.86x [6.36, 12.34], verdict
+regressed: this eager baseline read 266.6 ms (p10-p90 180.8-274.9; a re-run 214.7 ms) against 121.8 ms
+over 4 stored runs. It is host-bound (its CUDA events time the host's issue, 266.5 ms), and on that
+one-GPU machine's host the eager issue path ran ~2x slower; the graphed variant 29.47 ms (7.0% of HBM).
+A host observation, not a change to the pair; the stored expectations stand.
 Tolerance: tokens exactly (the kit's decoder keeps a wide greedy margin); the top-4 logits per
 step at the bf16 defaults (the graphed step attends to a longer, masked key range).
 Run: python ch16/baseline_decode_cuda_graph.py  |  aisp bench run -t ch16:decode_cuda_graph

@@ -12,7 +12,10 @@ thread would do the same host work with GIL hand-offs in between; a pipeline in 
 needs none.)
 Expect (measured, H200, 2026-11-26): 54.58 ms vs 58.29 ms in turn, 1.07x [1.05, 1.09] (estimated
 1.2-1.6x; 1.07x on 2026-11-23); ``gpu_busy`` 0.95 (0.88 in turn): the GPU step (1.64 ms) dwarfs the
-host's ~0.18 ms per step.
+host's ~0.18 ms per step. Measured again (H200, 2026-11-29): 56.04 ms vs 65.26 ms, 1.16x [1.15, 1.17],
+6.9% of HBM, ``gpu_busy`` 0.93 (0.86 in turn): that host took ~0.40 ms a step, more to hide. The torch
+profiler (2026-11-29) puts the step's 1.57 ms of kernels at half page gather (copies 37%, gathers
+13%) and 18% attention: the step, not the scheduling, is what is left.
 Run: python ch16/optimized_async_scheduling.py  |  aisp bench run -t ch16:async_scheduling
 """
 

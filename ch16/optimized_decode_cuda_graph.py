@@ -13,7 +13,8 @@ Expect (measured, H200, 2026-11-26): 24.6 ms vs 110.0 ms eager, 4.49x [4.29, 4.7
 6.41x on 2026-11-23, before the kit's eager steps shed ~30% of their host ops and the baseline got
 faster); at most ~0.79 ms per step (the call includes the eager prefill), 354 GB/s = 8.4% of HBM
 against a ~0.07 ms floor per step: the rest is small kernels' fixed cost (next: fewer, fused
-kernels, e.g. torch.compile).
+kernels, e.g. torch.compile). On 2026-11-29 (H200, a host whose eager issue path ran ~2x slower):
+29.47 ms (p10-p90 25.6-30.3), 7.0% of HBM, vs 266.6 ms eager, 8.86x [6.36, 12.34]; see the baseline's header.
 Run: python ch16/optimized_decode_cuda_graph.py  |  aisp bench run -t ch16:decode_cuda_graph
 """
 

@@ -12,7 +12,8 @@ tensor cores, applying the channel scale in the epilogue; wide-K layers split K 
 graph as in the baseline.
 Expect (measured, H200, 2026-11-26): 6.964 ms vs 8.541 ms bf16, 1.23x [1.23, 1.23] (estimated
 1.4-1.7x; 1.21x on 2026-11-23): 1.38 TB/s on the fp8 bytes, 33% of HBM, against ~2.2 TB/s for the
-bf16 step; not yet broken down per kernel.
+bf16 step. Measured again (H200, 2026-11-29): 6.932 ms vs 8.558 ms, 1.23x [1.23, 1.23], 32.9% of HBM;
+the ``_gemv`` variant 6.496 ms (see its header; the README has the 2026-11-28 profile).
 Run: python ch16/optimized_fp8_weight_decode.py  |  aisp bench run -t ch16:fp8_weight_decode
 """
 

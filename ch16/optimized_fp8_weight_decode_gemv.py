@@ -9,10 +9,11 @@ side (half the kit's padded products), x is cast to fp16 in registers (no cast k
 layers with few output blocks (QKV, attention output, SwiGLU down) split K into fp32 partials that
 one small kernel sums and scales (no zeroing, no atomics, no conversion pass): 15 kernels fewer per
 step, and 4 loop buffers of 18 KB per program so ~200 KB of weights can be in flight per SM.
-Expect (not yet measured on a GPU; an estimate): ~0.27-0.30 ms per step against the kit kernel's
-~0.44 ms, 1.8-2.0x over bf16, if the linears stream their 0.57 GB at 3.0-3.4 TB/s (70-80% of
-HBM) and the step's other kernels (attention, norms, RoPE, top-k: not yet profiled) take ~0.1 ms;
-~1.3x if the kernel only matches the kit's rate (then only the 15 kernels are saved).
+Expect (measured, H200, 2026-11-29): 6.496 ms vs 8.558 ms bf16, 1.32x [1.32, 1.32], 35.1% of HBM (the kit's
+kernel 6.932 ms, 1.23x; 2026-11-28: 6.491 ms, 1.31x): ~0.41 ms a step. The estimate was ~0.27-0.30 ms
+per step (1.8-2.0x) if the linears streamed their 0.57 GB at 3.0-3.4 TB/s and the step's other kernels
+took ~0.1 ms; they take ~0.21 ms (attention, norms, RoPE, top-k; the README has the 2026-11-28 profile:
+the fp8 GEMVs 45% of the kernel time at 69-77% of DRAM).
 Run: python ch16/optimized_fp8_weight_decode_gemv.py  |  aisp bench run -t ch16:fp8_weight_decode
 """
 

@@ -14,7 +14,8 @@ Expect (measured, H200, 2026-11-27): 1.606 ms -> 0.2362 ms with the ``_graph`` v
 6.93], 2.27 TB/s, 54.2% of HBM on the window's bytes (estimated ~0.2-0.3 ms, ~6-8x); the eager flex step
 0.5819 ms, 2.76x, 22.0%. The ``_graph`` variant's first run (2026-11-26) failed verification (its
 ``out`` buffer undeclared); it now declares it scratch. The workload's bytes are the window's keys and values (0.54 GB) plus q and the
-output: ~0.13 ms at HBM speed.
+output: ~0.13 ms at HBM speed. Measured again (H200, 2026-11-29): 1.397 -> 0.1948 ms with ``_split`` (the best), 7.18x
+[7.03, 7.33], 65.3% of HBM (2.76 TB/s); ``_graph`` 0.2245 ms, 56.7%; the eager flex step 0.2326 ms, 54.7%.
 Tolerance: bf16 defaults (the same keys, values and softmax; different kernels and tilings).
 Run: python ch18/baseline_flexdecoding.py  |  aisp bench run -t ch18:flexdecoding
 """
@@ -57,7 +58,8 @@ def _workload() -> WindowDecodeWorkload:
     keys = float((w.positions() + 1).clamp(max=w.span).sum())
     return WindowDecodeWorkload(flops=4.0 * keys * w.heads * w.head_dim, bytes=w.window_bytes(), items=w.batch,
                                 item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
-                                ceiling_note="ncu (eager; _graph runs the same kernel): flex decode 200 us at DRAM 58%, 256 CTAs of 2 warps, 3.9 warps/SM, issue 12%: too few loads in flight (inferred)")
+                                ceiling_note="_split (SPLIT_KV=32) 0.195 ms, 65% of HBM, not profiled; it spreads the 256 CTAs of 2 warps "
+                                             "that held _graph's kernel at DRAM 58% in ncu")
 
 
 WORKLOAD = _workload()

@@ -12,6 +12,7 @@ programs of 2 warps, one per pair (Nsight Compute, H200, 2026-11-28: DRAM 58%, 6
 Expect (measured, H200, 2026-11-27): 1.606 ms -> 0.5819 ms, 2.76x (median ratio; estimated ~0.2-0.3
 ms, ~6-8x); 0.92 TB/s, 22.0% of HBM on the window's bytes: the mask build's small launches and the
 split merge are fixed costs; the ``_graph`` variant (0.2362 ms, 6.81x, 54.2%) won. 2026-11-26: 2.72x.
+2026-11-29 (H200): 1.397 -> 0.2326 ms, 6.00x [5.99, 6.02], 54.7% of HBM; ``_split`` 0.1948 ms won.
 Run: python ch18/optimized_flexdecoding.py  |  aisp bench run -t ch18:flexdecoding
 """
 

@@ -9,7 +9,8 @@ the output is copied out of the graph's buffer (256 KB).
 Expect (measured, H200, 2026-11-27, whole-chapter run): 1.606 -> 0.2362 ms, 6.81x [6.70, 6.93],
 2.27 TB/s, 54.2% of HBM on the window's bytes: the pair's best (eager flex 0.5819 ms). An earlier run
 that day: 1.666 -> 0.2392 ms, 7.09x. Its first run (2026-11-26) failed verification: the graph's
-output buffer was not declared scratch.
+output buffer was not declared scratch. 2026-11-29 (H200): 1.397 -> 0.2245 ms, 6.22x [6.14, 6.30], 56.7% of HBM;
+``_split`` (optimized_flexdecoding_split.py) 0.1948 ms won.
 Run: python ch18/optimized_flexdecoding_graph.py  |  aisp bench run -t ch18:flexdecoding
 """
 

@@ -11,7 +11,8 @@ back in (token, slot) order and gate-weighted as one batched (1 x 8) @ (8 x 2048
 (bf16 gates, fp32 accumulation) instead of 64 atomic ``index_add_`` passes.
 Expect (measured, H200, 2026-11-27): 9.022 ms, 1.98x [1.75, 2.23] over the baseline, cv 0.06
 (estimated ~1.3-1.5x): the 64 drained queues and the mask/index_add_ passes go; the GEMMs are the
-same 128 calls; 183.3 TFLOP/s, 23.4% of the bf16 peak.
+same 128 calls; 183.3 TFLOP/s, 23.4% of the bf16 peak. 2026-11-29 (H200): 8.288 ms, 2.60x [2.55, 2.64],
+25.5% (199.5 TFLOP/s).
 Run: python ch20/optimized_moe_layer_e2e_s1_sorted_routing.py  |  aisp bench run -t ch20:moe_layer_e2e
 """
 

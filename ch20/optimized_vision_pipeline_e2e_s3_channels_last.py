@@ -11,6 +11,9 @@ and activations move half the bytes. The pooled features are standardized in fp3
 Expect (measured, H200, 2026-11-27): 7.452 ms against stage 2's 7.527, 18.8x [15.2, 23.3] over
 the baseline: within noise (cv 0.062; estimated ~1.2-1.4x). The call is decode-bound: nvJPEG's
 batch takes most of it, so the net's TF32 -> bf16 gain barely shows; peak memory fell 534 -> 354 MB.
+Profiled (torch profiler, H200, 2026-11-29): this stage cut the kernels from 3.48 to 2.15 ms a call, yet its
+window under the profiler stayed ~11 ms (s2: 10.6): the GPU busy 22%, ``decode_jpegs_cuda`` holding the host
+4.4 ms a call with 66 pageable host-to-device copies; the host's side of the decode sets the pace.
 Run: python ch20/optimized_vision_pipeline_e2e_s3_channels_last.py  |  aisp bench run -t ch20:vision_pipeline_e2e
 """
 
