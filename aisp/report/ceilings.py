@@ -19,6 +19,7 @@ reaches and, below :data:`REACHED_PCT`, the reason its workload's ``ceiling_note
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,11 +199,19 @@ PROFILE_CITES = ("ncu:", "profiled:", "(profiled)", "nsight compute", "torch pro
 """How a note cites a profile further on: ``timed 0.1 ms; ncu: DRAM 57%``, ``... (Nsight Compute, H200)``."""
 
 
+NOT_PROFILED = re.compile(r"\b(not|never|not yet) profiled\b")
+"""A negation, taken out before the cites are looked for: "``_fused`` not profiled: ..." cites none,
+though it holds ``profiled:``."""
+
+
 def profiled(reason: str) -> bool:
     """Whether a below-the-mark reason cites a profile: it begins with one of :data:`PROFILED_PREFIXES`
-    or holds one of :data:`PROFILE_CITES`. "not profiled" cites none."""
+    or holds one of :data:`PROFILE_CITES` once its negations (:data:`NOT_PROFILED`) are taken out."""
     text = reason.lower()
-    return text.startswith(PROFILED_PREFIXES) or any(cite in text for cite in PROFILE_CITES)
+    if text.startswith(PROFILED_PREFIXES):
+        return True
+    text = NOT_PROFILED.sub("", text)
+    return any(cite in text for cite in PROFILE_CITES)
 
 
 def with_current_notes(results: list[dict[str, Any]], root: Path, workloads: bool = False) -> list[dict[str, Any]]:
