@@ -58,3 +58,27 @@ def test_tools_that_would_see_a_world_of_one_rank_refuse(tmp_path):
     assert all("world of one: use --tool torch" in v["skipped"] for v in refused.values())
     unmet = _profile_ranks(ProfileRequest("x:y", "torch"), files, tmp_path, 2, "needs 2 GPUs; 1 present")
     assert unmet == {name: {"skipped": "needs 2 GPUs; 1 present"} for name in files}
+
+
+def test_a_profiled_bench_run_profiles_every_rank_of_a_multi_rank_pair(tmp_path):
+    """`aisp bench run --profile minimal` on two gloo ranks: each rank captures every standing variant in
+    step after timing; rank 0's capture is the pair's profile, rank 1's sits in profiles/rank1."""
+    from dataclasses import replace
+
+    from aisp.harness.discovery import resolve_targets
+    from aisp.harness.options import RunOptions
+    from aisp.harness.runner import run_suite
+    from aisp.harness.scheduler import Hint
+    from aisp.suite import hooks_for
+
+    pairs = [p for p in resolve_targets([], FIXTURES, (FIXTURES,)) if p.name == "slow_rank"]
+    options = RunOptions(iterations=4, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path,
+                         profile="minimal")
+    hooks = replace(hooks_for(options), hints={pairs[0].slug: Hint(gpus=2)})
+    (result,), run_dir = run_suite(pairs, options, hooks=hooks)
+    assert result["verdict"] in ("ok-unchecked", "slower"), result["reason"]
+    assert result["telemetry"]["ranks"]["profile"].startswith("every rank profiled in step")
+    assert set(result["profile"]["variants"]) == {"baseline_slow_rank", "optimized_slow_rank"}
+    rank1 = run_dir / pairs[0].slug / "profiles" / "rank1"
+    assert (rank1 / "profile_summary.json").exists()
+    assert (rank1 / "optimized_slow_rank.trace.json").stat().st_size > 0

@@ -59,6 +59,7 @@ from aisp.harness.execute import (
 )
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
+from aisp.harness.phases import phase
 from aisp.harness.results import VERDICT_ORDER
 from aisp.harness.stats import summarize
 from aisp.harness.timing import SAMPLE_KEYS
@@ -251,14 +252,25 @@ def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
     return last
 
 
-def _finish(live: list[Variant], device: torch.device) -> None:
-    """Memory and metrics of the variants still standing (the same on every rank), then teardown."""
-    merge_memory(measure_standing(live, device))
+OnTimed = Callable[[list[Variant], torch.device], None]
+"""The worker's ``on_timed`` hook (the profiler's capture), called after timing with the standing variants."""
+
+
+def _finish(live: list[Variant], device: torch.device, on_timed: OnTimed | None = None) -> None:
+    """Memory and metrics of the variants still standing (the same on every rank); ``on_timed`` on
+    every rank in step (a profiled run() of a multi-rank pair needs every rank's collectives), then
+    teardown."""
+    standing = measure_standing(live, device)
+    merge_memory(standing)
+    if on_timed is not None:
+        with phase("profile"):
+            on_timed(standing, device)
     teardown(live)
 
 
 def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOptions,
-                     device: torch.device, telemetry: dict[str, Any], plan: CheckPlan) -> None:
+                     device: torch.device, telemetry: dict[str, Any], plan: CheckPlan,
+                     on_timed: OnTimed | None = None) -> None:
     verify_seed(variants, workload, device, plan.fresh_seed, False, options.reproducible)
     agree(variants)
     before = verify_seed(variants, workload, device, options.seed, True, options.reproducible)
@@ -273,7 +285,7 @@ def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOp
     verify_checked(live, last, workload, before)
     del last
     agree(live)
-    _finish(live, device)
+    _finish(live, device, on_timed)
 
 
 def _time_alone(var: Variant, options: RunOptions, device: torch.device, telemetry: dict[str, Any]) -> None:
@@ -284,9 +296,10 @@ def _time_alone(var: Variant, options: RunOptions, device: torch.device, telemet
 
 
 def run_ranked(paths: list[Path], options: RunOptions, single: bool, telemetry: dict[str, Any],
-               plan: CheckPlan) -> tuple[list[Variant], Workload, str | None]:
+               plan: CheckPlan, on_timed: OnTimed | None = None) -> tuple[list[Variant], Workload, str | None]:
     """This rank's part of a pair run: what ``run_variants`` (or, ``single``, ``time_single``) does
-    in one process, kept in step across ranks. ``telemetry["ranks"]`` describes the world."""
+    in one process, kept in step across ranks. ``telemetry["ranks"]`` describes the world.
+    ``on_timed``: this rank's profiler capture, after timing (the worker gives each rank its folder)."""
     rank = current_rank()
     assert rank is not None, "run_ranked runs in a rank that aisp launched through torchrun"
     die_with_parent(int(os.environ[AGENT_PID_ENV]))
@@ -300,11 +313,12 @@ def run_ranked(paths: list[Path], options: RunOptions, single: bool, telemetry: 
                           "timing": "per iteration, the slowest rank's time; ranks meet at a barrier "
                                     "before each timed call"}
     if options.profile != "none":
-        telemetry["ranks"]["profile"] = "not captured in a run: aisp profile run -t PAIR profiles every rank"
+        telemetry["ranks"]["profile"] = ("every rank profiled in step: rank 0's capture is the pair's profile, "
+                                         "rank R's in profiles/rank<R>") if on_timed else "not captured"
     if single:
         _time_alone(variants[0], options, device, telemetry)
     else:
-        _verify_and_time(variants, workload, options, device, telemetry, plan)
+        _verify_and_time(variants, workload, options, device, telemetry, plan, on_timed)
     settings.enter(None)
     dist.barrier()
     dist.destroy_process_group()

@@ -55,14 +55,15 @@ def raw_record(var: Variant) -> dict[str, Any]:
     }
 
 
-def _on_timed_hook(spec: dict[str, Any]):
+def _on_timed_hook(spec: dict[str, Any], rank: int = 0):
     """The spec's ``on_timed`` (``module:function``, e.g. the profiler's capture), called after
-    timing with the live variants' benchmarks and the pair's profile folder."""
+    timing with the live variants' benchmarks and the pair's profile folder (``rank<R>`` in it for
+    rank R > 0 of a multi-rank pair: rank 0's capture is the one the result takes)."""
     if not spec.get("on_timed"):
         return None
     module, _, name = spec["on_timed"].partition(":")
     fn = getattr(importlib.import_module(module), name)
-    out_dir = Path(spec["profile_dir"])
+    out_dir = Path(spec["profile_dir"]) / (f"rank{rank}" if rank else "")
 
     def hook(variants: list[Variant], device: torch.device) -> None:
         fn({v.name: v.bench for v in variants}, out_dir)
@@ -85,8 +86,9 @@ def run_spec(spec: dict[str, Any], spec_path: str | None = None) -> dict[str, An
         distributed.relaunch_if_needed(paths[0], options, lambda w: _report_timeout(spec, w.timeout_s), spec_path,
                                        Path(spec["result_path"]))
     telemetry: dict[str, Any] = {}
-    if distributed.current_rank() is not None:
-        variants, workload, skip = distributed.run_ranked(paths, options, bool(spec.get("single")), telemetry, plan)
+    if (rank := distributed.current_rank()) is not None:
+        variants, workload, skip = distributed.run_ranked(paths, options, bool(spec.get("single")), telemetry, plan,
+                                                          _on_timed_hook(spec, rank.rank))
     elif spec.get("single"):
         cold = ColdCheck(plan, Path(spec["cold_reference"]), spec["cold_baseline"])
         var = time_single(paths[0], options, cold, on_workload=lambda w: _report_timeout(spec, w.timeout_s))
