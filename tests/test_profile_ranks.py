@@ -82,3 +82,18 @@ def test_a_profiled_bench_run_profiles_every_rank_of_a_multi_rank_pair(tmp_path)
     rank1 = run_dir / pairs[0].slug / "profiles" / "rank1"
     assert (rank1 / "profile_summary.json").exists()
     assert (rank1 / "optimized_slow_rank.trace.json").stat().st_size > 0
+
+
+def test_profile_full_leaves_nsight_out_of_a_multi_rank_pair(tmp_path):
+    """ncu and nsys run a variant's file as one process, a world of one rank: --profile full says so
+    for a multi-rank pair instead of profiling that other program."""
+    from aisp.harness.runner import PairContext
+    from aisp.profile.pair import attach_profile
+
+    best = {"name": "optimized_x", "file": str(FIXTURES / "optimized_slow_rank.py")}
+    result = {"best": "optimized_x", "variants": [best], "workload": {"requires": {"gpus": 1, "ranks": 2}}}
+    out = attach_profile(result, PairContext({}, tmp_path), nsight=True)
+    assert out["profile"]["nsight"]["ncu"]["skipped"].startswith("runs as 2 ranks")
+    assert out["profile"]["nsight"]["nsys"] == out["profile"]["nsight"]["ncu"]
+    single = {**result, "workload": {"requires": {"gpus": 1, "ranks": 1}}}
+    assert "runs as" not in str(attach_profile(single, PairContext({}, tmp_path), nsight=True)["profile"]["nsight"])

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from aisp.harness.artifacts import atomic_write_json, best_variant, new_run_dir, read_json
+from aisp.harness.artifacts import atomic_write_json, best_variant, new_run_dir, read_json, world_size
 from aisp.harness.benchmark import Benchmark, default_device, unmet_requirements
 from aisp.harness.discovery import Pair, TargetError, repo_root, resolve_targets
 from aisp.harness.loader import load_benchmark
@@ -139,6 +139,9 @@ def attach_profile(result: dict[str, Any], ctx: PairContext, nsight: bool = Fals
     best = best_variant(result)
     if not nsight or best is None:
         return result
+    if (world := world_size(result.get("workload") or {})) > 1:  # ncu/nsys would run it as a world of one rank
+        why = {"skipped": f"runs as {world} ranks; Nsight runs one process (the torch capture covers every rank)"}
+        return {**result, "profile": {**(result.get("profile") or {}), "nsight": {"ncu": why, "nsys": why}}}
     trace = ((result.get("profile") or {}).get("variants", {}).get(best["name"], {}).get("files", {}).get("trace"))
     launches = top_launches(Path(trace), 5) if trace and Path(trace).exists() else []
     configs = launch_configs(Path(trace), [launch.split(" <<<")[0] for launch in launches]) if launches else 0
