@@ -73,6 +73,8 @@ class LatencyCounts:
     """Small all-reduces across the GPUs (``allreduce_latency``, 8 bytes, back to back)."""
     dispatches: int = 0
     """Torch ops dispatched from Python on the host (``dispatch_torch_op``)."""
+    device_launches: int = 0
+    """Grids launched from the GPU after their parent (``cudaStreamTailLaunch``: ``launch_device_tail``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
