@@ -1,5 +1,5 @@
-"""The device-side launch floor of ``aisp peak`` (aisp/peak/device_launch.py, device_launch.cu): the
-kernel tail-launches through the device runtime (its sm_90 SASS, built on a CPU with nvcc), a grid
+"""The device-side launch floors of ``aisp peak`` (aisp/peak/device_launch.py, device_launch.cu): the
+kernels launch through the device runtime (its sm_90 SASS, built on a CPU with nvcc), a grid
 count that falls short fails the probe, a CPU skips it with the reason, and the count
 ``device_launches`` is priced at it; on a GPU, the figure is measured (every grid counted)."""
 
@@ -29,8 +29,9 @@ def test_the_chain_kernel_launches_from_the_device() -> None:
     runtime's launch (a kernel that only looped would read as a fast 'launch')."""
     sass = device_launch.LIBRARY.sass("90")
     body = re.split(r"\n\s*Function : ", sass)
-    chain = next(part for part in body[1:] if part.splitlines()[0].startswith("_Z10tail_chain"))
-    assert re.search(r"CALL\.\w+", chain), "tail_chain calls nothing: no device-side launch"
+    for kernel in ("_Z10tail_chain", "_Z11graph_chain"):
+        chain = next(part for part in body[1:] if part.splitlines()[0].startswith(kernel))
+        assert re.search(r"CALL\.\w+", chain), f"{kernel} calls nothing: no device-side launch"
     assert "__cudaCDP2LaunchDeviceV2" in sass
 
 
@@ -49,12 +50,13 @@ def test_a_cpu_skips_it_with_the_reason() -> None:
     assert "no GPU" in peaks["skipped"]["device_launch"]
 
 
-def test_device_launches_are_priced_at_the_device_tail_floor() -> None:
-    counts = {"latency": asdict(LatencyCounts(launches=1, device_launches=16))}
-    peaks = {"measurements": {}, "latency": {"launch_eager": {"value": 5.0}, "launch_device_tail": {"value": 2.0}}}
+def test_device_launches_are_priced_at_the_device_floors() -> None:
+    counts = {"latency": asdict(LatencyCounts(launches=1, device_launches=16, device_graph_launches=2))}
+    peaks = {"measurements": {}, "latency": {"launch_eager": {"value": 5.0}, "launch_device_tail": {"value": 2.0},
+                                             "launch_device_graph": {"value": 3.0}}}
     found = ceiling({"name": "optimized_x", "summary": {"median": 0.074}}, counts, peaks)
-    assert found["kind"] == "latency" and found["value"] == pytest.approx(5.0 + 16 * 2.0)
-    assert "16 device_launches x 2.00 us" in found["detail"]
+    assert found["kind"] == "latency" and found["value"] == pytest.approx(5.0 + 16 * 2.0 + 2 * 3.0)
+    assert "16 device_launches x 2.00 us" in found["detail"] and "2 device_graph_launches x 3.00 us" in found["detail"]
     with pytest.raises(MissingPeak, match="launch_device_tail"):
         ceiling({"name": "optimized_x", "summary": {"median": 0.074}}, counts,
                 {"measurements": {}, "latency": {"launch_eager": {"value": 5.0}}})
@@ -64,6 +66,7 @@ def test_device_launches_are_priced_at_the_device_tail_floor() -> None:
 def test_the_floor_is_measured_on_a_gpu() -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    found = device_launch.device_tail(torch.device("cuda", 0), 50, 3)["launch_device_tail"]
-    print(f"launch_device_tail {found['value']:.2f} us ({found['detail']})")
-    assert 0.1 < found["value"] < 100
+    found = device_launch.device_tail(torch.device("cuda", 0), 50, 3)
+    for name in ("launch_device_tail", "launch_device_graph"):
+        print(f"{name} {found[name]['value']:.2f} us ({found[name]['detail']})")
+        assert 0.1 < found[name]["value"] < 100

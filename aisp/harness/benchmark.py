@@ -75,6 +75,8 @@ class LatencyCounts:
     """Torch ops dispatched from Python on the host (``dispatch_torch_op``)."""
     device_launches: int = 0
     """Grids launched from the GPU after their parent (``cudaStreamTailLaunch``: ``launch_device_tail``)."""
+    device_graph_launches: int = 0
+    """Graphs launched from the GPU (``cudaGraphLaunch`` in a kernel: ``launch_device_graph``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

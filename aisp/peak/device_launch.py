@@ -1,4 +1,4 @@
-"""Device-side launch floor: one grid launched from the GPU after its parent (``cudaStreamTailLaunch``).
+"""Device-side launch floors: a grid, or a graph, launched from the GPU after the one launching it.
 
 A dynamic-parallelism loop (``ch12:dynamic_parallelism``) launches each level from the device, after
 the level before it; no host launch, graph launch or graph node prices that. ``device_launch.cu``'s
@@ -6,6 +6,10 @@ kernel tail-launches itself down a chain of :data:`LINKS` empty grids; chains go
 GPU stays on them, and the window's time per link is one device-launched grid, its empty kernel
 included (as ``launch_graph_node`` includes an empty node's). The count of grids that ran is checked
 against the links launched, so a launch the device runtime refused cannot read as a fast one.
+
+``launch_device_graph`` does the same for a graph launched from the GPU (``ch12:device_graph_launch``'s
+scheduler): a one-kernel graph, instantiated for device launch, whose kernel launches its own graph
+again (``cudaGetCurrentGraphExec``, ``cudaStreamGraphTailLaunch``) until a chain of :data:`LINKS` has run.
 """
 
 from __future__ import annotations
@@ -23,29 +27,46 @@ from aisp.peak.probes import ProbeSkipped
 LIBRARY = native.Library((Path(__file__).with_name("device_launch.cu"),), ("-rdc=true", "-lcudadevrt"))
 LINKS = 16
 """Grids a chain: within the device runtime's nesting depth of 24 (ch12's 17 levels run as such a chain)."""
-SIGNATURES = {"device_tail_chain": [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]}
+SIGNATURES = {"device_tail_chain": [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p],
+              "device_graph_chain_create": [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+              "device_graph_chain_launch": [ctypes.c_void_p, ctypes.c_void_p],
+              "device_graph_chain_destroy": [ctypes.c_void_p]}
 
 
 def device_tail(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
-    """``launch_device_tail``: µs per grid of ``calls`` back-to-back chains of :data:`LINKS` grids (the
-    median of ``repeats`` windows); :class:`ProbeSkipped` without a GPU or nvcc."""
+    """``launch_device_tail`` and ``launch_device_graph``: µs per grid (per graph) of ``calls``
+    back-to-back chains of :data:`LINKS` (the median of ``repeats`` windows); :class:`ProbeSkipped`
+    without a GPU or nvcc."""
     if device.type != "cuda":
         raise ProbeSkipped("no GPU: a device-side launch is a GPU figure")
     if reason := native.unavailable(device):
         raise ProbeSkipped(reason)
     lib = LIBRARY.load(device, SIGNATURES)
-    ran = torch.zeros(1, dtype=torch.int32, device=device)
     stream = native.stream(device)
-
-    def chain() -> None:
-        native.check(lib.device_tail_chain(LINKS, native.ptr(ran), stream), "device_tail_chain")
-
+    how = f"{calls} chains back to back, median of {repeats} windows"
     with torch.cuda.device(device):
-        per_chain = host_us_per_call(chain, device, calls, repeats)
-    check_ran(int(ran.item()), calls, repeats)
-    return {"launch_device_tail": figure(per_chain / LINKS, f"chains of {LINKS} empty grids, each tail-launched "
-                                                              f"by the one before (cudaStreamTailLaunch), {calls} "
-                                                              f"chains back to back, median of {repeats} windows")}
+        ran = torch.zeros(2, dtype=torch.int32, device=device)
+        per_grid = host_us_per_call(lambda: native.check(lib.device_tail_chain(LINKS, native.ptr(ran), stream),
+                                                         "device_tail_chain"), device, calls, repeats) / LINKS
+        check_ran(int(ran[0].item()), calls, repeats)
+        ran.zero_()
+        exec_ = ctypes.c_void_p()
+        native.check(lib.device_graph_chain_create(LINKS, native.ptr(ran), stream, ctypes.byref(exec_)),
+                     "device_graph_chain_create")
+        try:
+            per_graph = host_us_per_call(lambda: native.check(lib.device_graph_chain_launch(exec_, stream),
+                                                              "device_graph_chain_launch"), device, calls, repeats) / LINKS
+        finally:
+            torch.cuda.synchronize(device)
+            lib.device_graph_chain_destroy(exec_)
+        if int(ran[1].item()):
+            raise RuntimeError(f"device graph launch failed on the GPU: cudaError {int(ran[1].item())}")
+        check_ran(int(ran[0].item()), calls, repeats)
+    return {"launch_device_tail": figure(per_grid, f"chains of {LINKS} empty grids, each tail-launched by the one "
+                                                   f"before (cudaStreamTailLaunch), {how}"),
+            "launch_device_graph": figure(per_graph, f"chains of {LINKS} launches of a one-kernel graph, each from "
+                                                     f"the kernel of the one before (cudaGraphLaunch from the GPU, "
+                                                     f"cudaStreamGraphTailLaunch), {how}")}
 
 
 def check_ran(ran: int, calls: int, repeats: int) -> None:
