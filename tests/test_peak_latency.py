@@ -128,7 +128,7 @@ def test_the_allreduce_floor_is_the_graph_replay_and_the_eager_figures_stay_besi
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     calls = []
 
-    def fake_sweep(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False):
+    def fake_sweep(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False, op="all_reduce"):
         calls.append(graph)
         return _rows(12.0, 13.0, 20.0) if graph else _rows(56.5, 58.3, 57.5)
 
@@ -138,7 +138,7 @@ def test_the_allreduce_floor_is_the_graph_replay_and_the_eager_figures_stay_besi
     assert found["allreduce_latency"]["value"] == 12.0 and found["allreduce_eager_8B"]["value"] == 56.5
     assert "replayed from a CUDA graph" in found["allreduce_latency"]["detail"]
 
-    def no_capture(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False):
+    def no_capture(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False, op="all_reduce"):
         if graph:
             raise RuntimeError("torchrun exited 1: capture failed")
         return _rows(56.5, 58.3, 57.5)
@@ -152,6 +152,32 @@ def test_the_allreduce_floor_is_the_graph_replay_and_the_eager_figures_stay_besi
 def test_allreduce_latency_needs_two_gpus() -> None:
     with pytest.raises(ProbeSkipped, match="needs 2 GPUs"):
         latency.allreduce(CPU, 10, 2)
+    with pytest.raises(ProbeSkipped, match="needs 2 GPUs"):
+        latency.alltoall(CPU, 10, 2)
+
+
+def test_alltoall_burst_on_two_gloo_ranks_times_each_call() -> None:
+    """The sweep runs the collective it is told: all-to-all rows on two gloo ranks (the plumbing; CPU
+    figures mean nothing), and the launch names the op."""
+    rows = allreduce.sweep(2, "cpu", [8, 1024], samples=2, timeout_s=120, burst=10, op="all_to_all")
+    assert [(r.op, r.bytes, r.ranks) for r in rows] == [("all_to_all", 8, 2), ("all_to_all", 1024, 2)]
+    assert all(r.time_us > 0 for r in rows)
+    assert allreduce.launch_argv(2, "cuda", [8], 3, Path("o.json"), op="all_to_all")[-3:-1] == ["--op", "all_to_all"]
+
+
+def test_the_alltoall_floor_takes_the_graph_replay(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    asked = []
+
+    def fake_sweep(ranks, device, sizes, samples, timeout_s=600.0, burst=0, graph=False, op="all_reduce"):
+        asked.append((op, graph))
+        return [allreduce.Row(op, n, 2, 9.0 if graph else 40.0, 0.0, 0.0) for n in sizes]
+
+    monkeypatch.setattr(latency, "sweep", fake_sweep)
+    found = latency.alltoall(torch.device("cuda", 0), 1000, 3)
+    assert asked == [("all_to_all", False), ("all_to_all", True)]
+    assert found["alltoall_latency"]["value"] == 9.0 and found["alltoall_eager_8B"]["value"] == 40.0
+    assert "NCCL all-to-all, 2 ranks" in found["alltoall_latency"]["detail"]
 
 
 @pytest.mark.gpu
@@ -181,3 +207,11 @@ def test_cli_table_shows_the_latency_floors(tmp_path: Path, monkeypatch: pytest.
     shown = CliRunner().invoke(app, ["peak"], terminal_width=200)
     assert shown.exit_code == 0, shown.output
     assert "launch_graph_node" in shown.output and "0.87" in shown.output
+
+
+def test_all_to_alls_are_priced_at_the_alltoall_floor() -> None:
+    from aisp.report.ceilings import ceiling
+
+    peaks = {"measurements": {}, "latency": {"alltoall_latency": {"value": 9.0}}}
+    found = ceiling({"name": "optimized_x", "summary": {"median": 0.054}}, {"latency": {"all_to_alls": 3}}, peaks)
+    assert found["kind"] == "latency" and found["value"] == pytest.approx(27.0) and found["percent"] == pytest.approx(50)

@@ -77,6 +77,8 @@ class LatencyCounts:
     """Grids launched from the GPU after their parent (``cudaStreamTailLaunch``: ``launch_device_tail``)."""
     device_graph_launches: int = 0
     """Graphs launched from the GPU (``cudaGraphLaunch`` in a kernel: ``launch_device_graph``)."""
+    all_to_alls: int = 0
+    """Small all-to-alls across the GPUs (``alltoall_latency``, 8 bytes, back to back)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,11 +37,11 @@ RANK_ERROR = re.compile(r"\[rank\d+\]: ([\w.]*(?:Error|Exception): .*)$")
 
 
 def launch_argv(ranks: int, device: str, sizes: list[int], samples: int, out: Path, burst: int = 0,
-                graph: bool = False) -> list[str]:
-    """The torchrun command that runs this module's sweep once per rank on this machine."""
+                graph: bool = False, op: str = "all_reduce") -> list[str]:
+    """The torchrun command that runs this module's sweep of ``op`` once per rank on this machine."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "aisp.peak.allreduce", "--device", device, "--samples", str(samples), "--out", str(out),
-            "--burst", str(burst), *(["--graph"] if graph else []), *map(str, sizes)]
+            "--burst", str(burst), "--op", op, *(["--graph"] if graph else []), *map(str, sizes)]
 
 
 def launch_env() -> dict[str, str]:
@@ -52,22 +52,23 @@ def launch_env() -> dict[str, str]:
 
 
 def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: float = 600.0,
-          burst: int = 0, graph: bool = False) -> list[Row]:
+          burst: int = 0, graph: bool = False, op: str = "all_reduce") -> list[Row]:
     """All-reduce rows (one per size) measured by ``ranks`` processes on ``device`` ("cuda": NCCL,
     one GPU each; "cpu": gloo, which only proves the plumbing). ``burst``: calls per timed sample
     (0: enough to move about 256 MB, at most 50, as :func:`aisp.kits.collectives.measure` does; a
-    latency figure wants many more). ``graph``: each burst captured in a CUDA graph and replayed
+    latency figure wants many more). ``op``: ``all_reduce`` or ``all_to_all`` (the MoE dispatch and
+    combine). ``graph``: each burst captured in a CUDA graph and replayed
     (the host's per-call cost left out, as nccl-tests calling NCCL directly leaves it out; needs
     CUDA and ``burst``). Raises RuntimeError with the ranks' last output when the launch fails."""
     with tempfile.TemporaryDirectory(prefix="aisp_peak_allreduce_") as tmp:
         out = Path(tmp) / "rows.json"
-        proc = subprocess.Popen(launch_argv(ranks, device, sizes, samples, out, burst, graph), env=launch_env(),
+        proc = subprocess.Popen(launch_argv(ranks, device, sizes, samples, out, burst, graph, op), env=launch_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
             end_tree(proc, str(out))
-            raise RuntimeError(f"the all-reduce sweep over {ranks} ranks ran past {timeout_s:.0f} s") from exc
+            raise RuntimeError(f"the {op} sweep over {ranks} ranks ran past {timeout_s:.0f} s") from exc
         if proc.returncode != 0 or not out.exists():
             lines = output.strip().splitlines()
             raised = [m.group(1) for ln in lines if (m := RANK_ERROR.match(ln.strip()))][:1]
@@ -115,13 +116,14 @@ def captured(fn: Callable[[], None], device: torch.device) -> Callable[[], None]
     return graph.replay
 
 
-def burst_row(nbytes: int, device: torch.device, samples: int, calls: int, graph: bool = False) -> Row:
-    """All-reduce of ``nbytes``: ``calls`` back to back between two syncs per sample (nccl-tests'
+def burst_row(nbytes: int, device: torch.device, samples: int, calls: int, graph: bool = False,
+              op: str = "all_reduce") -> Row:
+    """``op`` (all-reduce by default) of ``nbytes``: ``calls`` back to back between two syncs per sample (nccl-tests'
     latency timing), the median of ``samples`` slowest-rank samples divided by ``calls``. With
     ``graph`` the ``calls`` are one captured graph, replayed: the device's time per all-reduce
     without torch's host-side cost of issuing each one."""
     ranks = world_and_rank()[0]
-    used, call = collective("all_reduce", nbytes, ranks, device)
+    used, call = collective(op, nbytes, ranks, device)
 
     def burst() -> None:
         for _ in range(calls):
@@ -130,7 +132,7 @@ def burst_row(nbytes: int, device: torch.device, samples: int, calls: int, graph
     timed = captured(burst, device) if graph else burst
     timed()  # warm-up: connections, buffers (and a first replay)
     ms = statistics.median(time_slowest(timed, device, samples))
-    return row("all_reduce", used, ranks, ms / 1e3 / calls)
+    return row(op, used, ranks, ms / 1e3 / calls)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="rank 0 writes the rows here (JSON)")
     ap.add_argument("--burst", type=int, default=0, help="calls per sample (0: about 256 MB of messages)")
     ap.add_argument("--graph", action="store_true", help="replay each burst from a CUDA graph (CUDA, --burst)")
+    ap.add_argument("--op", choices=("all_reduce", "all_to_all"), default="all_reduce", help="the collective")
     args = ap.parse_args(argv)
     device = script_init(args.device)
-    rows = [burst_row(n, device, args.samples, args.burst, args.graph) if args.burst else
-            measure("all_reduce", n, device, args.samples) for n in args.sizes]
+    rows = [burst_row(n, device, args.samples, args.burst, args.graph, args.op) if args.burst else
+            measure(args.op, n, device, args.samples) for n in args.sizes]
     if world_and_rank()[1] == 0:
         args.out.write_text(json.dumps([asdict(r) for r in rows]))
     dist.barrier()

@@ -140,19 +140,31 @@ def allreduce(device: torch.device, calls: int, repeats: int) -> dict[str, dict[
     CUDA graph (``allreduce_latency_<size>``: the device's floor, what nccl-tests reports). The
     8-byte graph figure is ``allreduce_latency``, the floor a pair's ``messages`` are priced at;
     where capture fails, the eager figures stand in, and their detail says so."""
+    return _small_collective("all_reduce", "allreduce", device, calls, repeats)
+
+
+def alltoall(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """The same for NCCL all-to-all (``all_to_all_single``, an MoE layer's dispatch and combine):
+    ``alltoall_latency`` (8 B in all, graph-replayed where capture works) is the floor a pair's
+    ``all_to_alls`` are priced at, ``alltoall_eager_<size>`` and ``alltoall_latency_<size>`` beside it."""
+    return _small_collective("all_to_all", "alltoall", device, calls, repeats)
+
+
+def _small_collective(op: str, prefix: str, device: torch.device, calls: int,
+                      repeats: int) -> dict[str, dict[str, Any]]:
     found = torch.cuda.device_count() if device.type == "cuda" else 0
     if found < 2:
         raise ProbeSkipped(f"needs 2 GPUs (found {found})")
     sizes = list(ALLREDUCE_LATENCY_BYTES)
-    how = f"NCCL all-reduce, {found} ranks, fp32, NVLS off, {calls} back to back, median of {repeats}"
-    eager = sweep(found, "cuda", sizes, repeats, burst=calls)
-    figures = {f"allreduce_eager_{size_label(r.bytes)}": figure(r.time_us, f"issued from Python; {how}")
+    how = f"NCCL {op.replace('_', '-')}, {found} ranks, fp32, NVLS off, {calls} back to back, median of {repeats}"
+    eager = sweep(found, "cuda", sizes, repeats, burst=calls, op=op)
+    figures = {f"{prefix}_eager_{size_label(r.bytes)}": figure(r.time_us, f"issued from Python; {how}")
                for r in eager}
     try:
         graphed, graph_how = sweep(found, "cuda", sizes, repeats, timeout_s=GRAPH_SWEEP_S, burst=calls,
-                                   graph=True), f"replayed from a CUDA graph; {how}"
+                                   graph=True, op=op), f"replayed from a CUDA graph; {how}"
     except RuntimeError as exc:
         graphed, graph_how = eager, f"issued from Python (graph capture failed: {str(exc)[:120]}); {how}"
-    figures |= {f"allreduce_latency_{size_label(r.bytes)}": figure(r.time_us, graph_how) for r in graphed}
+    figures |= {f"{prefix}_latency_{size_label(r.bytes)}": figure(r.time_us, graph_how) for r in graphed}
     first = graphed[0]
-    return {"allreduce_latency": figure(first.time_us, f"{size_label(first.bytes)}; {graph_how}"), **figures}
+    return {f"{prefix}_latency": figure(first.time_us, f"{size_label(first.bytes)}; {graph_how}"), **figures}

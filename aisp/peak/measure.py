@@ -104,6 +104,7 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
                ("latency", "sync", partial(latency.sync_roundtrip, device, calls, repeats)),
                ("latency", "small_copy", partial(latency.small_copies, device, calls, repeats)),
                ("latency", "allreduce_latency", partial(latency.allreduce, device, calls, repeats)),
+               ("latency", "alltoall_latency", partial(latency.alltoall, device, calls, repeats)),
                ("latency", "dispatch", partial(latency.dispatch, calls, repeats)),
                ("latency", "device_launch", partial(device_launch.device_tail, device, calls, repeats))]
     return listed
