@@ -79,6 +79,8 @@ class LatencyCounts:
     """Graphs launched from the GPU (``cudaGraphLaunch`` in a kernel: ``launch_device_graph``)."""
     all_to_alls: int = 0
     """Small all-to-alls across the GPUs (``alltoall_latency``, 8 bytes, back to back)."""
+    while_iterations: int = 0
+    """Passes of a WHILE graph node, each with its body (``graph_while_iteration``: a one-kernel body)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,7 +22,7 @@ import torch
 
 from aisp.kits import native
 from aisp.peak.latency import figure, host_us_per_call
-from aisp.peak.probes import ProbeSkipped
+from aisp.peak.probes import gpu_library
 
 LIBRARY = native.Library((Path(__file__).with_name("device_launch.cu"),), ("-rdc=true", "-lcudadevrt"))
 LINKS = 16
@@ -37,11 +37,7 @@ def device_tail(device: torch.device, calls: int, repeats: int) -> dict[str, dic
     """``launch_device_tail`` and ``launch_device_graph``: µs per grid (per graph) of ``calls``
     back-to-back chains of :data:`LINKS` (the median of ``repeats`` windows); :class:`ProbeSkipped`
     without a GPU or nvcc."""
-    if device.type != "cuda":
-        raise ProbeSkipped("no GPU: a device-side launch is a GPU figure")
-    if reason := native.unavailable(device):
-        raise ProbeSkipped(reason)
-    lib = LIBRARY.load(device, SIGNATURES)
+    lib = gpu_library(device, LIBRARY, SIGNATURES, "a device-side launch")
     stream = native.stream(device)
     how = f"{calls} chains back to back, median of {repeats} windows"
     with torch.cuda.device(device):

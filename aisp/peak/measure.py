@@ -22,7 +22,7 @@ import torch
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import repo_root
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak import device_launch, host, latency, probes, simt
+from aisp.peak import device_launch, graph_while, host, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
 __all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
@@ -106,7 +106,8 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
                ("latency", "allreduce_latency", partial(latency.allreduce, device, calls, repeats)),
                ("latency", "alltoall_latency", partial(latency.alltoall, device, calls, repeats)),
                ("latency", "dispatch", partial(latency.dispatch, calls, repeats)),
-               ("latency", "device_launch", partial(device_launch.device_tail, device, calls, repeats))]
+               ("latency", "device_launch", partial(device_launch.device_tail, device, calls, repeats)),
+               ("latency", "graph_while", partial(graph_while.while_pass, device, calls, repeats))]
     return listed
 
 

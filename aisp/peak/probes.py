@@ -32,6 +32,18 @@ class ProbeSkipped(Exception):
     """The probe does not apply on this machine; the message says why."""
 
 
+def gpu_library(device: torch.device, library: Any, signatures: dict[str, list[Any]], what: str) -> Any:
+    """``library`` (an :class:`aisp.kits.native.Library`) built and loaded for ``device``'s GPU, with
+    ``signatures``; :class:`ProbeSkipped` on a CPU (``what`` is a GPU figure) or without nvcc."""
+    from aisp.kits import native
+
+    if device.type != "cuda":
+        raise ProbeSkipped(f"no GPU: {what} is a GPU figure")
+    if reason := native.unavailable(device):
+        raise ProbeSkipped(reason)
+    return library.load(device, signatures)
+
+
 @dataclass(frozen=True)
 class PeakConfig:
     """Sizes and repeat counts of one peak measurement."""

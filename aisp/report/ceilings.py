@@ -48,7 +48,7 @@ COUNT_FLOORS = {"launches": ("launch_eager",), "graph_launches": ("launch_graph"
                 "copies": ("copy_h2d_small", "copy_d2h_small"), "device_copies": ("copy_d2d_small",),
                 "messages": ("allreduce_latency",), "dispatches": ("dispatch_torch_op",),
                 "device_launches": ("launch_device_tail",), "device_graph_launches": ("launch_device_graph",),
-                "all_to_alls": ("alltoall_latency",)}
+                "all_to_alls": ("alltoall_latency",), "while_iterations": ("graph_while_iteration",)}
 """Each latency count and the floor(s) it is priced at (the slower where two are named)."""
 
 
