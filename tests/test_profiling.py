@@ -79,6 +79,20 @@ def test_run_logged_kills_a_tool_that_outlives_its_timeout(tmp_path):
     assert time.monotonic() - start < 10
 
 
+def test_run_logged_also_kills_a_child_in_a_session_of_its_own(tmp_path):
+    """torchrun starts each rank in a session of its own: killing the tool's process group alone
+    left such a child running (a rank hung in NCCL would hold its GPU)."""
+    import psutil
+
+    spawn = ("import subprocess, sys, time; "
+             "p = subprocess.Popen(['sleep', '60'], start_new_session=True); "
+             "print(p.pid, flush=True); time.sleep(60)")
+    log = tmp_path / "log"
+    assert run_logged([sys.executable, "-c", spawn], log, timeout_s=3) is None
+    child = int(log.read_text().split()[0])
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
 runner = CliRunner()
 
 

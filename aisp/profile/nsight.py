@@ -1,11 +1,12 @@
 """Running Nsight tools on a variant's file standalone; Nsight Systems (``nsys``) captures.
 
 A variant runs as ``python <pair_file> --iterations 2 --warmup 1`` under the tool, in its own
-process group, killed with the group when it outlives its timeout.
+process group, killed with the group and every process under it when it outlives its timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -15,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 STANDALONE_ARGS = ("--iterations", "2", "--warmup", "1")
 LOG_TAIL = 2000
@@ -27,14 +30,23 @@ def standalone_command(pair_file: Path) -> list[str]:
 
 def run_logged(cmd: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None) -> int | None:
     """Run ``cmd`` (in ``env``, default this environment) with stdout and stderr to ``log``; its exit
-    code, or None after a timeout."""
+    code, or None after a timeout, when its process group and every process under it are killed
+    (torchrun starts each rank in a session of its own, which the group alone would miss)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            try:
+                tree = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                tree = []
             os.killpg(proc.pid, signal.SIGKILL)
+            for each in tree:
+                with contextlib.suppress(psutil.Error):
+                    each.kill()
+            psutil.wait_procs(tree, timeout=10)
             proc.wait()
             return None
 

@@ -13,7 +13,6 @@ The parent runs :func:`launch`; each rank runs this module:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.benchmark import default_device
 from aisp.harness.distributed import NVLS_OFF, init, rank_from_env
 from aisp.profile.capture import capture_torch
+from aisp.profile.nsight import failure, run_logged
 from aisp.profile.setup import set_up_here
 
 RANK_FILE = "rank_summaries.json"
@@ -34,19 +34,14 @@ GROUP_TIMEOUT_S = 600.0
 def launch(files: dict[str, Path], world: int, out_dir: Path, iterations: int, warmup: int,
            timeout_s: float) -> dict[str, Any]:
     """Profile every variant in ``files`` on ``world`` ranks; ``{variant: rank 0's summary + "ranks"}``,
-    or ``{variant: {"error": why}}`` for all when the ranks fail or run past ``timeout_s``."""
+    or, for all, the failure (why, the log and its tail) when the ranks fail or run past ``timeout_s``."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
            "-m", "aisp.profile.ranks", str(out_dir), str(iterations), str(warmup),
            *(f"{name}={path}" for name, path in files.items())]
     log = out_dir / "ranks.log"
-    with log.open("w") as sink:
-        try:
-            status = subprocess.run(cmd, env={**os.environ, **NVLS_OFF}, stdout=sink, stderr=subprocess.STDOUT,
-                                    timeout=timeout_s, check=False).returncode
-        except subprocess.TimeoutExpired:
-            return {name: {"error": f"{world} ranks ran past {timeout_s:.0f} s; their output: {log}"} for name in files}
+    status = run_logged(cmd, log, timeout_s, {**os.environ, **NVLS_OFF})
     if status != 0:
-        return {name: {"error": f"torchrun exited with {status}; the ranks' output: {log}"} for name in files}
+        return {name: failure("torchrun", status, log, timeout_s) for name in files}
     return merge([read_json(out_dir / f"rank{rank}" / RANK_FILE)["variants"] for rank in range(world)])
 
 
