@@ -15,6 +15,7 @@ import torch
 from aisp.harness.benchmark import LatencyCounts
 from aisp.kits import native
 from aisp.peak import device_launch
+from aisp.peak.latency import check_counted
 from aisp.peak.measure import measure_peaks, probe_names
 from aisp.peak.probes import QUICK, ProbeSkipped
 from aisp.report.ceilings import MissingPeak, ceiling
@@ -37,14 +38,14 @@ def test_the_chain_kernel_launches_from_the_device() -> None:
 
 def test_a_chain_that_did_not_run_every_grid_fails_the_probe() -> None:
     links = device_launch.LINKS
-    device_launch.check_ran((3 + 1) * 10 * links, calls=10, repeats=3)  # every grid ran
-    with pytest.raises(RuntimeError, match="grids ran"):
-        device_launch.check_ran((3 + 1) * 10 * links - 1, calls=10, repeats=3)
+    check_counted((3 + 1) * 10 * links, links, calls=10, repeats=3, what="grids")  # every grid ran
+    with pytest.raises(RuntimeError, match="grids: 639 ran, 640 were launched"):
+        check_counted((3 + 1) * 10 * links - 1, links, calls=10, repeats=3, what="grids")
 
 
 def test_a_cpu_skips_it_with_the_reason() -> None:
     with pytest.raises(ProbeSkipped, match="no GPU"):
-        device_launch.device_tail(torch.device("cpu"), 10, 3)
+        device_launch.device_launches(torch.device("cpu"), 10, 3)
     assert "device_launch" in probe_names()
     peaks = measure_peaks(QUICK, torch.device("cpu"), only=["device_launch"])
     assert "no GPU" in peaks["skipped"]["device_launch"]
@@ -66,7 +67,7 @@ def test_device_launches_are_priced_at_the_device_floors() -> None:
 def test_the_floor_is_measured_on_a_gpu() -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    found = device_launch.device_tail(torch.device("cuda", 0), 50, 3)
+    found = device_launch.device_launches(torch.device("cuda", 0), 50, 3)
     for name in ("launch_device_tail", "launch_device_graph"):
         print(f"{name} {found[name]['value']:.2f} us ({found[name]['detail']})")
         assert 0.1 < found[name]["value"] < 100

@@ -13,6 +13,7 @@ import torch
 
 from aisp.kits import native
 from aisp.peak import graph_while
+from aisp.peak.latency import check_counted
 from aisp.peak.measure import measure_peaks, probe_names
 from aisp.peak.probes import QUICK, ProbeSkipped
 from aisp.report.ceilings import ceiling
@@ -30,9 +31,10 @@ def test_the_body_kernel_sets_the_condition_on_the_device() -> None:
 
 
 def test_a_pass_count_that_falls_short_fails_the_probe() -> None:
-    graph_while.check_passes((3 + 1) * 10 * graph_while.PASSES, calls=10, repeats=3)
-    with pytest.raises(RuntimeError, match="passes ran"):
-        graph_while.check_passes((3 + 1) * 10 * graph_while.PASSES - 1, calls=10, repeats=3)
+    passes = graph_while.PASSES
+    check_counted((3 + 1) * 10 * passes, passes, calls=10, repeats=3, what="passes")
+    with pytest.raises(RuntimeError, match="passes: 2559 ran, 2560 were launched"):
+        check_counted((3 + 1) * 10 * passes - 1, passes, calls=10, repeats=3, what="passes")
 
 
 def test_a_cpu_skips_it_with_the_reason() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from aisp.kits import native
-from aisp.peak.latency import figure, host_us_per_call
+from aisp.peak.latency import check_counted, figure, host_us_per_call
 from aisp.peak.probes import gpu_library
 
 LIBRARY = native.Library((Path(__file__).with_name("device_launch.cu"),), ("-rdc=true", "-lcudadevrt"))
@@ -33,7 +33,7 @@ SIGNATURES = {"device_tail_chain": [ctypes.c_int, ctypes.c_void_p, ctypes.c_void
               "device_graph_chain_destroy": [ctypes.c_void_p]}
 
 
-def device_tail(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
+def device_launches(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
     """``launch_device_tail`` and ``launch_device_graph``: µs per grid (per graph) of ``calls``
     back-to-back chains of :data:`LINKS` (the median of ``repeats`` windows); :class:`ProbeSkipped`
     without a GPU or nvcc."""
@@ -44,7 +44,7 @@ def device_tail(device: torch.device, calls: int, repeats: int) -> dict[str, dic
         ran = torch.zeros(2, dtype=torch.int32, device=device)
         per_grid = host_us_per_call(lambda: native.check(lib.device_tail_chain(LINKS, native.ptr(ran), stream),
                                                          "device_tail_chain"), device, calls, repeats) / LINKS
-        check_ran(int(ran[0].item()), calls, repeats)
+        check_counted(int(ran[0].item()), LINKS, calls, repeats, "device_tail_chain: grids")
         ran.zero_()
         exec_ = ctypes.c_void_p()
         native.check(lib.device_graph_chain_create(LINKS, native.ptr(ran), stream, ctypes.byref(exec_)),
@@ -57,17 +57,10 @@ def device_tail(device: torch.device, calls: int, repeats: int) -> dict[str, dic
             lib.device_graph_chain_destroy(exec_)
         if int(ran[1].item()):
             raise RuntimeError(f"device graph launch failed on the GPU: cudaError {int(ran[1].item())}")
-        check_ran(int(ran[0].item()), calls, repeats)
+        check_counted(int(ran[0].item()), LINKS, calls, repeats, "device graph chain: graphs")
     return {"launch_device_tail": figure(per_grid, f"chains of {LINKS} empty grids, each tail-launched by the one "
                                                    f"before (cudaStreamTailLaunch), {how}"),
             "launch_device_graph": figure(per_graph, f"chains of {LINKS} launches of a one-kernel graph, each from "
                                                      f"the kernel of the one before (cudaGraphLaunch from the GPU, "
                                                      f"cudaStreamGraphTailLaunch), {how}")}
 
-
-def check_ran(ran: int, calls: int, repeats: int) -> None:
-    """RuntimeError unless every grid launched ran: ``host_us_per_call`` runs one warm-up window and
-    ``repeats`` timed ones of ``calls`` chains of :data:`LINKS` grids."""
-    expected = (repeats + 1) * calls * LINKS
-    if ran != expected:
-        raise RuntimeError(f"device_tail_chain: {ran} grids ran, {expected} were launched")

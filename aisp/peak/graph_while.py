@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from aisp.kits import native
-from aisp.peak.latency import figure, host_us_per_call
+from aisp.peak.latency import check_counted, figure, host_us_per_call
 from aisp.peak.probes import gpu_library
 
 LIBRARY = native.Library((Path(__file__).with_name("graph_while.cu"),))
@@ -41,15 +41,8 @@ def while_pass(device: torch.device, calls: int, repeats: int) -> dict[str, dict
         finally:
             torch.cuda.synchronize(device)
             lib.while_graph_destroy(exec_)
-        check_passes(int(ran.item()), calls, repeats)
+        check_counted(int(ran.item()), PASSES, calls, repeats, "while_graph: passes")
     return {"graph_while_iteration": figure(per_launch / PASSES, f"a WHILE node of {PASSES} passes, its body one "
                                                                  f"kernel that sets the condition; {calls} launches "
                                                                  f"back to back, median of {repeats} windows")}
 
-
-def check_passes(ran: int, calls: int, repeats: int) -> None:
-    """RuntimeError unless every pass launched ran (one warm-up window and ``repeats`` timed ones of
-    ``calls`` launches of :data:`PASSES` passes)."""
-    expected = (repeats + 1) * calls * PASSES
-    if ran != expected:
-        raise RuntimeError(f"while_graph: {ran} passes ran, {expected} were launched")

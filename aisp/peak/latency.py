@@ -20,7 +20,7 @@ import torch
 from aisp.harness.timing import gc_disabled, synchronize
 from aisp.kits.collectives import size_label
 from aisp.peak.allreduce import sweep
-from aisp.peak.probes import ProbeSkipped
+from aisp.peak.probes import ProbeSkipped, require_gpu
 
 SMALL_COPY_BYTES = 8
 """Size of the small copies: one 8-byte scalar, a flag or a token id moved between host and GPU."""
@@ -46,6 +46,15 @@ def host_us_per_call(fn: Callable[[], Any], device: torch.device, calls: int, re
         return statistics.median(window() for _ in range(repeats))
 
 
+def check_counted(counted: int, per_call: int, calls: int, repeats: int, what: str) -> None:
+    """RuntimeError unless the device counted ``per_call`` events for every call of
+    :func:`host_us_per_call` (its warm-up window and ``repeats`` timed ones, ``calls`` each): a launch
+    the device refused must not read as a fast one."""
+    expected = (repeats + 1) * calls * per_call
+    if counted != expected:
+        raise RuntimeError(f"{what}: {counted} ran, {expected} were launched")
+
+
 def figure(value: float, detail: str) -> dict[str, Any]:
     return {"value": value, "unit": "us", "detail": detail}
 
@@ -59,11 +68,6 @@ def dispatch(calls: int, repeats: int) -> dict[str, dict[str, Any]]:
                                             f"median of {repeats}")}
 
 
-def _require_gpu(device: torch.device, what: str) -> None:
-    if device.type != "cuda":
-        raise ProbeSkipped(f"no GPU: {what} is a GPU figure")
-
-
 def _empty_kernel() -> None:
     torch.cuda._sleep(0)  # a spin kernel told to spin 0 cycles: a launch with no work in it
 
@@ -75,7 +79,7 @@ def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict
     The kernel is empty so the figures are the launch path's own floor, one a real kernel cannot
     beat: a torch op launched eagerly also pays its dispatch (``dispatch_torch_op``), and a graph
     node its kernel's own time."""
-    _require_gpu(device, "kernel launch latency")
+    require_gpu(device, "kernel launch latency")
 
     def capture(nodes: int) -> torch.cuda.CUDAGraph:
         with torch.cuda.device(device):
@@ -106,7 +110,7 @@ def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict
 def sync_roundtrip(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
     """Event record then a host wait on it, on an idle stream: the floor of every ``.item()``,
     ``synchronize()`` or blocking copy a loop does."""
-    _require_gpu(device, "the sync round trip")
+    require_gpu(device, "the sync round trip")
     event = torch.cuda.Event()
 
     def record_and_wait() -> None:
@@ -120,7 +124,7 @@ def sync_roundtrip(device: torch.device, calls: int, repeats: int) -> dict[str, 
 
 def small_copies(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:
     """An 8-byte copy host->device and device->host (pinned, asynchronous) and device->device."""
-    _require_gpu(device, "small-copy latency")
+    require_gpu(device, "small-copy latency")
     n = SMALL_COPY_BYTES // 8
     host = torch.zeros(n, dtype=torch.float64).pin_memory()
     gpu_a = torch.zeros(n, dtype=torch.float64, device=device)

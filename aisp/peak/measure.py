@@ -106,7 +106,7 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
                ("latency", "allreduce_latency", partial(latency.allreduce, device, calls, repeats)),
                ("latency", "alltoall_latency", partial(latency.alltoall, device, calls, repeats)),
                ("latency", "dispatch", partial(latency.dispatch, calls, repeats)),
-               ("latency", "device_launch", partial(device_launch.device_tail, device, calls, repeats)),
+               ("latency", "device_launch", partial(device_launch.device_launches, device, calls, repeats)),
                ("latency", "graph_while", partial(graph_while.while_pass, device, calls, repeats))]
     return listed
 

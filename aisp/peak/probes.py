@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from aisp.harness.timing import gc_disabled, synchronize, time_call
+from aisp.kits import native
 from aisp.kits.collectives import size_label, sizes
 from aisp.peak.allreduce import sweep
 
@@ -32,13 +33,16 @@ class ProbeSkipped(Exception):
     """The probe does not apply on this machine; the message says why."""
 
 
-def gpu_library(device: torch.device, library: Any, signatures: dict[str, list[Any]], what: str) -> Any:
-    """``library`` (an :class:`aisp.kits.native.Library`) built and loaded for ``device``'s GPU, with
-    ``signatures``; :class:`ProbeSkipped` on a CPU (``what`` is a GPU figure) or without nvcc."""
-    from aisp.kits import native
-
+def require_gpu(device: torch.device, what: str) -> None:
+    """:class:`ProbeSkipped` unless ``device`` is a GPU (``what`` is a GPU figure)."""
     if device.type != "cuda":
         raise ProbeSkipped(f"no GPU: {what} is a GPU figure")
+
+
+def gpu_library(device: torch.device, library: native.Library, signatures: dict[str, list[Any]], what: str) -> Any:
+    """``library`` built and loaded for ``device``'s GPU, with ``signatures``; :class:`ProbeSkipped` on
+    a CPU (``what`` is a GPU figure) or without nvcc."""
+    require_gpu(device, what)
     if reason := native.unavailable(device):
         raise ProbeSkipped(reason)
     return library.load(device, signatures)

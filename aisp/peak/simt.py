@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from aisp.kits import native
-from aisp.peak.probes import PeakConfig, ProbeSkipped, measurement, median_ms
+from aisp.peak.probes import PeakConfig, gpu_library, measurement, median_ms
 
 LIBRARY = native.Library((Path(__file__).with_name("simt_fma.cu"),))
 FMAS = {"simt_fp32": (0, "FFMA", 2), "simt_fp16": (1, "HFMA2", 4)}
@@ -29,21 +29,12 @@ SIGNATURES = {"simt_fma_run": [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctyp
                                ctypes.c_float, ctypes.c_void_p]}
 
 
-def _library(device: torch.device) -> ctypes.CDLL:
-    lib = LIBRARY.load(device, SIGNATURES)
-    lib.simt_fma_instructions.argtypes, lib.simt_fma_instructions.restype = [ctypes.c_int] * 2, ctypes.c_longlong
-    return lib
-
-
 def fma_rate(name: str, cfg: PeakConfig, device: torch.device) -> dict[str, Any]:
     """The SIMT FMA rate ``name`` (a key of :data:`FMAS`) in TFLOP/s; :class:`ProbeSkipped` without
     a GPU or nvcc."""
-    if device.type != "cuda":
-        raise ProbeSkipped("no GPU: the SIMT FMA rate is a CUDA-core figure")
-    if reason := native.unavailable(device):
-        raise ProbeSkipped(reason)
     kind, op, flop = FMAS[name]
-    lib = _library(device)
+    lib = gpu_library(device, LIBRARY, SIGNATURES, "the SIMT FMA rate (CUDA cores)")
+    lib.simt_fma_instructions.argtypes, lib.simt_fma_instructions.restype = [ctypes.c_int] * 2, ctypes.c_longlong
     blocks = torch.cuda.get_device_properties(device).multi_processor_count * BLOCKS_PER_SM
     threads = lib.simt_threads()
     out = torch.empty(blocks * threads, dtype=torch.float32, device=device)  # a float or a __half2 a thread
