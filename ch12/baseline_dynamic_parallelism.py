@@ -44,14 +44,13 @@ largest |v| of 4,096 normal draws); 17 on every seed tried (tests/test_ceilings_
 
 def _workload() -> RefineWorkload:
     # Ceiling: latency. The optimized design needs one launch from the host (level 0; the count reset
-    # and seeding could fold into it) and 16 dependent level kernels launched from the GPU. aisp peak
-    # measures no floor for a device-side launch; each level is priced at the floor of a node of a
-    # graph of empty kernels (0.53 us), the least a kernel that waits for the previous one costs:
-    # 5.8 + 16 x 0.53 us, ~14 us. The intervals' bytes (~1.7 M of 24 B, read and written) fit in L2.
+    # and seeding could fold into it) and 16 dependent level kernels, each tail-launched from the GPU by
+    # the one before: 16 x launch_device_tail (aisp peak: chains of empty grids, 10.2 us each on an
+    # H200), 5.8 + 16 x 10.2 us, ~169 us. The intervals' bytes (~1.7 M of 24 B, read and written) fit in L2.
     return RefineWorkload(items=4096, item_unit="cells", precision="fp64", element_tol=3e-10, requires=native.REQUIRES,
-                          latency=aisp.LatencyCounts(launches=1, graph_nodes=LEVELS - 1),
-                          ceiling_note="~18 us per level (17): the level kernel plus a device-side tail launch, "
-                                       "for which aisp peak measures no floor (not profiled)",
+                          latency=aisp.LatencyCounts(launches=1, device_launches=LEVELS - 1),
+                          ceiling_note="profiled (ncu, H200): a level kernel runs ~16.5 us (L2 37%, SOL memory 31%, "
+                                       "long-scoreboard stalls) beyond the 10.2 us tail launch of an empty grid",
                           window="idle")
 
 

@@ -62,9 +62,11 @@ def declares_a_bound(workload: dict[str, Any]) -> bool:
 
 def synthetic_peaks(gpus: int = 1) -> dict[str, Any]:
     """Round figures: matmul 50 TFLOP/s (fp32) and 500 (bf16), HBM 4,000 GB/s, peer copy 400 GB/s, and
-    latency floors of 5 us a launch, 4 a graph launch, 0.5 a node."""
+    latency floors of 5 us a launch, 4 a graph launch, 0.5 a node, 10 a tail launch from the GPU, 3 a graph
+    launch from the GPU and 4.5 a pass of a WHILE node."""
     measured = {"matmul_fp32": 50.0, "matmul_bf16": 500.0, "memory_copy": 4000.0, "p2p_copy": 400.0}
-    floors = {"launch_eager": 5.0, "launch_graph": 4.0, "launch_graph_node": 0.5}
+    floors = {"launch_eager": 5.0, "launch_graph": 4.0, "launch_graph_node": 0.5, "launch_device_tail": 10.0,
+              "launch_device_graph": 3.0, "graph_while_iteration": 4.5}
     return {"measurements": {k: {"value": v} for k, v in measured.items()},
             "latency": {k: {"value": v} for k, v in floors.items()},
             "provenance": {"hardware_key": "h200" if gpus == 1 else f"{gpus}x_h200"}}
@@ -131,9 +133,9 @@ def test_the_training_steps_are_priced_at_the_fp32_peak():
 
 
 @pytest.mark.parametrize(("target", "expected_us"), [
-    ("ch12:conditional_while", 4.0 + (1 + 2 * 37) * 0.5),   # a graph launch; reset + step and decide per pass
-    ("ch12:device_graph_launch", 4.0 + 64 * 3 * 0.5),      # a graph launch; per request a gate and 2+ path nodes
-    ("ch12:dynamic_parallelism", 5.0 + 16 * 0.5),          # one host launch; 16 levels launched on the GPU
+    ("ch12:conditional_while", 4.0 + 37 * 4.5 + (1 + 37) * 0.5),  # a graph launch; reset; 37 passes, 2 kernels each
+    ("ch12:device_graph_launch", 4.0 + 64 * (3.0 + 2 * 0.5)),     # a graph launch; per request a path graph from the GPU
+    ("ch12:dynamic_parallelism", 5.0 + 16 * 10.0),                # one host launch; 16 levels tail-launched on the GPU
 ])
 def test_the_latency_chains_are_priced_at_their_floors(target, expected_us):
     found = ceiling({"summary": {"median": 1.0}}, workload_of(target), synthetic_peaks())
