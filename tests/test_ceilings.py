@@ -106,6 +106,17 @@ def test_faster_than_the_latency_ceiling_is_flagged() -> None:
     assert any("200% of its latency ceiling" in n for n in out["notes"])
 
 
+def test_a_pair_the_run_failed_is_judged_on_its_baseline_and_says_so() -> None:
+    """An error or a failed check leaves a pair no best variant: its row is the baseline's %, marked with
+    the verdict and counted apart, not passed off as the pair's best."""
+    failed = {**_result({"graph_nodes": 300}, ceiling_note="n"), "verdict": "error", "best": None}
+    slow = {**_result({"graph_nodes": 300}, ceiling_note="n"), "verdict": "regressed", "best": None}
+    found = rows([failed, slow], PEAKS)
+    assert [r.variant for r in found] == ["baseline (optimized: error)", "baseline"]
+    assert found[0].percent == pytest.approx(15, rel=0.05)  # the baseline's 2 ms against a 0.3 ms floor
+    assert tally(found)["below_failed"] == 1
+
+
 def test_rows_give_the_reason_only_below_the_mark() -> None:
     reached = _result({"graph_nodes": 900}, ceiling_note="unused")  # 90%
     below = _result({"graph_nodes": 300}, ceiling_note="two syncs per step the lesson keeps")  # 30%
@@ -119,7 +130,7 @@ def test_rows_give_the_reason_only_below_the_mark() -> None:
     assert found[2].reason.startswith("no reason given")
     assert "declares no" in found[3].reason and found[4].reason == "needs a CUDA GPU"
     assert tally(found) == {"pairs": 5, "reached": 1, "below": 2, "below_without_reason": 1, "below_unprofiled": 2,
-                            "no_ceiling": 2}
+                            "below_failed": 0, "no_ceiling": 2}
     cited = _result({"graph_nodes": 300}, ceiling_note="ncu: DRAM 57%, L2 78% its busiest unit")
     split = _result({"graph_nodes": 300}, ceiling_note="profiled (ncu timed out): GEMMs 52% of the kernel time")
     assert tally(rows([cited, split, below], PEAKS))["below_unprofiled"] == 1  # only the note that cites none

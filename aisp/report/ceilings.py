@@ -188,8 +188,21 @@ def rows(results: list[dict[str, Any]],
             continue
         note = (result.get("workload") or {}).get("ceiling_note") or ""
         reason = "" if best["percent"] >= REACHED_PCT else (note or "no reason given (the workload's ceiling_note)")
-        found.append(Row(result["target"], best["kind"], best["percent"], result.get("best") or "baseline", reason))
+        found.append(Row(result["target"], best["kind"], best["percent"], best_name(result), reason))
     return found
+
+
+FAILED_IN_RUN = " (optimized: "
+"""How a row's variant says the run judged no optimized variant: ``baseline (optimized: error)``."""
+
+
+def best_name(result: dict[str, Any]) -> str:
+    """The variant a row's % is of: the run's best, else the baseline, marked with the pair's verdict when
+    the run failed it (an error or a failed check leaves no best, and the baseline's % is all there is)."""
+    if result.get("best"):
+        return result["best"]
+    verdict = result.get("verdict")
+    return f"baseline{FAILED_IN_RUN}{verdict})" if verdict in ("verify-failed", "error", "timeout") else "baseline"
 
 
 PROFILED_PREFIXES = ("ncu", "profiled")
@@ -245,13 +258,14 @@ def with_current_notes(results: list[dict[str, Any]], root: Path, workloads: boo
 
 
 def tally(found: list[Row]) -> dict[str, int]:
-    """How many pairs reach the mark, fall below it (with and without a reason, and with a reason
-    that cites no profile), and have no ceiling."""
+    """How many pairs reach the mark, fall below it (with and without a reason, with a reason that cites
+    no profile, and judged on the baseline because the run failed the pair), and have no ceiling."""
     judged = [r for r in found if r.percent is not None]
     below = [r for r in judged if r.percent < REACHED_PCT]
     return {"pairs": len(found), "reached": len(judged) - len(below), "below": len(below),
             "below_without_reason": sum(r.reason.startswith("no reason given") for r in below),
             "below_unprofiled": sum(not profiled(r.reason) for r in below),
+            "below_failed": sum(FAILED_IN_RUN in (r.variant or "") for r in below),
             "no_ceiling": len(found) - len(judged)}
 
 
