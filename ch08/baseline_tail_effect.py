@@ -43,7 +43,7 @@ def _workload() -> TailWorkload:
     return TailWorkload(flops=2.0 * s.terms * s.n, bytes=8.0 * s.n, items=s.n, item_unit="elements",
                         # fp32_simt: per-element FFMA chains on the CUDA cores, no tensor-core form; bitwise-equal: zero tolerance
                         precision="fp32_simt", **BITWISE, requires=native.REQUIRES,
-                        ceiling_note="FFMA-bound, wave quantization: 76% of simt_fp32 (62.8 TFLOP/s) in the 4 x H200 book run; what holds it under 80%: not profiled")
+                        ceiling_note="profiled (ncu, H200): persistent_blocks 183 us, one wave, SMs active 97.5%: issue 84.5%, FMA pipe 74.5% (128 FFMA of 145 instructions), long_scoreboard 5.6")
 
 
 WORKLOAD = _workload()

@@ -10,7 +10,8 @@ flight across the exp2s, not serialized; Triton 3.6 still waits for each S_j bef
 One config: 128 x 128 tiles, 2 stages, 244 registers (one program an SM), tuned at the first call.
 Expected between ``_tma`` and cuDNN if the overlap paid for the second program per SM it gives up.
 Expect (measured, H200, 2026-11-28): slower than ``_tma``: 1.403 ms, 11.56x [11.54, 11.58], 392 TFLOP/s in
-the timed run (``_tma`` 1.16 ms, 474); 1.422 ms, 387 TFLOP/s (49%) in the GPU test. Why: not profiled.
+the timed run (``_tma`` 1.16 ms, 474); 1.422 ms, 387 TFLOP/s (49%) in the GPU test. Why (Nsight Compute, H200,
+2026-11-29): one program of 8 warps an SM keeps the tensor pipe 41.9% busy (1,402 us), ``_tma``'s two 50.7% (1,161 us).
 Run: python ch18/optimized_flash_attention_triton_pipelined.py  |  aisp bench run -t ch18:flash_attention_triton
 """
 
