@@ -43,7 +43,8 @@ class ChunkedWorkload(LongPromptWorkload):
 
 
 WORKLOAD = ChunkedWorkload(**ChunkedWorkload().accounting(), requires=GPU_SIZED, iterations=10,
-                           ceiling_note="a p99-gap metric pair: 16 steps each carry a 2,048-token chunk")
+                           ceiling_note="profiled (torch profiler, H200): chunks' FA2 attention 61 ms of 124.5 ms of kernels "
+                                        "(baseline's attention 46 ms in all); GPU busy 24% under the profiler")
 
 
 class WholePrefill(LongPromptArrival):

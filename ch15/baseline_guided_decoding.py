@@ -56,7 +56,8 @@ def _workload(w: GuidedWorkload = GuidedWorkload()) -> GuidedWorkload:
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return GuidedWorkload(flops=flops, bytes=(w.steps - 1) * weight_bytes(m) + kv, items=w.batch * w.steps,
                           item_unit="tokens", precision="bf16", requires=GPU_SIZED, iterations=10,
-                          ceiling_note="eager decode steps, host-bound and noisy",
+                          ceiling_note="profiled (torch profiler, H200): GPU busy 13% of a 220 ms window under the profiler: "
+                                       "5,885 eager launches (median kernel 2.7 us), host gaps 189 ms",
                           window="idle")
 
 

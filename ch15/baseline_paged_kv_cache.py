@@ -53,7 +53,8 @@ def _workload(w: PagedWorkload = PagedWorkload(stream=STREAM, slots=32)) -> Page
                          prefill_budget=w.prefill_budget,
                          flops=prefill + decode, bytes=tokens / w.slots * weight_bytes(m), items=tokens,
                          item_unit="tokens", precision="bf16", headline="memory",
-                         ceiling_note="memory headline; time: launches, plus the page gather per layer",
+                         ceiling_note="profiled (torch profiler, H200): 159 ms of kernels (baseline 67 ms): "
+                                      "page gather 35%, its copy 22%; 16,384 eager launches, GPU busy 13% under the profiler",
                          requires=GPU_SIZED, iterations=10)
 
 

@@ -32,7 +32,8 @@ from aisp.kits.llm import TOP, Generated, finish, greedy_top
 from aisp.kits.llm.engine import on_device
 
 WORKLOAD = e2e_workload(precision="fp8", requires=aisp.Requirements(cuda=True, packages=("triton",)), timeout_s=600,
-                        ceiling_note="128 padded graphed steps; the fp8 step only ~6-8% faster than bf16")
+                        ceiling_note="profiled (torch profiler, H200): s3 GPU busy 85%, 96.7 ms of kernels over 128 padded steps: "
+                                    "fp8 GEMMs 39% (1.56x bf16's), casts + widening 15%")
 
 
 class RecomputeDecode(ServeStream):

@@ -12,7 +12,9 @@ Expect (measured, H200, 2026-11-27): 5.683 ms, 3.10x [2.65, 3.63] over the basel
 stage 1 (estimated ~1.2-1.4x), cv 0.007; 290.9 TFLOP/s, 37.2% of 783 TFLOP/s bf16. The last stage:
 an fp8 stage 3 measured 6.676 ms, slower, and was dropped (README). Measured again (H200, 2026-11-29), after
 ``combine`` gathers the rows by the inverse order instead of scattering them: 4.817 ms, 4.41x [4.25, 4.58], 43.8%
-of bf16 (343 TFLOP/s; 39% and ~5.26 ms of kernels a call before the change; not re-profiled since).
+of bf16 (343 TFLOP/s; 39% and ~5.26 ms of kernels a call before the change). Profiled again (torch profiler,
+2026-11-29): 4.40 ms of kernels a call, the grouped GEMMs 2.43 ms (55%), SwiGLU 16%, the two row gathers 12%,
+the ``bmm`` combine 11%; GPU busy 89%.
 Run: python ch20/optimized_moe_layer_e2e_s2_grouped_gemm.py  |  aisp bench run -t ch20:moe_layer_e2e
 """
 
