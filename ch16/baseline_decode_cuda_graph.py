@@ -26,7 +26,7 @@ Run: python ch16/baseline_decode_cuda_graph.py  |  aisp bench run -t ch16:decode
 from __future__ import annotations
 
 import torch
-from ch16_decode import GPU_SIZED, STEP_KERNELS, DecodeWorkload, dtype_on
+from ch16_decode import GPU_SIZED, STEP_KERNELS_H200, DecodeWorkload, dtype_on
 
 import aisp
 from aisp.kits.llm import TOP, DenseKVCache, build_decoder, decode, greedy_top, prefill
@@ -35,10 +35,10 @@ from aisp.kits.llm import TOP, DenseKVCache, build_decoder, decode, greedy_top, 
 def _workload() -> DecodeWorkload:
     w = DecodeWorkload()
     # Latency: the best design replays all steps - 1 decode steps as one graph (1 launch; the optimized
-    # replays one graph per step) of STEP_KERNELS nodes each. The eager prefill is left out (a lower bound).
+    # replays one graph per step) of the 184 kernels a replay ran on an H200. The eager prefill is left out.
     return DecodeWorkload(flops=w.step_flops(), bytes=w.step_bytes(), items=w.batch * w.steps, item_unit="tokens",
                           precision="bf16", requires=GPU_SIZED,
-                          latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=(w.steps - 1) * STEP_KERNELS),
+                          latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=(w.steps - 1) * STEP_KERNELS_H200),
                           ceiling_note="profiled (torch profiler, H200): 31 replays of 184 kernels (median 2.4 us): "
                                        "20.2 ms of kernels a call, GPU busy 57% of 36 ms under the profiler",
                           window="idle")

@@ -20,10 +20,15 @@ MODEL = LLMConfig(vocab=32000, dim=1024, layers=8, heads=16, kv_heads=4, ffn=281
 STEP_KERNELS = 244
 """Kernels in one ``GraphedDecode`` step of MODEL (8 blocks x 26, plus 36 for the embedding, head,
 top-k and the step's four output/feedback copies): the non-view aten ops it dispatches, counted on a
-CPU in fp32 (tests/test_latency_ceilings.py recounts them); bf16 on a GPU adds conversions, never fewer."""
+CPU in fp32 (tests/test_latency_ceilings.py recounts them); an upper bound: on an H200 a replay ran 184."""
+STEP_KERNELS_H200 = 184
+"""Kernels one replay of the ``GraphedDecode`` step graph ran on an H200 (torch profiler trace of
+ch16:decode_cuda_graph, 2026-11-29: 5,704 kernels in 31 replays): fewer than STEP_KERNELS, as not every
+aten op is a kernel there. The latency ceiling counts these, the nodes the graph holds on the GPU."""
 PAGED_STEP_KERNELS = 294
 """Kernels in one ``GraphedDecode`` step of MODEL over a paged cache (the pages gathered per layer add
-50), counted the same way (tests/test_latency_ceilings.py recounts them)."""
+50), counted the same way (tests/test_latency_ceilings.py recounts them); not traced on a GPU, where the
+dense step ran 184 of its 244 (STEP_KERNELS_H200), so ch16:async_scheduling's ceiling may count high."""
 GPU_SIZED = aisp.Requirements(cuda=True)
 """Sized for an H100/H200; the logic runs on a CPU at small sizes in tests/test_ch16_pairs.py."""
 

@@ -16,7 +16,10 @@ from aisp.kits.llm import TOP, DenseKVCache, decode, greedy_top
 STEP_KERNELS = 242
 """Kernels in one ``StepGraph`` step of the chapter's 8-block decoder (8 x 26, plus 34 for the
 embedding, head, top-k and two output copies): the non-view aten ops it dispatches, counted on a CPU
-in fp32 (tests/test_latency_ceilings.py recounts them); bf16 on a GPU adds conversions, never fewer."""
+in fp32 (tests/test_latency_ceilings.py recounts them); an upper bound: on an H200 a step ran 183."""
+STEP_KERNELS_H200 = 183
+"""Kernels one step launched on an H200 (torch profiler trace of ch18:cudagraph_bucketing, 2026-11-29:
+2,196 launch calls for 12 eager steps, the warm-ups and captures): the nodes a step's graph holds there."""
 
 
 class StepGraph:
