@@ -117,6 +117,18 @@ def test_a_pair_the_run_failed_is_judged_on_its_baseline_and_says_so() -> None:
     assert tally(found)["below_failed"] == 1
 
 
+def test_a_pair_the_run_did_not_time_is_not_called_one_without_a_ceiling() -> None:
+    """A skipped pair with a declared bound (its optimized variant unavailable, its baseline never timed)
+    is 'untimed' with the run's reason, even where the run stored 'no measured peaks' for it."""
+    skipped = _result({"graph_nodes": 300}, ceiling_note="n")
+    skipped |= {"verdict": "skipped", "best": None, "reason": "optimized: needs the Python package 'kvikio'",
+                "no_ceiling": "no measured peaks for this machine; run 'aisp peak'"}
+    skipped["baseline"] = {**skipped["baseline"], "summary": None}
+    found = rows([skipped], PEAKS)
+    assert (found[0].kind, found[0].reason) == ("untimed", "optimized: needs the Python package 'kvikio'")
+    assert tally(found)["untimed"] == 1 and tally(found)["no_ceiling"] == 0
+
+
 def test_rows_give_the_reason_only_below_the_mark() -> None:
     reached = _result({"graph_nodes": 900}, ceiling_note="unused")  # 90%
     below = _result({"graph_nodes": 300}, ceiling_note="two syncs per step the lesson keeps")  # 30%
@@ -124,13 +136,13 @@ def test_rows_give_the_reason_only_below_the_mark() -> None:
     none = _result()
     skipped = pair("ch02:y", None, [], verdict="skipped", reason="needs a CUDA GPU")
     found = rows([reached, below, silent, none, skipped], PEAKS)
-    assert [r.kind for r in found] == ["latency"] * 3 + ["none", "none"]
+    assert [r.kind for r in found] == ["latency"] * 3 + ["none", "untimed"]
     assert found[0].percent >= REACHED_PCT and found[0].reason == ""
     assert found[1].reason == "two syncs per step the lesson keeps"
     assert found[2].reason.startswith("no reason given")
     assert "declares no" in found[3].reason and found[4].reason == "needs a CUDA GPU"
     assert tally(found) == {"pairs": 5, "reached": 1, "below": 2, "below_without_reason": 1, "below_unprofiled": 2,
-                            "below_failed": 0, "no_ceiling": 2}
+                            "below_failed": 0, "no_ceiling": 1, "untimed": 1}
     cited = _result({"graph_nodes": 300}, ceiling_note="ncu: DRAM 57%, L2 78% its busiest unit")
     split = _result({"graph_nodes": 300}, ceiling_note="profiled (ncu timed out): GEMMs 52% of the kernel time")
     assert tally(rows([cited, split, below], PEAKS))["below_unprofiled"] == 1  # only the note that cites none

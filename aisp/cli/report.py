@@ -112,7 +112,7 @@ def ceilings_report(run_dir: RunDir, current_notes: Annotated[bool, typer.Option
     failed = f", {t['below_failed']} whose optimized variants failed in this run" if t["below_failed"] else ""
     typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
                f"{t['below']} below ({t['below_without_reason']} without a reason, {t['below_unprofiled']} whose reason "
-               f"cites no profile{failed}), {t['no_ceiling']} without a ceiling")
+               f"cites no profile{failed}), {t['no_ceiling']} without a ceiling, {t['untimed']} not timed in this run")
 
 
 @app.command()

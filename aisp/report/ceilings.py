@@ -148,6 +148,8 @@ def add_ceiling(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[st
     except MissingPeak as exc:
         return {**result, "no_ceiling": exc.args[0]}
     best = next((v for v in result["variants"] if v["name"] == result.get("best")), result["baseline"])
+    if "ceiling" not in best and not (best.get("summary") or {}).get("median"):  # skipped, failed, timed out
+        return {**result, "notes": notes, "untimed": result.get("reason") or f"not timed ({result.get('verdict')})"}
     if "ceiling" not in best:  # the workload's own reason when it gives one ("no ceiling: ...")
         why = (result["workload"] or {}).get("ceiling_note") or "the workload declares no FLOPs, bytes or latency counts"
         return {**result, "notes": notes, "no_ceiling": why}
@@ -160,7 +162,8 @@ class Row:
 
     target: str
     kind: str
-    """compute, memory, latency, or "none"."""
+    """compute, memory, latency, "none" (no bound declared or no peak prices it) or "untimed" (the run
+    timed no variant of the pair: skipped, failed or timed out)."""
     percent: float | None
     variant: str | None
     reason: str
@@ -182,9 +185,12 @@ def rows(results: list[dict[str, Any]],
         except UnknownName as exc:
             raise type(exc)(f"{result['target']}: {exc}") from exc
         best = judged.get("ceiling")
+        if best is None and judged.get("no_ceiling") and not judged.get("untimed"):
+            found.append(Row(result["target"], "none", None, None, judged["no_ceiling"]))
+            continue
         if best is None:
-            why = judged.get("no_ceiling") or result.get("reason") or f"not timed ({result.get('verdict')})"
-            found.append(Row(result["target"], "none", None, None, why))
+            why = judged.get("untimed") or result.get("reason") or f"not timed ({result.get('verdict')})"
+            found.append(Row(result["target"], "untimed", None, None, why))
             continue
         note = (result.get("workload") or {}).get("ceiling_note") or ""
         reason = "" if best["percent"] >= REACHED_PCT else (note or "no reason given (the workload's ceiling_note)")
@@ -259,14 +265,15 @@ def with_current_notes(results: list[dict[str, Any]], root: Path, workloads: boo
 
 def tally(found: list[Row]) -> dict[str, int]:
     """How many pairs reach the mark, fall below it (with and without a reason, with a reason that cites
-    no profile, and judged on the baseline because the run failed the pair), and have no ceiling."""
+    no profile, and judged on the baseline because the run failed the pair), have no ceiling, and were
+    not timed in the run."""
     judged = [r for r in found if r.percent is not None]
     below = [r for r in judged if r.percent < REACHED_PCT]
     return {"pairs": len(found), "reached": len(judged) - len(below), "below": len(below),
             "below_without_reason": sum(r.reason.startswith("no reason given") for r in below),
             "below_unprofiled": sum(not profiled(r.reason) for r in below),
             "below_failed": sum(FAILED_IN_RUN in (r.variant or "") for r in below),
-            "no_ceiling": len(found) - len(judged)}
+            "no_ceiling": sum(r.kind == "none" for r in found), "untimed": sum(r.kind == "untimed" for r in found)}
 
 
 CEILING_COLUMNS = (Column("pair"), Column("ceiling"), Column("% reached"), Column("variant", drop_rank=0),
