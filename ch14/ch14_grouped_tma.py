@@ -110,20 +110,27 @@ def grouped_mm_tma(a: torch.Tensor, b: torch.Tensor, table: tuple[torch.Tensor, 
     """out[band g] = a[band g] @ b[g] for every expert band of ``table`` (block_table(rows, 128)).
     ``tiling`` None autotunes over CONFIGS on a GPU; a given tiling (bm 128 on a GPU, the table's
     block height elsewhere) launches once with it, as the CPU tests do under the interpreter."""
+    return launch_grouped((_grouped_gemm_tma, _grouped_gemm_tuned), a, b, table, out, programs, tiling)
+
+
+def launch_grouped(kernels: tuple, a: torch.Tensor, b: torch.Tensor, table: tuple[torch.Tensor, ...],
+                   out: torch.Tensor, programs: int, tiling: Tiling | None) -> torch.Tensor:
+    """Launch a persistent grouped kernel of _grouped_gemm_tma's signature, ``kernels`` = (the jitted
+    kernel, its autotuner over CONFIGS), as grouped_mm_tma describes."""
+    kernel, tuned = kernels
     experts, k, n = b.shape
     blocks = table[0].numel()
     if tiling is None and a.is_cuda:
         check_tma_operands(a, b, out, max(c.kwargs["BK"] for c in CONFIGS), max(c.kwargs["BN"] for c in CONFIGS))
         use_torch_scratch()
         grid = lambda meta: (min(programs, blocks * (n // meta["BN"])),)  # noqa: E731
-        _grouped_gemm_tuned[grid](a, b, out, *table, blocks, programs, a.shape[0], experts, n, k, BM=BM)
+        tuned[grid](a, b, out, *table, blocks, programs, a.shape[0], experts, n, k, BM=BM)
         return out
     tiling = tiling or Tiling()
     check_tma_operands(a, b, out, tiling.bk, tiling.bn)
     if a.is_cuda:
         use_torch_scratch()
     grid = (min(programs, blocks * (n // tiling.bn)),)
-    _grouped_gemm_tma[grid](a, b, out, *table, blocks, programs, a.shape[0], experts, n, k,
-                                               BM=tiling.bm, BN=tiling.bn, BK=tiling.bk,
-                                               num_warps=tiling.warps, num_stages=tiling.stages)
+    kernel[grid](a, b, out, *table, blocks, programs, a.shape[0], experts, n, k, BM=tiling.bm, BN=tiling.bn,
+                 BK=tiling.bk, num_warps=tiling.warps, num_stages=tiling.stages)
     return out

@@ -88,6 +88,38 @@ def test_grouped_gemm_tma_matches_fp64_with_uneven_and_empty_groups(dtype: str) 
     """)
 
 
+def test_grouped_gemm_tma_split_matches_fp64_on_band_tails_of_0_1_64_and_65_rows() -> None:
+    """The two-height kernel at the GPU's 128-row blocks: bands whose last block holds 128 (a
+    remainder of 0), 1, 64 and 65 rows, empty bands, a last band whose box runs past the end of
+    ``a``; fewer programs than tiles and more; then 16-row blocks (8-row tails). Then a table that
+    says 64 rows for a block holding 100: only the 64 are written, so the kernel does take the
+    short path where its table says so (a kernel that ignored the height would pass the rest)."""
+    interpret("""
+        from optimized_triton_grouped_gemm import Tiling
+        from ch14_grouped_tma_split import grouped_mm_tma_split, split_block_table
+        def check(rows, bm, tilings):
+            a, b = torch.randn(sum(rows), 64), torch.randn(len(rows), 64, 64)
+            starts = [sum(rows[:g]) for g in range(len(rows))]
+            ref = torch.cat([a[s:s + n].double() @ b[g].double() for g, (s, n) in enumerate(zip(starts, rows))])
+            table = split_block_table(rows, bm, a.device)
+            assert set(table[3].tolist()) == {bm, bm // 2}, table[3]
+            for programs, tiling in tilings:
+                out = torch.full((sum(rows), 64), float("nan"))
+                grouped_mm_tma_split(a, b, table, out, programs, tiling)
+                err = (out.double() - ref).abs().max().item()
+                assert err < 1e-5 * ref.abs().max().item(), (bm, programs, err)
+            return a, b, table
+        check([128, 0, 129, 64, 65, 320, 1, 193, 0, 37], 128,
+              ((5, Tiling(bm=128, bn=32, bk=32)), (100, Tiling(bm=128, bn=64, bk=64))))
+        check([5, 40, 17, 0, 33, 16, 8, 9, 7], 16, ((3, Tiling(bm=16, bn=16, bk=16)),))
+        a, b, table = check([100, 30], 128, ((4, Tiling(bm=128, bn=32, bk=32)),))
+        lying = table[:3] + (torch.tensor([64, 64], dtype=torch.int32),)
+        out = torch.full((130, 64), float("nan"))
+        grouped_mm_tma_split(a, b, lying, out, 4, Tiling(bm=128, bn=32, bk=32))
+        assert not out[:64].isnan().any() and out[64:100].isnan().all() and not out[100:].isnan().any()
+    """)
+
+
 def test_grouped_gemm_tma_refuses_what_tma_cannot_address() -> None:
     mod = import_module_at(REPO / "ch14" / "ch14_grouped_tma.py")
     table = import_module_at(REPO / "ch14" / "optimized_triton_grouped_gemm.py").block_table([3, 5], 16, "cpu")
@@ -131,11 +163,11 @@ for base, opt in PAIRS:
 
 
 def test_grouped_gemm_variants_verify_against_the_loop_under_the_interpreter() -> None:
-    """Each optimized variant of the pair (pointer and TMA kernels, default tiles) against the
+    """Each optimized variant of the pair (pointer, TMA and split TMA kernels, default tiles) against the
     torch.mm loop as the harness checks it: two seeds, another seed's answer rejected, refilled inputs."""
     from conftest import variant_modules
     pairs = [(b, o) for b, o in variant_modules(REPO / "ch14") if b == "baseline_triton_grouped_gemm"]
-    assert len(pairs) == 2
+    assert len(pairs) == 3
     interpret(f"PAIRS = {pairs!r}\n" + PAIR_SCRIPT)
 
 
@@ -186,19 +218,26 @@ def test_fused_add_norm_gelu_compiles_for_sm90() -> None:
 GROUPED_TMA_SIG = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "blk_group": "*i32", "blk_start": "*i32",
                    "blk_end": "*i32", "blocks": "i32", "programs": "i32", "rows": "i32", "experts": "i32", "N": "i32",
                    "K": "i32"}
+GROUPED_SPLIT_SIG = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "blk_group": "*i32", "blk_start": "*i32",
+                     "blk_end": "*i32", "blk_height": "*i32", "blocks": "i32", "programs": "i32", "rows": "i32",
+                     "experts": "i32", "N": "i32", "K": "i32"}
+GROUPED_KERNELS = {"tma": ("ch14/ch14_grouped_tma:_grouped_gemm_tma", GROUPED_TMA_SIG),
+                   "tma_split": ("ch14/ch14_grouped_tma_split:_grouped_gemm_tma_split", GROUPED_SPLIT_SIG)}
+"""The grouped TMA kernels and their runtime signatures (the split kernel's table has a fourth column)."""
 
 
 def grouped_tma_configs() -> list:
     return import_module_at(REPO / "ch14" / "ch14_grouped_tma.py").CONFIGS
 
 
+@pytest.mark.parametrize("kernel", sorted(GROUPED_KERNELS))
 @pytest.mark.parametrize("config", grouped_tma_configs(), ids=str)
-def test_sm90_grouped_tma_config_compiles_to_wgmma_and_tma_without_spills(config) -> None:
+def test_sm90_grouped_tma_config_compiles_to_wgmma_and_tma_without_spills(kernel: str, config) -> None:
     """Each autotune candidate as the pair launches it: A and B by TMA (cp.async.bulk.tensor, no
     per-thread cp.async), products by wgmma (HGMMA), no local memory or stack (spills), and the
     shared memory a block may take (a candidate over either fails at launch or crawls)."""
     consts = {"BM": import_module_at(REPO / "ch14" / "ch14_grouped_tma.py").BM} | config.kwargs
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
-    compiled = compile_sm90("ch14/ch14_grouped_tma:_grouped_gemm_tma", GROUPED_TMA_SIG, consts, options)
+    compiled = compile_sm90(*GROUPED_KERNELS[kernel], consts, options)
     assert_tma_and_wgmma(compiled, "A/B")
     fits_sm90(compiled)
