@@ -16,10 +16,10 @@ needs). Each tile branches on its block's height into one of two code paths with
 heights BM and BM // 2, each with its own A descriptor and software-pipelined K loop; a 64-row
 tile runs as two 64 x 128 wgmmas (the two warpgroups split the columns), a 128-row one as two
 64 x 256. The price: the tile loop is no longer flattened into the K loop (Triton's loop fusion
-does not look inside an ``if``; ``flatten=True`` here changes nothing in the compiled kernel), so
+does not look inside an ``if``; ``flatten=True`` here leaves the compiled PTX unchanged), so
 each tile drains its K pipeline before its epilogue, as the pointer kernel does. Compiled for
 sm_90 (tests/test_ch14_triton.py): no spills, 252-254 registers a thread for the 128 x 256
-configs (189 in ``_tma``), shared memory 147-197 KB (the two paths' buffers share it).
+configs (188-189 in ``_tma``), shared memory 144-192 KiB (the two paths' buffers share it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Chapter 14's kernels on a GPU against PyTorch, at ragged sizes the pairs do not use, and the
 custom-op pair's graph counts with the real Triton kernels; the TMA grouped GEMM at the pair's size
-beside the pointer kernel (run with -s to see both times)."""
+beside the pointer kernel, and the split TMA variant beside the TMA one (run with -s to see the times)."""
 
 from __future__ import annotations
 
@@ -52,20 +52,31 @@ def test_grouped_gemm_with_uneven_and_empty_groups() -> None:
     assert rel_l2(out, ref) < 5e-3
 
 
-def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups() -> None:
-    """Every autotune config of the TMA kernel launched on its own, then the autotuned launch: bands
-    whose blocks read the next band's rows (dropped by the store) and a last band past a's end."""
+def grouped_tma_launcher(variant: str, rows: list[int], device: torch.device) -> tuple:
+    """(launch function, its table for ``rows``) of a TMA variant: "tma" or "tma_split"."""
+    tma = load("ch14_grouped_tma")
+    if variant == "tma":
+        return tma.grouped_mm_tma, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device)
+    split = load("ch14_grouped_tma_split")
+    return split.grouped_mm_tma_split, split.split_block_table(rows, tma.BM, device)
+
+
+@pytest.mark.parametrize("variant", ["tma", "tma_split"])
+def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups(variant: str) -> None:
+    """Every autotune config of a TMA kernel launched on its own, then the autotuned launch: bands
+    whose blocks read the next band's rows (dropped by the store), a last band past a's end, and
+    band tails of 0, 1, 64 and 65 rows (the split kernel's 64-row blocks hold 1-64)."""
     mod, ptr = load("ch14_grouped_tma"), load("optimized_triton_grouped_gemm")
-    rows = [1, 300, 0, 129, 128, 77]
+    rows = [1, 300, 0, 129, 128, 64, 65, 320, 77]
     a, b = randn(sum(rows), 512), randn(len(rows), 512, 512) / 512**0.5
     starts = [sum(rows[:g]) for g in range(len(rows))]
     ref = torch.cat([a[s:s + n] @ b[g] for g, (s, n) in enumerate(zip(starts, rows, strict=True))])
-    table = ptr.block_table(rows, mod.BM, a.device)
+    launch, table = grouped_tma_launcher(variant, rows, a.device)
     tilings = [ptr.Tiling(bm=mod.BM, bn=c.kwargs["BN"], bk=c.kwargs["BK"], warps=c.num_warps, stages=c.num_stages)
                for c in mod.CONFIGS]
     for tiling in [*tilings, None]:
         out = torch.full((sum(rows), 512), float("nan"), device="cuda", dtype=torch.bfloat16)
-        mod.grouped_mm_tma(a, b, table, out, 7, tiling)
+        launch(a, b, table, out, 7, tiling)
         assert rel_l2(out, ref) < 5e-3, tiling
 
 
@@ -90,6 +101,29 @@ def test_grouped_gemm_tma_at_full_size_matches_the_loop_and_prints_both_kernels(
     print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
           f"best {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config}, autotune {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
+
+
+def test_grouped_gemm_tma_and_tma_split_at_full_size_match_the_loop_and_print_both() -> None:
+    """The pair's workload on the GPU: the TMA variant and the split TMA variant (64-row blocks for
+    the bands' short tails) each against the torch.mm loop (the harness's comparison); printed:
+    both kernels' times, TFLOP/s of the real rows, the multiplied rows' padding and the configs
+    their autotuners chose. No assertion on the times."""
+    base, split = load("baseline_triton_grouped_gemm"), load("ch14_grouped_tma_split")
+    names = ("baseline_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma", "optimized_triton_grouped_gemm_tma_split")
+    benches = [load(m).get_benchmark() for m in names]
+    outs = []
+    for bench in benches:
+        bench.device, bench.seed = torch.device("cuda"), 0
+        bench.setup()
+        outs.append(guarded_run(bench))
+    compare(outs[0], outs[1], base.WORKLOAD)
+    compare(outs[0], outs[2], base.WORKLOAD)
+    rows = base.group_rows(base.WORKLOAD)
+    padded = {"tma": 1 - sum(rows) / (128 * sum((n + 127) // 128 for n in rows)), "tma_split": split.padded_fraction(rows, 128)}
+    times = {"tma": timed_ms(benches[1].run), "tma_split": timed_ms(benches[2].run)}
+    print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s, padding {padded[n]:.1%}" for n, t in times.items()},
+          f"best tma {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config},"
+          f" tma_split {split._grouped_gemm_split_tuned.best_config}")
 
 
 def test_fp8_quantization_and_gemm() -> None:

@@ -37,13 +37,14 @@ def pair_modules() -> list[Path]:
     return sorted(CH14.glob("baseline_*.py")) + sorted(CH14.glob("optimized_*.py"))
 
 
-def test_discovery_finds_the_seven_pairs_three_compile_modes_and_two_grouped_gemms() -> None:
+def test_discovery_finds_the_seven_pairs_three_compile_modes_and_three_grouped_gemms() -> None:
     pairs = {p.name: p for p in pairs_in(CH14)}
     assert sorted(pairs) == PAIRS
     modes = sorted(p.stem for p in CH14.glob("optimized_compile_modes_*.py"))
     assert modes == [f"optimized_compile_modes_{m}" for m in ("default", "max_autotune", "reduce_overhead")]
     grouped = sorted(p.stem for p in pairs["triton_grouped_gemm"].optimized)
-    assert grouped == ["optimized_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma"]
+    assert grouped == ["optimized_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma",
+                       "optimized_triton_grouped_gemm_tma_split"]
 
 
 @pytest.mark.parametrize("path", pair_modules(), ids=lambda p: p.stem)
@@ -125,6 +126,26 @@ def test_grouped_block_table_covers_every_row_once() -> None:
     assert torch.equal(covered, torch.arange(sum(rows)))
     assert torch.equal(torch.bincount(group, minlength=len(rows)),
                        torch.tensor([(n + 127) // 128 for n in rows]))
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="needs Triton")
+@pytest.mark.parametrize("routing", ["pair", "tails"])
+def test_split_block_table_covers_every_row_once_with_64_row_tails(routing: str) -> None:
+    """Each block multiplies rows [start, start + height): with its band's rows before ``end`` they
+    cover every row exactly once; a block is 64 rows high exactly where it holds 1-64 rows; the
+    padded share (padded_fraction) is the bands' rounded-up rows counted band by band, below the
+    128-row table's."""
+    base, split = load("baseline_triton_grouped_gemm"), load("ch14_grouped_tma_split")
+    rows = base.group_rows(base.WORKLOAD) if routing == "pair" else [128, 0, 129, 64, 65, 320, 1, 193, 0, 37]
+    group, start, end, height = split.split_block_table(rows, 128, torch.device("cpu"))
+    covered = torch.cat([torch.arange(s, min(s + h, e))
+                         for s, e, h in zip(start.tolist(), end.tolist(), height.tolist(), strict=True)])
+    assert torch.equal(covered, torch.arange(sum(rows)))
+    assert torch.equal(height == 64, end - start <= 64) and set(height.tolist()) <= {64, 128}
+    assert torch.equal(torch.bincount(group, minlength=len(rows)), torch.tensor([(n + 127) // 128 for n in rows]))
+    multiplied = sum(n // 128 * 128 + (64 if 0 < n % 128 <= 64 else 128 * (n % 128 > 0)) for n in rows)
+    assert split.padded_fraction(rows, 128) == pytest.approx(1 - sum(rows) / multiplied)
+    assert split.padded_fraction(rows, 128) < 1 - sum(rows) / (128 * sum((n + 127) // 128 for n in rows))
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="needs Triton")
