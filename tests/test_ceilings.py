@@ -101,6 +101,27 @@ def test_a_missing_floor_names_it() -> None:
     assert "no sync_roundtrip latency floor" in out["no_ceiling"] and "aisp peak --refresh" in out["no_ceiling"]
 
 
+def _memory_pair(resident: float, peaks_bytes: tuple[int, int] = (4_000_000_000, 1_000_000_000)) -> dict:
+    """A memory-headline pair: the baseline peaked at 4 GB, the optimized at 1 GB."""
+    result = _result(headline="memory", resident_bytes=resident, bytes=1e9)
+    for var, peak in zip([result["baseline"], *result["variants"]], peaks_bytes, strict=True):
+        var["memory"] = {"peak_bytes": peak}
+    return result
+
+
+def test_a_memory_headline_pair_is_held_to_the_bytes_it_must_hold() -> None:
+    """Capacity, not time: 0.85 GB that must be resident against the 1 GB the optimized peaked at."""
+    out = add_ceiling(_memory_pair(0.85e9), PEAKS)
+    assert out["ceiling"]["kind"] == "capacity" and out["ceiling"]["percent"] == pytest.approx(85)
+    assert out["baseline"]["ceiling"]["percent"] == pytest.approx(21.25)
+    assert rows([_memory_pair(0.85e9)], PEAKS)[0].kind == "capacity"
+    # declaring more bytes than the variant held is a wrong declaration, said as such
+    assert any("150% of its capacity ceiling: check the declared resident bytes" in n
+               for n in add_ceiling(_memory_pair(1.5e9), PEAKS)["notes"])
+    # without resident bytes the memory-headline pair keeps its time ceiling (its bytes over HBM)
+    assert add_ceiling(_memory_pair(0.0), PEAKS)["ceiling"]["kind"] == "memory"
+
+
 def test_faster_than_the_latency_ceiling_is_flagged() -> None:
     out = add_ceiling(_result({"launches": 400}), PEAKS)  # 2 ms floor, optimized at 1 ms
     assert any("200% of its latency ceiling" in n for n in out["notes"])

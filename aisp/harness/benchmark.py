@@ -107,6 +107,10 @@ class Workload:
     latency: LatencyCounts | None = None
     """The latency-bound events one ``run()`` needs; None: not declared. The pair's ceiling is the
     tightest of the compute (``flops``), memory (``bytes`` over ``link``) and latency bounds declared."""
+    resident_bytes: float = 0.0
+    """For a pair whose headline is "memory": the least bytes its work must hold on the GPU at once
+    (weights, optimizer states, the live cache: what no design can free), derived in the pair's file.
+    Its ceiling is then capacity: this over a variant's peak bytes (``memory.peak_bytes``), not time."""
     ceiling_note: str = ""
     """Why the best variant stays below 80% of its ceiling, as the chapter README explains it
     (shown by ``aisp report ceilings``); empty: no reason given. A reason read from a profile begins

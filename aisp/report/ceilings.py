@@ -117,6 +117,8 @@ def ceiling(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, 
     and ``item_unit`` where the workload counts items); None when the workload declares no bound or
     the variant has no timing. Raises :class:`MissingPeak` where a needed peak is missing."""
     summary = variant.get("summary") or {}
+    if workload.get("headline") == "memory" and float(workload.get("resident_bytes") or 0) > 0:
+        return capacity(variant, float(workload["resident_bytes"]))
     found = bounds(workload, peaks)
     if not found or not summary.get("median"):
         return None
@@ -127,6 +129,20 @@ def ceiling(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, 
     if float(workload.get("items") or 0) > 0:
         result |= {"items_per_s": workload["items"] / tight.seconds, "item_unit": workload.get("item_unit", "items")}
     return result
+
+
+BEYOND_CHECKS = {"latency": "declared latency counts", "capacity": "declared resident bytes"}
+"""The ceilings a variant cannot pass unless the workload's declaration is wrong, and what to check."""
+
+
+def capacity(variant: dict[str, Any], resident: float) -> dict[str, Any] | None:
+    """The capacity ceiling of a memory-headline variant: the bytes its work must hold (``resident``)
+    over the peak bytes it held (``memory.peak_bytes``); None where no peak was measured."""
+    peak = float((variant.get("memory") or {}).get("peak_bytes") or 0)
+    if peak <= 0 or not (variant.get("summary") or {}).get("median"):
+        return None
+    return {"kind": "capacity", "value": resident / 1e9, "unit": "GB", "percent": 100 * resident / peak,
+            "time_ms": None, "detail": f"{resident / 1e9:.3g} GB must be resident; the variant's peak held {peak / 1e9:.3g} GB"}
 
 
 def add_ceiling(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[str, Any]:
@@ -142,9 +158,9 @@ def add_ceiling(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[st
             found = ceiling(var, result["workload"], peaks)
             if found is not None:
                 var["ceiling"] = found
-                if found["kind"] == "latency" and found["percent"] > BEYOND_CEILING_PCT:
-                    notes.append(f"{var['name']} runs at {found['percent']:.0f}% of its latency ceiling: "
-                                 "check the declared latency counts")
+                if found["kind"] in BEYOND_CHECKS and found["percent"] > BEYOND_CEILING_PCT:
+                    notes.append(f"{var['name']} runs at {found['percent']:.0f}% of its {found['kind']} ceiling: "
+                                 f"check the {BEYOND_CHECKS[found['kind']]}")
     except MissingPeak as exc:
         return {**result, "no_ceiling": exc.args[0]}
     best = next((v for v in result["variants"] if v["name"] == result.get("best")), result["baseline"])
@@ -162,7 +178,8 @@ class Row:
 
     target: str
     kind: str
-    """compute, memory, latency, "none" (no bound declared or no peak prices it) or "untimed" (the run
+    """compute, memory, latency, capacity (a memory-headline pair's resident bytes over its peak bytes),
+    "none" (no bound declared or no peak prices it) or "untimed" (the run
     timed no variant of the pair: skipped, failed or timed out)."""
     percent: float | None
     variant: str | None
