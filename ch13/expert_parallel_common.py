@@ -62,8 +62,8 @@ def ep_workload(requires: aisp.Requirements | None = None, **kw: object) -> Expe
     return ExpertParallelWorkload(
         **kw, items=w.tokens_per_rank * w.world, item_unit="tokens", precision=w.dtype, timeout_s=240,
         bytes=nbytes, link="nvlink", requires=requires or aisp.Requirements(cuda=True, ranks=w.world),
-        ceiling_note="latency-bound at 512 tokens a rank: routing ops and 3 all-to-alls a call; aisp peak has no "
-                     "all-to-all floor, the 2-GPU peaks no launch floor")
+        ceiling_note="latency-bound at 512 tokens a rank: routing ops and 3 all-to-alls a call; aisp peak's "
+                     "all-to-all floor (alltoall_latency) not yet measured on 2 GPUs")
 
 
 def route(x: torch.Tensor, router: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
