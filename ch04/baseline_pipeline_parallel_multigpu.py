@@ -21,7 +21,8 @@ from ch04_pipeline import GPipe, pp_workload
 import aisp
 
 WORKLOAD = pp_workload(
-    ceiling_note="a memory-headline pair: the lesson is the activations of p vs m micro-batches; bubble 1/9 in both")
+    ceiling_note="beyond weights and grads, rank 0 holds the 34 MB batch, 2 micro-batches' activations (67 MB) and "
+                 "temporaries; run_peak_bytes 109 MB (2026-11-28)")
 
 
 class Baseline(GPipe):

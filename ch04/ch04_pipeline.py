@@ -35,12 +35,23 @@ class PipelineWorkload(aisp.Workload):
 
 def pp_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> PipelineWorkload:
     """FLOPs summed over the ranks: forward and backward of every stage (one a rank) over every
-    micro-batch, held to world x one GPU's peak, so the bubble shows; memory headline."""
+    micro-batch, held to world x one GPU's peak, so the bubble shows; memory headline, its capacity
+    floor per rank (:func:`stage_resident_bytes`)."""
     w = PipelineWorkload(**kw)
     samples, stages = w.micro_batches * w.micro_batch, requires.world_size
     return PipelineWorkload(**kw, flops=6.0 * samples * stages * w.layers_per_stage * w.width**2, items=samples,
                             item_unit="samples", precision=w.dtype, headline="memory", requires=requires,
-                            timeout_s=240)
+                            resident_bytes=stage_resident_bytes(w), timeout_s=240)
+
+
+def stage_resident_bytes(w: PipelineWorkload) -> float:
+    """The least bytes one rank must hold at once, per rank as the run stores peak bytes (the largest
+    rank's): its stage's weights and their gradients (the step's output), which coexist from the last
+    backward to the end of the step. Activations are not counted (recompute or a schedule of one
+    micro-batch in flight could shrink them), nor the batch ``x`` (a design could stream micro-batches
+    in). Every stage is the same size, so the busiest rank's floor is any stage's."""
+    stage_params = w.layers_per_stage * (w.width * w.width + w.width)
+    return 2.0 * stage_params * DTYPES[w.dtype].itemsize
 
 
 def bubble(stages: int, micro_batches: int) -> float:

@@ -87,6 +87,17 @@ def test_bubble_fraction() -> None:
     assert bubble(2, 8) == pytest.approx(1 / 9) and bubble(4, 4) == pytest.approx(3 / 7) and bubble(1, 8) == 0
 
 
+def test_pipeline_declares_a_stage_weights_and_gradients_per_rank() -> None:
+    """resident_bytes = one stage's parameters and the gradients a step leaves on them, counted on a CPU
+    stage at the pair's size (the run stores the largest rank's peak; every stage is the same size)."""
+    w = load("baseline_pipeline_parallel_multigpu").WORKLOAD
+    stage = load("ch04_common").mlp(w.width, w.layers_per_stage, torch.Generator().manual_seed(0),
+                                    torch.device("cpu"), torch.bfloat16)
+    stage(torch.ones(1, w.width, dtype=torch.bfloat16)).float().sum().backward()
+    held = [t for p in stage.parameters() for t in (p, p.grad)]
+    assert w.resident_bytes == sum(t.numel() * t.element_size() for t in held)
+
+
 def _torchrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", *args]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=150,

@@ -1,7 +1,7 @@
 """Chapter 15 pairs on a CPU (tiny decoder, same code): every variant gives its baseline's tokens
 and logits on two seeds and on refilled inputs, a wrong seed's answer is rejected, every pair file
 documents itself, and each optimization does the less work it claims (decode steps, prefilled
-tokens, reserved cache)."""
+tokens, reserved cache); the paged pair's capacity floor replays the kit's scheduler."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ from refill_check import check_refilled_pair, check_two_seeds
 import aisp
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.loader import import_module_at
-from aisp.kits.llm import LLMConfig, StreamConfig
+from aisp.kits.llm import (
+    ContinuousBatcher,
+    Decoder,
+    DenseKVCache,
+    LLMConfig,
+    Request,
+    StreamConfig,
+    build_decoder,
+)
 
 CH15 = Path(__file__).resolve().parents[1] / "ch15"
 TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
@@ -147,3 +155,51 @@ def test_guided_decoding_follows_the_grammar_and_masks_the_favourite() -> None:
     grammar = bench.grammar
     assert all(grammar.accepts(row) for row in tokens.tolist())
     assert not torch.equal(tokens[:, 0], unconstrained[:, -1].argmax(-1)), "the mask changed no first token"
+
+
+def replayed_cache_tokens(monkeypatch: pytest.MonkeyPatch, lengths: list[tuple[int, int]], slots: int,
+                          budget: int) -> list[int]:
+    """The kit's ``ContinuousBatcher`` run on the tiny decoder over requests of these (prompt, output)
+    lengths: per decode step, the keys/values its serving rows have in the cache, read from the step's
+    own arguments (a row's position is the count of tokens it has written before the step)."""
+    import aisp.kits.llm.engine as engine
+
+    requests = [Request(i, torch.zeros(p, dtype=torch.long), o, 0.0) for i, (p, o) in enumerate(lengths)]
+    cache = DenseKVCache(TINY, slots, max(p + o for p, o in lengths), torch.device("cpu"), torch.float32)
+    batcher = ContinuousBatcher(build_decoder(TINY, 0, torch.device("cpu")), cache, slots, None, budget)
+    seen, real = [], engine.decode
+    def decode(model, cache, tokens, positions, kv_len):
+        seen.append(int(positions[batcher.active.bool()].sum()))
+        return real(model, cache, tokens, positions, kv_len)
+    monkeypatch.setattr(engine, "decode", decode)
+    batcher.run(requests)
+    return seen
+
+
+ODD_STREAM = [(5, 1), (12, 3), (3, 6), (9, 1), (7, 4), (2, 2), (11, 5)]
+"""Requests of one token (they leave at admission) beside longer ones, for the replay tests."""
+
+
+@pytest.mark.parametrize(("slots", "budget"), [(2, 12), (3, 100), (7, 20)])
+def test_cache_tokens_per_step_replays_the_kit_scheduler(monkeypatch: pytest.MonkeyPatch, slots: int,
+                                                         budget: int) -> None:
+    replay = load("baseline_paged_kv_cache").cache_tokens_per_step
+    assert replay(ODD_STREAM, slots, budget) == replayed_cache_tokens(monkeypatch, ODD_STREAM, slots, budget)
+
+
+def test_the_replay_check_fires_on_a_schedule_that_ignores_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    replay = load("baseline_paged_kv_cache").cache_tokens_per_step
+    assert replay(ODD_STREAM, 7, 10**6) != replayed_cache_tokens(monkeypatch, ODD_STREAM, 7, 20)
+
+
+def test_paged_kv_cache_declares_weights_and_its_busiest_decode_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """resident_bytes = every bf16 parameter of the decoder at the pair's size + the keys/values of the
+    busiest decode step when the kit's scheduler serves the pair's own request set (a tiny decoder
+    stands in: the schedule depends on the lengths only)."""
+    w = load("baseline_paged_kv_cache").WORKLOAD
+    with torch.device("meta"):
+        weights = sum(p.numel() * p.element_size() for p in Decoder(w.model).to(torch.bfloat16).parameters())
+    per_token = DenseKVCache(w.model, 1, 1, torch.device("meta"), torch.bfloat16).nbytes()
+    lengths = [(len(r.prompt), r.output_len) for r in w.requests()]
+    busiest = max(replayed_cache_tokens(monkeypatch, lengths, w.slots, w.prefill_budget))
+    assert w.resident_bytes == weights + busiest * per_token
