@@ -16,6 +16,7 @@ import torch
 from conftest import variant_modules
 from gpu_memory import run_peak_bytes
 from refill_check import check_refilled_pair
+from resident_floor import book_run_peaks, capacity_percent, held_bytes, run_on_meta, stored_peaks
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -205,3 +206,37 @@ def test_cudnn_variants_skip_on_a_cpu(module: str) -> None:
     bench = build(module, 0)
     with pytest.raises(aisp.Unavailable, match="cuDNN attention needs a CUDA GPU"):
         bench.setup()
+
+
+RESIDENT = {
+    "activation_checkpointing": lambda bench, out: [*bench.params, bench.idx, bench.targets, *out],
+    "memory_profiling": lambda bench, out: [*bench.model.parameters(), *bench.idx, *bench.targets, out[0], *out[1]],
+}
+"""Per memory-headline pair, the tensors its declared ``resident_bytes`` counts, picked from a variant
+set up and run at the real sizes: the fp32 parameters, the token inputs and run()'s output (the losses
+and logits; for memory_profiling, the losses and every gradient)."""
+
+
+@pytest.mark.parametrize("name", sorted(RESIDENT))
+def test_the_declared_resident_bytes_are_what_the_floor_tensors_hold(name: str) -> None:
+    bench = load(f"baseline_{name}").get_benchmark()
+    bench.autocast = None  # no autocast on the meta device; run() returns fp32 logits either way
+    out = run_on_meta(bench)
+    assert bench.workload.resident_bytes == held_bytes(RESIDENT[name](bench, out))
+
+
+@pytest.mark.parametrize("name", sorted(RESIDENT))
+def test_the_resident_bytes_are_below_the_stored_peaks(name: str) -> None:
+    workload = load(f"baseline_{name}").WORKLOAD
+    peaks = stored_peaks(CH13, name)
+    assert set(peaks) == {"baseline_peak_bytes", "optimized_peak_bytes"}
+    assert all(capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+@pytest.mark.parametrize("name", sorted(RESIDENT))
+def test_the_resident_bytes_are_below_the_book_runs_peaks(name: str) -> None:
+    peaks = book_run_peaks(f"ch13:{name}")
+    if not peaks:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    workload = load(f"baseline_{name}").WORKLOAD
+    assert len(peaks) == 2 and all(capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks

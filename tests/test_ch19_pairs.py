@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 import torch
 from refill_check import check_refilled_pair, check_two_seeds
+from resident_floor import book_run_peaks, capacity_percent, held_bytes, run_on_meta, stored_peaks
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -225,3 +226,29 @@ def test_moe_expert_gemms_get_16_aligned_groups_and_scale_pointers(monkeypatch: 
 
 def route_counts(bench: aisp.Benchmark) -> list[int]:
     return load("baseline_fp8_moe").route(bench.x, bench.router, bench.workload.top_k)[2]
+
+
+def test_the_optimizers_declared_resident_bytes_are_what_its_floor_tensors_hold() -> None:
+    """low_precision_optimizer's floor, from the optimized variant set up and run at the real sizes: its
+    fp32 master weights, its bf16 moments, the fp32 inputs and run()'s output."""
+    bench = load("optimized_low_precision_optimizer").get_benchmark()
+    out = run_on_meta(bench)
+    assert {t.dtype for t in bench.master} == {torch.float32} and {t.dtype for t in bench.moments} == {torch.bfloat16}
+    floor = held_bytes([*bench.master, *bench.moments, bench.x, bench.target, *out])
+    assert bench.workload.resident_bytes == floor
+
+
+def test_the_optimizers_resident_bytes_are_below_its_stored_peaks() -> None:
+    workload = load("baseline_low_precision_optimizer").WORKLOAD
+    peaks = stored_peaks(CH19, "low_precision_optimizer")
+    assert set(peaks) == {"baseline_peak_bytes", "optimized_peak_bytes"}
+    assert all(capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+def test_the_optimizers_resident_bytes_are_below_the_book_runs_peaks() -> None:
+    """The whole-book run's optimized side failed verification and measured no peak: the baseline's."""
+    peaks = book_run_peaks("ch19:low_precision_optimizer")
+    if not peaks:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    workload = load("baseline_low_precision_optimizer").WORKLOAD
+    assert all(capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
