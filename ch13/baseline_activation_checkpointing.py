@@ -30,8 +30,8 @@ def least_resident_bytes(w: TrainWorkload) -> int:
     fp32 parameters (both variants train an fp32 model under bf16 autocast; SGD keeps no other state),
     the token inputs (int64) and the output, the steps' fp32 losses and the last step's fp32 logits.
     A floor: gradients are left out (an update fused into backward frees each as it is made), as are
-    activations (recompute drops them), autocast's bf16 copies and the start snapshot (the host could
-    hold it)."""
+    activations (recompute drops them), autocast's bf16 copies and the start snapshot (read once at the
+    call's start, unlike the weights every step computes with: the host could hold it)."""
     m = w.model
     inputs = 2 * 8 * w.steps * w.batch * m.seq
     return 4 * m.params() + inputs + 4 * w.steps + 4 * w.batch * m.seq * m.vocab

@@ -45,7 +45,7 @@ def least_resident_bytes(w: OptimizerWorkload) -> int:
     optimized's); with the fp32 inputs and the output (fp32 losses, bf16 predictions).
     A floor: gradients are left out (an update fused into backward frees each as it is made), as are
     activations, the bf16 weights the GEMMs read (cast a layer at a time) and the start snapshot
-    (the host could hold it)."""
+    (read once at the call's start, unlike the state every step uses: the host could hold it)."""
     params = w.layers * 8 * w.dim ** 2
     return params * (4 + 2 * 2) + 2 * 4 * w.tokens * w.dim + 4 * w.steps + 2 * w.tokens * w.dim
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import resident_floor as floor
 import torch
 from conftest import variant_modules
 from gpu_memory import run_peak_bytes
 from refill_check import check_refilled_pair
-from resident_floor import book_run_peaks, capacity_percent, held_bytes, run_on_meta, stored_peaks
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -221,22 +221,34 @@ and logits; for memory_profiling, the losses and every gradient)."""
 def test_the_declared_resident_bytes_are_what_the_floor_tensors_hold(name: str) -> None:
     bench = load(f"baseline_{name}").get_benchmark()
     bench.autocast = None  # no autocast on the meta device; run() returns fp32 logits either way
-    out = run_on_meta(bench)
-    assert bench.workload.resident_bytes == held_bytes(RESIDENT[name](bench, out))
+    out = floor.run_on_meta(bench)
+    assert bench.workload.resident_bytes == floor.held_bytes(RESIDENT[name](bench, out))
 
 
 @pytest.mark.parametrize("name", sorted(RESIDENT))
 def test_the_resident_bytes_are_below_the_stored_peaks(name: str) -> None:
     workload = load(f"baseline_{name}").WORKLOAD
-    peaks = stored_peaks(CH13, name)
+    peaks = floor.stored_peaks(CH13, name)
     assert set(peaks) == {"baseline_peak_bytes", "optimized_peak_bytes"}
-    assert all(capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+    assert all(floor.capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
 
 
 @pytest.mark.parametrize("name", sorted(RESIDENT))
 def test_the_resident_bytes_are_below_the_book_runs_peaks(name: str) -> None:
-    peaks = book_run_peaks(f"ch13:{name}")
+    peaks = floor.book_run_memory(f"ch13:{name}")
     if not peaks:
         pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
     workload = load(f"baseline_{name}").WORKLOAD
-    assert len(peaks) == 2 and all(capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+    assert len(peaks) == 2 and all(floor.capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+@pytest.mark.parametrize("side", ["baseline", "optimized"])
+def test_activation_checkpointings_setup_bytes_are_the_weights_snapshot_and_tokens(side: str) -> None:
+    """Its ceiling_note's figures: the whole-book run measured, to the byte, the fp32 weights, their
+    start snapshot and the token inputs that the variant holds after setup at the real sizes."""
+    measured = floor.book_run_memory("ch13:activation_checkpointing", "setup_bytes")
+    if not measured:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    bench = floor.set_up_on_meta(load(f"{side}_activation_checkpointing").get_benchmark())
+    assert floor.setup_held_bytes(bench) == measured[f"{side}_activation_checkpointing"]
+    assert floor.held_bytes([*bench.params, *bench.start, bench.idx, bench.targets]) == floor.setup_held_bytes(bench)
