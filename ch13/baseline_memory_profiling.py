@@ -37,13 +37,24 @@ class AccumulationWorkload(aisp.Workload):
     """Sequence length of each micro-batch (varied, as with packed or bucketed data)."""
 
 
+def least_resident_bytes(w: AccumulationWorkload) -> int:
+    """The fewest bytes any correct design of this run() holds on the GPU at once: at its end, the
+    fp32 parameters, the fp32 gradients it returns (every one at once: they are the output), each
+    micro-batch's token inputs (int64) and the micro-batches' fp32 losses. A floor: activations and
+    logits are left out (one micro-batch's at a time, and recompute or a chunked loss can drop most)."""
+    tokens = w.batch * sum(w.lengths)
+    return 2 * 4 * w.model.params() + 2 * 8 * tokens + 4 * len(w.lengths)
+
+
 def _workload() -> AccumulationWorkload:
     w = AccumulationWorkload(model=GPTConfig(vocab=8192, seq=512, dim=512, heads=8, layers=4))
     flops = sum(w.model.train_flops(w.batch, n) for n in w.lengths)
     tokens = w.batch * sum(w.lengths)
     return AccumulationWorkload(model=w.model, flops=flops, items=tokens, item_unit="tokens",
                                 precision="fp32", rtol=1e-4, element_tol=1e-5, headline="memory",
-                                ceiling_note="profiled: 77 ms of kernels a call, same both sides: fp32 SIMT GEMMs 77% (ncu FMA pipe 54-77%, issue 63-86%, no tensor cores), fp32 attention 11%",
+                                resident_bytes=least_resident_bytes(w),  # capacity floor, derived above
+                                ceiling_note=("peak holds one micro-batch's graph (run_peak 1.09 GB): its fp32 logits "
+                                              "(4,096 x 8,192: 0.13 GB), the loss's copies, 4 blocks' activations (code count)"),
                                 requires=aisp.Requirements(cuda=True))
 
 

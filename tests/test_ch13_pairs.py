@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import resident_floor as floor
 import torch
 from conftest import variant_modules
 from gpu_memory import run_peak_bytes
@@ -205,3 +206,49 @@ def test_cudnn_variants_skip_on_a_cpu(module: str) -> None:
     bench = build(module, 0)
     with pytest.raises(aisp.Unavailable, match="cuDNN attention needs a CUDA GPU"):
         bench.setup()
+
+
+RESIDENT = {
+    "activation_checkpointing": lambda bench, out: [*bench.params, bench.idx, bench.targets, *out],
+    "memory_profiling": lambda bench, out: [*bench.model.parameters(), *bench.idx, *bench.targets, out[0], *out[1]],
+}
+"""Per memory-headline pair, the tensors its declared ``resident_bytes`` counts, picked from a variant
+set up and run at the real sizes: the fp32 parameters, the token inputs and run()'s output (the losses
+and logits; for memory_profiling, the losses and every gradient)."""
+
+
+@pytest.mark.parametrize("name", sorted(RESIDENT))
+def test_the_declared_resident_bytes_are_what_the_floor_tensors_hold(name: str) -> None:
+    bench = load(f"baseline_{name}").get_benchmark()
+    bench.autocast = None  # no autocast on the meta device; run() returns fp32 logits either way
+    out = floor.run_on_meta(bench)
+    assert bench.workload.resident_bytes == floor.held_bytes(RESIDENT[name](bench, out))
+
+
+@pytest.mark.parametrize("name", sorted(RESIDENT))
+def test_the_resident_bytes_are_below_the_stored_peaks(name: str) -> None:
+    workload = load(f"baseline_{name}").WORKLOAD
+    peaks = floor.stored_peaks(CH13, name)
+    assert set(peaks) == {"baseline_peak_bytes", "optimized_peak_bytes"}
+    assert all(floor.capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+@pytest.mark.parametrize("name", sorted(RESIDENT))
+def test_the_resident_bytes_are_below_the_book_runs_peaks(name: str) -> None:
+    peaks = floor.book_run_memory(f"ch13:{name}")
+    if not peaks:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    workload = load(f"baseline_{name}").WORKLOAD
+    assert len(peaks) == 2 and all(floor.capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+@pytest.mark.parametrize("side", ["baseline", "optimized"])
+def test_activation_checkpointings_setup_bytes_are_the_weights_snapshot_and_tokens(side: str) -> None:
+    """Its ceiling_note's figures: the whole-book run measured, to the byte, the fp32 weights, their
+    start snapshot and the token inputs that the variant holds after setup at the real sizes."""
+    measured = floor.book_run_memory("ch13:activation_checkpointing", "setup_bytes")
+    if not measured:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    bench = floor.set_up_on_meta(load(f"{side}_activation_checkpointing").get_benchmark())
+    assert floor.setup_held_bytes(bench) == measured[f"{side}_activation_checkpointing"]
+    assert floor.held_bytes([*bench.params, *bench.start, bench.idx, bench.targets]) == floor.setup_held_bytes(bench)

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import resident_floor as floor
 import torch
 from refill_check import check_refilled_pair, check_two_seeds
 
@@ -225,3 +226,44 @@ def test_moe_expert_gemms_get_16_aligned_groups_and_scale_pointers(monkeypatch: 
 
 def route_counts(bench: aisp.Benchmark) -> list[int]:
     return load("baseline_fp8_moe").route(bench.x, bench.router, bench.workload.top_k)[2]
+
+
+def test_the_optimizers_declared_resident_bytes_are_what_its_floor_tensors_hold() -> None:
+    """low_precision_optimizer's floor, from the optimized variant set up and run at the real sizes: its
+    fp32 master weights, its bf16 moments, the fp32 inputs and run()'s output."""
+    bench = load("optimized_low_precision_optimizer").get_benchmark()
+    out = floor.run_on_meta(bench)
+    assert {t.dtype for t in bench.master} == {torch.float32} and {t.dtype for t in bench.moments} == {torch.bfloat16}
+    counted = floor.held_bytes([*bench.master, *bench.moments, bench.x, bench.target, *out])
+    assert bench.workload.resident_bytes == counted
+    baseline = load("baseline_low_precision_optimizer").ResidualMLP(bench.workload, None, torch.device("meta"))
+    assert floor.held_bytes(baseline.parameters()) == floor.held_bytes(bench.master), "the baseline keeps its weights in fp32 too"
+
+
+def test_the_optimizers_resident_bytes_are_below_its_stored_peaks() -> None:
+    workload = load("baseline_low_precision_optimizer").WORKLOAD
+    peaks = floor.stored_peaks(CH19, "low_precision_optimizer")
+    assert set(peaks) == {"baseline_peak_bytes", "optimized_peak_bytes"}
+    assert all(floor.capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+def test_the_optimizers_resident_bytes_are_below_the_book_runs_peaks() -> None:
+    """The whole-book run's optimized side failed verification and measured no peak: the baseline's."""
+    peaks = floor.book_run_memory("ch19:low_precision_optimizer")
+    if not peaks:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    workload = load("baseline_low_precision_optimizer").WORKLOAD
+    assert all(floor.capacity_percent(workload, peak) < 100 for peak in peaks.values()), peaks
+
+
+def test_the_optimizers_setup_bytes_are_its_counted_state() -> None:
+    """Its ceiling_note's figures: the whole-book run measured, to the byte, what the optimized variant
+    holds after setup at the real sizes: bf16 weights and gradients, fp32 master and snapshot, bf16
+    moments and the fp32 inputs."""
+    measured = floor.book_run_memory("ch19:low_precision_optimizer", "setup_bytes")
+    if not measured:
+        pytest.skip("the whole-book run of 2026-11-28 is not on this machine")
+    bench = floor.set_up_on_meta(load("optimized_low_precision_optimizer").get_benchmark())
+    grads = [p.grad for p in bench.params]
+    counted = floor.held_bytes([*bench.params, *grads, *bench.master, *bench.start, *bench.moments, bench.x, bench.target])
+    assert floor.setup_held_bytes(bench) == counted == measured["optimized_low_precision_optimizer"]
