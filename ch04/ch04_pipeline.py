@@ -35,16 +35,15 @@ class PipelineWorkload(aisp.Workload):
 
 def pp_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> PipelineWorkload:
     """FLOPs summed over the ranks: forward and backward of every stage (one a rank) over every
-    micro-batch, held to world x one GPU's peak, so the bubble shows; memory headline (its capacity
-    floor per rank, :func:`stage_resident_bytes`, waits for the harness to count freed state)."""
+    micro-batch, held to world x one GPU's peak, so the bubble shows; memory headline, its capacity
+    floor per rank (:func:`stage_resident_bytes`)."""
     w = PipelineWorkload(**kw)
     samples, stages = w.micro_batches * w.micro_batch, requires.world_size
     return PipelineWorkload(**kw, flops=6.0 * samples * stages * w.layers_per_stage * w.width**2, items=samples,
                             item_unit="samples", precision=w.dtype, headline="memory", requires=requires,
-                            timeout_s=240)
-    # Not declared yet: resident_bytes=stage_resident_bytes(w). The stored peak misses the gradients an
-    # earlier call left and this one frees first (README, Memory: known undercount), so the capacity
-    # ceiling would read 97% where ~65% is right; declared once the harness counts them.
+                            resident_bytes=stage_resident_bytes(w), timeout_s=240)
+    # Judged by capacity only on runs whose peaks count the gradients an earlier call left and this one
+    # frees first (peak_method, since 2026-11-29): before, the stored peak read 97% where ~65% is right.
 
 
 def stage_resident_bytes(w: PipelineWorkload) -> float:

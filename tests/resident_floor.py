@@ -14,6 +14,7 @@ import torch
 
 import aisp
 from aisp.harness.execute import workload_dict
+from aisp.harness.names import PEAK_METHOD
 from aisp.harness.verify import tensor_attributes
 from aisp.report.ceilings import ceiling
 
@@ -43,7 +44,7 @@ def held_bytes(tensors: Iterable[torch.Tensor]) -> int:
 def stored_peaks(chapter: Path, pair: str) -> dict[str, int]:
     """The pair's peak bytes per side as the chapter's H200 expectations store them."""
     memory = json.loads((chapter / "expectations_h200.json").read_text())["entries"][pair]["memory"]
-    return {side: int(v) for side, v in memory.items() if side.endswith("peak_bytes")}
+    return {side: int(v) for side, v in memory.items() if side.endswith("peak_bytes") and v is not None}
 
 
 def book_run_memory(target: str, key: str = "peak_bytes") -> dict[str, int] | None:
@@ -69,7 +70,7 @@ def setup_held_bytes(bench: aisp.Benchmark) -> int:
 def capacity_percent(workload: aisp.Workload, peak_bytes: int) -> float:
     """The capacity ceiling ``aisp report ceilings`` gives a variant of ``workload`` that peaked at
     ``peak_bytes``; fails where the report would not judge the pair by capacity."""
-    variant = {"summary": {"median": 1.0}, "memory": {"peak_bytes": peak_bytes}}
+    variant = {"summary": {"median": 1.0}, "memory": {"peak_bytes": peak_bytes, "peak_method": PEAK_METHOD}}
     found = ceiling(variant, workload_dict(workload), None)
     assert found is not None and found["kind"] == "capacity", f"not a capacity ceiling: {found}"
     return found["percent"]

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from aisp import LatencyCounts, Workload, suite
 from aisp.cli.main import app
 from aisp.harness.artifacts import atomic_write_json
+from aisp.harness.names import PEAK_METHOD
 from aisp.report.ceilings import COUNT_FLOORS, REACHED_PCT, add_ceiling, ceiling, profiled, rows, tally
 from aisp.report.roofline import add_roofline, annotate
 from tests.synthetic_runs import pair, samples, variant, write_run
@@ -105,7 +106,7 @@ def _memory_pair(resident: float, peaks_bytes: tuple[int, int] = (4_000_000_000,
     """A memory-headline pair: the baseline peaked at 4 GB, the optimized at 1 GB."""
     result = _result(headline="memory", resident_bytes=resident, bytes=1e9)
     for var, peak in zip([result["baseline"], *result["variants"]], peaks_bytes, strict=True):
-        var["memory"] = {"peak_bytes": peak}
+        var["memory"] = {"peak_bytes": peak, "peak_method": PEAK_METHOD}
     return result
 
 
@@ -120,6 +121,11 @@ def test_a_memory_headline_pair_is_held_to_the_bytes_it_must_hold() -> None:
                for n in add_ceiling(_memory_pair(1.5e9), PEAKS)["notes"])
     # without resident bytes the memory-headline pair keeps its time ceiling (its bytes over HBM)
     assert add_ceiling(_memory_pair(0.0), PEAKS)["ceiling"]["kind"] == "memory"
+    # so does a run whose peaks left out the state earlier calls left (before peak_method was stored)
+    older = _memory_pair(0.85e9)
+    for var in [older["baseline"], *older["variants"]]:
+        del var["memory"]["peak_method"]
+    assert add_ceiling(older, PEAKS)["ceiling"]["kind"] == "memory"
 
 
 def test_faster_than_the_latency_ceiling_is_flagged() -> None:

@@ -91,12 +91,11 @@ def test_pipeline_declares_a_stage_weights_and_gradients_per_rank() -> None:
     """resident_bytes = one stage's parameters and the gradients a step leaves on them, counted on a CPU
     stage at the pair's size (the run stores the largest rank's peak; every stage is the same size)."""
     w = load("baseline_pipeline_parallel_multigpu").WORKLOAD
-    assert w.resident_bytes == 0  # withheld until the harness counts freed state (README, Memory)
     stage = load("ch04_common").mlp(w.width, w.layers_per_stage, torch.Generator().manual_seed(0),
                                     torch.device("cpu"), torch.bfloat16)
     stage(torch.ones(1, w.width, dtype=torch.bfloat16)).float().sum().backward()
     held = [t for p in stage.parameters() for t in (p, p.grad)]
-    assert load("ch04_pipeline").stage_resident_bytes(w) == sum(t.numel() * t.element_size() for t in held)
+    assert w.resident_bytes == sum(t.numel() * t.element_size() for t in held)
 
 
 def _torchrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -20,6 +20,7 @@ import torch
 from aisp.harness import host
 from aisp.harness.benchmark import Benchmark, Unavailable, Workload, unmet_requirements
 from aisp.harness.loader import load_benchmark
+from aisp.harness.names import PEAK_METHOD
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import phase
 from aisp.harness.settings import ProcessSettings
@@ -48,6 +49,7 @@ from aisp.harness.verify import (
     VerificationError,
     compare,
     fingerprint,
+    held_bytes,
     high_precision,
     input_signature,
     match_inputs,
@@ -107,6 +109,8 @@ class Variant:
     memory: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     known_after_setup: set[str] = field(default_factory=set)
+    held_after_setup: int = 0
+    """Device bytes the benchmark's attributes held right after setup (:func:`held_bytes`)."""
     windows: list[tuple[float, float]] = field(default_factory=list)
     throttled: dict[int, list[str]] = field(default_factory=dict)
     """Timed sample index → throttle reasons NVML reported during it."""
@@ -178,6 +182,7 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     if reserved is not None:
         var.memory["setup_reserved_bytes"] = _reserved_now(device) - reserved
     var.known_after_setup = set(tensor_attributes(bench))
+    var.held_after_setup = held_bytes(bench, device.type)
     return bench
 
 
@@ -419,9 +424,9 @@ def verify_checked(variants: list[Variant], last: dict[int, Any], workload: Work
 
 
 def measure_memory(var: Variant, device: torch.device) -> None:
-    """Peak memory of one untimed call, on top of what the variant's setup keeps: allocated (the
-    headline, ``peak_bytes``), reserved by torch's caching allocator (fragmentation and cached
-    blocks included) and, where NVML can be read, the change of the device's used memory over the
+    """Peak memory of one untimed call, on top of what the variant holds before it (:data:`PEAK_METHOD`):
+    allocated (the headline, ``peak_bytes``), reserved by torch's caching allocator (fragmentation and
+    cached blocks included) and, where NVML can be read, the change of the device's used memory over the
     call (native cudaMalloc and NCCL buffers too; other processes on the GPU move it as well)."""
     var.enter()
     bench = var.bench
@@ -429,12 +434,15 @@ def measure_memory(var: Variant, device: torch.device) -> None:
         _settle(device)
         before, reserved, used = _memory_now(device), _reserved_now(device), nvml_memory_reader(device)
         nvml_before = used() if used is not None else None
+        carried = max(0, held_bytes(bench, device.type) - var.held_after_setup)
         torch.cuda.reset_peak_memory_stats(device)
         bench.run()
         synchronize(device)
         transient = torch.cuda.max_memory_allocated(device) - before
         var.memory["run_peak_bytes"] = transient
-        var.memory["peak_bytes"] = var.memory.get("setup_bytes", 0) + transient
+        var.memory["carried_bytes"] = carried
+        var.memory["peak_bytes"] = var.memory.get("setup_bytes", 0) + carried + transient
+        var.memory["peak_method"] = PEAK_METHOD
         run_reserved = torch.cuda.max_memory_reserved(device) - reserved
         var.memory["run_peak_reserved_bytes"] = run_reserved
         var.memory["peak_reserved_bytes"] = var.memory.get("setup_reserved_bytes", 0) + run_reserved

@@ -1,4 +1,4 @@
-"""The names a workload may give its link and precision, in a module without torch: the reports and
+"""The names a workload may give its link and precision (and how the harness counts a peak), in a module without torch: the reports and
 the CLI check them without importing the harness's torch-side modules (``aisp --help`` imports no torch)."""
 
 from __future__ import annotations
@@ -11,3 +11,9 @@ LINKS: tuple[str, ...] = get_args(Link)
 Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact", "fp32_simt", "fp16_simt"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 """The values of ``Workload.precision`` (besides None)."""
+PEAK_METHOD = "setup+carried+call"
+"""How the harness counts ``memory.peak_bytes`` (stored beside it as ``peak_method``): the setup's bytes,
+the state earlier calls left on the benchmark (``carried_bytes``: gradients, optimizer moments, buffers
+made on a first call) and the call's rise over what was allocated before it. Before 2026-11-29 (no
+method stored) the carried state was left out, so a call that frees it before allocating anew
+(``zero_grad(set_to_none=True)``) read low by its size."""

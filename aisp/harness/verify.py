@@ -107,6 +107,37 @@ def tensor_attributes(bench: Benchmark) -> dict[str, torch.Tensor]:
     return found
 
 
+def _held_tensors(value: Any, depth: int = 2) -> list[torch.Tensor]:
+    """Tensors an attribute holds: itself, a module's parameters, their gradients and its buffers, an
+    optimizer's state, and those of list, tuple and dict items (``depth`` levels down)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, torch.nn.Module):
+        params = list(value.parameters())
+        return [*params, *(p.grad for p in params if p.grad is not None), *value.buffers()]
+    if isinstance(value, torch.optim.Optimizer):
+        return [t for state in value.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return [t for item in items for t in _held_tensors(item, depth - 1)] if depth > 0 else []
+
+
+def held_bytes(bench: Benchmark, device_type: str) -> int:
+    """Bytes of the distinct storages on ``device_type`` that the benchmark's attributes hold (see
+    :func:`_held_tensors`): what the harness adds to a variant's setup bytes as state its calls grew
+    (gradients, an optimizer's moments, buffers made on the first call)."""
+    storages = {}
+    for value in vars(bench).values():
+        for t in _held_tensors(value):
+            if t.device.type != device_type:
+                continue
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # sparse and other layouts without one storage
+                continue
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
 def inputs_of(bench: Benchmark) -> dict[str, torch.Tensor]:
     """The tensors run() must leave unchanged: all but those named in scratch or state."""
     declared = tuple(bench.scratch) + tuple(bench.state)

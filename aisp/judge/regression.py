@@ -104,10 +104,25 @@ def host_bound_names(result: dict[str, Any]) -> list[str]:
     return [v["name"] for v in (result.get("baseline"), best) if v and v.get("host_bound")]
 
 
-def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) -> Figure:
+def peak_method(result: dict[str, Any]) -> str | None:
+    """How the result's peaks were counted (``memory.peak_method``; None before methods were stored)."""
+    return ((result.get("baseline") or {}).get("memory") or {}).get("peak_method")
+
+
+def same_peaks(history: list[dict[str, Any]], method: str | None) -> list[dict[str, Any]]:
+    """The history runs whose peaks were counted as ``method`` counts them: only those judge a peak or a
+    memory ratio (a new way of counting is not a regression)."""
+    return [h for h in history if h.get("peak_method") == method]
+
+
+def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) -> Figure | None:
     new, history = result["speedup"], entry["history"]
-    values = [h["speedup"] for h in history]
     headline = result["workload"].get("headline", "time")
+    if headline == "memory":
+        history = same_peaks(history, peak_method(result))
+        if not history:
+            return None
+    values = [h["speedup"] for h in history]
     if headline != "time":
         return Figure(f"{headline} ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
     aa = (entry.get("noise") or {}).get("speedup_rel")
@@ -116,7 +131,7 @@ def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) ->
 
 
 def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[dict[str, Any]],
-                     entry: dict[str, Any], memory: bool, runs: int = 1) -> list[Figure]:
+                     entry: dict[str, Any], memory: bool, runs: int = 1, method: str | None = None) -> list[Figure]:
     """Median time (and, for a memory headline, peak) of the baseline or the stored best variant."""
     if not variant or variant.get("verdict") not in MEASURED or not variant.get("samples_ms"):
         return []
@@ -125,7 +140,7 @@ def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[di
     aa = (entry.get("noise") or {}).get(f"{role}_rel")
     figures = [Figure(f"{variant['name']} time", variant["summary"]["median"], low, tuple(times), False,
                       _noise_limit(times, aa, TIME_PRIOR, runs), " ms")] if times else []
-    peaks = [h[f"{role}_peak_bytes"] for h in history if h.get(f"{role}_peak_bytes")]
+    peaks = [h[f"{role}_peak_bytes"] for h in same_peaks(history, method) if h.get(f"{role}_peak_bytes")]
     peak = (variant.get("memory") or {}).get("peak_bytes")
     if memory and peaks and peak:
         figures.append(Figure(f"{variant['name']} peak memory", peak, peak, tuple(peaks), False,
@@ -140,9 +155,11 @@ def figures(result: dict[str, Any], entry: dict[str, Any], runs: int = 1) -> lis
     best = entry.get("best")
     optimized = next((v for v in result.get("variants", []) if v["name"] == best), None)
     same_best = [h for h in entry["history"] if h.get("best") == best]
-    return [_speedup_figure(result, entry, runs),
-            *_variant_figures(result.get("baseline"), "baseline", entry["history"], entry, memory, runs),
-            *_variant_figures(optimized, "optimized", same_best, entry, memory, runs)]
+    method = peak_method(result)
+    ratio = _speedup_figure(result, entry, runs)
+    return [*([ratio] if ratio else []),
+            *_variant_figures(result.get("baseline"), "baseline", entry["history"], entry, memory, runs, method),
+            *_variant_figures(optimized, "optimized", same_best, entry, memory, runs, method)]
 
 
 def host_busy(result: dict[str, Any]) -> str | None:
@@ -240,7 +257,7 @@ def history_run(entry: dict[str, Any]) -> dict[str, Any]:
             "speedup": entry["speedup"]["value"], "best": entry.get("best"),
             "baseline_ms": entry.get("baseline_ms"), "optimized_ms": entry.get("optimized_ms"),
             "baseline_peak_bytes": memory.get("baseline_peak_bytes"),
-            "optimized_peak_bytes": memory.get("optimized_peak_bytes")}
+            "optimized_peak_bytes": memory.get("optimized_peak_bytes"), "peak_method": memory.get("peak_method")}
 
 
 def level_change(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 
+from aisp.harness.names import PEAK_METHOD
 from aisp.peak.measure import latency_figure
 from aisp.report.console import Column, fitted_table
 from aisp.report.roofline import (
@@ -117,7 +118,8 @@ def ceiling(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, 
     and ``item_unit`` where the workload counts items); None when the workload declares no bound or
     the variant has no timing. Raises :class:`MissingPeak` where a needed peak is missing."""
     summary = variant.get("summary") or {}
-    if workload.get("headline") == "memory" and float(workload.get("resident_bytes") or 0) > 0:
+    counted = (variant.get("memory") or {}).get("peak_method") == PEAK_METHOD
+    if workload.get("headline") == "memory" and float(workload.get("resident_bytes") or 0) > 0 and counted:
         return capacity(variant, float(workload["resident_bytes"]))
     found = bounds(workload, peaks)
     if not found or not summary.get("median"):
@@ -137,7 +139,8 @@ BEYOND_CHECKS = {"latency": "declared latency counts", "capacity": "declared res
 
 def capacity(variant: dict[str, Any], resident: float) -> dict[str, Any] | None:
     """The capacity ceiling of a memory-headline variant: the bytes its work must hold (``resident``)
-    over the peak bytes it held (``memory.peak_bytes``); None where no peak was measured."""
+    over the peak bytes it held (``memory.peak_bytes``); None where no peak was measured. Only for peaks
+    that count the state earlier calls left (``PEAK_METHOD``): an older run's keeps its time ceiling."""
     peak = float((variant.get("memory") or {}).get("peak_bytes") or 0)
     if peak <= 0 or not (variant.get("summary") or {}).get("median"):
         return None
