@@ -112,3 +112,41 @@ def test_peaks_counted_a_new_way_are_not_judged_against_the_old_ones() -> None:
     older = _memory_result(int(6.4e9), int(2.4e9), None)
     judged = {f.label: f for f in figures(older, _entry())}
     assert "memory ratio" in judged and "optimized peak memory" in judged
+
+
+class SgdStep(Benchmark):
+    """One SGD step of a 4,096 x 4,096 fp32 linear layer (64 MiB of weights) that frees the previous
+    step's gradients first, as training loops do."""
+
+    def setup(self) -> None:
+        self.model = torch.nn.Linear(4096, 4096, device=self.device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-3)
+        self.x = torch.randn(64, 4096, device=self.device)
+
+    def run(self) -> torch.Tensor:
+        self.opt.zero_grad(set_to_none=True)
+        self.model(self.x).sum().backward()
+        self.opt.step()
+        return self.model.bias
+
+
+@pytest.mark.gpu
+def test_a_training_steps_peak_counts_the_gradients_it_frees_first_on_gpu() -> None:
+    """Weights and gradients coexist at the step: the peak holds both. Counted as the call's rise over
+    what was allocated before it (the previous gradients included), it read about the weights alone."""
+    device = torch.device("cuda")
+    bench = SgdStep()
+    bench.device, bench.seed = device, 0
+    var = execute.Variant(Path("baseline_sgd.py"))
+    before = torch.cuda.memory_allocated(device)
+    bench.setup()
+    var.bench, var.memory["setup_bytes"] = bench, torch.cuda.memory_allocated(device) - before
+    var.held_after_setup = held_bytes(bench, "cuda")
+    for _ in range(2):
+        bench.run()
+    execute.measure_memory(var, device)
+    weights = sum(p.numel() * p.element_size() for p in bench.model.parameters())
+    print(var.memory)
+    assert var.memory["carried_bytes"] == weights  # the gradients: one per parameter, same size
+    assert var.memory["peak_bytes"] >= 2 * weights
+    assert var.memory["peak_bytes"] - var.memory["carried_bytes"] < 2 * weights  # what the old count gave
