@@ -67,27 +67,69 @@ def html_report(
 
 
 @app.command(name="ceilings")
-def ceilings_report(run_dir: RunDir, current_notes: Annotated[bool, typer.Option(
-        "--current-notes", help="Reasons as the pairs' files give them now, not as the run stored them.")] = False,
+def ceilings_report(run_dir: Annotated[Path | None, typer.Argument(
+        exists=True, file_okay=False, help="A run folder (artifacts/<timestamp>); or none with --stored.")] = None,
+        current_notes: Annotated[bool, typer.Option(
+            "--current-notes", help="Reasons as the pairs' files give them now, not as the run stored them.")] = False,
         current_workloads: Annotated[bool, typer.Option(
             "--current-workloads", help="Also FLOPs, bytes, links and latency counts as the files declare them now, "
                                         "against the times the run measured (implies --current-notes).")] = False,
+        stored: Annotated[str | None, typer.Option(
+            "--stored", metavar="KEY", help="Instead of a run: each pair's stored best time in its expectation "
+                                            "files for this hardware key (h200), against its ceiling as declared "
+                                            "now. A projection, not a measurement.")] = None,
         ) -> None:
-    """Every pair's ceiling (compute, memory or latency), the % its best variant reaches and, below
-    80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary, or a
-    pair's workload names an unknown link."""
+    """Every pair's ceiling (compute, memory, latency or capacity), the % its best variant reaches and,
+    below 80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary,
+    neither or both of RUN_DIR and --stored are given, or a pair's workload names an unknown link."""
+    from aisp.peak.measure import load_peaks
+    from aisp.report import ceilings
+
+    if (run_dir is None) == (stored is None):
+        raise _fail("error: give a run folder or --stored KEY (one of them).", 2)
+    cache: dict[str, Any] = {}
+    if stored is not None:
+        from aisp.harness.discovery import repo_root
+        from aisp.report.ceilings_stored import stored_results
+
+        results, title = stored_results(repo_root(), stored), f"Ceilings of the stored {stored} expectations (projected)"
+        if not results:
+            raise _fail(f"error: no pair found to project for {stored}.", 2)
+
+        def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
+            key = result["hardware_key"]
+            if key not in cache:
+                cache[key] = load_peaks(key)
+            return cache[key]
+    else:
+        results, title, peaks_of = _run_results(run_dir, current_notes or current_workloads, current_workloads, cache)
+    try:
+        found = ceilings.rows(results, peaks_of)
+    except ceilings.UnknownName as exc:  # a stored workload names a link or a precision no peak prices
+        raise _fail(f"error: {exc}", 2) from exc
+    if missing := sorted(k for k, v in cache.items() if v is None):
+        typer.echo(f"No measured peaks for {', '.join(missing)}: those pairs show the ceilings stored in the run.")
+    console = Console()
+    console.print(ceilings.table(found, title, console.width))
+    t = ceilings.tally(found)
+    failed = f", {t['below_failed']} whose optimized variants failed in this run" if t["below_failed"] else ""
+    typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
+               f"{t['below']} below ({t['below_without_reason']} without a reason, {t['below_unprofiled']} whose reason "
+               f"cites no profile{failed}), {t['no_ceiling']} without a ceiling, {t['untimed']} not timed in this run")
+
+
+def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, Any]) -> tuple[list[dict[str, Any]], str, Any]:
+    """A run's results (with today's notes or workloads), the table's title and the peaks of each pair."""
+    from aisp.harness.artifacts import read_json
+    from aisp.judge.expectations import gpu_key
     from aisp.peak.measure import load_peaks
     from aisp.report import ceilings
     from aisp.report.html_report import load_run
 
     if not (run_dir / "summary.json").exists():
         raise _fail(f"error: {run_dir} has no summary.json; pass a run folder (artifacts/<timestamp>).", 2)
-    from aisp.harness.artifacts import read_json
-    from aisp.judge.expectations import gpu_key
-
     summary, _ = load_run(run_dir)
     manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else summary
-    cache: dict[str, Any] = {}
 
     def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
         """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run)."""
@@ -96,23 +138,11 @@ def ceilings_report(run_dir: RunDir, current_notes: Annotated[bool, typer.Option
             cache[key] = load_peaks(key)
         return cache[key]
     results = summary.get("results", [])
-    if current_notes or current_workloads:
+    if notes:
         from aisp.harness.discovery import repo_root
 
-        results = ceilings.with_current_notes(results, repo_root(), workloads=current_workloads)
-    try:
-        found = ceilings.rows(results, peaks_of)
-    except ceilings.UnknownName as exc:  # a stored workload names a link or a precision no peak prices
-        raise _fail(f"error: {exc}", 2) from exc
-    if missing := sorted(k for k, v in cache.items() if v is None):
-        typer.echo(f"No measured peaks for {', '.join(missing)}: those pairs show the ceilings stored in the run.")
-    console = Console()
-    console.print(ceilings.table(found, f"Ceilings of {run_dir.name} ({summary['hardware_key']})", console.width))
-    t = ceilings.tally(found)
-    failed = f", {t['below_failed']} whose optimized variants failed in this run" if t["below_failed"] else ""
-    typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
-               f"{t['below']} below ({t['below_without_reason']} without a reason, {t['below_unprofiled']} whose reason "
-               f"cites no profile{failed}), {t['no_ceiling']} without a ceiling, {t['untimed']} not timed in this run")
+        results = ceilings.with_current_notes(results, repo_root(), workloads=workloads)
+    return results, f"Ceilings of {run_dir.name} ({summary['hardware_key']})", peaks_of
 
 
 @app.command()
