@@ -160,6 +160,21 @@ def test_sampling_check_fires_on_draws_of_another_step() -> None:
         compare(guarded_run(base), guarded_run(opt), base.workload)
 
 
+def test_speculative_decoding_is_held_to_the_bytes_of_speculation_not_of_one_pass_a_token() -> None:
+    """At most 5 tokens a target pass (4 proposals + its own): 47 tokens take >= 10 rounds, each the
+    target's weights once and the draft's (first block + head, built here on the meta device) 4 times."""
+    from aisp.kits.llm import build_decoder
+    from aisp.kits.llm.serving import weight_bytes
+
+    w = load("baseline_speculative_decoding").WORKLOAD
+    draft = build_decoder(dataclasses.replace(w.model, layers=w.draft_layers), 0, torch.device("meta"), torch.bfloat16)
+    head_and_block = sum(p.numel() * 2 for name, p in draft.named_parameters() if "embed" not in name)
+    assert head_and_block == weight_bytes(dataclasses.replace(w.model, layers=1))
+    weights = 10 * (weight_bytes(w.model) + 4 * head_and_block)
+    assert weights < w.bytes < weights * 1.01  # + the cache a round reads
+    assert w.bytes < 0.35 * (w.steps - 1) * weight_bytes(w.model)  # one target pass a token: the old ceiling
+
+
 def test_speculation_runs_fewer_target_forwards_and_reports_acceptance() -> None:
     forwards = {}
     for module in ("baseline_speculative_decoding", "optimized_speculative_decoding"):
