@@ -39,7 +39,7 @@ def _workload() -> HeatWorkload:
     s = HeatWorkload()
     # element_tol 1.4e-5 of max|u| (~0.7 after 256 steps from N(0, 1)): 1e-5 absolute.
     # One step is 4 FLOPs per point (sub, add, mul, FMA); the fewest bytes are u0 read once and the result written once.
-    return HeatWorkload(flops=4.0 * s.n * s.steps, bytes=8.0 * s.n, items=s.steps, item_unit="steps", precision="fp32",
+    return HeatWorkload(flops=4.0 * s.n * s.steps, bytes=8.0 * s.n, items=s.steps, item_unit="steps", precision="fp32_simt",
                         element_tol=1.4e-5, requires=aisp.Requirements(cuda=True, executables=("nvcc",)),
                         ceiling_note="profiled (torch profiler, H200): one kernel of 1.02 ms a call, GPU busy 90%: 4.0 us a step for 256 grid.sync() steps on 8 MB (baseline 6.1 us)",
                         window="idle")
