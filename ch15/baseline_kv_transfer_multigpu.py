@@ -30,15 +30,16 @@ import aisp
 
 
 def transfer_workload(w: TransferWorkload, requires: aisp.Requirements) -> TransferWorkload:
-    # Ceiling: NVLink bytes. The requests' K/V (256 MiB at the default size) must cross from the sender
-    # to the receiver once. A pair of 2 GPUs is held to 2 x the peer-copy rate and only one GPU sends, so
-    # it reads 50% at most (0.342 ms against 0.684 ms for one direction at 392.4 GB/s). The gather and
-    # scatter are not counted: a transport that reads and writes the pages in place needs neither.
+    # Ceiling: NVLink bytes, one way. The requests' K/V (256 MiB at the default size) live on the sender
+    # and must cross to the receiver once: only the sender's links can carry them, so the bound is one
+    # GPU's peer-copy rate (nvlink_one_way: 0.684 ms at 392.4 GB/s; before 2026-11-29 it was 2 x, which
+    # capped the pair at 50%). The gather and scatter are not counted: a transport that reads and writes
+    # the pages in place needs neither.
     return TransferWorkload(model=w.model, requests=w.requests, tokens=w.tokens, page_size=w.page_size,
                             chunk_bytes=w.chunk_bytes, items=w.nbytes(), item_unit="KV bytes", precision="exact",
-                            bytes=float(w.nbytes()), link="nvlink", requires=requires,
-                            ceiling_note="one-way send, 50% at most; gather, send, recv and scatter in turn: 131 GB/s "
-                                         "end to end, 33% of one direction's 392.4 GB/s (not profiled)")
+                            bytes=float(w.nbytes()), link="nvlink_one_way", requires=requires,
+                            ceiling_note="gather, send, recv and scatter in turn: 131 GB/s end to end, 33% of the "
+                                         "sender's 392.4 GB/s (not profiled)")
 
 
 WORKLOAD = transfer_workload(TransferWorkload(), aisp.Requirements(gpus=2))

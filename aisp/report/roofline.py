@@ -59,7 +59,8 @@ def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, flo
 
 
 LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "nvlink": "p2p_copy",
-              "host_memory": "host_memory_copy", "page_cache": "page_cache_read", "page_faults": "first_touch"}
+              "nvlink_one_way": "p2p_copy", "host_memory": "host_memory_copy", "page_cache": "page_cache_read",
+              "page_faults": "first_touch"}
 """Each ``Workload.link`` and the measurement of the peaks file that prices its bytes (aisp.peak)."""
 HOST_LINKS = frozenset({"host_memory", "page_cache", "page_faults"})
 """Links of the host, not of a GPU (:mod:`aisp.peak.host`): the host's memory copy rate (read and write
@@ -87,6 +88,9 @@ class UnknownLink(UnknownName):
 #   link rate that busbw is compared with. Bytes sent one way only (one rank sends, the others wait)
 #   read at most 1/N of this ceiling, as a pipeline's bubble does of the compute ceiling; GPUs of a
 #   host that are not all NVLink peers of each other reach less, and the ceiling is generous there.
+# - nvlink_one_way: bytes the task itself sends one way (data that lives on one GPU and is needed on
+#   another, e.g. a prefill GPU's KV cache for a decode GPU): only the holder's links can carry them
+#   (a reader on the other GPU pulls them over the same direction), so 1 x p2p_copy at any world size.
 # - host_memory / page_cache / page_faults: the host's, measured once for the whole host; its ranks
 #   share its memory, its page cache and its page-fault path, so the bound stays 1 x the figure.
 # Latency counts (aisp.report.ceilings) are one rank's chain and are not scaled.
@@ -103,8 +107,8 @@ def gpus_at_once(workload: dict[str, Any], peaks: dict[str, Any]) -> int:
 
 def link_devices(workload: dict[str, Any], peaks: dict[str, Any], link: str) -> int:
     """How many times one device's ``link`` figure a ``run()`` can use at once: :func:`gpus_at_once` for
-    a GPU's link, 1 for a host's (its ranks share it)."""
-    return 1 if link in HOST_LINKS else gpus_at_once(workload, peaks)
+    a GPU's link, 1 for a host's (its ranks share it) and for ``nvlink_one_way`` (one GPU sends)."""
+    return 1 if link in HOST_LINKS or link == "nvlink_one_way" else gpus_at_once(workload, peaks)
 
 
 def times(gpus: int) -> str:
