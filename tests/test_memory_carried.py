@@ -5,7 +5,6 @@ with history counted the same way."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -74,16 +73,17 @@ def test_the_peak_counts_the_state_a_call_frees_before_it_allocates(monkeypatch,
     the call's true peak is 1,000 + 250; kept (zeroed in place), 1,000 + 100 + 250. Counting only the
     rise over what was allocated before the call read 1,150 in the first case."""
     fake = FakeAllocator(5000 + 1000 + 100)  # another variant's 5,000 B, this one's setup and gradients
-    cuda = SimpleNamespace(memory_allocated=lambda d: fake.allocated, max_memory_allocated=lambda d: fake.peak,
-                           memory_reserved=lambda d: 0, max_memory_reserved=lambda d: 0, empty_cache=lambda: None,
-                           reset_peak_memory_stats=lambda d: setattr(fake, "peak", fake.allocated))
-    monkeypatch.setattr(execute.torch, "cuda", cuda)
-    monkeypatch.setattr(execute, "synchronize", lambda d: None)
+    stubs = {"memory_allocated": lambda d=None: fake.allocated, "max_memory_allocated": lambda d=None: fake.peak,
+             "memory_reserved": lambda d=None: 0, "max_memory_reserved": lambda d=None: 0,
+             "reset_peak_memory_stats": lambda d=None: setattr(fake, "peak", fake.allocated),
+             "synchronize": lambda d=None: None, "empty_cache": lambda: None}
+    for name, stub in stubs.items():  # torch.cuda's counters, as test_harness_pairs stubs them
+        monkeypatch.setattr(torch.cuda, name, stub)
     monkeypatch.setattr(execute, "nvml_memory_reader", lambda d: None)
     monkeypatch.setattr(execute, "held_bytes", lambda bench, kind: 300 + 100)  # 300 after setup, + gradients
     var = execute.Variant(Path("optimized_x.py"))
     var.bench, var.held_after_setup, var.memory["setup_bytes"] = StepThatFreesItsGradients(fake, keep), 300, 1000
-    execute.measure_memory(var, SimpleNamespace(type="cuda"))
+    execute.measure_memory(var, torch.device("cuda"))
     assert var.memory["carried_bytes"] == 100
     assert var.memory["peak_bytes"] == expected
     assert var.memory["peak_method"] == execute.PEAK_METHOD

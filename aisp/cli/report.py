@@ -82,7 +82,6 @@ def ceilings_report(run_dir: Annotated[Path | None, typer.Argument(
     """Every pair's ceiling (compute, memory, latency or capacity), the % its best variant reaches and,
     below 80%, the reason its workload gives (``ceiling_note``). Exit 2 where the run has no summary,
     neither or both of RUN_DIR and --stored are given, or a pair's workload names an unknown link."""
-    from aisp.peak.measure import load_peaks
     from aisp.report import ceilings
 
     if (run_dir is None) == (stored is None):
@@ -97,10 +96,7 @@ def ceilings_report(run_dir: Annotated[Path | None, typer.Argument(
             raise _fail(f"error: no pair found to project for {stored}.", 2)
 
         def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
-            key = result["hardware_key"]
-            if key not in cache:
-                cache[key] = load_peaks(key)
-            return cache[key]
+            return _peaks_of_key(result["hardware_key"], cache)
     else:
         results, title, peaks_of = _run_results(run_dir, current_notes or current_workloads, current_workloads, cache)
     try:
@@ -118,11 +114,19 @@ def ceilings_report(run_dir: Annotated[Path | None, typer.Argument(
                f"cites no profile{failed}), {t['no_ceiling']} without a ceiling, {t['untimed']} not timed in this run")
 
 
+def _peaks_of_key(key: str, cache: dict[str, Any]) -> dict[str, Any] | None:
+    """The measured peaks of hardware ``key``, loaded once into ``cache`` (None where there are none)."""
+    from aisp.peak.measure import load_peaks
+
+    if key not in cache:
+        cache[key] = load_peaks(key)
+    return cache[key]
+
+
 def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, Any]) -> tuple[list[dict[str, Any]], str, Any]:
     """A run's results (with today's notes or workloads), the table's title and the peaks of each pair."""
     from aisp.harness.artifacts import read_json
     from aisp.judge.expectations import gpu_key
-    from aisp.peak.measure import load_peaks
     from aisp.report import ceilings
     from aisp.report.html_report import load_run
 
@@ -133,10 +137,7 @@ def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, A
 
     def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
         """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run)."""
-        key = gpu_key(result, manifest)
-        if key not in cache:
-            cache[key] = load_peaks(key)
-        return cache[key]
+        return _peaks_of_key(gpu_key(result, manifest), cache)
     results = summary.get("results", [])
     if notes:
         from aisp.harness.discovery import repo_root

@@ -255,6 +255,16 @@ def profiled(reason: str) -> bool:
     return any(cite in text for cite in PROFILE_CITES)
 
 
+def declared_workload(pair: Any) -> Any:
+    """The workload a pair's baseline file declares now, or None where the file does not import here."""
+    from aisp.harness.loader import load_benchmark
+
+    try:
+        return load_benchmark(pair.baseline).workload
+    except Exception:  # noqa: BLE001 - any import or construction error: the pair has no current declaration
+        return None
+
+
 def with_current_notes(results: list[dict[str, Any]], root: Path, workloads: bool = False) -> list[dict[str, Any]]:
     """The results with each pair's ``ceiling_note`` as its baseline file under ``root`` says it now,
     instead of as the run stored it: an older run judged with the reasons written since (a pair no
@@ -263,17 +273,13 @@ def with_current_notes(results: list[dict[str, Any]], root: Path, workloads: boo
     are recomputed from today's declarations against the times the run measured."""
     from aisp.harness.discovery import all_pairs
     from aisp.harness.execute import workload_dict
-    from aisp.harness.loader import load_benchmark
 
     pairs = {pair.target: pair for pair in all_pairs(root)}  # the folders read once, not once a result
     updated = []
     for result in results:
         pair = pairs.get(result["target"])
-        try:
-            workload = None if pair is None else load_benchmark(pair.baseline).workload
-        except Exception:  # noqa: BLE001 - a pair whose file does not import here keeps its stored note
-            workload = None
-        if workload is None:
+        workload = None if pair is None else declared_workload(pair)
+        if workload is None:  # a pair no longer found, or whose file does not import here, keeps its stored note
             updated.append(result)
         elif workloads:
             updated.append({**result, "workload": workload_dict(workload)})

@@ -50,13 +50,12 @@ def stored_results(root: Path, key: str) -> list[dict[str, Any]]:
     the N-GPU ones). A pair whose file does not import here is left out."""
     from aisp.harness.discovery import all_pairs
     from aisp.harness.execute import workload_dict
-    from aisp.harness.loader import load_benchmark
+    from aisp.report.ceilings import declared_workload
 
     results = []
     for pair in all_pairs(root):
-        try:
-            workload = load_benchmark(pair.baseline).workload
-        except Exception:  # noqa: BLE001 - a pair that cannot load here has nothing to project
+        workload = declared_workload(pair)
+        if workload is None:  # a pair that cannot load here has nothing to project
             continue
         gpus = workload.requires.world_size
         pair_key = key if gpus <= 1 else f"{gpus}x_{key}"
