@@ -1,7 +1,7 @@
 """Shared by the chapter tests of memory-headline pairs (their declared ``resident_bytes``): a variant
 set up and run on the meta device (the real sizes, no memory, no arithmetic), the bytes a set of
 tensors holds, and the peak bytes measured for a pair, stored (the chapter's H200 expectations) or in
-the whole-book run of 2026-11-28 where this machine has it."""
+the whole-book H200 run committed under books/."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from aisp.harness.names import PEAK_METHOD
 from aisp.harness.verify import tensor_attributes
 from aisp.report.ceilings import ceiling
 
-BOOK_RUN = Path("/work/runs/bookmerged_20261128/summary.json")
-"""The whole-book run whose peaks the chapter READMEs' capacity figures are projected from."""
+BOOK_RUN = Path(__file__).resolve().parents[1] / "books" / "h200_20261129" / "summary.json"
+"""The whole-book H200 run (one GPU, 2026-11-29; its multi-GPU pairs skipped) whose peaks the chapter
+READMEs' capacity figures are judged against."""
 
 
 def set_up_on_meta(bench: aisp.Benchmark) -> aisp.Benchmark:
@@ -49,14 +50,15 @@ def stored_peaks(chapter: Path, pair: str) -> dict[str, int]:
 
 def book_run_memory(target: str, key: str = "peak_bytes") -> dict[str, int] | None:
     """Each variant's ``memory[key]`` in the whole-book run (variants that measured none left out);
-    None where this machine lacks the run or the run lacks the pair."""
+    None where the run lacks the pair or measured no memory for it (a multi-GPU pair on one GPU)."""
     if not BOOK_RUN.exists():
         return None
     result = next((r for r in json.loads(BOOK_RUN.read_text())["results"] if r["target"] == target), None)
     if result is None:
         return None
-    return {v["name"]: int(v["memory"][key]) for v in [result["baseline"], *result["variants"]]
-            if (v.get("memory") or {}).get(key)}
+    sides = [v for v in [result.get("baseline"), *(result.get("variants") or [])] if v]
+    peaks = {v["name"]: int(v["memory"][key]) for v in sides if (v.get("memory") or {}).get(key)}
+    return peaks or None
 
 
 def setup_held_bytes(bench: aisp.Benchmark) -> int:
