@@ -8,6 +8,7 @@ Optimized (optimized_l2_blocking.py): the same eight passes, one L2-sized chunk 
 of L2 per chunk): a chunk comes from HBM once, the next seven passes hit it in L2, and it is
 written back once: 512 MiB of DRAM traffic. The chunk loop is captured as a CUDA graph in setup,
 so its ~150 small kernels cost ~1.2 us each to launch, not ~6 us.
+Ceiling: L2's, the 4 GiB the passes move at ``aisp peak``'s ``l2_bandwidth`` (``link="l2"``).
 Expect (measured, H200, 2026-11-23): 1.15x [1.14, 1.16] (1.047 -> 0.914 ms); below the 1.3-2x first
 estimated: the baseline already streams at 98% of the HBM copy rate, and L2 is only about twice as
 fast.
@@ -32,8 +33,13 @@ class PassesWorkload(aisp.Workload):
     passes: int = 8
 
 
-WORKLOAD = PassesWorkload(bytes=2.0 * 4 * 64 * 2**20, precision="fp32", requires=aisp.Requirements(cuda=True),
-                          ceiling_note="profiled (ncu, H200): a 15 MiB chunk's pass 8.7 us at L2 75% (5.6 TB/s), DRAM 38% (ncu flushed L2); 144 such nodes a call: L2 binds, not HBM")
+WORKLOAD = PassesWorkload(bytes=8 * 2 * 4.0 * 64 * 2**20, link="l2", precision="fp32",
+                          requires=aisp.Requirements(cuda=True),
+                          ceiling_note="profiled (ncu, H200): a 15 MiB chunk's pass runs 8.7 us at L2 75% (5.6 TB/s); "
+                                       "144 such graph nodes a call, each chunk's first reading x from HBM")
+"""bytes: what L2 carries, each of the 8 passes reading and writing the 256 MiB fp32 tensor (4 GiB),
+held to ``aisp peak``'s ``l2_bandwidth`` (``link="l2"``): the blocked variant's bound. HBM's share is
+x read once and y written once (512 MiB); the baseline, which streams all 4 GiB from HBM, reads low."""
 
 
 def passes(x: torch.Tensor, y: torch.Tensor, count: int) -> None:

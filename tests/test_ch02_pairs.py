@@ -93,3 +93,12 @@ def test_kernels_compile_to_16_byte_loads_and_stores(module: str) -> None:
         pytest.skip("cuobjdump not found")
     sass = load(module).LIBRARY.sass("90")
     assert "LDG.E.128" in sass and "STG.E.128" in sass
+
+
+def test_l2_blocking_declares_the_l2_traffic_of_its_passes() -> None:
+    """Each of the 8 passes reads and writes the 256 MiB fp32 tensor through L2: 4 GiB over link l2
+    (priced at aisp peak's l2_bandwidth), recounted from the workload's own fields."""
+    workload = load("baseline_l2_blocking").WORKLOAD
+    assert workload.bytes == workload.passes * 2 * workload.elements * 4 == 4 * 2**30
+    assert workload.link == "l2" and workload.flops == 0
+    assert workload.ceiling_note.startswith("profiled (ncu, H200):") and len(workload.ceiling_note) < 160

@@ -20,12 +20,12 @@ def peak(
         "--only", help="Measure only these probes (comma-separated, e.g. host_memory,page_cache,first_touch) "
                        "and merge their figures into this machine's cached peaks.")] = None,
 ) -> None:
-    """Measure this machine's ceilings (matmul per dtype, SIMT FFMA and HFMA2 rates, bandwidths, compile
-    time; latency floors of a kernel launch, a graph launch and node, a device-side tail launch and graph launch, a WHILE
-    node's pass, a sync,
-    small copies and a torch op's dispatch; with 2+ GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small
-    all-reduce and all-to-all latency; the host's memory copy and fill, page-cache read and first-touch page-fault rates). Exit 2: an unknown
-    probe in --only, or --only without cached peaks to merge into."""
+    """Measure this machine's ceilings (matmul per dtype, SIMT FFMA and HFMA2 rates, HBM, L2 and
+    host<->device bandwidths, compile time; latency floors of a kernel launch, a graph launch and node,
+    a device-side tail launch and graph launch, a WHILE node's pass, a sync, small copies and a torch
+    op's dispatch; with 2+ GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small
+    all-reduce and all-to-all latency; the host's memory copy and fill, page-cache read and first-touch
+    page-fault rates). Exit 2: an unknown probe in --only, or --only without cached peaks to merge into."""
     from aisp.harness.environment import hardware_key
     from aisp.peak import measure
 

@@ -100,11 +100,12 @@ class Workload:
     declared); a pair of world size N is held to N x one GPU's peak of that link (see ``link``)."""
     link: Link = "hbm"
     """Which link ``bytes`` cross, so the roofline uses its ceiling (from ``aisp peak``): device memory
-    (hbm), pinned host-to-device / device-to-host copies (each GPU has its own PCIe link), GPU-GPU
-    peer copies (``p2p_copy``, one GPU sending to a peer: count each byte once, by its sender; N x for
-    N GPUs, or 1 x for ``nvlink_one_way``: bytes the task sends from one GPU to another), or the
-    host's: its memory (a copy's read and write both counted), page-cache reads, or fresh memory's
-    first-touch page faults; a host link is one host's, shared by its ranks (never N x)."""
+    (hbm), the L2 cache (``l2``: passes over data L2 holds, each pass's read and write counted), pinned
+    host-to-device / device-to-host copies (each GPU has its own PCIe link), GPU-GPU peer copies
+    (``p2p_copy``, one GPU sending to a peer: count each byte once, by its sender; N x for N GPUs, or
+    1 x for ``nvlink_one_way``: bytes the task sends from one GPU to another), or the host's: its
+    memory (a copy's read and write both counted), page-cache reads, or fresh memory's first-touch
+    page faults; a host link is one host's, shared by its ranks (never N x)."""
     latency: LatencyCounts | None = None
     """The latency-bound events one ``run()`` needs; None: not declared. The pair's ceiling is the
     tightest of the compute (``flops``), memory (``bytes`` over ``link``) and latency bounds declared."""

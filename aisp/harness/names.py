@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Link = Literal["hbm", "h2d", "d2h", "nvlink", "nvlink_one_way", "host_memory", "page_cache", "page_faults"]
+Link = Literal["hbm", "l2", "h2d", "d2h", "nvlink", "nvlink_one_way", "host_memory", "page_cache", "page_faults"]
 LINKS: tuple[str, ...] = get_args(Link)
 """The values of ``Workload.link``: each is priced by a figure of ``aisp peak``."""
 Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact", "fp32_simt", "fp16_simt"]

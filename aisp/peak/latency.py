@@ -20,7 +20,7 @@ import torch
 from aisp.harness.timing import gc_disabled, synchronize
 from aisp.kits.collectives import size_label
 from aisp.peak.allreduce import sweep
-from aisp.peak.probes import ProbeSkipped, require_gpu
+from aisp.peak.probes import ProbeSkipped, captured_graph, require_gpu
 
 SMALL_COPY_BYTES = 8
 """Size of the small copies: one 8-byte scalar, a flag or a token id moved between host and GPU."""
@@ -81,20 +81,7 @@ def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict
     node its kernel's own time."""
     require_gpu(device, "kernel launch latency")
 
-    def capture(nodes: int) -> torch.cuda.CUDAGraph:
-        with torch.cuda.device(device):
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                _empty_kernel()  # warm the kernel outside the capture
-            torch.cuda.current_stream(device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(nodes):
-                    _empty_kernel()
-        return graph
-
-    one, many = capture(1), capture(kernels)
+    one, many = captured_graph(device, _empty_kernel, 1), captured_graph(device, _empty_kernel, kernels)
     how = f"median of {repeats} windows"
     with torch.cuda.device(device):
         return {

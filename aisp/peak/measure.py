@@ -22,7 +22,7 @@ import torch
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import repo_root
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak import device_launch, graph_while, host, latency, probes, simt
+from aisp.peak import device_launch, graph_while, host, l2, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
 __all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
@@ -85,7 +85,8 @@ Probe = tuple[str, str, Callable[[], Any]]
 
 
 def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
-    """Every probe, in the order they run: rates (matmul, SIMT FMA) and bandwidths, then the latency floors."""
+    """Every probe, in the order they run: rates (matmul, SIMT FMA) and bandwidths (HBM, L2, ...), then the
+    latency floors."""
     listed: list[Probe] = []
     for dtype, reason in probes.matmul_dtypes(device).items():
         call = partial(probes.matmul, dtype, cfg, device)
@@ -93,6 +94,7 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
     listed += [("measurements", name, partial(simt.fma_rate, name, cfg, device)) for name in simt.FMAS]
     calls, repeats = cfg.latency_calls, cfg.repeats
     listed += [("measurements", "memory_copy", partial(probes.memory_copy, cfg, device)),
+               ("measurements", "l2_bandwidth", partial(l2.l2_bandwidth, cfg, device)),
                ("measurements", "transfers", partial(probes.transfers, cfg, device)),
                ("measurements", "host_memory", partial(host.memory, cfg)),
                ("measurements", "page_cache", partial(host.page_cache, cfg)),

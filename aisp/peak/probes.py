@@ -1,7 +1,7 @@
 """Probes of one machine's ceilings: matmul rate per dtype, memory and transfer bandwidth,
 GPU-to-GPU copy bandwidth and NCCL all-reduce bus bandwidth (2+ GPUs), torch.compile time (the
 latency ceilings are in :mod:`aisp.peak.latency`, the host's memory, page-cache and first-touch rates
-in :mod:`aisp.peak.host`). Each probe returns named measurements or raises
+in :mod:`aisp.peak.host`, the L2 cache's bandwidth in :mod:`aisp.peak.l2`). Each probe returns named measurements or raises
 :class:`ProbeSkipped` with the reason it does not apply here.
 
 Inputs are always fresh random data: zeros let the tensor cores and the memory system run faster
@@ -59,9 +59,12 @@ class PeakConfig:
     matmul_iters: int = 5
     """Matmuls per timed sample."""
     repeats: int = 10
-    """Timed samples per figure; the figure is their median."""
+    """Timed samples per figure; the figure is their median (the L2 probe's: their best)."""
     copy_bytes: int = 1 * GIB
     """Buffer size of the device memory copy (read and write are both counted) and GPU<->GPU copies."""
+    l2_passes: int = 256
+    """In-place passes over a quarter of L2 in the L2 probe's CUDA graph (:mod:`aisp.peak.l2`): ~1 ms a
+    replay on an H200, far above its launch."""
     transfer_bytes: int = 256 << 20
     """Buffer size of the host<->device copies."""
     host_bytes: int | None = None
@@ -83,7 +86,7 @@ class PeakConfig:
 
 
 FULL = PeakConfig()
-QUICK = PeakConfig(matmul_n=4096, cpu_matmul_n=1024, matmul_iters=2, repeats=3, copy_bytes=256 << 20,
+QUICK = PeakConfig(matmul_n=4096, cpu_matmul_n=1024, matmul_iters=2, repeats=3, copy_bytes=256 << 20, l2_passes=64,
                    transfer_bytes=64 << 20, host_bytes=256 << 20, first_touch_bytes=128 << 20, launch_kernels=200,
                    latency_calls=200, allreduce_max_bytes=64 << 20, compile=False)
 
@@ -92,13 +95,34 @@ def measurement(value: float, unit: str, detail: str) -> dict[str, Any]:
     return {"value": value, "unit": unit, "detail": detail}
 
 
-def median_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2) -> float:
-    """Median over ``repeats`` of one call's time (ms): CUDA events on a GPU, host clock on a CPU."""
+def timed_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2) -> list[float]:
+    """``repeats`` times of one call (ms) after ``warmup`` calls: CUDA events on a GPU, host clock on a CPU."""
     for _ in range(warmup):
         fn()
     synchronize(device)
     with gc_disabled():
-        return statistics.median(time_call(fn, device).ms for _ in range(repeats))
+        return [time_call(fn, device).ms for _ in range(repeats)]
+
+
+def median_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2) -> float:
+    """Median over ``repeats`` of one call's time (ms), from :func:`timed_ms`."""
+    return statistics.median(timed_ms(fn, device, repeats, warmup))
+
+
+def captured_graph(device: torch.device, work: Callable[[], Any], count: int) -> torch.cuda.CUDAGraph:
+    """``count`` calls of ``work`` captured in one CUDA graph on ``device``, after one call on a side
+    stream outside the capture (its kernels warmed, as a capture needs)."""
+    with torch.cuda.device(device):
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            work()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(count):
+                work()
+    return graph
 
 
 @contextmanager

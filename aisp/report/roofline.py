@@ -58,9 +58,9 @@ def peak_compute(peaks: dict[str, Any], precision: str | None) -> tuple[str, flo
     return name, measured[f"matmul_{name}"]["value"]
 
 
-LINK_PEAKS = {"hbm": "memory_copy", "h2d": "h2d_pinned", "d2h": "d2h_pinned", "nvlink": "p2p_copy",
-              "nvlink_one_way": "p2p_copy", "host_memory": "host_memory_copy", "page_cache": "page_cache_read",
-              "page_faults": "first_touch"}
+LINK_PEAKS = {"hbm": "memory_copy", "l2": "l2_bandwidth", "h2d": "h2d_pinned", "d2h": "d2h_pinned",
+              "nvlink": "p2p_copy", "nvlink_one_way": "p2p_copy", "host_memory": "host_memory_copy",
+              "page_cache": "page_cache_read", "page_faults": "first_touch"}
 """Each ``Workload.link`` and the measurement of the peaks file that prices its bytes (aisp.peak)."""
 HOST_LINKS = frozenset({"host_memory", "page_cache", "page_faults"})
 """Links of the host, not of a GPU (:mod:`aisp.peak.host`): the host's memory copy rate (read and write
@@ -74,6 +74,8 @@ class UnknownLink(UnknownName):
 
 # What N GPUs can do at once, per link, for a pair of world size N (one rank per GPU):
 # - hbm: each GPU its own memory, N x memory_copy.
+# - l2: each GPU its own L2 cache, N x l2_bandwidth (in-place passes over a quarter of L2, read and
+#   write counted as memory_copy counts them).
 # - h2d / d2h: each GPU has its own PCIe x16 link to the host, N x the pinned copy rate. Where GPUs
 #   share a PCIe switch's uplink or the host's memory bandwidth they reach less together; aisp peak
 #   times one GPU's copies, so the ceiling is generous there (a pair reads low, never past 100%).
@@ -118,10 +120,11 @@ def times(gpus: int) -> str:
 
 def peak_bandwidth(peaks: dict[str, Any], link: str = "hbm") -> float:
     """Bandwidth ceiling in GB/s of the link a workload's bytes cross: device memory (buffer copy,
-    read and write counted), the pinned host<->device copy path, or one GPU's send rate to a peer
-    over NVLink (the faster direction of the peer copy, measured on hosts with 2+ GPUs), or a host
-    link (:data:`HOST_LINKS`). One device's: see :func:`link_devices` for a pair of several. Raises
-    :class:`UnknownLink` for a link :data:`LINK_PEAKS` lacks, KeyError for a known one not measured."""
+    read and write counted), the L2 cache (in-place passes over data it holds, read and write counted),
+    the pinned host<->device copy path, or one GPU's send rate to a peer over NVLink (the faster
+    direction of the peer copy, measured on hosts with 2+ GPUs), or a host link (:data:`HOST_LINKS`).
+    One device's: see :func:`link_devices` for a pair of several. Raises :class:`UnknownLink` for a
+    link :data:`LINK_PEAKS` lacks, KeyError for a known one not measured."""
     measured = peaks["measurements"]
     if link not in LINK_PEAKS:
         raise UnknownLink(f"unknown link '{link}': the links are {', '.join(LINK_PEAKS)}")
