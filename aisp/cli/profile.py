@@ -1,4 +1,4 @@
-"""``aisp profile``: profile one pair (torch.profiler, ncu, nsys, py-spy) and summarize a trace."""
+"""``aisp profile``: profile one pair (torch.profiler, ncu, nsys, py-spy, CUDA memory history) and summarize a trace."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from aisp.harness.discovery import TargetError
 from aisp.profile.command import CommandError
 from aisp.profile.trace_summary import TraceSummary, summarize_trace
 
-app = typer.Typer(help="Profile a pair or any command (torch.profiler traces, Nsight Compute, Nsight Systems), "
+app = typer.Typer(help="Profile a pair or any command (torch.profiler traces, Nsight Compute, Nsight Systems, "
+                       "py-spy; a pair's CUDA memory history), "
                        "compare a pair's kernels under ncu, summarize traces.", no_args_is_help=True)
 console = Console()
 GPU_ROWS = frozenset({"goodput (kernel time / wall)", "GPU busy", "kernels / launches", "host gaps (count, total)"})
@@ -25,6 +26,7 @@ class ToolName(str, Enum):
     ncu = "ncu"
     nsys = "nsys"
     pyspy = "py-spy"
+    memory = "memory"
 
 
 @app.command("run")
@@ -32,7 +34,8 @@ def run(target: Annotated[str | None, typer.Option("--target", "-t", help="One p
         command: Annotated[list[str] | None, typer.Argument(
             help="Instead of a pair, any command after --: aisp profile run --tool ncu -- python my_script.py",
             show_default=False)] = None,
-        tool: Annotated[ToolName, typer.Option(help="The profiler.")] = ToolName.torch,
+        tool: Annotated[ToolName, typer.Option(help="The profiler; memory: the CUDA caching allocator's history "
+                                               "(a pair only).")] = ToolName.torch,
         output_dir: Annotated[Path | None, typer.Option(help="Default: artifacts/<time>/<pair>/profiles.")] = None,
         iterations: Annotated[int, typer.Option(min=1, help="Profiled run() calls per variant.")] = 3,
         warmup: Annotated[int, typer.Option(min=0, help="Untraced run() calls before profiling.")] = 3,
@@ -40,8 +43,8 @@ def run(target: Annotated[str | None, typer.Option("--target", "-t", help="One p
                                                "ranks of a multi-rank pair, may take.")] = 600.0,
         ) -> None:
     """Profile every variant of one pair (-t) or one command (after --) and print the summaries.
-    Exit 2 for an unknown target, both or neither of -t and a command, or a non-Python command
-    under --tool torch."""
+    Exit 2 for an unknown target, both or neither of -t and a command, a non-Python command
+    under --tool torch, or a command under --tool memory."""
     if (target is None) == (not command):
         raise _usage("name one pair with -t, or one command after --, not both")
     from aisp.profile.command import profile_any
@@ -127,6 +130,9 @@ def _print_result(result: dict[str, Any]) -> None:
     elif result["tool"] == "py-spy":
         for name, data in done.items():
             console.print(_host_table(name, data))
+    elif result["tool"] == "memory":
+        for name, data in done.items():
+            console.print(_memory_table(name, data))
     elif result["tool"] == "ncu":
         for name, data in done.items():
             console.print(_ncu_table(name, data["kernels"]))
@@ -145,6 +151,20 @@ def _host_table(name: str, data: dict[str, Any]) -> Table:
         table.add_row(frame, _pct(share))
     for process, share in data["processes"]:
         table.add_row(f"[dim]{process}[/dim]", _pct(share))
+    return table
+
+
+def _memory_table(name: str, data: dict[str, Any]) -> Table:
+    """One variant's allocations live at its peak, grouped by the line in the repository that made
+    them, with their share of the peak."""
+    from aisp.profile.memory import format_bytes
+
+    peak = data["peak_bytes"]
+    title = f"{name}: live at the peak {format_bytes(peak)} ({format_bytes(data['start_bytes'])} at the start)"
+    table = Table("where (first frame in the repository)", "bytes", "allocations", "share", title=title)
+    for row in data["at_peak"]:
+        table.add_row(row["where"], format_bytes(row["bytes"]), f"{row['count']:,}",
+                      _pct(row["bytes"] / peak if peak else None))
     return table
 
 

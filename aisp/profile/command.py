@@ -18,6 +18,7 @@ from aisp.profile.ncu import run_ncu_command
 from aisp.profile.nsight import failure, run_logged, run_nsys_command
 
 TORCH_USAGE = "--tool torch profiles a Python program: -- python my_script.py [args] (or python -m module)"
+MEMORY_USAGE = "--tool memory profiles the variants of a pair (-t ch13:memory_profiling), not a command"
 
 
 class CommandError(ValueError):
@@ -60,7 +61,9 @@ def profile_any(command: list[str], tool: str, output_dir: Path | None, kernels:
                 timeout_s: float = 240.0) -> dict[str, Any]:
     """Profile ``command`` with ``tool``; writes ``profile_<tool>.json`` and returns what it holds
     (the same shape as a pair's: one entry under ``variants``, named after the command).
-    Raises :class:`CommandError` for a command the tool cannot take."""
+    Raises :class:`CommandError` for a command the tool cannot take (any, for ``memory``)."""
+    if tool == "memory":
+        raise CommandError(MEMORY_USAGE)
     if tool == "torch":
         torch_wrapped(command, Path("check.json"))  # reject a non-Python command before any folder is made
     out_dir = output_dir or new_run_dir(Path("artifacts")) / "command" / "profiles"

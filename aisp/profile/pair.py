@@ -1,4 +1,5 @@
-"""``aisp profile run``: profile every variant of one pair with torch.profiler, ncu, nsys or py-spy."""
+"""``aisp profile run``: profile every variant of one pair with torch.profiler, ncu, nsys, py-spy or the
+CUDA caching allocator's history (memory)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from aisp.harness.runner import PairContext
 from aisp.harness.timing import synchronize
 from aisp.profile.capture import SUMMARY_FILE, capture_torch
 from aisp.profile.host import recording
+from aisp.profile.memory import record_memory
 from aisp.profile.ncu import launch_configs, run_ncu, top_launches
 from aisp.profile.nsight import run_nsys
 from aisp.profile.ranks import launch as launch_ranks
 from aisp.profile.setup import set_up_here
 
-Tool = Literal["torch", "ncu", "nsys", "py-spy"]
+Tool = Literal["torch", "ncu", "nsys", "py-spy", "memory"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class ProfileRequest:
     output_dir: Path | None = None
     """Where the files go; None: ``artifacts/<timestamp>/<chapter>_<name>/profiles``."""
     iterations: int = 3
-    """Steady-state ``run()`` calls profiled per variant (torch)."""
+    """Steady-state ``run()`` calls profiled per variant (torch, py-spy, memory)."""
     warmup: int = 3
     """Untraced ``run()`` calls after setup, before profiling."""
     kernels: int = 5
@@ -55,6 +57,8 @@ def profile_target(req: ProfileRequest) -> dict[str, Any]:
         variants = {name: run_nsys(path, out_dir, req.timeout_s) for name, path in files.items()}
     elif req.tool == "py-spy":
         variants = _sample_host(req, files, out_dir)
+    elif req.tool == "memory":
+        variants = record_memory(files, out_dir, req.iterations, req.warmup)
     else:
         variants = _torch_then_ncu(req, files, out_dir)
     result = {"target": pair.target, "tool": req.tool, "output_dir": str(out_dir), "variants": variants}

@@ -14,10 +14,12 @@ from aisp.harness.timing import synchronize
 
 def set_up_here(files: dict[str, Path], warmup: int,
                 work: Callable[[dict[str, Benchmark]], dict[str, Any]]) -> dict[str, Any]:
-    """``work`` on every variant loaded, set up and warmed in this process, all torn down after; every
-    variant ``{"skipped": reason}`` where the pair cannot run here."""
+    """``work`` on every variant of ``files`` (the baseline first, or one variant) loaded, set up and
+    warmed in this process, all torn down after; every variant ``{"skipped": reason}`` where the pair
+    cannot run here."""
     benches = {name: load_benchmark(path) for name, path in files.items()}
-    reason = unmet_requirements(benches["baseline"].workload.requires, benches["baseline"].device)
+    first = next(iter(benches.values()))  # the baseline, or the one variant set up alone
+    reason = unmet_requirements(first.workload.requires, first.device)
     if reason:
         return {name: {"skipped": reason} for name in files}
     _set_up(benches, warmup)
