@@ -40,9 +40,13 @@ class KernelsWorkload(aisp.Workload):
 
 def _workload() -> KernelsWorkload:
     s = KernelsWorkload()
+    # The longest chain of dependent FMAs is one thread's `iters`: the 16 kernels are independent and
+    # could all run at once (16 x 8 = 128 blocks on 132 SMs), so the chain is one kernel's, not 16's.
     return KernelsWorkload(flops=2.0 * s.kernels * s.blocks * THREADS * s.iters, items=s.kernels,
                            item_unit="kernels", precision="fp32_simt", requires=native.REQUIRES,
-                           ceiling_note="ncu: each kernel is 8 blocks of dependent FMAs (SM 3.1%, wait stalls), 47.7 us; 16 on 8 streams run 2 rounds, ~95 us: 27% at best")
+                           latency=aisp.LatencyCounts(dependent_fmas=s.iters),
+                           ceiling_note="ncu: each kernel is 8 blocks of dependent FMAs (SM 3.1%, wait stalls), 47.7 us; "
+                                        "16 on 8 streams run 2 rounds of it: half one kernel's chain at best")
 
 
 WORKLOAD = _workload()

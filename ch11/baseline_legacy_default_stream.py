@@ -44,8 +44,13 @@ class LegacyWorkload(aisp.Workload):
 
 def _workload() -> LegacyWorkload:
     s = LegacyWorkload()
+    # The longest chain of kernels that run one after another is one job's `steps`: legacy_run launches
+    # job j's kernel i after its kernel i - 1 on the job's stream, which every variant keeps (only the
+    # streams' synchronization with each other changes), while the 3 jobs may overlap. Each kernel's
+    # thread runs `iters` dependent FMAs, so the longest chain of them is steps x iters.
     return LegacyWorkload(flops=2.0 * JOBS * s.steps * s.blocks * THREADS * s.iters, items=JOBS * s.steps,
                           item_unit="kernels", precision="fp32_simt", requires=native.REQUIRES,
+                          latency=aisp.LatencyCounts(dependent_fmas=s.steps * s.iters),
                           ceiling_note="profiled (torch profiler, H200): 96 fma_chain kernels of 23.8 us (8 blocks each), "
                                        "2.46 at a time: GPU busy 91% of a 0.93 ms window")
 

@@ -50,8 +50,12 @@ def _workload() -> PriorityWorkload:
     s = PriorityWorkload()
     bulk_bytes = 2.0 * s.bulk_passes * s.bulk_mib * 2**20
     chain_flops = 2.0 * s.chain_steps * s.chain_blocks * THREADS * s.chain_iters
+    # The longest chain of dependent FMAs is the chain job's: each of its `chain_steps` kernels reads the
+    # one before's output (chain(): src -> dst), so an element's value goes through every kernel's
+    # `chain_iters` dependent FMAs in turn: chain_steps x chain_iters. The bulk passes run beside it.
     return PriorityWorkload(bytes=bulk_bytes, flops=chain_flops + bulk_bytes / 8, precision="fp32",
                             requires=native.REQUIRES,
+                            latency=aisp.LatencyCounts(dependent_fmas=s.chain_steps * s.chain_iters),
                             ceiling_note="profiled (torch profiler, H200): the chain's 64 fma_chain kernels of 39.5 us "
                                          "(2.53 ms) outlast the bulk's 12 passes of 127 us (1.53 ms, HBM at 4.2 TB/s)")
 

@@ -104,3 +104,34 @@ def test_native_variants_differ_only_in_mode() -> None:
     assert modes == {0, 1, 2}
     assert {load(m).get_benchmark().mode for m in ("baseline_stream_ordered_allocator",
                                                    "optimized_stream_ordered_allocator")} == {0, 1}
+
+
+H200_SMS = 132
+
+
+def test_dependent_fmas_are_the_longest_chain_of_kernels_times_their_fmas() -> None:
+    """Recounted from each workload's fields: concurrent_kernels' 16 independent kernels fit the GPU at
+    once (one block an SM), so its chain is one kernel's; a legacy_default_stream job's kernels run in
+    its stream's order, the 3 jobs side by side; stream_priority's chain kernels each read the one
+    before's output. Each kernel's thread runs its ``iters`` dependent FMAs."""
+    kernels = load("baseline_concurrent_kernels").WORKLOAD
+    assert kernels.kernels * kernels.blocks <= H200_SMS
+    assert kernels.latency.dependent_fmas == kernels.iters == 20_000
+    legacy = load("baseline_legacy_default_stream").WORKLOAD
+    assert legacy.latency.dependent_fmas == legacy.steps * legacy.iters == 32 * 10_000
+    priority = load("baseline_stream_priority").WORKLOAD
+    assert priority.latency.dependent_fmas == priority.chain_steps * priority.chain_iters == 64 * 15_000
+    for w in (kernels, legacy, priority):
+        assert w.flops > 0  # the FLOPs stay declared: the ceiling is the tightest bound
+
+
+def test_each_chain_kernel_reads_the_one_befores_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stream_priority's chain is one dependent chain: kernel i's input is kernel i - 1's output."""
+    mod = load("baseline_stream_priority")
+    launched: list[tuple[torch.Tensor, torch.Tensor]] = []
+    monkeypatch.setattr(mod, "small_kernel", lambda lib, src, dst, iters, stream: launched.append((src, dst)))
+    bench = mod.get_benchmark()
+    bench.lib, bench.h0, bench.chain_bufs = None, torch.zeros(4), [torch.zeros(4), torch.zeros(4)]
+    bench.chain(None)
+    assert len(launched) == mod.WORKLOAD.chain_steps and launched[0][0] is bench.h0
+    assert all(src is before_dst for (_, before_dst), (src, _) in zip(launched, launched[1:], strict=False))

@@ -81,6 +81,9 @@ class LatencyCounts:
     """Small all-to-alls across the GPUs (``alltoall_latency``, 8 bytes, back to back)."""
     while_iterations: int = 0
     """Passes of a WHILE graph node, each with its body (``graph_while_iteration``: a one-kernel body)."""
+    dependent_fmas: int = 0
+    """The longest chain of fp32 FMAs that must run one after another, each on the last's result
+    (``fma_dependent``: one FFMA's latency), however many such chains run side by side."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 ``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail: rates and
 bandwidths, the host's among them), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
-all-reduce and op dispatch floors; absent from files written before it existed, which still load),
+all-reduce, op dispatch and dependent-FMA floors; absent from files written before it existed, which still load),
 ``skipped`` (probe -> reason), ``errors`` (probe -> message) and ``provenance`` (date, GPU, driver,
 versions, commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.
 """
@@ -22,7 +22,7 @@ import torch
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import repo_root
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key, manifest
-from aisp.peak import device_launch, graph_while, host, l2, latency, probes, simt
+from aisp.peak import device_launch, fma_latency, graph_while, host, l2, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
 __all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
@@ -109,7 +109,8 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
                ("latency", "alltoall_latency", partial(latency.alltoall, device, calls, repeats)),
                ("latency", "dispatch", partial(latency.dispatch, calls, repeats)),
                ("latency", "device_launch", partial(device_launch.device_launches, device, calls, repeats)),
-               ("latency", "graph_while", partial(graph_while.while_pass, device, calls, repeats))]
+               ("latency", "graph_while", partial(graph_while.while_pass, device, calls, repeats)),
+               ("latency", "fma_dependent", partial(fma_latency.fma_dependent, device, repeats))]
     return listed
 
 

@@ -49,7 +49,8 @@ COUNT_FLOORS = {"launches": ("launch_eager",), "graph_launches": ("launch_graph"
                 "copies": ("copy_h2d_small", "copy_d2h_small"), "device_copies": ("copy_d2d_small",),
                 "messages": ("allreduce_latency",), "dispatches": ("dispatch_torch_op",),
                 "device_launches": ("launch_device_tail",), "device_graph_launches": ("launch_device_graph",),
-                "all_to_alls": ("alltoall_latency",), "while_iterations": ("graph_while_iteration",)}
+                "all_to_alls": ("alltoall_latency",), "while_iterations": ("graph_while_iteration",),
+                "dependent_fmas": ("fma_dependent",)}
 """Each latency count and the floor(s) it is priced at (the slower where two are named)."""
 
 
@@ -82,15 +83,29 @@ def latency_seconds(counts: dict[str, Any], peaks: dict[str, Any]) -> tuple[floa
             raise MissingPeak(f"the peaks hold no {missing} latency floor; re-run 'aisp peak --refresh'")
         floor = max(f for f in floors if f is not None)
         total += count * floor * 1e-6
-        parts.append(f"{count:g} {name} x {floor:.2f} us")
+        parts.append(f"{count:g} {name} x {floor:.2f} us" if floor >= 0.1 else f"{count:g} {name} x {floor:.3g} us")
     return total, " + ".join(parts)
+
+
+def unpriced(counts: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
+    """The declared latency counts whose floor the peaks lack (a file measured before the floor existed)."""
+    return [name for name, count in counts.items()
+            if count and any(latency_figure(peaks, f) is None for f in COUNT_FLOORS[name])]
+
+
+def unpriced_reason(names: list[str]) -> str:
+    """What a row says of the counts its ceiling leaves out: which, and the floors to measure."""
+    floors = ", ".join(f for name in names for f in COUNT_FLOORS[name])
+    return f"ceiling without its {', '.join(names)}: the peaks hold no {floors} floor (aisp peak measures it)"
 
 
 def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
     """Every bound the workload declares, its FLOPs and bytes at ``gpus`` x one GPU's peaks (the
     pair's world size, :func:`gpus_at_once`; bytes over a host link at the host's, :func:`link_devices`).
     Raises :class:`MissingPeak` where a ceiling is missing, :class:`~aisp.report.roofline.UnknownLink` or
-    :class:`~aisp.report.roofline.UnknownPrecision` for a link or a precision no peak prices."""
+    :class:`~aisp.report.roofline.UnknownPrecision` for a link or a precision no peak prices. A latency
+    count whose floor is missing (:func:`unpriced`) is left out where FLOPs or bytes still bound the run,
+    which keeps the ceiling it had before it declared the count; with no such bound, :class:`MissingPeak`."""
     found, gpus = [], gpus_at_once(workload, peaks)
     try:
         if float(workload.get("flops") or 0) > 0:
@@ -107,6 +122,8 @@ def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
     except KeyError as exc:
         raise MissingPeak(exc.args[0]) from exc
     counts = workload.get("latency") or {}
+    if found:
+        counts = {name: count for name, count in counts.items() if name not in unpriced(counts, peaks)}
     if any(counts.values()):
         seconds, how = latency_seconds(counts, peaks)
         found.append(Bound("latency", seconds, seconds * 1e6, "us per run", how))
@@ -115,8 +132,9 @@ def bounds(workload: dict[str, Any], peaks: dict[str, Any]) -> list[Bound]:
 
 def ceiling(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, Any]) -> dict[str, Any] | None:
     """``{kind, value, unit, percent, time_ms, detail}`` of one timed variant (plus ``items_per_s``
-    and ``item_unit`` where the workload counts items); None when the workload declares no bound or
-    the variant has no timing. Raises :class:`MissingPeak` where a needed peak is missing."""
+    and ``item_unit`` where the workload counts items, ``unpriced``: the latency counts left out for want
+    of their floor, see :func:`bounds`); None when the workload declares no bound or the variant has no
+    timing. Raises :class:`MissingPeak` where a needed peak is missing."""
     summary = variant.get("summary") or {}
     counted = (variant.get("memory") or {}).get("peak_method") == PEAK_METHOD
     if workload.get("headline") == "memory" and float(workload.get("resident_bytes") or 0) > 0 and counted:
@@ -130,6 +148,8 @@ def ceiling(variant: dict[str, Any], workload: dict[str, Any], peaks: dict[str, 
               "detail": tight.detail}
     if float(workload.get("items") or 0) > 0:
         result |= {"items_per_s": workload["items"] / tight.seconds, "item_unit": workload.get("item_unit", "items")}
+    if left_out := unpriced(workload.get("latency") or {}, peaks):
+        result["unpriced"] = left_out
     return result
 
 
@@ -214,6 +234,8 @@ def rows(results: list[dict[str, Any]],
             continue
         note = (result.get("workload") or {}).get("ceiling_note") or ""
         reason = "" if best["percent"] >= REACHED_PCT else (note or "no reason given (the workload's ceiling_note)")
+        if best.get("unpriced"):
+            reason = "; ".join(filter(None, [reason, unpriced_reason(best["unpriced"])]))
         found.append(Row(result["target"], best["kind"], best["percent"], best_name(result), reason))
     return found
 
