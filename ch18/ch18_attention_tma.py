@@ -101,9 +101,12 @@ def _program_tile(n_heads, n_blocks, HEAD_GROUP: tl.constexpr):
 
 @triton.jit
 def _flash_fwd_tma(q_ptr, k_ptr, v_ptr, o_ptr, n_heads, seq, qk_scale, D: tl.constexpr, CAUSAL: tl.constexpr,
-                   KEY_LOOP: tl.constexpr, HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                   KEY_LOOP: tl.constexpr, HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   ONE_LOOP: tl.constexpr = False):
     """One program: O = softmax(Q K^T * scale) V for BLOCK_M queries of one head (``_program_tile``),
-    keys walked by KEY_LOOP (``_key_tiles`` or a function of its arguments)."""
+    keys walked by KEY_LOOP (``_key_tiles`` or a function of its arguments): once for the keys before
+    the causal diagonal block and once for that block, or with ``ONE_LOOP`` once for all (its DIAGONAL
+    then says whether some tiles need the causal mask)."""
     head, start_m = _program_tile(n_heads, seq // BLOCK_M, HEAD_GROUP)
     rows = n_heads * seq
     head_row = head * seq
@@ -115,8 +118,12 @@ def _flash_fwd_tma(q_ptr, k_ptr, v_ptr, o_ptr, n_heads, seq, qk_scale, D: tl.con
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
     hi = start_m * BLOCK_M if CAUSAL else seq
-    acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, hi, qk_scale, BLOCK_N, False)
-    if CAUSAL:
+    if ONE_LOOP:
+        end = hi + BLOCK_M if CAUSAL else hi
+        acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, end, qk_scale, BLOCK_N, CAUSAL)
+    else:
+        acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, hi, qk_scale, BLOCK_N, False)
+    if CAUSAL and not ONE_LOOP:
         acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, hi, hi + BLOCK_M, qk_scale,
                                  BLOCK_N, True)
     out = acc / l_i[:, None]
@@ -142,6 +149,8 @@ class KeyLoop:
     """The key loop (``_key_tiles``' arguments and results)."""
     tuned: triton.runtime.Autotuner
     """``_flash_fwd_tma`` autotuned over the variant's configs (keyed by shape, causal and head group)."""
+    one_loop: bool = False
+    """Whether ``tiles`` walks all keys in one call, the causal diagonal block included (``ONE_LOOP``)."""
 
 
 TMA = KeyLoop("flash_attention_tma", _key_tiles, _flash_tma_tuned)
@@ -176,11 +185,12 @@ def launch(loop: KeyLoop, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cau
             raise ValueError(f"{loop.name}: seq {seq} is not a multiple of 128")
         grid = lambda meta: (n_heads * (seq // meta["BLOCK_M"]),)  # noqa: E731
         loop.tuned[grid](q, k, v, out, n_heads, seq, qk_scale, D=dim, CAUSAL=causal, KEY_LOOP=loop.tiles,
-                         HEAD_GROUP=group)
+                         HEAD_GROUP=group, ONE_LOOP=loop.one_loop)
         return out
     bm, bn = blocks or (32, 16)
     if seq % bm or bm % bn:
         raise ValueError(f"{loop.name}: blocks {bm}, {bn} do not tile seq {seq}")
     _flash_fwd_tma[(n_heads * (seq // bm),)](q, k, v, out, n_heads, seq, qk_scale, D=dim, CAUSAL=causal,
-                                             KEY_LOOP=loop.tiles, HEAD_GROUP=group, BLOCK_M=bm, BLOCK_N=bn)
+                                             KEY_LOOP=loop.tiles, HEAD_GROUP=group, BLOCK_M=bm, BLOCK_N=bn,
+                                             ONE_LOOP=loop.one_loop)
     return out

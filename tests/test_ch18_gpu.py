@@ -6,6 +6,7 @@ MLA latent kernel matches the two-bmm attention and is timed beside it (printed)
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 import time
@@ -125,18 +126,23 @@ def test_tma_flash_kernel_matches_sdpa_and_prints_what_its_changes_buy() -> None
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 
-def test_pipelined_flash_kernel_matches_sdpa_and_prints_its_time_beside_tma() -> None:
-    """The pipelined key loop against SDPA (causal, and non-causal on a short last head group);
-    printed: its time and ``_tma``'s on the same inputs, and the tuned configs."""
-    from ch18_attention_pipelined import _flash_pipelined_tuned, flash_attention_pipelined
+@pytest.mark.parametrize(("module", "function", "tuned"),
+                         [("ch18_attention_pipelined", "flash_attention_pipelined", "_flash_pipelined_tuned"),
+                          ("ch18_attention_ws", "flash_attention_ws", "_flash_ws_tuned")], ids=["pipelined", "ws"])
+def test_key_loop_variant_matches_sdpa_and_prints_its_time_beside_tma(module: str, function: str, tuned: str) -> None:
+    """Another key loop of the TMA kernel (pipelined, warp-specialized) against SDPA (causal, and
+    non-causal on a short last head group); printed: its time and ``_tma``'s on the same inputs, and
+    the tuned configs."""
     from ch18_attention_tma import _flash_tma_tuned, flash_attention_tma
+    variant = importlib.import_module(module)
+    attention = getattr(variant, function)
     q, k, v = _flash_inputs()
-    tuning_s = _matches_sdpa(flash_attention_pipelined, q, k, v)
+    tuning_s = _matches_sdpa(attention, q, k, v)
     flash_attention_tma(q, k, v, causal=True)  # tuned before its timing
-    times = {"pipelined": timed_ms(lambda: flash_attention_pipelined(q, k, v, causal=True)),
+    times = {function: timed_ms(lambda: attention(q, k, v, causal=True)),
              "tma": timed_ms(lambda: flash_attention_tma(q, k, v, causal=True))}
     print({n: f"{t:.3f} ms, {FLASH_FLOPS / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
-          f"pipelined {_flash_pipelined_tuned.best_config}, tma {_flash_tma_tuned.best_config}, "
+          f"{function} {getattr(variant, tuned).best_config}, tma {_flash_tma_tuned.best_config}, "
           f"first call {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
