@@ -57,13 +57,17 @@ def ep_workload(requires: aisp.Requirements | None = None, **kw: object) -> Expe
     # own share differs by a few % (at 2 ranks, sd ~11 of 256 tokens a rank). Summed over the ranks and
     # counted once by the sender: 2 x 2 x 256 x 8 KiB = 8 MiB at 2 x 392.4 GB/s, ~11 us. The padded
     # exchange of the optimized (all of a rank's rows go to every rank) is the design's, not counted.
+    # Latency: the least any design needs is 2 all-to-alls a call (the tokens out with their expert
+    # ids packed beside them, the results back); the pair's variants make 3 (the ids apart). Priced at
+    # aisp peak's alltoall_latency; until a 2-GPU host has measured it the ceiling leaves them out.
     remote = w.world * w.tokens_per_rank * (w.world - 1) / w.world
     nbytes = 2.0 * remote * w.hidden * DTYPES[w.dtype].itemsize
     return ExpertParallelWorkload(
         **kw, items=w.tokens_per_rank * w.world, item_unit="tokens", precision=w.dtype, timeout_s=240,
         bytes=nbytes, link="nvlink", requires=requires or aisp.Requirements(cuda=True, ranks=w.world),
-        ceiling_note="latency-bound at 512 tokens a rank: routing ops and 3 all-to-alls a call; aisp peak's "
-                     "all-to-all floor (alltoall_latency) not yet measured on 2 GPUs")
+        latency=aisp.LatencyCounts(all_to_alls=2),
+        ceiling_note="latency-bound at 512 tokens a rank: routing ops and 3 all-to-alls a call (2 the least); "
+                     "the all-to-all floor is not yet measured on 2 GPUs")
 
 
 def route(x: torch.Tensor, router: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -170,6 +170,20 @@ def test_the_expert_exchange_counts_the_remote_tokens_there_and_back():
     assert ceiling_ms(workload_of("ch13:expert_parallel_multigpu"), synthetic_peaks(2)) == pytest.approx(expected_ms)
 
 
+def test_the_expert_exchange_counts_two_all_to_alls_once_their_floor_is_measured():
+    """expert_parallel declares the 2 all-to-alls any design needs (dispatch, combine): left out while the
+    peaks lack alltoall_latency (the NVLink bytes above bound it), then 2 x the floor, the tighter here."""
+    workload = workload_of("ch13:expert_parallel_multigpu")
+    assert workload["latency"]["all_to_alls"] == 2
+    peaks = synthetic_peaks(2)
+    without = ceiling({"summary": {"median": 1.0}}, workload, peaks)
+    assert without["kind"] == "memory" and without["unpriced"] == ["all_to_alls"]
+    peaks["latency"]["alltoall_latency"] = {"value": 20.0}
+    priced = ceiling({"summary": {"median": 1.0}}, workload, peaks)
+    assert priced["kind"] == "latency" and priced["time_ms"] == pytest.approx(2 * 20.0e-3)
+    assert "unpriced" not in priced
+
+
 # --- Capacity ceilings, session 43 (cap43b): ch04:pipeline_parallel_multigpu, ch15:paged_kv_cache. The
 # declarations are recomputed in tests/test_ch04_pairs.py and tests/test_ch15_pairs.py; here each is
 # held below what both variants' peaks measured in the committed whole-book H200 run (books/).
