@@ -188,6 +188,20 @@ def test_rows_use_the_stored_ceiling_without_peaks() -> None:
     assert rows([stored], None)[0].percent == pytest.approx(stored["ceiling"]["percent"])
 
 
+def test_a_stored_ceiling_never_stands_in_for_one_the_peaks_cannot_price() -> None:
+    """A run judged against today's declarations (--current-workloads): its pair stored an HBM ceiling,
+    and now names a link these peaks lack. The row is "none" with the missing peak, not the stored %;
+    the run's own result is left as it was."""
+    stored = add_ceiling(_result(bytes=4e9), PEAKS)
+    assert stored["ceiling"]["kind"] == "memory"
+    now = {**stored, "workload": {**stored["workload"], "link": "l2"}}
+    out = add_ceiling(now, PEAKS)
+    assert "ceiling" not in out and "l2_bandwidth" in out["no_ceiling"]
+    assert all("ceiling" not in var for var in [out["baseline"], *out["variants"]])
+    assert [(r.kind, r.percent) for r in rows([now], PEAKS)] == [("none", None)]
+    assert stored["ceiling"]["kind"] == "memory" and "ceiling" in stored["variants"][0]
+
+
 def test_cli_report_ceilings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AISP_PEAK_DIR", str(tmp_path / "peaks"))
     atomic_write_json(tmp_path / "peaks" / "peak_cpu.json", PEAKS)

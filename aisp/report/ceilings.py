@@ -175,9 +175,14 @@ def add_ceiling(result: dict[str, Any], peaks: dict[str, Any] | None) -> dict[st
         return result
     if not peaks:
         return {**result, "no_ceiling": "no measured peaks for this machine; run 'aisp peak'"}
+    # Recomputed from scratch: a ceiling the run stored (older peaks or declarations) must not stand in
+    # for one these peaks cannot price.
+    result = {k: v for k, v in result.items() if k != "ceiling"}
+    sides = [{k: v for k, v in var.items() if k != "ceiling"} for var in [result["baseline"], *result["variants"]]]
+    result["baseline"], result["variants"] = sides[0], sides[1:]
     notes = list(result.get("notes", []))
     try:
-        for var in [result["baseline"], *result["variants"]]:
+        for var in sides:
             found = ceiling(var, result["workload"], peaks)
             if found is not None:
                 var["ceiling"] = found
