@@ -13,7 +13,7 @@ Same persistent walk over the same table of 128-row blocks, same descriptors and
   ``_tma`` gets from ``flatten=True``); the consumers (``setmaxnreg.inc`` to 232) each own 64 rows
   of the 128 x BN accumulator (wgmma m64nBN), and mbarriers between the groups replace the
   block-wide wait for each copy. Each consumer still waits for its own wgmma (``wgmma.wait_group
-  0``) before releasing the stage; the two consumers' wgmmas interleave on the tensor cores.
+  0``) before releasing the stage; only the other consumer's wgmma can overlap that wait.
   Marking the tile loop instead gives the same PTX.
 - ``flatten=True`` on the tile loop turns the pass off without a word (4 warps, 255 registers, over
   1 KiB of stack), so the tile loop is not flattened here.
