@@ -73,12 +73,20 @@ def _store_rows(c_ptr, acc, start, end, col, N, BM: tl.constexpr, BN: tl.constex
 
 
 @triton.jit
+def _ab_descriptors(a_ptr, b_ptr, rows, experts, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The A descriptor over all (rows, K) of ``a`` (BM x BK boxes) and the B descriptor over the
+    experts' weights seen as (experts * K, N) (BK x BN boxes)."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[rows, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[experts * K, N], strides=[N, 1], block_shape=[BK, BN])
+    return a_desc, b_desc
+
+
+@triton.jit
 def _grouped_gemm_tma(a_ptr, b_ptr, c_ptr, blk_group, blk_start, blk_end, blocks, programs, rows, experts, N, K,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """C[block rows, BN columns] = A[block rows] @ B[expert] for tiles pid, pid + programs, ... of the
     blocks x N / BN tiles, row block by row block."""
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[rows, K], strides=[K, 1], block_shape=[BM, BK])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[experts * K, N], strides=[N, 1], block_shape=[BK, BN])
+    a_desc, b_desc = _ab_descriptors(a_ptr, b_ptr, rows, experts, N, K, BM, BN, BK)
     tiles_n = N // BN
     for tile in tl.range(tl.program_id(0), blocks * tiles_n, programs, flatten=True):
         mb = tile // tiles_n

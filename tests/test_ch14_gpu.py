@@ -1,6 +1,7 @@
 """Chapter 14's kernels on a GPU against PyTorch, at ragged sizes the pairs do not use, and the
 custom-op pair's graph counts with the real Triton kernels; the TMA grouped GEMM at the pair's size
-beside the pointer kernel, and the split TMA variant beside the TMA one (run with -s to see the times)."""
+beside the pointer kernel, and the split and warp-specialized TMA variants beside the TMA one (run with -s
+to see the times)."""
 
 from __future__ import annotations
 
@@ -53,15 +54,19 @@ def test_grouped_gemm_with_uneven_and_empty_groups() -> None:
 
 
 def grouped_tma_launcher(variant: str, rows: list[int], device: torch.device) -> tuple:
-    """(launch function, its table for ``rows``) of a TMA variant: "tma" or "tma_split"."""
+    """(launch function, its table for ``rows``, its autotune configs) of a TMA variant: "tma",
+    "tma_split" or "tma_ws"."""
     tma = load("ch14_grouped_tma")
     if variant == "tma":
-        return tma.grouped_mm_tma, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device)
+        return tma.grouped_mm_tma, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device), tma.CONFIGS
+    if variant == "tma_ws":
+        ws = load("ch14_grouped_tma_ws")
+        return ws.grouped_mm_tma_ws, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device), ws.CONFIGS
     split = load("ch14_grouped_tma_split")
-    return split.grouped_mm_tma_split, split.split_block_table(rows, tma.BM, device)
+    return split.grouped_mm_tma_split, split.split_block_table(rows, tma.BM, device), tma.CONFIGS
 
 
-@pytest.mark.parametrize("variant", ["tma", "tma_split"])
+@pytest.mark.parametrize("variant", ["tma", "tma_split", "tma_ws"])
 def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups(variant: str) -> None:
     """Every autotune config of a TMA kernel launched on its own, then the autotuned launch: bands
     whose blocks read the next band's rows (dropped by the store), a last band past a's end, and
@@ -71,9 +76,9 @@ def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups(variant: str)
     a, b = randn(sum(rows), 512), randn(len(rows), 512, 512) / 512**0.5
     starts = [sum(rows[:g]) for g in range(len(rows))]
     ref = torch.cat([a[s:s + n] @ b[g] for g, (s, n) in enumerate(zip(starts, rows, strict=True))])
-    launch, table = grouped_tma_launcher(variant, rows, a.device)
+    launch, table, configs = grouped_tma_launcher(variant, rows, a.device)
     tilings = [ptr.Tiling(bm=mod.BM, bn=c.kwargs["BN"], bk=c.kwargs["BK"], warps=c.num_warps, stages=c.num_stages)
-               for c in mod.CONFIGS]
+               for c in configs]
     for tiling in [*tilings, None]:
         out = torch.full((sum(rows), 512), float("nan"), device="cuda", dtype=torch.bfloat16)
         launch(a, b, table, out, 7, tiling)
@@ -103,19 +108,26 @@ def test_grouped_gemm_tma_at_full_size_matches_the_loop_and_prints_both_kernels(
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 
+def loop_tma_and(variant: str) -> tuple[list, list, float]:
+    """The pair's loop, its TMA variant and ``variant`` set up at the pair's size on the GPU and run once
+    each: (benchmarks, outputs, seconds of the last one's first call: its compile and autotune)."""
+    benches = [load(m).get_benchmark() for m in ("baseline_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma", variant)]
+    outs = []
+    for bench in benches:
+        bench.device, bench.seed = torch.device("cuda"), 0
+        bench.setup()
+        start = time.perf_counter()
+        outs.append(guarded_run(bench))
+    return benches, outs, time.perf_counter() - start
+
+
 def test_grouped_gemm_tma_and_tma_split_at_full_size_match_the_loop_and_print_both() -> None:
     """The pair's workload on the GPU: the TMA variant and the split TMA variant (64-row blocks for
     the bands' short tails) each against the torch.mm loop (the harness's comparison); printed:
     both kernels' times, TFLOP/s of the real rows, the multiplied rows' padding and the configs
     their autotuners chose. No assertion on the times."""
     base, split = load("baseline_triton_grouped_gemm"), load("ch14_grouped_tma_split")
-    names = ("baseline_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma", "optimized_triton_grouped_gemm_tma_split")
-    benches = [load(m).get_benchmark() for m in names]
-    outs = []
-    for bench in benches:
-        bench.device, bench.seed = torch.device("cuda"), 0
-        bench.setup()
-        outs.append(guarded_run(bench))
+    benches, outs, _ = loop_tma_and("optimized_triton_grouped_gemm_tma_split")
     compare(outs[0], outs[1], base.WORKLOAD)
     compare(outs[0], outs[2], base.WORKLOAD)
     rows = base.group_rows(base.WORKLOAD)
@@ -124,6 +136,22 @@ def test_grouped_gemm_tma_and_tma_split_at_full_size_match_the_loop_and_print_bo
     print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s, padding {padded[n]:.1%}" for n, t in times.items()},
           f"best tma {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config},"
           f" tma_split {split._grouped_gemm_split_tuned.best_config}")
+
+
+def test_grouped_gemm_tma_and_tma_ws_at_full_size_match_the_loop_and_print_both() -> None:
+    """The pair's workload on the GPU: the TMA variant and the warp-specialized one each against the
+    torch.mm loop (the harness's comparison); printed: both kernels' times and TFLOP/s, the configs
+    their autotuners chose and the warp-specialized kernel's first call (compile + autotune, under
+    60 s as for ``_tma``). No assertion on the kernels' times."""
+    base, ws = load("baseline_triton_grouped_gemm"), load("ch14_grouped_tma_ws")
+    benches, outs, tuning_s = loop_tma_and("optimized_triton_grouped_gemm_tma_ws")
+    compare(outs[0], outs[1], base.WORKLOAD)
+    compare(outs[0], outs[2], base.WORKLOAD)
+    times = {"tma": timed_ms(benches[1].run), "tma_ws": timed_ms(benches[2].run)}
+    print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
+          f"best tma {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config},"
+          f" tma_ws {ws._grouped_gemm_ws_tuned.best_config}, its autotune {tuning_s:.1f} s")
+    assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 
 def test_fp8_quantization_and_gemm() -> None:
