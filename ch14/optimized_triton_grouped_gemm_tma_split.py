@@ -10,7 +10,7 @@ from the table, not measured), so a tenth fewer tensor-core FLOPs. Each tile bra
 block's height into a 128-row or a 64-row path, which costs the flattened tile loop of ``_tma``
 (each tile drains its K pipeline before its epilogue). The table is built once per routing in
 setup, as for ``_tma``; tiles from the same 3-config autotune, run once at the first call (untimed).
-Expect (estimated: 10% less time at ``_tma``'s rate per multiplied row, 18,752 / 20,864 rows).
+Expect: estimated 10% less time at ``_tma``'s rate per multiplied row (18,752 / 20,864 rows).
 Measured (H200, 2026-11-29): no faster. Whole-book run 0.2626 ms against ``_tma``'s 0.2600 (69% and
 70% of the pair's ceiling); the GPU test 0.287 against 0.280 ms (496 and 509 TFLOP/s): the rows saved
 are spent in the unflattened tile loop, each tile draining its K pipeline before its epilogue.
