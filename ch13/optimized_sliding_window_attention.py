@@ -12,6 +12,8 @@ Run: python ch13/optimized_sliding_window_attention.py  |  aisp bench run -t ch1
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from baseline_sliding_window_attention import DenseMaskAttention, in_window, make_qkv
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -28,8 +30,12 @@ class FlexWindowAttention(DenseMaskAttention):
             return in_window(q_idx, kv_idx, w.span)
 
         self.block_mask = create_block_mask(rule, None, None, w.seq, w.seq, device=self.device)
-        self.attend = torch.compile(flex_attention)
+        self.attend = self.flex()
         self.run()
+
+    def flex(self) -> Callable[..., torch.Tensor]:
+        """``flex_attention`` as run() calls it, compiled with the default options."""
+        return torch.compile(flex_attention)
 
     def run(self) -> torch.Tensor:
         return self.attend(self.q, self.k, self.v, block_mask=self.block_mask)

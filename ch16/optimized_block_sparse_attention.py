@@ -16,6 +16,8 @@ Run: python ch16/optimized_block_sparse_attention.py  |  aisp bench run -t ch16:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from baseline_block_sparse_attention import DenseMasked
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -33,8 +35,12 @@ class FlexBlockSparse(DenseMasked):
             return w.visible(q, kv)
 
         self.block_mask = create_block_mask(keep, None, None, w.seq, w.seq, device=self.device)
-        self.attend = compiled_flex if self.device.type == "cuda" else flex_attention
+        self.attend = self.flex()
         self.run()  # compiles the kernel for these shapes (setup, untimed)
+
+    def flex(self) -> Callable[..., torch.Tensor]:
+        """``flex_attention`` as run() calls it: compiled on a GPU, eager on a CPU."""
+        return compiled_flex if self.device.type == "cuda" else flex_attention
 
     def run(self) -> torch.Tensor:
         return self.attend(self.q, self.k, self.v, block_mask=self.block_mask)

@@ -252,3 +252,31 @@ def test_activation_checkpointings_setup_bytes_are_the_weights_snapshot_and_toke
     bench = floor.set_up_on_meta(load(f"{side}_activation_checkpointing").get_benchmark())
     assert floor.setup_held_bytes(bench) == measured[f"{side}_activation_checkpointing"]
     assert floor.held_bytes([*bench.params, *bench.start, bench.idx, bench.targets]) == floor.setup_held_bytes(bench)
+
+
+def test_autotuned_window_variant_computes_as_its_parent_on_a_cpu() -> None:
+    outs = []
+    for module in ("optimized_sliding_window_attention", "optimized_sliding_window_attention_autotuned"):
+        bench = build(module, 0)
+        bench.setup()
+        outs.append(bench.run())
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_autotuned_window_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU: the device is only read. No kernel_options: the window's mask has neither
+    property (the left-edge tile comes first and is empty for the last rows; partial tiles apart)."""
+    from flex_autotune import AUTOTUNE, CompileRecorder, blocks_are_contiguous, rows_guaranteed_safe
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    recorder = CompileRecorder()
+    monkeypatch.setattr(torch, "compile", recorder)
+    bench = load("optimized_sliding_window_attention_autotuned").get_benchmark()
+    for device in ("cuda", "cpu"):
+        bench.device = torch.device(device)
+        bench.flex()
+    assert recorder.calls == [AUTOTUNE, {}]  # on a CPU: the parent's default torch.compile
+    span = load("baseline_sliding_window_attention").WORKLOAD.span
+    rule = load("baseline_sliding_window_attention").in_window
+    mask = create_block_mask(lambda b, h, q, kv: rule(q, kv, span), None, None, 2048, 2048, device="cpu")
+    assert not rows_guaranteed_safe(mask) and not blocks_are_contiguous(mask)

@@ -37,7 +37,7 @@ def pair_modules() -> list[Path]:
     return sorted(CH14.glob("baseline_*.py")) + sorted(CH14.glob("optimized_*.py"))
 
 
-def test_discovery_finds_the_seven_pairs_three_compile_modes_and_four_grouped_gemms() -> None:
+def test_discovery_finds_the_seven_pairs_three_compile_modes_four_grouped_gemms_two_flex() -> None:
     pairs = {p.name: p for p in pairs_in(CH14)}
     assert sorted(pairs) == PAIRS
     modes = sorted(p.stem for p in CH14.glob("optimized_compile_modes_*.py"))
@@ -45,6 +45,8 @@ def test_discovery_finds_the_seven_pairs_three_compile_modes_and_four_grouped_ge
     grouped = sorted(p.stem for p in pairs["triton_grouped_gemm"].optimized)
     assert grouped == ["optimized_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma",
                        "optimized_triton_grouped_gemm_tma_split", "optimized_triton_grouped_gemm_tma_ws"]
+    assert [p.stem for p in pairs["flex_score_mod"].optimized] == ["optimized_flex_score_mod",
+                                                                   "optimized_flex_score_mod_autotuned"]
 
 
 @pytest.mark.parametrize("path", pair_modules(), ids=lambda p: p.stem)
@@ -195,3 +197,39 @@ def test_each_variant_keeps_its_own_graphs_when_set_up_in_turn(monkeypatch: pyte
             seen.append((len(graphs), len(opaque_calls)))
     assert seen[1] == (1, 0) and seen[3] == (0, 0)  # one graph, compiled once, reused by the second setup
     assert seen[0][0] >= 2 and seen[0][1] == seen[2][1] == 2 * w.layers  # before/after the break; compiled + eager
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="Inductor on a CPU needs a C++ compiler")
+def test_autotuned_score_mod_variant_computes_as_its_parent_on_a_cpu() -> None:
+    """On a CPU both compile flex_attention in the default mode, without kernel_options."""
+    outs = []
+    for module in ("optimized_flex_score_mod", "optimized_flex_score_mod_autotuned"):
+        bench = load(module).get_benchmark()
+        bench.device, bench.seed = torch.device("cpu"), 0
+        bench.workload = dataclasses.replace(bench.workload, batch=1, heads=2, seq=256, head_dim=32)
+        bench.setup()
+        outs.append(guarded_run(bench))
+        assert bench.metrics()["compile_s"] > 0
+    assert torch.equal(outs[0][0][1], outs[1][0][1])
+
+
+def test_autotuned_score_mod_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU (torch.compile recorded, the eager kernel run on CPU tensors): max-autotune and
+    the two kernel_options, which hold for the causal mask (and not for a sliding window's)."""
+    from flex_autotune import AUTOTUNE, CompileRecorder, blocks_are_contiguous, rows_guaranteed_safe
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    recorder, passed = CompileRecorder(), []
+    module = load("optimized_flex_score_mod_autotuned")
+    monkeypatch.setattr(torch, "compile", recorder)
+    monkeypatch.setattr(module, "flex_attention", lambda *args, **kwargs: passed.append(kwargs))
+    bench = module.get_benchmark()
+    bench.device = torch.device("cuda")
+    bench.q = bench.k = bench.v = bench.score_mod = bench.block_mask = None
+    bench.compile()
+    assert recorder.calls == [AUTOTUNE]
+    assert passed[0]["kernel_options"] == {"ROWS_GUARANTEED_SAFE": True, "BLOCKS_ARE_CONTIGUOUS": True}
+    causal = create_block_mask(load("optimized_flex_score_mod").causal, None, None, 2048, 2048, device="cpu")
+    assert rows_guaranteed_safe(causal) and blocks_are_contiguous(causal)
+    window = create_block_mask(lambda b, h, q, kv: (kv <= q) & (q - kv < 1024), None, None, 2048, 2048, device="cpu")
+    assert not rows_guaranteed_safe(window) and not blocks_are_contiguous(window)

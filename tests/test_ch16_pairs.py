@@ -227,3 +227,30 @@ def test_pipelined_loop_prepares_the_next_step_before_waiting_for_this_one() -> 
     steps = bench.workload.steps
     assert events[:3] == ["prepare", "prepare", "process"]  # step 1 prepared before step 0's tokens are used
     assert events.count("prepare") == events.count("process") == steps
+
+
+def test_autotuned_block_sparse_variant_computes_as_its_parent_on_a_cpu() -> None:
+    outs = []
+    for module in ("optimized_block_sparse_attention", "optimized_block_sparse_attention_autotuned"):
+        bench = build(module, 0)
+        bench.setup()
+        outs.append(bench.run())
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_autotuned_block_sparse_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU: the device is only read. On a CPU eager flex_attention, as the parent; no
+    kernel_options, the sink-and-window mask having neither property."""
+    from flex_autotune import AUTOTUNE, CompileRecorder, blocks_are_contiguous, rows_guaranteed_safe
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    recorder = CompileRecorder()
+    monkeypatch.setattr(torch, "compile", recorder)
+    bench = load("optimized_block_sparse_attention_autotuned").get_benchmark()
+    bench.device = torch.device("cuda")
+    assert bench.flex() is flex_attention and recorder.calls == [AUTOTUNE]
+    bench.device = torch.device("cpu")
+    assert bench.flex() is flex_attention and len(recorder.calls) == 1
+    w = dataclasses.replace(load("baseline_block_sparse_attention").WORKLOAD, seq=2048)
+    mask = create_block_mask(lambda b, h, q, kv: w.visible(q, kv), None, None, w.seq, w.seq, device="cpu")
+    assert not rows_guaranteed_safe(mask) and not blocks_are_contiguous(mask)

@@ -47,7 +47,10 @@ def load(module: str) -> ModuleType:
 
 
 def pair_of(module: str) -> str:
-    return module.split("_", 1)[1].removesuffix("_fold").removesuffix("_graph").removesuffix("_fused").removesuffix("_split")
+    name = module.split("_", 1)[1]
+    for variant in ("_fold", "_graph", "_fused", "_split", "_autotuned"):
+        name = name.removesuffix(variant)
+    return name
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -69,7 +72,8 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = set(variant_modules(CH18))
     expected = {(f"baseline_{p}", f"optimized_{p}") for p in PAIRS}
     expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph"),
-                 ("baseline_flexdecoding", "optimized_flexdecoding_split")}
+                 ("baseline_flexdecoding", "optimized_flexdecoding_split"),
+                 ("baseline_flex_document_mask", "optimized_flex_document_mask_autotuned")}
     assert expected <= found
     assert len(my_variants()) == len(expected)
     assert {("baseline_mla_absorption", o) for o in TRITON_VARIANTS} <= found
@@ -264,3 +268,33 @@ def test_padding_rows_sit_on_the_trash_slot_that_no_live_query_sees() -> None:
     pos = w.positions()
     for t, size in enumerate(w.sizes()):
         assert (pos[t, size:] == w.kv_len() - 1).all() and (pos[t, :size] < w.kv_len() - 1).all()
+
+
+def test_autotuned_document_variant_computes_as_its_parent_on_a_cpu() -> None:
+    outs = []
+    for module in ("optimized_flex_document_mask", "optimized_flex_document_mask_autotuned"):
+        bench = build(module, 0)
+        bench.setup()
+        outs.append(bench.run())
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_autotuned_document_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU: the device is only read. On a CPU eager flex_attention, as the parent; no
+    kernel_options, the document mask having neither property (an edge tile visited first is empty
+    for the next document's rows; partial tiles apart)."""
+    from flex_autotune import AUTOTUNE, CompileRecorder, blocks_are_contiguous, rows_guaranteed_safe
+    from torch.nn.attention.flex_attention import flex_attention
+
+    recorder = CompileRecorder()
+    monkeypatch.setattr(torch, "compile", recorder)
+    bench = load("optimized_flex_document_mask_autotuned").get_benchmark()
+    bench.device = torch.device("cuda")
+    assert bench.flex() is flex_attention and recorder.calls == [AUTOTUNE]
+    bench.device = torch.device("cpu")
+    assert bench.flex() is flex_attention and len(recorder.calls) == 1
+    f = flex()
+    w = dataclasses.replace(load("baseline_flex_document_mask").WORKLOAD, batch=2, seq=2048, median_doc=128, longest=1024)
+    doc = f.document_starts(w.documents(), torch.device("cpu")).cumsum(-1)
+    mask = f.document_block_mask(doc, f.causal_document_mask(doc))
+    assert not rows_guaranteed_safe(mask) and not blocks_are_contiguous(mask)

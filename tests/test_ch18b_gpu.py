@@ -23,7 +23,8 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
-VARIANTS = [("flex_document_mask", "optimized_flex_document_mask"), ("gqa_no_repeat", "optimized_gqa_no_repeat"),
+VARIANTS = [("flex_document_mask", "optimized_flex_document_mask"),
+            ("flex_document_mask", "optimized_flex_document_mask_autotuned"), ("gqa_no_repeat", "optimized_gqa_no_repeat"),
             ("gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("mla_absorption", "optimized_mla_absorption"),
             ("cudagraph_bucketing", "optimized_cudagraph_bucketing"), ("flexdecoding", "optimized_flexdecoding"),
             ("flexdecoding", "optimized_flexdecoding_graph")]

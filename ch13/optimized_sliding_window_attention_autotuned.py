@@ -1,0 +1,50 @@
+"""Optimized sliding-window attention, autotuned: Inductor times the FlexAttention kernel's tile configs.
+
+Baseline (baseline_sliding_window_attention.py): dense-mask SDPA computes all S^2 scores.
+Optimized: optimized_sliding_window_attention.py's BlockMask and kernel (the class is reused), with
+``flex_attention`` compiled by ``torch.compile(..., dynamic=False, mode="max-autotune-no-cudagraphs")``
+in setup (untimed) instead of the default mode. The default mode compiles one config, on Hopper
+for bf16 and head dim 128 (BLOCK_M, BLOCK_N, stages, warps) = (128, 64, 3, 8): the profiled
+kernel, 199 registers for 8 warps, occupancy 12.5% (2 warps a scheduler), tensor pipe 37%.
+Max-autotune (torch/_inductor/template_heuristics/triton.py, CUDAConfigHeuristic) compiles and times
+seven: (128, 64, 3, 4), (128, 128, 3, 4), (128, 128, 2, 8), (128, 128, 1, 8), (64, 128, 3, 4),
+(64, 64, 3, 4) and the default; all divide the 128-token BlockMask tiles, a config that does not
+compile (shared memory) is dropped, and the fastest is kept. Inductor times them on a stand-in
+BlockMask (every key tile listed), not on the window's, so the pick is the dense winner.
+No kernel_options: ROWS_GUARANTEED_SAFE needs every row to see a key in the first tile it visits,
+but the window's left-edge tile (visited first) is empty for a query tile's last rows; the
+partial tiles (left edge, diagonal) have full ones between them, so BLOCKS_ARE_CONTIGUOUS is false.
+Compile: seven Triton kernels compiled in parallel and timed, estimated 20-60 s in the first setup
+(the second reuses them), inside the pair's 300 s timeout_s (unchanged). On a CPU: the parent's
+default torch.compile.
+Expect: not yet measured (estimated 0-10% below the parent's 0.81 ms, 8.0-8.9x; it may pick
+the default config again).
+Run: python ch13/optimized_sliding_window_attention_autotuned.py  |  aisp bench run -t ch13:sliding_window_attention
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from optimized_sliding_window_attention import FlexWindowAttention
+from torch.nn.attention.flex_attention import flex_attention
+
+import aisp
+
+MODE = "max-autotune-no-cudagraphs"
+
+
+class AutotunedFlexWindowAttention(FlexWindowAttention):
+    def flex(self) -> Callable[..., torch.Tensor]:
+        if self.device.type != "cuda":
+            return super().flex()
+        return torch.compile(flex_attention, dynamic=False, mode=MODE)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return AutotunedFlexWindowAttention()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)

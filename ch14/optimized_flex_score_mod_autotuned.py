@@ -1,0 +1,59 @@
+"""Optimized score_mod, autotuned: Inductor times the FlexAttention kernel's tile configs.
+
+Baseline (baseline_flex_score_mod.py): SDPA over all S^2 scores with a 512 MiB bias tensor.
+Optimized: optimized_flex_score_mod.py's ALiBi ``score_mod`` and causal BlockMask (the class is
+reused), with ``flex_attention`` compiled by ``torch.compile(..., dynamic=False,
+mode="max-autotune-no-cudagraphs")`` in setup (untimed) instead of the default mode. The default
+mode compiles one config, on Hopper for bf16 and head dim 64 (BLOCK_M, BLOCK_N, stages, warps) =
+(128, 128, 3, 4): the profiled kernel, 255 registers, 2 warps a scheduler, tensor pipe 28%, issue
+46%. Max-autotune (torch/_inductor/template_heuristics/triton.py, CUDAConfigHeuristic) compiles and
+times six: (128, 64, 3, 4), (128, 128, 3, 4) (the default), (128, 128, 2, 8), (128, 128, 1, 8),
+(64, 128, 3, 4), (64, 64, 3, 4); all divide the 128-token BlockMask tiles, and the fastest is kept.
+Inductor times them on a stand-in BlockMask (every key tile listed), not on the causal one.
+kernel_options, both true of this causal mask (tested): ROWS_GUARANTEED_SAFE (the kernel visits a
+query tile's one partial key tile, the diagonal, first, and every row sees that tile's first key,
+so no row is all -inf after the first step: the per-step masked-row check goes), and
+BLOCKS_ARE_CONTIGUOUS (the full tiles are 0..i-1 in order: the kernel steps to the next tile
+without loading its index). Both trim per-step instructions of an issue-bound kernel; neither
+changes the answer. Not USE_TMA: 13% slower here (README, kernel options tried). Compile: six Triton kernels compiled in parallel and timed, estimated 15-45 s
+in the first setup, reported as ``compile_s`` (the parent: 4.9 s), inside the pair's 600 s
+timeout_s (unchanged). On a CPU: the parent's default torch.compile, no kernel_options.
+Expect: not yet measured (estimated 0-5% below the parent's 0.52 ms, 2.0-2.1x: of the six,
+(64, 64, 3, 4) beat the default by 4.6% in do_bench, README's kernel options tried).
+Run: python ch14/optimized_flex_score_mod_autotuned.py  |  aisp bench run -t ch14:flex_score_mod
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+from optimized_flex_score_mod import FlexScoreMod
+from torch.nn.attention.flex_attention import FlexKernelOptions, flex_attention
+
+import aisp
+
+MODE = "max-autotune-no-cudagraphs"
+CAUSAL_OPTIONS: FlexKernelOptions = {"ROWS_GUARANTEED_SAFE": True, "BLOCKS_ARE_CONTIGUOUS": True}
+"""True of the causal BlockMask (test_ch14_pairs.py checks both on it)."""
+
+
+class AutotunedFlexScoreMod(FlexScoreMod):
+    compile_key = "flex_attention_max_autotune"
+
+    def compile(self) -> Callable[..., torch.Tensor]:
+        if self.device.type != "cuda":
+            return super().compile()
+        compiled = torch.compile(flex_attention, dynamic=False, mode=MODE)
+        self.attend = partial(compiled, kernel_options=CAUSAL_OPTIONS)
+        self.run()
+        return self.attend
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return AutotunedFlexScoreMod()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
