@@ -123,9 +123,9 @@ def _flash_fwd_tma(q_ptr, k_ptr, v_ptr, o_ptr, n_heads, seq, qk_scale, D: tl.con
         acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, end, qk_scale, BLOCK_N, CAUSAL)
     else:
         acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, 0, hi, qk_scale, BLOCK_N, False)
-    if CAUSAL and not ONE_LOOP:
-        acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, hi, hi + BLOCK_M, qk_scale,
-                                 BLOCK_N, True)
+        if CAUSAL:
+            acc, m_i, l_i = KEY_LOOP(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, hi, hi + BLOCK_M, qk_scale,
+                                     BLOCK_N, True)
     out = acc / l_i[:, None]
     _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], out.to(o_ptr.dtype.element_ty))
 
