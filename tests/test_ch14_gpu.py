@@ -1,7 +1,6 @@
 """Chapter 14's kernels on a GPU against PyTorch, at ragged sizes the pairs do not use, and the
 custom-op pair's graph counts with the real Triton kernels; the TMA grouped GEMM at the pair's size
-beside the pointer kernel, and the split and warp-specialized TMA variants beside the TMA one (run with -s
-to see the times)."""
+beside the pointer kernel, and the split TMA variant beside the TMA one (run with -s to see the times)."""
 
 from __future__ import annotations
 
@@ -54,19 +53,16 @@ def test_grouped_gemm_with_uneven_and_empty_groups() -> None:
 
 
 def grouped_tma_launcher(variant: str, rows: list[int], device: torch.device) -> tuple:
-    """(launch function, its table for ``rows``, its autotune configs) of a TMA variant: "tma",
-    "tma_split" or "tma_ws"."""
+    """(launch function, its table for ``rows``, its autotune configs) of a TMA variant: "tma" or
+    "tma_split"."""
     tma = load("ch14_grouped_tma")
     if variant == "tma":
         return tma.grouped_mm_tma, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device), tma.CONFIGS
-    if variant == "tma_ws":
-        ws = load("ch14_grouped_tma_ws")
-        return ws.grouped_mm_tma_ws, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device), ws.CONFIGS
     split = load("ch14_grouped_tma_split")
     return split.grouped_mm_tma_split, split.split_block_table(rows, tma.BM, device), tma.CONFIGS
 
 
-@pytest.mark.parametrize("variant", ["tma", "tma_split", "tma_ws"])
+@pytest.mark.parametrize("variant", ["tma", "tma_split"])
 def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups(variant: str) -> None:
     """Every autotune config of a TMA kernel launched on its own, then the autotuned launch: bands
     whose blocks read the next band's rows (dropped by the store), a last band past a's end, and
@@ -136,22 +132,6 @@ def test_grouped_gemm_tma_and_tma_split_at_full_size_match_the_loop_and_print_bo
     print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s, padding {padded[n]:.1%}" for n, t in times.items()},
           f"best tma {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config},"
           f" tma_split {split._grouped_gemm_split_tuned.best_config}")
-
-
-def test_grouped_gemm_tma_and_tma_ws_at_full_size_match_the_loop_and_print_both() -> None:
-    """The pair's workload on the GPU: the TMA variant and the warp-specialized one each against the
-    torch.mm loop (the harness's comparison); printed: both kernels' times and TFLOP/s, the configs
-    their autotuners chose and the warp-specialized kernel's first call (compile + autotune, under
-    60 s as for ``_tma``). No assertion on the kernels' times."""
-    base, ws = load("baseline_triton_grouped_gemm"), load("ch14_grouped_tma_ws")
-    benches, outs, tuning_s = loop_tma_and("optimized_triton_grouped_gemm_tma_ws")
-    compare(outs[0], outs[1], base.WORKLOAD)
-    compare(outs[0], outs[2], base.WORKLOAD)
-    times = {"tma": timed_ms(benches[1].run), "tma_ws": timed_ms(benches[2].run)}
-    print({n: f"{t:.3f} ms, {base.WORKLOAD.flops / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
-          f"best tma {load('ch14_grouped_tma')._grouped_gemm_tuned.best_config},"
-          f" tma_ws {ws._grouped_gemm_ws_tuned.best_config}, its autotune {tuning_s:.1f} s")
-    assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
 
 
 def test_fp8_quantization_and_gemm() -> None:
