@@ -17,7 +17,7 @@ partial tiles (left edge, diagonal) have full ones between them, so BLOCKS_ARE_C
 Compile: seven Triton kernels compiled in parallel and timed, estimated 20-60 s in the first setup
 (the second reuses them), inside the pair's 300 s timeout_s (unchanged). On a CPU: the parent's
 default torch.compile.
-Expect (measured, H200, 2026-11-29; estimated 0-10% below the parent's 0.81 ms): 0.7496 ms against
+Expect: measured, H200, 2026-11-29 (estimated 0-10% below the parent's 0.81 ms): 0.7496 ms against
 the parent's 0.8105 (7.5% less), 8.65x [8.63, 8.68]; 43.9% of the bf16 peak against 40.6%. The
 pair's setup (compile and autotune) took 23 s.
 Run: python ch13/optimized_sliding_window_attention_autotuned.py  |  aisp bench run -t ch13:sliding_window_attention

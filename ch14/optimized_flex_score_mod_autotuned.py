@@ -18,7 +18,7 @@ without loading its index). Both trim per-step instructions of an issue-bound ke
 changes the answer. Not USE_TMA: 13% slower here (README, kernel options tried). Compile: six Triton kernels compiled in parallel and timed, estimated 15-45 s
 in the first setup, reported as ``compile_s`` (the parent: 4.9 s), inside the pair's 600 s
 timeout_s (unchanged). On a CPU: the parent's default torch.compile, no kernel_options.
-Expect (measured, H200, 2026-11-29; estimated 0-10% below the parent's 0.52 ms): 0.493 ms against
+Expect: measured, H200, 2026-11-29 (estimated 0-10% below the parent's 0.52 ms): 0.493 ms against
 the parent's 0.521 (5.4% less), 2.08x [2.06, 2.10]; 35.6% of the bf16 peak against 33.7%. The
 pair's setup (compile and autotune) took 23 s.
 Run: python ch14/optimized_flex_score_mod_autotuned.py  |  aisp bench run -t ch14:flex_score_mod

@@ -64,8 +64,8 @@ def _workload() -> SpecWorkload:
     # that is the technique's point (the stored optimized read 104% of it).
     return SpecWorkload(model=w.model, batch=w.batch, prompt=w.prompt, steps=w.steps, flops=w.step_flops(),
                         bytes=speculative_bytes(w), items=w.batch * w.steps, item_unit="tokens", precision="bf16",
-                        requires=GPU_SIZED, ceiling_note="15 rounds at the draft's 64% acceptance, not the 10 "
-                                                         "of a full one; a round's ~480 small kernels (not profiled)")
+                        requires=GPU_SIZED, ceiling_note="profiled (torch profiler, H200): GPU busy 69% of 84.9 ms, "
+                                                         "8,335 kernels (80% < 10 us), 20 ms of host gaps; 15 rounds at 64% acceptance")
 
 
 WORKLOAD = _workload()

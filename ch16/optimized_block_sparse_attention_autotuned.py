@@ -17,7 +17,7 @@ key tiles are not contiguous (sink tile, gap, window), so BLOCKS_ARE_CONTIGUOUS 
 Compile: seven Triton kernels compiled in parallel and timed, estimated 20-60 s in the first setup
 (the second reuses them), inside the pair's 300 s timeout_s (unchanged). On a CPU: eager
 flex_attention, as the parent.
-Expect (measured, H200, 2026-11-29; estimated 0-10% below the parent's 0.46 ms): 0.4203 ms against
+Expect: measured, H200, 2026-11-29 (estimated 0-10% below the parent's 0.46 ms): 0.4203 ms against
 the parent's 0.4574 (8.1% less), 7.99x [7.99, 8.00]; 43.7% of the bf16 peak against 40.1%. The
 pair's setup (compile and autotune) took 10 s.
 Run: python ch16/optimized_block_sparse_attention_autotuned.py  |  aisp bench run -t ch16:block_sparse_attention

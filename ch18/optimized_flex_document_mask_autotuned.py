@@ -20,7 +20,7 @@ partial tiles (edges, diagonal) have full ones between them, so BLOCKS_ARE_CONTI
 Compile: seven Triton kernels compiled in parallel and timed, estimated 20-60 s in the first setup
 (the second reuses them), inside the pair's 300 s timeout_s (unchanged). On a CPU: eager
 flex_attention, as the parent.
-Expect (measured, H200, 2026-11-29; estimated 0-10% below the parent's 0.73 ms): 0.656 ms against
+Expect: measured, H200, 2026-11-29 (estimated 0-10% below the parent's 0.73 ms): 0.656 ms against
 the parent's 0.7275 (9.8% less), 12.62x [12.56, 12.68]; 26.5% of the bf16 peak against 23.9%. The
 pair's setup (compile and autotune) took 13 s.
 Run: python ch18/optimized_flex_document_mask_autotuned.py  |  aisp bench run -t ch18:flex_document_mask

@@ -36,7 +36,9 @@ TOP = 8
 FREES = frozenset({"free_completed", "free"})
 """The trace actions that return a block (``free`` in snapshots older than ``free_completed``); the
 bytes stay allocated from ``free_requested`` until then, as the allocator counts them."""
-NO_STACK = "(no stack: allocated before recording began)"
+NO_STACK = "(no Python stack: autograd's backward thread, or before recording)"
+"""Where a block without frames was made: autograd runs backward on its own thread, which has no
+Python stack (on the H200 the gradients of every training pair landed here), or before recording."""
 INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
