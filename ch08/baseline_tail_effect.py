@@ -6,10 +6,14 @@ writes first. Two such blocks fit on an SM, so an H100/H200 (132 SMs) runs 264 i
 the 265th alone in a second wave on one SM while 131 idle: ~1.5 waves of time for 1.004 waves
 of work (a lone block has its SM to itself, so it takes about half a wave).
 Optimized (optimized_tail_effect.py): a persistent grid of SMs x resident blocks (from the occupancy
-API: 264) striding over the same work in units of 1,024 elements: every block gets 1/264 of it, one
-wave. Same FMAs per element: bitwise-equal results. 8.9 GFLOP per call, 265 MiB moved.
-Expect: 1.34x [1.33, 1.35] measured on an H200 (0.285 -> 0.213 ms); the optimized at 41.8 TFLOP/s, 62% of
-the FP32 FMA peak (~67 TFLOP/s; baseline 31.2). On a GPU with another SM count the tail is another size.
+API: 264) striding over the same work in groups of 4 units of 1,024 elements: every block gets 1/264
+of it, one wave. Both run the same body (``eval_groups``): 4 units' FMA chains a step, so 512 of the
+loop's 540-541 SASS instructions are FFMA (was 128 of 142-145 a unit), and the next step's loads go
+out before this step's chains. Same FMAs per element: bitwise-equal results. 8.9 GFLOP per call,
+265 MiB moved.
+Expect: with the 4-unit body not yet measured. Measured on an H200 2026-11-29, one unit a step:
+1.39x [1.38, 1.40] (0.259 -> 0.186 ms); the optimized at 47.8 TFLOP/s, 76% of the measured FFMA rate
+(62.8 TFLOP/s). On a GPU with another SM count the tail is another size.
 Run: python ch08/baseline_tail_effect.py  |  aisp bench run -t ch08:tail_effect
 """
 

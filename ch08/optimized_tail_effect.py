@@ -3,9 +3,12 @@
 Baseline (baseline_tail_effect.py): 265 one-tile blocks, 264 resident: the last block runs alone in
 a second wave, ~half a wave of time for 0.4% of the work.
 Optimized: ``persistent_blocks`` (tail_waves.cu) launched with SMs x resident blocks per SM (264 on
-an H100/H200, from ``cudaOccupancyMaxActiveBlocksPerMultiprocessor``); each block strides over units
-of 1,024 elements, so the 33,920 units split 128 or 129 per block: one wave, every SM busy to the end.
-Expect: 1.34x [1.33, 1.35] measured on an H200 (0.285 -> 0.213 ms), 41.8 TFLOP/s: 62% of the FP32 FMA peak.
+an H100/H200, from ``cudaOccupancyMaxActiveBlocksPerMultiprocessor``); each block strides over groups
+of 4 units of 1,024 elements, the 128 units left over one at a time, so the 33,920 units split 128 or
+129 per block: one wave, every SM busy to the end. Its body is the baseline's (4 FMA chains a step,
+512 FFMA of 541 SASS instructions, the next step's loads before them), so only the waves differ.
+Expect: with the 4-unit body not yet measured. Measured on an H200 2026-11-29, one unit a step:
+1.39x [1.38, 1.40] (0.259 -> 0.186 ms), 47.8 TFLOP/s: 76% of the measured FFMA rate (62.8 TFLOP/s).
 Run: python ch08/optimized_tail_effect.py  |  aisp bench run -t ch08:tail_effect
 """
 

@@ -7,28 +7,61 @@
 //               the 265th runs alone in a second wave on one SM while 131 SMs idle: half the
 //               first wave's time for 0.4% of the work (alone, a block has its SM to itself).
 //   persistent  a grid of exactly SMs x resident blocks (264) that strides over the work in
-//               units of 1,024 elements (one per thread), so every block gets 1/264 of it:
-//               no second wave. The grid comes from the occupancy API, so it fits any GPU.
-// Every element gets the same FMAs: bitwise-equal results.
+//               groups of 4 units of 1,024 elements (one element per thread a unit), the units
+//               left over one at a time, so every block gets 1/264 of it (128 or 129 units): no
+//               second wave. The grid comes from the occupancy API, so it fits any GPU.
+// Both run the same body, eval_groups: 4 units' FMA chains a step (128 FFMA each), so one step's
+// loop and address arithmetic is shared by 512 FFMA, and the next step's inputs are loaded before
+// this step's chains, so their latency hides behind them. Every element gets the same FMAs in the
+// same order: bitwise-equal results.
 #include "ch08_check.cuh"
 #include "ch08_poly.cuh"
 
 constexpr int kTerms = 128, kThreads = 1024, kMinBlocks = 2;
+constexpr int kGroup = 4;  // units a step: 4 x 128 FFMA of straight-line code (~8.7 KB of SASS)
+
+__device__ __forceinline__ float eval(float x) { return horner<kTerms>(clamp_unit(x)); }
+
+// `steps` steps of kGroup units: step s's unit j (s from 0) is element i + s * stride + j * kThreads
+// (this thread's). Step s + 1's inputs are loaded, and clamped, in step s, around its FMA chains; the
+// last step reloads its own, so no `if` guards the loads (guarded, ptxas sank them to the loop's end).
+__device__ __forceinline__ void eval_groups(const float* __restrict__ x, float* __restrict__ y, size_t i,
+                                            size_t stride, int steps) {
+  if (steps <= 0) return;
+  float v[kGroup];
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(x[i + j * kThreads]);
+  for (int s = 1; s <= steps; ++s, i += stride) {
+    const size_t next = i + (s < steps ? stride : 0);
+    float in[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) in[j] = x[next + j * kThreads];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) y[i + j * kThreads] = horner<kTerms>(v[j]);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(in[j]);
+  }
+}
 
 __global__ void __launch_bounds__(kThreads, kMinBlocks) tile_blocks(const float* __restrict__ x,
                                                                    float* __restrict__ y, int units_per_tile) {
   const size_t first = (size_t)blockIdx.x * units_per_tile * kThreads + threadIdx.x;
-  for (int u = 0; u < units_per_tile; ++u) {
+  const int steps = units_per_tile / kGroup;
+  eval_groups(x, y, first, kGroup * kThreads, steps);
+  for (int u = steps * kGroup; u < units_per_tile; ++u) {
     const size_t i = first + (size_t)u * kThreads;
-    y[i] = horner<kTerms>(clamp_unit(x[i]));
+    y[i] = eval(x[i]);
   }
 }
 
 __global__ void __launch_bounds__(kThreads, kMinBlocks) persistent_blocks(const float* __restrict__ x,
                                                                          float* __restrict__ y, long units) {
-  for (long u = blockIdx.x; u < units; u += gridDim.x) {
+  const long round = (long)gridDim.x * kGroup;  // units one step of the whole grid covers
+  const int steps = (int)(units / round);
+  eval_groups(x, y, (size_t)blockIdx.x * kGroup * kThreads + threadIdx.x, (size_t)round * kThreads, steps);
+  for (long u = steps * round + blockIdx.x; u < units; u += gridDim.x) {  // under one round left
     const size_t i = (size_t)u * kThreads + threadIdx.x;
-    y[i] = horner<kTerms>(clamp_unit(x[i]));
+    y[i] = eval(x[i]);
   }
 }
 
