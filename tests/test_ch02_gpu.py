@@ -1,13 +1,11 @@
 """Chapter 2 on a CUDA GPU: each pair's optimized variant matches its baseline on refilled inputs
 (the two multi-GPU pairs where two GPUs are present),
-the zero-copy kernels read pinned host memory without a device copy of it and copy ragged row counts
-and row lengths bitwise (the ILP variant too), the L2 chunk follows this
+the zero-copy kernel reads pinned host memory without a device copy of it, the L2 chunk follows this
 GPU's L2 size, and the tools read this machine (NVML and PyTorch agree on the SM count)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,6 @@ from aisp.harness.loader import import_module_at
 pytestmark = pytest.mark.gpu
 CH02 = Path(__file__).resolve().parents[1] / "ch02"
 PAIRS = ("l2_blocking", "small_copies", "tensor_core_alignment", "zero_copy")
-VARIANTS = {"optimized_zero_copy_ilp": "zero_copy"}
 MULTI = ("p2p_copy_multigpu", "p2p_direct_access_multigpu")
 """Run here in one process on cuda:0 with cuda:1 as the peer; the harness runs them as 2 ranks."""
 
@@ -34,12 +31,6 @@ def test_optimized_matches_baseline_on_refilled_inputs(name: str) -> None:
     check_refilled_pair(base.get_benchmark(), opt.get_benchmark(), base.WORKLOAD)
 
 
-@pytest.mark.parametrize("module", sorted(VARIANTS))
-def test_further_variant_matches_baseline_on_refilled_inputs(module: str) -> None:
-    base = load(f"baseline_{VARIANTS[module]}")
-    check_refilled_pair(base.get_benchmark(), load(module).get_benchmark(), base.WORKLOAD)
-
-
 @pytest.mark.multigpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 @pytest.mark.parametrize("name", MULTI)
@@ -48,9 +39,8 @@ def test_multigpu_optimized_matches_baseline_in_one_process(name: str) -> None:
     check_refilled_pair(base.get_benchmark(), opt.get_benchmark(), base.WORKLOAD)
 
 
-@pytest.mark.parametrize("module", ["optimized_zero_copy", "optimized_zero_copy_ilp"])
-def test_zero_copy_reads_host_rows_and_allocates_no_table_on_the_gpu(module: str) -> None:
-    bench = load(module).get_benchmark()
+def test_zero_copy_reads_host_rows_and_allocates_no_table_on_the_gpu() -> None:
+    bench = load("optimized_zero_copy").get_benchmark()
     bench.setup()
     torch.cuda.synchronize()
     held = torch.cuda.memory_allocated()
@@ -59,19 +49,6 @@ def test_zero_copy_reads_host_rows_and_allocates_no_table_on_the_gpu(module: str
     assert torch.equal(out.cpu(), bench.table[bench.idx.cpu()])
     assert torch.cuda.memory_allocated() - held <= out.numel() * 4 + 2**20
     assert not hasattr(bench, "staged")
-
-
-@pytest.mark.parametrize("module", ["optimized_zero_copy", "optimized_zero_copy_ilp"])
-@pytest.mark.parametrize("used, row_floats", [(37, 1024), (7, 1060), (3, 2048 + 4)])
-def test_zero_copy_kernels_copy_ragged_shapes_bitwise(module: str, used: int, row_floats: int) -> None:
-    """37 rows (no multiple of anything a launch groups by); 1,060 floats = one 4 KiB segment and a
-    9-word tail; 2,052 = two segments and a 1-word tail (the ILP kernel's loop and tail paths)."""
-    bench = load(module).get_benchmark()
-    bench.workload = replace(bench.workload, rows=1000, row_floats=row_floats, used=used)
-    bench.setup()
-    out = bench.run()
-    torch.cuda.synchronize()
-    assert out.shape == (used, row_floats) and torch.equal(out.cpu(), bench.table[bench.idx.cpu()])
 
 
 def test_l2_chunks_follow_this_gpus_l2() -> None:

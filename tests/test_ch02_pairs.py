@@ -1,8 +1,7 @@
 """Chapter 2 pairs on the CPU: the harness finds the six pairs (two need two GPUs), every variant shares its baseline's
 workload, documents itself and skips without a GPU with the reason; the logic that runs on a CPU
 (padding the LM head, the L2-chunked passes) gives the baseline's answer; zero_copy.cu compiles
-and p2p_direct.cu compile for sm_90 into 16-byte loads and stores, and the zero-copy ILP kernel
-issues a lane's 8 loads before its first store."""
+and p2p_direct.cu compile for sm_90 into 16-byte loads and stores."""
 
 from __future__ import annotations
 
@@ -21,8 +20,6 @@ from aisp.harness.loader import import_module_at
 CH02 = Path(__file__).resolve().parents[1] / "ch02"
 PAIRS = ("l2_blocking", "p2p_copy_multigpu", "p2p_direct_access_multigpu", "small_copies",
          "tensor_core_alignment", "zero_copy")
-VARIANTS = {"optimized_zero_copy_ilp": "zero_copy"}
-"""Further optimized files of a pair, measured beside the pair's optimized file."""
 
 
 def load(module: str):
@@ -31,20 +28,6 @@ def load(module: str):
 
 def test_the_harness_discovers_the_six_pairs() -> None:
     assert sorted(p.name for p in pairs_in(CH02)) == sorted(PAIRS)
-    found = {opt.stem: p.name for p in pairs_in(CH02) for opt in p.optimized if opt.stem != f"optimized_{p.name}"}
-    assert found == VARIANTS
-
-
-@pytest.mark.parametrize("module", sorted(VARIANTS))
-def test_further_variant_shares_workload_documents_itself_and_skips_on_cpu(module: str) -> None:
-    name = VARIANTS[module]
-    bench, base = load(module).get_benchmark(), load(f"baseline_{name}")
-    assert bench.workload is base.WORKLOAD and bench.inputs == base.get_benchmark().inputs
-    doc = load(module).__doc__
-    assert "Expect (estimate, not yet measured" in doc or re.search(r"Expect \(measured, (2 x )?H200", doc)
-    assert f"Run: python ch02/{module}.py" in doc and f"aisp bench run -t ch02:{name}" in doc
-    assert len((CH02 / f"{module}.py").read_text().splitlines()) < 150
-    assert "CUDA" in unmet_requirements(bench.workload.requires, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("name", PAIRS)
@@ -110,23 +93,6 @@ def test_kernels_compile_to_16_byte_loads_and_stores(module: str) -> None:
         pytest.skip("cuobjdump not found")
     sass = load(module).LIBRARY.sass("90")
     assert "LDG.E.128" in sass and "STG.E.128" in sass
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-def test_zero_copy_ilp_kernel_issues_a_lanes_8_loads_before_its_first_store() -> None:
-    """In gather_rows_warp_kernel's SASS for sm_90, the 4 KiB-segment loop (the first loop with
-    128-bit loads) holds 8 LDG.E.128 before its first STG.E.128 and no spills (a 4 + 4 split would
-    make the last loads wait a PCIe round trip)."""
-    from aisp.kits import native
-
-    if native.cuobjdump() is None:
-        pytest.skip("cuobjdump not found")
-    library = load("optimized_zero_copy").LIBRARY  # zero_copy.cu, both variants' kernels
-    functions = re.split(r"\n\s*Function : ", library.sass("90"))
-    warp = next(f for f in functions if "gather_rows_warp_kernel" in f.splitlines()[0])
-    ops = re.findall(r"\b(LDG\.E\.128\S*|STG\.E\.128)\b", warp)
-    assert ops.index("STG.E.128") == 8 and all(op.startswith("LDG") for op in ops[:8])
-    assert "LDL" not in warp and "STL" not in warp
 
 
 def test_l2_blocking_declares_the_l2_traffic_of_its_passes() -> None:
