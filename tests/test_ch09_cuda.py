@@ -1,8 +1,6 @@
 """Chapter 9's CUDA C++ on a CPU (nvcc and cuobjdump, no GPU): each library its pairs declare builds
 for sm_90 with its entry points; the register-tiled kernel issues 20x fewer shared-memory loads
-per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the
-warp-tiled one spends a larger share of its main loop on FFMA, with half the barriers per FFMA; the
-CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
+per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
 sm90 one, FFMA and no tensor-core instruction in the SIMT one) when the CUTLASS headers are present
 (CUTLASS_DIR or the nvidia-cutlass wheel; a 2-4 minute nvcc build, skipped otherwise). The
 repository-wide check that every .cu compiles (tests/test_kits_native.py) builds the CUTLASS files
@@ -24,7 +22,7 @@ CH09 = Path(__file__).resolve().parents[1] / "ch09"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16", "warp_gemm_f32"),
+ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16"),
                 "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm")}
 
 
@@ -79,35 +77,6 @@ def test_register_tiling_loads_shared_memory_far_less_per_fma_and_spills_nothing
         assert "LDL" not in body and "STL" not in body
         assert shared_loads_per_ffma(body) <= 1 / 12
     assert shared_loads_per_ffma(smem) >= 1 / 2
-
-
-def main_loop(body: str) -> list[str]:
-    """The opcodes (predicate and modifiers dropped) of the kernel's longest backward-branch loop."""
-    found = [(int(a, 16), text) for a, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", body)]
-    loops = []
-    for addr, text in found:
-        target = re.search(r"\bBRA\s+0x([0-9a-f]+)", text)
-        if target and int(target.group(1), 16) < addr:
-            start = int(target.group(1), 16)
-            loops.append([re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0]
-                          for a, t in found if start <= a <= addr])
-    return max(loops, key=len)
-
-
-@needs_sass
-def test_warp_tiled_issues_fewer_non_ffma_instructions_and_barriers_than_reg_tiled() -> None:
-    """warp_tiled (8x16 outputs per thread, cp.async double buffer) against reg_tiled<float>: a larger
-    share of its main loop is FFMA (92.2% against 90.0% with nvcc 13.0), half the barriers per FFMA or
-    fewer, no register-staged slab (no LDG/STS in the loop), no spills."""
-    found = kernels(library("baseline_register_tiling"))
-    warp = main_loop(next(body for name, body in found.items() if "warp_tiled" in name))
-    reg = main_loop(next(body for name, body in found.items() if "reg_tiledIf" in name))
-    share = {name: loop.count("FFMA") / len(loop) for name, loop in (("warp", warp), ("reg", reg))}
-    assert warp.count("FFMA") == 1024 and share["warp"] > share["reg"] + 0.015, share
-    assert warp.count("BAR") / warp.count("FFMA") <= reg.count("BAR") / reg.count("FFMA") / 2
-    assert warp.count("LDGSTS") == 4 and "LDG" not in warp and "STS" not in warp
-    body = next(body for name, body in found.items() if "warp_tiled" in name)
-    assert "LDL" not in body and "STL" not in body
 
 
 needs_cutlass = pytest.mark.skipif(import_module_at(CH09 / "ch09_native.py").cutlass_include() is None,
