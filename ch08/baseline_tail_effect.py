@@ -11,9 +11,9 @@ of it, one wave. Both run the same body (``eval_groups``): 4 units' FMA chains a
 loop's 540-541 SASS instructions are FFMA (was 128 of 142-145 a unit), and the next step's loads go
 out before this step's chains. Same FMAs per element: bitwise-equal results. 8.9 GFLOP per call,
 265 MiB moved.
-Expect: with the 4-unit body not yet measured. Measured on an H200 2026-11-29, one unit a step:
-1.39x [1.38, 1.40] (0.259 -> 0.186 ms); the optimized at 47.8 TFLOP/s, 76% of the measured FFMA rate
-(62.8 TFLOP/s). On a GPU with another SM count the tail is another size.
+Expect (measured, H200, 2026-11-29, the 4-unit body): 1.44x [1.43, 1.44] (0.2242 -> 0.1563 ms); the
+optimized at 56.9 TFLOP/s, 90.6% of the measured FFMA rate (62.8 TFLOP/s; one unit a step: 76%).
+On a GPU with another SM count the tail is another size.
 Run: python ch08/baseline_tail_effect.py  |  aisp bench run -t ch08:tail_effect
 """
 
@@ -47,7 +47,7 @@ def _workload() -> TailWorkload:
     return TailWorkload(flops=2.0 * s.terms * s.n, bytes=8.0 * s.n, items=s.n, item_unit="elements",
                         # fp32_simt: per-element FFMA chains on the CUDA cores, no tensor-core form; bitwise-equal: zero tolerance
                         precision="fp32_simt", **BITWISE, requires=native.REQUIRES,
-                        ceiling_note="profiled (ncu, H200): persistent_blocks 183 us, one wave, SMs active 97.5%: issue 84.5%, FMA pipe 74.5% (128 FFMA of 145 instructions), long_scoreboard 5.6")
+                        ceiling_note="profiled (ncu, H200, one unit a step): 183 us, SMs active 97.5%, issue 84.5%, FMA pipe 74.5%; the 4-unit body reads 91%")
 
 
 WORKLOAD = _workload()
