@@ -7,9 +7,13 @@ signs and runs both sides one after the other, each with about half its lanes ma
 instructions issued per element, half of them for lanes that discard the result.
 Optimized (optimized_predication.py): one path for every lane, r = P(|x|), then a branchless select
 y = x < 0 ? -r : r: 128 FMAs issued per element, all lanes busy. Bitwise-equal results.
-8.6 GFLOP of useful work per call, 256 MiB moved.
-Expect: 1.57x [1.56, 1.59] measured on an H200 (0.330 -> 0.210 ms); the optimized at 40.8 TFLOP/s useful,
-61% of the FP32 FMA peak (~67 TFLOP/s; baseline 26.0 useful, 52 issued).
+Both run the same body (``odd_groups``) on a grid of SMs x 8 resident 256-thread blocks: 4 elements
+a thread a step, the next step's loads issued amid this step's chains, so 512 of the select loop's
+549 SASS instructions are FFMA (1,024 of 1,077 in the branchy loop; was one element a thread, 128 of
+154). 8.6 GFLOP of useful work per call, 256 MiB moved.
+Expect: with the 4-element body not yet measured. Measured on an H200 2026-11-29, one element a
+thread: 1.61x [1.61, 1.61] (0.318 -> 0.198 ms); the optimized at 43.4 TFLOP/s useful, 69% of the
+measured FFMA rate (62.8 TFLOP/s; baseline 27.0 useful, 54.0 issued).
 Run: python ch08/baseline_predication.py  |  aisp bench run -t ch08:predication
 """
 

@@ -7,43 +7,106 @@
 //            issued per element, half of them wasted.
 //   select   one path for every lane: r = P(|x|), then y = x < 0 ? -r : r, a select with no
 //            branch: 128 FMAs issued per element, every lane busy.
-// The same FMAs on the same values: bitwise-equal results.
+// Both run the same body, odd_groups, on a grid of SMs x resident blocks (8 of 256 threads: at most
+// 32 registers) that strides over groups of 4 units of 256 elements (one element per thread a
+// unit): 4 elements a thread a step, so one step's loop and address arithmetic is shared by 4 x 128
+// FFMA (x 2 in the branchy kernel), and the next step's inputs are loaded before this step's
+// chains, so their latency hides behind them. The elements left over (under one round of the grid)
+// go one a thread. Every element gets the same FMAs in the same order: bitwise-equal results.
 #include "ch08_check.cuh"
 #include "ch08_poly.cuh"
 
-constexpr int kTerms = 128, kThreads = 256;
+constexpr int kTerms = 128, kThreads = 256, kMinBlocks = 8;
+constexpr int kGroup = 4;  // units a step: 4 chains of 128 FFMA each thread
 
-__global__ void __launch_bounds__(kThreads) odd_branchy(const float* __restrict__ x, float* __restrict__ y,
-                                                       long n) {
-  const long i = (long)blockIdx.x * kThreads + threadIdx.x;
-  if (i >= n) return;
-  const float v = clamp_unit(x[i]);
-  float r;
-  if (v < 0.0f) {
-    r = -horner<kTerms>(-v);
-  } else {
-    r = horner<kTerms>(v);
+// The two ways to write y = sign(v) P(|v|) for a clamped v.
+struct Branchy {
+  __device__ __forceinline__ static float eval(float v) {
+    float r;
+    if (v < 0.0f) {
+      r = -horner<kTerms>(-v);
+    } else {
+      r = horner<kTerms>(v);
+    }
+    return r;
   }
-  y[i] = r;
+};
+
+struct Select {
+  __device__ __forceinline__ static float eval(float v) {
+    const float r = horner<kTerms>(fabsf(v));
+    return v < 0.0f ? -r : r;
+  }
+};
+
+// `steps` steps of kGroup units: step s's unit j (s from 0) is element i + s * stride + j * kThreads
+// (this thread's). Step s + 1's inputs are loaded, and clamped, in step s, around its FMA chains; the
+// last step reloads its own, so no `if` guards the loads (guarded, ptxas sinks them to the loop's end).
+template <class Odd>
+__device__ __forceinline__ void odd_groups(const float* __restrict__ x, float* __restrict__ y, size_t i,
+                                           size_t stride, int steps) {
+  if (steps <= 0) return;
+  float v[kGroup];
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(x[i + j * kThreads]);
+  for (int s = 1; s <= steps; ++s, i += stride) {
+    const size_t next = i + (s < steps ? stride : 0);
+    float in[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) in[j] = x[next + j * kThreads];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) y[i + j * kThreads] = Odd::eval(v[j]);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(in[j]);
+  }
 }
 
-__global__ void __launch_bounds__(kThreads) odd_select(const float* __restrict__ x, float* __restrict__ y,
-                                                      long n) {
-  const long i = (long)blockIdx.x * kThreads + threadIdx.x;
-  if (i >= n) return;
-  const float v = clamp_unit(x[i]);
-  const float r = horner<kTerms>(fabsf(v));
-  y[i] = v < 0.0f ? -r : r;
+// Full rounds of the grid in groups, then what is left one element a thread.
+template <class Odd>
+__device__ __forceinline__ void odd_body(const float* __restrict__ x, float* __restrict__ y, long n) {
+  const long group = (long)kGroup * kThreads, round = (long)gridDim.x * group;
+  const int steps = (int)(n / round);
+  odd_groups<Odd>(x, y, (size_t)blockIdx.x * group + threadIdx.x, (size_t)round, steps);
+  for (long i = steps * round + (long)blockIdx.x * kThreads + threadIdx.x; i < n; i += (long)gridDim.x * kThreads) {
+    y[i] = Odd::eval(clamp_unit(x[i]));
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, kMinBlocks) odd_branchy(const float* __restrict__ x,
+                                                                   float* __restrict__ y, long n) {
+  odd_body<Branchy>(x, y, n);
+}
+
+__global__ void __launch_bounds__(kThreads, kMinBlocks) odd_select(const float* __restrict__ x,
+                                                                  float* __restrict__ y, long n) {
+  odd_body<Select>(x, y, n);
+}
+
+// Blocks of `kernel` resident at once on the whole GPU (SMs x blocks per SM), read once.
+template <class Kernel>
+int resident_grid(Kernel kernel) {
+  static int grid = 0;
+  if (grid == 0) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) == cudaSuccess) {
+      grid = per_sm * sm_count();
+    }
+  }
+  return grid;
 }
 
 // mode 0: branch on the sign, 1: one path and a select.
 extern "C" int odd_run(int mode, const float* x, float* y, long n, cudaStream_t s) {
   if (n <= 0) return -1;
-  const unsigned blocks = (unsigned)((n + kThreads - 1) / kThreads);
+  const long needed = (n + kThreads - 1) / kThreads;
   if (mode == 0) {
-    odd_branchy<<<blocks, kThreads, 0, s>>>(x, y, n);
+    const int grid = resident_grid(odd_branchy);
+    if (grid <= 0) return -1;
+    odd_branchy<<<(unsigned)(needed < grid ? needed : grid), kThreads, 0, s>>>(x, y, n);
   } else {
-    odd_select<<<blocks, kThreads, 0, s>>>(x, y, n);
+    const int grid = resident_grid(odd_select);
+    if (grid <= 0) return -1;
+    odd_select<<<(unsigned)(needed < grid ? needed : grid), kThreads, 0, s>>>(x, y, n);
   }
   return (int)cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 """Chapter 8 on a GPU: every optimized variant matches its baseline within the pair's tolerance,
 and the occupancy each pair is about is what the occupancy API reports: 2 vs 8 softmax blocks per
-SM, one wave vs two in tail_effect, 100% vs 50% occupancy in ilp_vs_occupancy; the sweep runs."""
+SM, one wave vs two in tail_effect, 100% vs 50% occupancy in ilp_vs_occupancy; predication's
+4-element steps give the bits of one element a thread, on ragged sizes too; the sweep runs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare, flatten
+from aisp.kits import native
 
 CH08 = Path(__file__).resolve().parents[1] / "ch08"
 PAIRS = ["half2_math", "ilp_vs_occupancy", "loop_unrolling", "predication", "register_spill",
@@ -51,6 +53,26 @@ def test_tail_effect_waves() -> None:
     if base.workload.tiles == 2 * sms + 1:
         assert base.metrics()["waves"] == 2.0
     assert opt.metrics() == {"blocks": float(2 * sms), "waves": 1.0}
+
+
+@pytest.mark.parametrize("n", [1, 1000, 3 * (1 << 20) + 777])
+def test_predication_steps_match_one_element_a_thread(n: int) -> None:
+    """A call on under one round of the grid (chunks of 64K elements: 256 blocks, fewer than an
+    H100/H200 holds) runs one element a thread, the pair's first body; the whole ragged size runs
+    4-element steps and the leftover loop. Both sides, the same bits, and the same across sides."""
+    bench = set_up("baseline_predication")
+    x, chunk, stream = bench.x[:n], 1 << 16, native.stream(bench.device)
+    wholes = []
+    for mode in (0, 1):
+        whole, pieces = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+        native.check(bench.run_fn(mode, x.data_ptr(), whole.data_ptr(), n, stream), "odd_run")
+        for at in range(0, n, chunk):
+            part = min(chunk, n - at)
+            native.check(bench.run_fn(mode, x[at:].data_ptr(), pieces[at:].data_ptr(), part, stream), "odd_run")
+        torch.cuda.synchronize()
+        assert not whole.isnan().any() and torch.equal(whole, pieces), f"mode {mode}"
+        wholes.append(whole)
+    assert torch.equal(wholes[0], wholes[1])
 
 
 def test_ilp_vs_occupancy_halves_occupancy() -> None:

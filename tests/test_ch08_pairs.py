@@ -3,7 +3,9 @@ reason (all need a GPU), every CUDA C++ library builds for sm_90 with its entry 
 holds what each pair is about: local memory in register_spill's baseline and none in its optimized
 kernel, coefficient loads only in loop_unrolling's runtime loop, half the FMAs in predication's
 branch-free kernel, HFMA2 in half2_math, at most 32 registers in tail_effect (two blocks per SM)
-and 4 x 128 FFMA, at least 93% of each of its kernels' loop."""
+and 4 x 128 FFMA, at least 93% of each of its kernels' loop; in predication at most 32 registers
+(eight 256-thread blocks per SM) and 4 chains a step (x 2 sides in the branch), at least 93% of
+each loop, the next step's loads issued with at least a chain's FFMA still to run."""
 
 from __future__ import annotations
 
@@ -102,8 +104,9 @@ def test_loop_unrolling_folds_the_coefficients_into_ffma() -> None:
 @needs_sass
 def test_predication_select_issues_half_the_ffma_of_the_branch() -> None:
     branchy, select = kernel("odd_branch.cu", "odd_branchy"), kernel("odd_branch.cu", "odd_select")
-    assert count(branchy, "FFMA") == 2 * count(select, "FFMA") == 256
-    assert count(select, "FSEL") >= 1
+    # 128 FFMA per element on each path: 4 elements in the loop's step, 1 in the leftover loop
+    assert count(branchy, "FFMA") == 2 * count(select, "FFMA") == 2 * 5 * 128
+    assert count(select, "FSEL") >= 1 and count(branchy, "FSEL") == 0
 
 
 @needs_sass
@@ -137,3 +140,22 @@ def test_tail_effect_loop_is_four_chains_of_ffma(name: str) -> None:
     loop = hot_loop(kernel("tail_waves.cu", name))
     ffma = count("\n".join(loop), "FFMA")
     assert ffma == 4 * 128 and ffma >= 0.93 * len(loop), f"{ffma} FFMA of {len(loop)} instructions"
+
+
+@needs_sass
+def test_predication_blocks_fit_eight_per_sm() -> None:
+    usage = native.Library((CH08 / "odd_branch.cu",)).resource_usage("90")
+    regs = [int(r) for r in re.findall(r"REG:(\d+)", usage)]
+    assert len(regs) == 2 and max(regs) <= 32, usage
+
+
+@needs_sass
+@pytest.mark.parametrize(("name", "sides"), [("odd_branchy", 2), ("odd_select", 1)])
+def test_predication_loop_is_four_chains_with_the_next_loads_early(name: str, sides: int) -> None:
+    loop = hot_loop(kernel("odd_branch.cu", name))
+    ffma = count("\n".join(loop), "FFMA")
+    assert ffma == 4 * 128 * sides and ffma >= 0.93 * len(loop), f"{ffma} FFMA of {len(loop)} instructions"
+    loads = [k for k, op in enumerate(loop) if re.search(r"\bLDG\b", op)]
+    assert len(loads) == 4, loads
+    hidden = count("\n".join(loop[max(loads):]), "FFMA")  # sunk to the loop's end, they would hide behind none
+    assert hidden >= 128, f"the next step's loads are followed by {hidden} FFMA of the step"
