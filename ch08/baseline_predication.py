@@ -11,9 +11,9 @@ Both run the same body (``odd_groups``) on a grid of SMs x 8 resident 256-thread
 a thread a step, the next step's loads issued amid this step's chains, so 512 of the select loop's
 549 SASS instructions are FFMA (1,024 of 1,077 in the branchy loop; was one element a thread, 128 of
 154). 8.6 GFLOP of useful work per call, 256 MiB moved.
-Expect: with the 4-element body not yet measured. Measured on an H200 2026-11-29, one element a
-thread: 1.61x [1.61, 1.61] (0.318 -> 0.198 ms); the optimized at 43.4 TFLOP/s useful, 69% of the
-measured FFMA rate (62.8 TFLOP/s; baseline 27.0 useful, 54.0 issued).
+Expect: measured, H200, 2026-11-29, the 4-element body, twice: 1.93x [1.93, 1.93] (0.2987 -> 0.1548
+ms); the optimized at 55.5 TFLOP/s useful, 88% of the measured FFMA rate (62.8; one element a thread:
+69%); the baseline issues twice its useful FMAs.
 Run: python ch08/baseline_predication.py  |  aisp bench run -t ch08:predication
 """
 
@@ -39,7 +39,7 @@ def _workload() -> OddWorkload:
     return OddWorkload(flops=2.0 * s.terms * s.n, bytes=8.0 * s.n, items=s.n, item_unit="elements",
                        # fp32_simt: per-element FFMA chains on the CUDA cores, no tensor-core form; bitwise-equal: zero tolerance
                        precision="fp32_simt", **BITWISE, requires=native.REQUIRES,
-                       ceiling_note="profiled (ncu, H200): odd_select 195 us: issue 80% of cycles, FMA pipe 68% (128 of a warp's 153 instructions FFMA), long_scoreboard 5.1 on its one load")
+                       ceiling_note="profiled (ncu, H200): odd_select 152.9 us, SM 93.4%, stalls not_selected 8.2 (issue-bound), long_scoreboard 0.8: 88% since the 4-element body")
 
 
 WORKLOAD = _workload()

@@ -11,7 +11,7 @@ of it, one wave. Both run the same body (``eval_groups``): 4 units' FMA chains a
 loop's 540-541 SASS instructions are FFMA (was 128 of 142-145 a unit), and the next step's loads go
 out before this step's chains. Same FMAs per element: bitwise-equal results. 8.9 GFLOP per call,
 265 MiB moved.
-Expect (measured, H200, 2026-11-29, the 4-unit body): 1.44x [1.43, 1.44] (0.2242 -> 0.1563 ms); the
+Expect: measured, H200, 2026-11-29, the 4-unit body: 1.44x [1.43, 1.44] (0.2242 -> 0.1563 ms); the
 optimized at 56.9 TFLOP/s, 90.6% of the measured FFMA rate (62.8 TFLOP/s; one unit a step: 76%).
 On a GPU with another SM count the tail is another size.
 Run: python ch08/baseline_tail_effect.py  |  aisp bench run -t ch08:tail_effect

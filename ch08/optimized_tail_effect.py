@@ -7,7 +7,7 @@ an H100/H200, from ``cudaOccupancyMaxActiveBlocksPerMultiprocessor``); each bloc
 of 4 units of 1,024 elements, the 128 units left over one at a time, so the 33,920 units split 128 or
 129 per block: one wave, every SM busy to the end. Its body is the baseline's (4 FMA chains a step,
 512 FFMA of 541 SASS instructions, the next step's loads before them), so only the waves differ.
-Expect (measured, H200, 2026-11-29, the 4-unit body): 1.44x [1.43, 1.44] (0.2242 -> 0.1563 ms),
+Expect: measured, H200, 2026-11-29, the 4-unit body: 1.44x [1.43, 1.44] (0.2242 -> 0.1563 ms),
 56.9 TFLOP/s: 90.6% of the measured FFMA rate (62.8 TFLOP/s); one unit a step it was 0.186 ms, 76%.
 Run: python ch08/optimized_tail_effect.py  |  aisp bench run -t ch08:tail_effect
 """
