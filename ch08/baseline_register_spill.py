@@ -8,10 +8,11 @@ compiler places the array in local memory (LDL/STL in the SASS; ``STACK:64`` in 
 -res-usage``): 31 local loads and a local store through L1 per output, 32x the global
 traffic, more than L1 holds for 2,048 threads (128 B each).
 Optimized (optimized_register_spill.py): the strip loop unrolled by 32, so every ring index is a
-compile-time constant and the window lives in 32 registers: no LDL/STL. Same loads from DRAM, same
-FMAs in the same order: bitwise-equal results. 4.3 GFLOP, 512 MiB per call: memory-bound.
-Expect: 3.05x [3.01, 3.10] measured on an H200 (0.558 -> 0.183 ms); the optimized at 2.94 TB/s, 70% of the
-HBM copy bandwidth (baseline 0.96 TB/s, 23%).
+compile-time constant and the window lives in 32 registers: no LDL/STL; each row loaded 8 outputs
+ahead of its use. Same loads from DRAM, same FMAs in the same order: bitwise-equal results. 4.3 GFLOP, 512 MiB per call: memory-bound.
+Expect: with the optimized's 8-row lookahead not yet measured. Measured on an H200 2026-11-28 without
+it: 3.05x [3.01, 3.10] (0.558 -> 0.183 ms); the optimized at 2.94 TB/s, 70% of the HBM copy
+bandwidth (baseline 0.96 TB/s, 23%).
 Run: python ch08/baseline_register_spill.py  |  aisp bench run -t ch08:register_spill
 """
 

@@ -5,14 +5,19 @@ goes to local memory, 31 LDL and 1 STL per output through L1.
 Optimized: ``fir_shift`` (fir_spill.cu) runs the strip in steps of 32 rows with the 32 phases
 unrolled (``#pragma unroll``): row r0 + p with r0 % 32 == 0 uses slot (p + j) % 32, a constant, so
 the 32 values are 32 registers. The SASS has no LDL/STL (a CPU test checks it); the only memory
-traffic left is the one global load and store per output.
-Expect: 3.05x [3.01, 3.10] measured on an H200 (0.558 -> 0.183 ms), 2.94 TB/s: 70% of HBM copy bandwidth.
-Why not 80% (SASS sm_90, not profiled): 8 FLOP per declared byte is near the fp32 ridge (issuing
-the 2.1 G FFMAs alone takes >= 64 us at 67 TFLOP/s); the 31-row halo adds 24% input reads the
-declared bytes leave out (3.3 TB/s actual, 78%); the 32 LDG.E (4 bytes) sit among the 1,024 FFMAs
-of the unrolled body, not hoisted; 48 registers give 5 blocks per SM, so 2,048 blocks run in
-3.1 waves of 660. Capping at 40 registers (6 blocks) spills 248 bytes, the very thing the pair
-removes; so the figure stands as evidence, not a fix.
+traffic left is the one global load and store per output. Each row is loaded 8 outputs before its
+first use into a second register array (slot p % 8), so 6-8 loads a thread are always in flight,
+across the loop's back edge too (ptxas alone kept ~55 FFMAs of lead and none at a step's start:
+long_scoreboard); 72 registers, 7 blocks of 128 an SM; outputs and rows only this thread reads
+are streamed (evict-first) so L2 keeps the 31-row halo that the strip above reads again.
+Expect: with the 8-row lookahead not yet measured. Measured on an H200 2026-11-28 without it: 3.05x
+[3.01, 3.10] (0.558 -> 0.183 ms), 2.94 TB/s: 70% of HBM copy bandwidth.
+Why the lookahead (SASS sm_90; before it, Nsight Compute on an H200): DRAM 70%, L2 77%, FMA 44%,
+issue 45%, long_scoreboard 13.9 at 58% occupancy: no unit full, warps waiting on loads. The 32
+LDG.E (4 bytes) of each 32-row step sat among its 1,024 FFMAs at least 55 FFMAs before their use,
+none issued for the step's last ~150 FFMAs, and 5 blocks of 256 made 3.1 waves (a last wave 10%
+full); now every load is issued >= 200 FFMAs ahead and 4,096 blocks of 128 make 4.4 waves. Loads
+stay 4-byte: a 16-byte load would give a thread 4 columns and 4 x 32 window registers.
 Run: python ch08/optimized_register_spill.py  |  aisp bench run -t ch08:register_spill
 """
 

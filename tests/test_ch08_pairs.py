@@ -1,8 +1,9 @@
 """Chapter 8 on a CPU: every pair is discovered and documents itself, every pair skips with its
 reason (all need a GPU), every CUDA C++ library builds for sm_90 with its entry points, and the SASS
 holds what each pair is about: local memory in register_spill's baseline and none in its optimized
-kernel, coefficient loads only in loop_unrolling's runtime loop, half the FMAs in predication's
-branch-free kernel, HFMA2 in half2_math, at most 32 registers in tail_effect (two blocks per SM)
+kernel, whose loads run 4 outputs (128 FFMA) or more ahead of their first use within 72 registers,
+coefficient loads only in loop_unrolling's runtime loop, half the FMAs in predication's branch-free
+kernel, HFMA2 in half2_math, at most 32 registers in tail_effect (two blocks per SM)
 and 4 x 128 FFMA, at least 93% of each of its kernels' loop; in predication at most 32 registers
 (eight 256-thread blocks per SM) and 4 chains a step (x 2 sides in the branch), at least 93% of
 each loop, the next step's loads issued with at least a chain's FFMA still to run."""
@@ -132,6 +133,33 @@ def hot_loop(body: str) -> list[str]:
         if back and int(back.group(1), 16) < at:
             return [o for a, o in code if int(back.group(1), 16) <= a <= at]
     raise AssertionError("no loop")
+
+
+def load_leads(loop: list[str]) -> list[int]:
+    """For each LDG of a loop: the FFMAs issued before the first instruction that reads the register it
+    loads, the loop read round its back edge (a load may feed the next iteration)."""
+    leads = []
+    for at, op in enumerate(loop):
+        if not (load := re.match(r"(?:@!?P\d\s+)?LDG\S*\s+(R\d+),", op)):
+            continue
+        ffma = 0
+        for later in loop[at + 1:] + loop[:at]:
+            if re.search(rf"\b{load.group(1)}\b", later.partition(",")[2]):
+                break
+            ffma += "FFMA" in later
+        leads.append(ffma)
+    return leads
+
+
+@needs_sass
+def test_register_spill_loads_run_ahead_of_their_use() -> None:
+    """fir_shift loads each row 8 outputs before it is needed (ptxas left alone keeps some 55 FFMAs ahead,
+    none across the back edge), in 72 registers: 7 blocks of 128 threads an SM, still no spill."""
+    leads = load_leads(hot_loop(kernel("fir_spill.cu", "fir_shift")))
+    assert len(leads) == 32 and min(leads) >= 4 * 32, leads
+    usage = native.Library((CH08 / "fir_spill.cu",)).resource_usage("90")
+    shift = re.search(r"fir_shift.*\n.*REG:(\d+) STACK:(\d+)", usage)
+    assert shift and int(shift.group(1)) <= 72 and shift.group(2) == "0", usage
 
 
 @needs_sass
