@@ -10,9 +10,9 @@ traffic, more than L1 holds for 2,048 threads (128 B each).
 Optimized (optimized_register_spill.py): the strip loop unrolled by 32, so every ring index is a
 compile-time constant and the window lives in 32 registers: no LDL/STL; each row loaded 8 outputs
 ahead of its use. Same loads from DRAM, same FMAs in the same order: bitwise-equal results. 4.3 GFLOP, 512 MiB per call: memory-bound.
-Expect: with the optimized's 8-row lookahead not yet measured. Measured on an H200 2026-11-28 without
-it: 3.05x [3.01, 3.10] (0.558 -> 0.183 ms); the optimized at 2.94 TB/s, 70% of the HBM copy
-bandwidth (baseline 0.96 TB/s, 23%).
+Expect: measured, H200, 2026-11-29, with the optimized's 8-row lookahead, twice: 3.33x and 3.37x
+(0.544 -> 0.164 and 0.1615 ms); the optimized at 3.3 TB/s, 78-79% of the HBM copy bandwidth (0.183
+ms, 70% without it; baseline 0.96 TB/s, 23%).
 Run: python ch08/baseline_register_spill.py  |  aisp bench run -t ch08:register_spill
 """
 
@@ -42,7 +42,7 @@ def _workload() -> FirWorkload:
     moved = 4.0 * ((s.rows + s.taps - 1) * s.cols + s.rows * s.cols)
     return FirWorkload(flops=2.0 * s.taps * s.rows * s.cols, bytes=moved, items=s.rows * s.cols,
                        item_unit="outputs", precision="exact", requires=native.REQUIRES,
-                       ceiling_note="ncu: fir_shift 172 us at DRAM 70% (3.37 TB/s, 8% over the declared bytes), L2 77%, FMA pipe 44%, issue 45%, occupancy 58%, long_scoreboard 13.9: no unit full")
+                       ceiling_note="ncu (H200): fir_shift 155.5 us at 3.40 TB/s (85% of HBM copy; the declared bytes), L2 82%, long_scoreboard 8.2; ~6 us launch in the call")
 
 
 WORKLOAD = _workload()

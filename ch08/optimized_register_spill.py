@@ -10,8 +10,9 @@ first use into a second register array (slot p % 8), so 6-8 loads a thread are a
 across the loop's back edge too (ptxas alone kept ~55 FFMAs of lead and none at a step's start:
 long_scoreboard); 72 registers, 7 blocks of 128 an SM; outputs and rows only this thread reads
 are streamed (evict-first) so L2 keeps the 31-row halo that the strip above reads again.
-Expect: with the 8-row lookahead not yet measured. Measured on an H200 2026-11-28 without it: 3.05x
-[3.01, 3.10] (0.558 -> 0.183 ms), 2.94 TB/s: 70% of HBM copy bandwidth.
+Expect: measured, H200, 2026-11-29, with the 8-row lookahead, twice: 3.33x [3.32, 3.33] and 3.37x
+(0.544 -> 0.164 and 0.1615 ms), 3.3 TB/s: 78-79% of HBM copy bandwidth (without it, 2026-11-28:
+0.183 ms, 70%).
 Why the lookahead (SASS sm_90; before it, Nsight Compute on an H200): DRAM 70%, L2 77%, FMA 44%,
 issue 45%, long_scoreboard 13.9 at 58% occupancy: no unit full, warps waiting on loads. The 32
 LDG.E (4 bytes) of each 32-row step sat among its 1,024 FFMAs at least 55 FFMAs before their use,
