@@ -1,6 +1,6 @@
 """Chapter 5 on a GPU: every variant that can run here matches its baseline through the harness's
-verified call (inputs unchanged, fresh output), also after its inputs are refilled; gds_check gives
-a verdict."""
+verified call (inputs unchanged, fresh output), also after its inputs are refilled; the pipelined
+uint8 variant gives the serial one's bits; gds_check gives a verdict."""
 
 from __future__ import annotations
 
@@ -60,6 +60,20 @@ def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
 @pytest.mark.parametrize(("baseline", "optimized"), variant_modules(CH05))
 def test_pair_matches_on_refilled_inputs_on_gpu(baseline: str, optimized: str) -> None:
     check_refilled_pair(build(baseline, 0), build(optimized, 0), load(baseline).WORKLOAD)
+
+
+def test_uint8_pipelined_is_bitwise_the_serial_variant() -> None:
+    """Chunked copies on a copy stream and per-chunk normalizes give the serial variant's bits, on
+    two calls (the second reuses the device buffer the first call's normalize read)."""
+    serial, pipelined = build("optimized_uint8_transfer", 3), build("optimized_uint8_transfer_pipelined", 3)
+    serial.setup()
+    pipelined.setup()
+    ref = guarded_run(serial)
+    for _ in range(2):
+        for (_, want), (_, got) in zip(ref, guarded_run(pipelined), strict=True):
+            assert torch.equal(got, want)
+    serial.teardown()
+    pipelined.teardown()
 
 
 def test_gds_check_gives_a_verdict(capsys) -> None:

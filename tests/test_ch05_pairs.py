@@ -132,6 +132,27 @@ def test_uint8_normalize_matches_the_reference() -> None:
     torch.testing.assert_close(got, (x.permute(0, 3, 1, 2).float() / 255 - mean) / std)
 
 
+@pytest.mark.parametrize(("n", "parts"), [(256, 8), (255, 8), (257, 8), (10, 3), (3, 8), (1, 1)])
+def test_uint8_pipelined_chunks_cover_every_image_once(n: int, parts: int) -> None:
+    got = load("optimized_uint8_transfer_pipelined").chunks(n, parts)
+    assert [i for s in got for i in range(n)[s]] == list(range(n))
+    assert len(got) == min(n, parts)
+    assert max(s.stop - s.start for s in got) - min(s.stop - s.start for s in got) <= 1
+
+
+def test_uint8_normalize_chunk_by_chunk_is_bitwise_the_whole_batch() -> None:
+    """What the pipelined variant does on the GPU, done here on the CPU: normalize into each chunk's
+    rows of ``out`` gives the same bits as one normalize of the whole batch."""
+    normalize, chunks = load("baseline_uint8_transfer").normalize, load("optimized_uint8_transfer_pipelined").chunks
+    x = torch.randint(0, 256, (11, 5, 7, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    mean, std = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1), torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+    whole, pieces = torch.empty(11, 3, 5, 7), torch.full((11, 3, 5, 7), float("nan"))
+    normalize(x, mean, std, whole)
+    for rows in chunks(11, 4):
+        normalize(x[rows], mean, std, pieces[rows])
+    assert torch.equal(pieces, whole)
+
+
 def test_jpeg_pool_decodes_close_to_its_pixels() -> None:
     pytest.importorskip("PIL")
     import io
