@@ -7,7 +7,7 @@ signs and runs both sides one after the other, each with about half its lanes ma
 instructions issued per element, half of them for lanes that discard the result.
 Optimized (optimized_predication.py): one path for every lane, r = P(|x|), then a branchless select
 y = x < 0 ? -r : r: 128 FMAs issued per element, all lanes busy. Bitwise-equal results.
-Both run the same body (``odd_groups``) on a grid of SMs x 8 resident 256-thread blocks: 4 elements
+Both run the same body (``unit_steps`` in ch08_poly.cuh) on a grid of SMs x 8 resident 256-thread blocks: 4 elements
 a thread a step, the next step's loads issued amid this step's chains, so 512 of the select loop's
 549 SASS instructions are FFMA (1,024 of 1,077 in the branchy loop; was one element a thread, 128 of
 154). 8.6 GFLOP of useful work per call, 256 MiB moved.

@@ -5,6 +5,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "ch08_check.cuh"
+
 constexpr int kMaxTerms = 256;
 
 struct CoefTable {
@@ -39,4 +41,30 @@ __device__ __forceinline__ __half2 horner2(__half2 v) {
 #pragma unroll
   for (int k = kTerms - 1; k >= 0; --k) acc = __hfma2(acc, v, __float2half2_rn(kCoef.v[k]));
   return acc;
+}
+
+// The loop body tail_effect's and predication's kernels share: `steps` steps of kGroup units of
+// kThreads elements, one element per thread a unit: step s's unit j (s from 0) is element
+// i + s * stride + j * kThreads (this thread's). Each step evaluates kGroup values with `eval`
+// (a clamped input -> its output: a chain of FMAs), so the loop and address arithmetic of one step
+// is shared by kGroup chains; step s + 1's inputs are loaded, and clamped, in step s, around its
+// chains, so their latency hides behind them. The last step reloads its own, so no `if` guards the
+// loads (guarded, ptxas sank them to the loop's end).
+template <int kGroup, int kThreads, class Eval>
+__device__ __forceinline__ void unit_steps(const float* __restrict__ x, float* __restrict__ y, size_t i,
+                                           size_t stride, int steps, Eval eval) {
+  if (steps <= 0) return;
+  float v[kGroup];
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(x[i + j * kThreads]);
+  for (int s = 1; s <= steps; ++s, i += stride) {
+    const size_t next = i + (s < steps ? stride : 0);
+    float in[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) in[j] = x[next + j * kThreads];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) y[i + j * kThreads] = eval(v[j]);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(in[j]);
+  }
 }

@@ -7,7 +7,7 @@
 //            issued per element, half of them wasted.
 //   select   one path for every lane: r = P(|x|), then y = x < 0 ? -r : r, a select with no
 //            branch: 128 FMAs issued per element, every lane busy.
-// Both run the same body, odd_groups, on a grid of SMs x resident blocks (8 of 256 threads: at most
+// Both run the same body, unit_steps (ch08_poly.cuh), on a grid of SMs x resident blocks (8 of 256 threads: at most
 // 32 registers) that strides over groups of 4 units of 256 elements (one element per thread a
 // unit): 4 elements a thread a step, so one step's loop and address arithmetic is shared by 4 x 128
 // FFMA (x 2 in the branchy kernel), and the next step's inputs are loaded before this step's
@@ -39,34 +39,13 @@ struct Select {
   }
 };
 
-// `steps` steps of kGroup units: step s's unit j (s from 0) is element i + s * stride + j * kThreads
-// (this thread's). Step s + 1's inputs are loaded, and clamped, in step s, around its FMA chains; the
-// last step reloads its own, so no `if` guards the loads (guarded, ptxas sinks them to the loop's end).
-template <class Odd>
-__device__ __forceinline__ void odd_groups(const float* __restrict__ x, float* __restrict__ y, size_t i,
-                                           size_t stride, int steps) {
-  if (steps <= 0) return;
-  float v[kGroup];
-#pragma unroll
-  for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(x[i + j * kThreads]);
-  for (int s = 1; s <= steps; ++s, i += stride) {
-    const size_t next = i + (s < steps ? stride : 0);
-    float in[kGroup];
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) in[j] = x[next + j * kThreads];
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) y[i + j * kThreads] = Odd::eval(v[j]);
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(in[j]);
-  }
-}
-
 // Full rounds of the grid in groups, then what is left one element a thread.
 template <class Odd>
 __device__ __forceinline__ void odd_body(const float* __restrict__ x, float* __restrict__ y, long n) {
   const long group = (long)kGroup * kThreads, round = (long)gridDim.x * group;
   const int steps = (int)(n / round);
-  odd_groups<Odd>(x, y, (size_t)blockIdx.x * group + threadIdx.x, (size_t)round, steps);
+  unit_steps<kGroup, kThreads>(x, y, (size_t)blockIdx.x * group + threadIdx.x, (size_t)round, steps,
+                               [](float v) { return Odd::eval(v); });
   for (long i = steps * round + (long)blockIdx.x * kThreads + threadIdx.x; i < n; i += (long)gridDim.x * kThreads) {
     y[i] = Odd::eval(clamp_unit(x[i]));
   }

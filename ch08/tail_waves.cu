@@ -10,7 +10,7 @@
 //               groups of 4 units of 1,024 elements (one element per thread a unit), the units
 //               left over one at a time, so every block gets 1/264 of it (128 or 129 units): no
 //               second wave. The grid comes from the occupancy API, so it fits any GPU.
-// Both run the same body, eval_groups: 4 units' FMA chains a step (128 FFMA each), so one step's
+// Both run the same body, unit_steps (ch08_poly.cuh): 4 units' FMA chains a step (128 FFMA each), so one step's
 // loop and address arithmetic is shared by 512 FFMA, and the next step's inputs are loaded before
 // this step's chains, so their latency hides behind them. Every element gets the same FMAs in the
 // same order: bitwise-equal results.
@@ -22,25 +22,10 @@ constexpr int kGroup = 4;  // units a step: 4 x 128 FFMA of straight-line code (
 
 __device__ __forceinline__ float eval(float x) { return horner<kTerms>(clamp_unit(x)); }
 
-// `steps` steps of kGroup units: step s's unit j (s from 0) is element i + s * stride + j * kThreads
-// (this thread's). Step s + 1's inputs are loaded, and clamped, in step s, around its FMA chains; the
-// last step reloads its own, so no `if` guards the loads (guarded, ptxas sank them to the loop's end).
+// unit_steps (ch08_poly.cuh) with this file's unit work.
 __device__ __forceinline__ void eval_groups(const float* __restrict__ x, float* __restrict__ y, size_t i,
                                             size_t stride, int steps) {
-  if (steps <= 0) return;
-  float v[kGroup];
-#pragma unroll
-  for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(x[i + j * kThreads]);
-  for (int s = 1; s <= steps; ++s, i += stride) {
-    const size_t next = i + (s < steps ? stride : 0);
-    float in[kGroup];
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) in[j] = x[next + j * kThreads];
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) y[i + j * kThreads] = horner<kTerms>(v[j]);
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) v[j] = clamp_unit(in[j]);
-  }
+  unit_steps<kGroup, kThreads>(x, y, i, stride, steps, [](float v) { return horner<kTerms>(v); });
 }
 
 __global__ void __launch_bounds__(kThreads, kMinBlocks) tile_blocks(const float* __restrict__ x,
