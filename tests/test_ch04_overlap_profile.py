@@ -91,10 +91,13 @@ def test_two_gloo_ranks_time_and_trace_every_variant(tmp_path) -> None:
     args = ("-t", "mypairs:tiny", "--root", str(pairs), "--device", "cpu", "--out", str(out),
             "--iterations", "3", "--steps", "2", "--warmup", "1")
     done = torchrun(*args)
-    if done.returncode != 0 and "(SIGABRT)" in done.stderr and (out / "overlap_profile.json").exists():
+    for _ in range(2):
+        if not (done.returncode != 0 and "(SIGABRT)" in done.stderr and (out / "overlap_profile.json").exists()):
+            break
         # Gloo's TCP teardown can abort a rank whose peer closed its sockets first (a known upstream
-        # race, pytorch/pytorch#50701); seen once on a loaded 2-core CI host after every row was
-        # written. One rerun; a second abort, or any other failure, fails the test.
+        # race, pytorch/pytorch#50701); seen on a loaded 2-core host after every row was written,
+        # twice in a row once (2026-11-29, full suite under -n 2). Two reruns; a third abort, or any
+        # other failure, fails the test.
         (out / "overlap_profile.json").unlink()
         done = torchrun(*args)
     rank_errors = "\n".join(line for line in done.stderr.splitlines() if "[rank" in line or "what()" in line)
