@@ -29,18 +29,16 @@ from collections.abc import Callable
 
 import torch
 from optimized_sliding_window_attention import FlexWindowAttention
-from torch.nn.attention.flex_attention import flex_attention
 
 import aisp
-
-MODE = "max-autotune-no-cudagraphs"
+from aisp.kits.attention import autotuned_flex
 
 
 class AutotunedFlexWindowAttention(FlexWindowAttention):
     def flex(self) -> Callable[..., torch.Tensor]:
         if self.device.type != "cuda":
             return super().flex()
-        return torch.compile(flex_attention, dynamic=False, mode=MODE)
+        return autotuned_flex()
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -31,11 +31,11 @@ from functools import partial
 
 import torch
 from optimized_flex_score_mod import FlexScoreMod
-from torch.nn.attention.flex_attention import FlexKernelOptions, flex_attention
+from torch.nn.attention.flex_attention import FlexKernelOptions
 
 import aisp
+from aisp.kits.attention import autotuned_flex
 
-MODE = "max-autotune-no-cudagraphs"
 CAUSAL_OPTIONS: FlexKernelOptions = {"ROWS_GUARANTEED_SAFE": True, "BLOCKS_ARE_CONTIGUOUS": True}
 """True of the causal BlockMask (test_ch14_pairs.py checks both on it)."""
 
@@ -46,8 +46,7 @@ class AutotunedFlexScoreMod(FlexScoreMod):
     def compile(self) -> Callable[..., torch.Tensor]:
         if self.device.type != "cuda":
             return super().compile()
-        compiled = torch.compile(flex_attention, dynamic=False, mode=MODE)
-        self.attend = partial(compiled, kernel_options=CAUSAL_OPTIONS)
+        self.attend = partial(autotuned_flex(), kernel_options=CAUSAL_OPTIONS)
         self.run()
         return self.attend
 

@@ -32,18 +32,16 @@ from collections.abc import Callable
 
 import torch
 from optimized_flex_document_mask import FlexDocumentMask
-from torch.nn.attention.flex_attention import flex_attention
 
 import aisp
-
-MODE = "max-autotune-no-cudagraphs"
+from aisp.kits.attention import autotuned_flex
 
 
 class AutotunedFlexDocumentMask(FlexDocumentMask):
     def flex(self) -> Callable[..., torch.Tensor]:
         if self.device.type != "cuda":
             return super().flex()
-        return torch.compile(flex_attention, dynamic=False, mode=MODE)
+        return autotuned_flex()
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -1,6 +1,7 @@
-"""What the FlexAttention ``_autotuned`` variants' tests share: a stand-in ``torch.compile`` that
-records its arguments (the CUDA path checked without a GPU), and the two mask properties behind the
-kernel_options ROWS_GUARANTEED_SAFE and BLOCKS_ARE_CONTIGUOUS, checked on a BlockMask."""
+"""What the FlexAttention ``_autotuned`` variants' tests share: each variant's output beside its
+parent's on a CPU, a stand-in ``torch.compile`` that records its arguments (the CUDA path checked
+without a GPU), and the two mask properties behind the kernel_options ROWS_GUARANTEED_SAFE and
+BLOCKS_ARE_CONTIGUOUS, checked on a BlockMask."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ AUTOTUNE = {"dynamic": False, "mode": "max-autotune-no-cudagraphs"}
 """The torch.compile arguments every autotuned variant passes on a GPU."""
 SMALLEST_BLOCK_N = 64
 """The narrowest key step (BLOCK_N) among max-autotune's forward configs."""
+
+
+def outputs(build: Callable[[str, int], Any], *modules: str) -> list[torch.Tensor]:
+    """Each module's benchmark from ``build(module, seed=0)`` (the chapter test's CPU builder), set
+    up and run once."""
+    found = []
+    for module in modules:
+        bench = build(module, 0)
+        bench.setup()
+        found.append(bench.run())
+    return found
 
 
 class CompileRecorder:

@@ -255,12 +255,10 @@ def test_activation_checkpointings_setup_bytes_are_the_weights_snapshot_and_toke
 
 
 def test_autotuned_window_variant_computes_as_its_parent_on_a_cpu() -> None:
-    outs = []
-    for module in ("optimized_sliding_window_attention", "optimized_sliding_window_attention_autotuned"):
-        bench = build(module, 0)
-        bench.setup()
-        outs.append(bench.run())
-    assert torch.equal(outs[0], outs[1])
+    from flex_autotune import outputs
+
+    parent, autotuned = outputs(build, "optimized_sliding_window_attention", "optimized_sliding_window_attention_autotuned")
+    assert torch.equal(parent, autotuned)
 
 
 def test_autotuned_window_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

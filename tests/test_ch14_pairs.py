@@ -219,10 +219,12 @@ def test_autotuned_score_mod_variant_compiles_with_max_autotune_on_a_gpu(monkeyp
     from flex_autotune import AUTOTUNE, CompileRecorder, blocks_are_contiguous, rows_guaranteed_safe
     from torch.nn.attention.flex_attention import create_block_mask
 
+    from aisp.kits import attention
+
     recorder, passed = CompileRecorder(), []
     module = load("optimized_flex_score_mod_autotuned")
     monkeypatch.setattr(torch, "compile", recorder)
-    monkeypatch.setattr(module, "flex_attention", lambda *args, **kwargs: passed.append(kwargs))
+    monkeypatch.setattr(attention, "flex_attention", lambda *args, **kwargs: passed.append(kwargs))
     bench = module.get_benchmark()
     bench.device = torch.device("cuda")
     bench.q = bench.k = bench.v = bench.score_mod = bench.block_mask = None

@@ -230,12 +230,10 @@ def test_pipelined_loop_prepares_the_next_step_before_waiting_for_this_one() -> 
 
 
 def test_autotuned_block_sparse_variant_computes_as_its_parent_on_a_cpu() -> None:
-    outs = []
-    for module in ("optimized_block_sparse_attention", "optimized_block_sparse_attention_autotuned"):
-        bench = build(module, 0)
-        bench.setup()
-        outs.append(bench.run())
-    assert torch.equal(outs[0], outs[1])
+    from flex_autotune import outputs
+
+    parent, autotuned = outputs(build, "optimized_block_sparse_attention", "optimized_block_sparse_attention_autotuned")
+    assert torch.equal(parent, autotuned)
 
 
 def test_autotuned_block_sparse_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

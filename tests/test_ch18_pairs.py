@@ -271,12 +271,10 @@ def test_padding_rows_sit_on_the_trash_slot_that_no_live_query_sees() -> None:
 
 
 def test_autotuned_document_variant_computes_as_its_parent_on_a_cpu() -> None:
-    outs = []
-    for module in ("optimized_flex_document_mask", "optimized_flex_document_mask_autotuned"):
-        bench = build(module, 0)
-        bench.setup()
-        outs.append(bench.run())
-    assert torch.equal(outs[0], outs[1])
+    from flex_autotune import outputs
+
+    parent, autotuned = outputs(build, "optimized_flex_document_mask", "optimized_flex_document_mask_autotuned")
+    assert torch.equal(parent, autotuned)
 
 
 def test_autotuned_document_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
