@@ -13,12 +13,13 @@ normalize has read the buffer (and after the harness's spacer). The last normali
 last copy's event: every copy-stream op is joined to the current stream when run() returns.
 Why 8: per chunk the copy engine pays a fixed cost of a few microseconds (call it c = 5 us) and
 the one normalize left un-overlapped is the last chunk's, 0.39 / N ms, so T(N) = 0.70 + N * c
-+ 0.39 / N, lowest near N = sqrt(0.39 / 0.005) = 8.8; 4.8 MB copies still run at the link's rate,
-and 8 x 5 launches (a copy, an event, 3 kernels) issue well within the 0.70 ms copy. Same
-formula on the same values, row by row: output bitwise equal to optimized_uint8_transfer.py.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): 0.70 + 8 x 0.005 + 0.39 / 8
-= 0.79 ms against 1.10 ms measured for the serial variant (1.4x), 25.72 / 0.79 = 33x over the
-baseline; 38.5 MB / 0.79 ms = 49 GB/s, 89% of pinned H2D (55 GB/s).
++ 0.39 / N, lowest near N = sqrt(0.39 / 0.005) = 8.8; 4.8 MB copies still run at the link's rate.
+Why a graph: issued eagerly, the 8 chunks' 48 calls (views, copy, event, wait, 3 kernels) took
+the host 0.836 ms, longer than the copy, and the call measured 0.913 ms (H200, 2026-11-29): the
+host, not the link, set the pace. Replayed as one graph they issue in one launch. Same formula on
+the same values, row by row: output bitwise equal to optimized_uint8_transfer.py.
+Expect (measured, H200, 2026-11-29): 29.08 -> 0.8031 ms, 36.3x [35.6, 37.0]; 38.5 MB / 0.8031 ms
+= 47.9 GB/s, 87% of pinned H2D (55 GB/s); the serial variant 1.10 ms (64%).
 Run: python ch05/optimized_uint8_transfer_pipelined.py  |  aisp bench run -t ch05:uint8_transfer
 """
 
@@ -45,15 +46,24 @@ def chunks(n: int, parts: int) -> list[slice]:
 
 
 class PipelinedNormalize(GpuNormalize):
-    """Copies uint8 chunk by chunk on a copy stream; normalizes each chunk once it has landed."""
+    """Copies uint8 chunk by chunk on a copy stream; normalizes each chunk once it has landed. The
+    whole fork and join is one CUDA graph, captured in setup and replayed per call."""
 
     def prepare(self) -> None:
         super().prepare()
         self.parts = chunks(self.workload.batch, CHUNKS)
         self.copy_stream = torch.cuda.Stream(self.device)
         self.copied = [torch.cuda.Event() for _ in self.parts]
+        self.graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self.pipeline()  # warm up off the capture
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        with torch.cuda.graph(self.graph):
+            self.pipeline()
 
-    def run(self) -> torch.Tensor:
+    def pipeline(self) -> None:
         main = torch.cuda.current_stream(self.device)
         self.copy_stream.wait_stream(main)
         with torch.cuda.stream(self.copy_stream):
@@ -63,6 +73,9 @@ class PipelinedNormalize(GpuNormalize):
         for rows, event in zip(self.parts, self.copied, strict=True):
             main.wait_event(event)
             normalize(self.raw[rows], self.mean, self.std, self.out[rows])
+
+    def run(self) -> torch.Tensor:
+        self.graph.replay()
         return self.out
 
 
