@@ -50,13 +50,19 @@ WORKLOAD = moe_workload(precision="fp8", element_tol=0.15, rtol=0.0, max_rel_l2=
                         ceiling_note="the fp8 GEMMs run near the fp8 peak (3.09 of 6.30 ms of kernels); the combine, GELU+quantize and gather passes take the rest (torch trace, H200)")
 
 
-def route(x: torch.Tensor, router: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """(token of each assignment sorted by expert, its gate, assignments per expert)."""
+def route_order(x: torch.Tensor, router: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """(assignment ``token * top_k + slot`` of each sorted row, its gate, assignments per expert)."""
     gates, experts = F.linear(x, router).float().softmax(-1).topk(top_k, dim=-1)
     flat = experts.flatten()
     order = torch.argsort(flat, stable=True)
     counts = torch.bincount(flat, minlength=router.shape[0]).tolist()
-    return order // top_k, gates.flatten()[order], counts
+    return order, gates.flatten()[order], counts
+
+
+def route(x: torch.Tensor, router: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """(token of each assignment sorted by expert, its gate, assignments per expert)."""
+    order, gate, counts = route_order(x, router, top_k)
+    return order // top_k, gate, counts
 
 
 def combine(y: torch.Tensor, token: torch.Tensor, gate: torch.Tensor, tokens: int) -> torch.Tensor:

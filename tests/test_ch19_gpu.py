@@ -58,7 +58,7 @@ def test_fp8_linear_errors_stay_inside_the_declared_tolerance_on_gpu() -> None:
         assert float(diff.abs().max()) < base.WORKLOAD.element_tol * float(r.float().abs().max())
 
 
-@pytest.mark.parametrize("optimized", ["optimized_fp8_moe", "optimized_fp8_moe_triton"])
+@pytest.mark.parametrize("optimized", ["optimized_fp8_moe", "optimized_fp8_moe_triton", "optimized_fp8_moe_fused_passes"])
 def test_fp8_moe_rowwise_expert_gemms_run_and_match_on_gpu(optimized: str) -> None:
     """Row-wise _scaled_mm on each expert's padded, aligned group of rows (unaligned row-scale slices
     raised CUBLAS_STATUS_NOT_SUPPORTED in the first H200 run); the Triton grouped GEMM on unpadded groups."""
@@ -85,6 +85,27 @@ def test_grouped_fp8_gemm_matches_per_expert_products_on_gpu() -> None:
                           enumerate(zip(torch.split(a, counts), torch.split(sa, counts), strict=True))])
         assert float((out - want).norm() / want.norm()) < 2e-2  # fast fp8 accumulation, bf16 output
 
+
+
+def test_fused_passes_row_kernels_match_torch_on_gpu() -> None:
+    """The fused_passes row kernels with the hardware's e4m3 rounding, at the pair's row widths: gather +
+    quantize and GELU + quantize against quantize_rows (1-ulp fp32 differences may move a rare value one
+    e4m3 step), the combine against index_add_ of the same bf16 rows."""
+    passes, ref = load("optimized_fp8_moe_fused_passes"), load("optimized_fp8_moe")
+    x = torch.randn(2048, 4096, device="cuda").bfloat16()
+    order = torch.randperm(4096, device="cuda")
+    q, s, pos = passes.gather_quantize(x, order, 2)
+    want_q, want_s = ref.quantize_rows(x[order // 2])
+    assert torch.allclose(s, want_s[:, 0], rtol=1e-6) and torch.equal(pos[order].long(), torch.arange(4096, device="cuda"))
+    assert (q.float() != want_q.float()).float().mean() < 1e-4
+    h, gate = (torch.randn(4096, 8192, device="cuda") * 2).bfloat16(), torch.rand(4096, device="cuda")
+    q, s = passes.gelu_quantize(h, gate)
+    want_q, want_s = ref.quantize_rows(F.gelu(h.float()))
+    assert torch.allclose(s, want_s[:, 0] * gate, rtol=1e-5)
+    assert (q.float() != want_q.float()).float().mean() < 1e-4
+    y = torch.randn(4096, 4096, device="cuda").bfloat16()
+    want = torch.zeros(2048, 4096, device="cuda").index_add_(0, order // 2, y.float()).bfloat16()
+    assert torch.equal(passes.combine_rows(y, pos, 2), want)
 
 def test_optimizer_pair_lowers_peak_memory_on_gpu() -> None:
     peaks = []

@@ -79,6 +79,31 @@ assert torch.allclose(out, want, rtol=1e-5, atol=1e-3), (out - want).abs().max()
 assert out[60:].abs().max() == 0  # tokens no row routes to stay zero
 """
 
+MOE_PASSES = """
+import torch, torch.nn.functional as F
+from optimized_fp8_moe_fused_passes import combine_rows, gather_quantize, gelu_quantize
+tokens, top_k, n = 24, 2, 96  # rows narrower than their power-of-two block: masked columns
+x = (torch.randn(tokens, n) * 3).bfloat16()
+x[5, 7] = -50.0  # a negative amax
+order = torch.randperm(tokens * top_k)
+q, s, pos = gather_quantize(x, order, top_k, torch.float32)
+rows = x[order // top_k].float()
+amax = rows.abs().amax(1)
+assert torch.allclose(s, amax / 448.0, rtol=1e-6), (s, amax)
+assert torch.allclose(q, rows * (448.0 / amax)[:, None], rtol=1e-5, atol=1e-5)
+assert torch.equal(pos[order], torch.arange(tokens * top_k, dtype=torch.int32)), "pos is not order's inverse"
+h, gate = (torch.randn(tokens * top_k, n) * 2).bfloat16(), torch.rand(tokens * top_k)
+q, s = gelu_quantize(h, gate, torch.float32)
+g = F.gelu(h.float())
+amax = g.abs().amax(1)
+assert torch.allclose(s, amax / 448.0 * gate, rtol=1e-5), (s, amax / 448.0 * gate)
+assert torch.allclose(q, g * (448.0 / amax)[:, None], rtol=1e-4, atol=1e-4), "not the exact-erf GELU"
+y = torch.randn(tokens * top_k, n).bfloat16()
+out = combine_rows(y, pos, top_k, torch.float32)
+want = torch.zeros(tokens, n).index_add_(0, order // top_k, y.float())
+assert torch.allclose(out, want, rtol=1e-6, atol=1e-6), (out - want).abs().max()
+"""
+
 W4 = """
 import torch, triton, triton.language as tl
 from ch19_w4 import quantize_w4
@@ -128,6 +153,10 @@ def test_grouped_fp8_gemm_kernel_covers_every_expert_block() -> None:
 def test_fused_combine_adds_every_gated_row_into_its_token() -> None:
     run_interpreted(MOE_COMBINE)
 
+
+
+def test_fused_passes_gather_quantize_gelu_and_combine_rows() -> None:
+    run_interpreted(MOE_PASSES)
 
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
     run_interpreted(W4)
@@ -331,4 +360,29 @@ def test_fused_combine_sm90_keeps_the_grouped_gemm_and_adds_with_fp32_reductions
     assert "st.global" not in ptx  # the expert outputs are never stored
     res = resources(k)
     print(res)
+    assert res["STACK"] == res["LOCAL"] == 0, res
+
+
+@pytest.mark.parametrize(("kernel", "sig", "consts", "warps", "loads"), [
+    ("_gather_quantize", {"x_ptr": "*bf16", "order_ptr": "*i64", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "pos_ptr": "*i32"},
+     {"N": 4096, "TOP_K": 2, "BLOCK": 4096, "FP8_MAX": 448.0}, 4, 4),
+    ("_gelu_quantize", {"h_ptr": "*bf16", "gate_ptr": "*fp32", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"},
+     {"N": 8192, "BLOCK": 8192, "FP8_MAX": 448.0}, 8, 4),
+    ("_combine", {"y_ptr": "*bf16", "pos_ptr": "*i32", "out_ptr": "*bf16"}, {"N": 4096, "TOP_K": 2, "BLOCK": 4096}, 4, 8)],
+    ids=["gather_quantize", "gelu_quantize", "combine"])
+def test_fused_passes_sm90_rows_move_in_16_byte_accesses_once(kernel: str, sig: dict, consts: dict, warps: int,
+                                                              loads: int) -> None:
+    """At the pair's widths each thread holds 32 elements of its row: four 16-byte bf16 loads per row read
+    (once: no second pass over the row), 16-byte stores, e4m3 by the paired hardware convert, no spills;
+    the GELU's exp2 runs once per element (the compiled pass evaluated GELU twice, for the amax and the cast)."""
+    sys.path[:0] = [str(ROOT)]
+    try:
+        k = compile_sm90("optimized_fp8_moe_fused_passes", kernel, sig, consts, num_warps=warps, num_stages=1)
+    finally:
+        del sys.path[0]
+    ptx = k.asm["ptx"]
+    assert ptx.count("ld.global.v4.b32") == loads and "st.global.v4.b32" in ptx
+    assert kernel == "_combine" or ptx.count("cvt.rn.satfinite.e4m3x2.f32") == 16
+    assert kernel != "_gelu_quantize" or ptx.count("ex2.approx") == 32
+    res = resources(k)
     assert res["STACK"] == res["LOCAL"] == 0, res
