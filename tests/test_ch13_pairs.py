@@ -63,6 +63,7 @@ SMALL = {
 CPU_UNRUNNABLE = {
     "optimized_autograd_standard": "captures a CUDA graph",
     "optimized_bandwidth_naive": "a Triton kernel (needs a GPU)",
+    "optimized_kv_cache_naive_fused": "a Triton kernel (verified under TRITON_INTERPRET=1 in test_ch13_kv_cache.py)",
     "optimized_precisionfp8_te": "Transformer Engine",
     "baseline_precisionfp8_te": "pairs with Transformer Engine only",
     "optimized_matmul_pytorch": "torch.mm(out_dtype=...) is CUDA-only",
@@ -278,3 +279,27 @@ def test_autotuned_window_variant_compiles_with_max_autotune_on_a_gpu(monkeypatc
     rule = load("baseline_sliding_window_attention").in_window
     mask = create_block_mask(lambda b, h, q, kv: rule(q, kv, span), None, None, 2048, 2048, device="cpu")
     assert not rows_guaranteed_safe(mask) and not blocks_are_contiguous(mask)
+
+
+def _kv_on_gpu(module: str, seed: int) -> aisp.Benchmark:
+    bench = load(module).get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), seed
+    bench.workload = dataclasses.replace(bench.workload, batch=2, heads=4, head_dim=128, prompt=96, steps=24)
+    return bench
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module", ["optimized_kv_cache_naive_graph", "optimized_kv_cache_naive_fused"])
+def test_graphed_kv_cache_matches_the_baseline_and_follows_refilled_inputs_on_gpu(module: str) -> None:
+    """The captured graph (cuDNN SDPA, or the fused Triton kernel, at 24 lengths, the last tile
+    partial) replays to the baseline's answer, reads the inputs at their addresses after an in-place
+    refill, and survives its scratch being poisoned."""
+    base, opt = _kv_on_gpu("baseline_kv_cache_naive", 0), _kv_on_gpu(module, 0)
+    check_refilled_pair(base, opt, base.workload)
+    opt = _kv_on_gpu(module, 1)
+    opt.setup()
+    assert opt.graph is not None
+    base = _kv_on_gpu("baseline_kv_cache_naive", 1)
+    base.setup()
+    poison_scratch(opt, set(tensor_attributes(opt)))
+    compare(guarded(base), guarded(opt), base.workload)
