@@ -52,7 +52,8 @@ class ColumnReadScores(aisp.Benchmark):
     workload = WORKLOAD
     inputs = ("q", "k")
     scratch = ("s",)
-    padded = 0
+    layout = 0
+    """scores_run's layout: 0 [32][32] K tile, 1 [32][33], 2 scores_swizzled."""
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
@@ -65,7 +66,7 @@ class ColumnReadScores(aisp.Benchmark):
         torch.testing.assert_close(self.run(), expected, rtol=1e-4, atol=1e-4)
 
     def run(self) -> torch.Tensor:
-        status = self.lib.scores_run(self.padded, self.q.data_ptr(), self.k.data_ptr(), self.s.data_ptr(),
+        status = self.lib.scores_run(self.layout, self.q.data_ptr(), self.k.data_ptr(), self.s.data_ptr(),
                                      self.workload.tiles, native.stream(self.device))
         native.check(status, type(self).__name__)
         return self.s

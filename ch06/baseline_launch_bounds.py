@@ -60,14 +60,15 @@ class FreeRegistersPolynomial(aisp.Benchmark):
     workload = WORKLOAD
     inputs = ("x",)
     scratch = ("y",)
-    bounded = 0
+    kernel = 0
+    """launch_bounds.cu's kernel: 0 horner_free, 1 horner_bounded, 2 horner_fitted."""
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
         self.lib = LIBRARY.load(self.device, {"horner_run": [INT, INT, PTR, PTR, PTR, LONG, PTR]})
         if self.lib.horner_terms() != w.terms:
             raise RuntimeError("launch_bounds.cu's kCoefficients differs from the workload's terms")
-        self.grid = self.lib.horner_grid(self.bounded)
+        self.grid = self.lib.horner_grid(self.kernel)
         native.check(int(self.grid <= 0), "cudaOccupancyMaxActiveBlocksPerMultiprocessor")
         self.x = torch.rand(w.n, device=self.device, generator=gen) * 2 - 1
         self.coef = torch.randn(w.terms, device=self.device, generator=gen) / torch.arange(
@@ -76,7 +77,7 @@ class FreeRegistersPolynomial(aisp.Benchmark):
         torch.testing.assert_close(self.run(), horner_reference(self.x, self.coef), rtol=1e-4, atol=1e-5)
 
     def run(self) -> torch.Tensor:
-        status = self.lib.horner_run(self.bounded, self.grid, self.x.data_ptr(), self.coef.data_ptr(),
+        status = self.lib.horner_run(self.kernel, self.grid, self.x.data_ptr(), self.coef.data_ptr(),
                                      self.y.data_ptr(), self.workload.n, native.stream(self.device))
         native.check(status, type(self).__name__)
         return self.y

@@ -27,10 +27,12 @@ static const KernelEntry kKernels[] = {
     {"affine_rows", (const void*)affine_rows},
     {"horner_free", (const void*)horner_free},
     {"horner_bounded", (const void*)horner_bounded},
+    {"horner_fitted", (const void*)horner_fitted},
     {"horner_chain", (const void*)horner_chain},
     {"horner_split", (const void*)horner_split},
     {"scores<0>", (const void*)scores<0>},
     {"scores<1>", (const void*)scores<1>},
+    {"scores_swizzled", (const void*)scores_swizzled},
 };
 
 extern "C" int occ_count() { return (int)(sizeof(kKernels) / sizeof(kKernels[0])); }

@@ -12,7 +12,8 @@ LDS.128 (Q, broadcast) and 32 LDS (K column): 64 shared loads per 128 FMAs, so s
 warp load per cycle per SM) takes ~64 us for the 32,768 tiles (8 warps x 64 x 248 tiles per SM
 / ~1.98 GHz) and HBM ~96 us (402 MB); 160 us is their sum, 96% of the measured 167 us. Each block
 loads, waits at __syncthreads(), then computes: overlapping the two is ch07's async_copy lesson,
-not this pair's (the bank conflict): an inherent limit here.
+not this pair's (the bank conflict). Fewer shared loads per FMA (a 4 x 4 block of S per thread,
+16-byte reads, an XOR swizzle): optimized_bank_conflicts_swizzled.py.
 Run: python ch06/optimized_bank_conflicts.py  |  aisp bench run -t ch06:bank_conflicts
 """
 
@@ -24,7 +25,7 @@ import aisp
 
 
 class PaddedScores(ColumnReadScores):
-    padded = 1
+    layout = 1
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -24,7 +24,7 @@ import aisp
 
 
 class BoundedPolynomial(FreeRegistersPolynomial):
-    bounded = 1
+    kernel = 1
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.gpu
 CH06 = Path(__file__).resolve().parents[1] / "ch06"
 PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
          "bank_conflicts", "unified_memory_prefetch")
-VARIANTS = {"vectorized_ops": "optimized_vectorized_ops_native", "occupancy_api": "optimized_occupancy_api_ilp"}
+VARIANTS = {"vectorized_ops": "optimized_vectorized_ops_native", "occupancy_api": "optimized_occupancy_api_ilp",
+            "launch_bounds": "optimized_launch_bounds_fitted", "bank_conflicts": "optimized_bank_conflicts_swizzled"}
 
 
 def load(module: str) -> ModuleType:
@@ -60,6 +61,63 @@ def test_variant_matches_baseline_also_on_refilled_inputs(name: str) -> None:
     for bench in (base, opt):
         bench.device, bench.seed = torch.device("cuda"), 3
     check_refilled_pair(base, opt, base.workload)
+
+
+@pytest.mark.parametrize("name", ["launch_bounds", "bank_conflicts"])
+def test_fitted_and_swizzled_variants_are_bitwise_the_baseline(name: str) -> None:
+    """Same FMAs in the same order per element as the baseline kernel: the same bits."""
+    outs = []
+    for module in (f"baseline_{name}", VARIANTS[name]):
+        bench = load(module).get_benchmark()
+        bench.device, bench.seed = torch.device("cuda"), 4
+        bench.setup()
+        outs.append(bench.run().detach().clone())
+        bench.teardown()
+    assert torch.equal(outs[0], outs[1]), f"{int((outs[0] != outs[1]).sum())} of {outs[0].numel()} differ"
+
+
+def horner(kernel: int, x: torch.Tensor, coef: torch.Tensor, out: torch.Tensor) -> int:
+    lib = load("baseline_launch_bounds").LIBRARY.load()
+    lib.horner_run.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_void_p]
+    status = lib.horner_run(kernel, lib.horner_grid(kernel), x.data_ptr(), coef.data_ptr(), out.data_ptr(),
+                            out.numel(), native.stream())
+    torch.cuda.synchronize()
+    return status
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 1027, (1 << 22) + 3])
+def test_horner_fitted_matches_horner_free_on_odd_sizes(n: int) -> None:
+    """The float4 loop and the n % 4 tail; fewer elements than threads."""
+    gen = torch.Generator(device="cuda").manual_seed(n)
+    x = torch.rand(n, device="cuda", generator=gen) * 2 - 1
+    coef = torch.randn(48, device="cuda", generator=gen) / torch.arange(1, 49, device="cuda")
+    ref, out = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    assert horner(0, x, coef, ref) == 0 and horner(2, x, coef, out) == 0
+    assert torch.equal(out, ref)
+
+
+def test_horner_fitted_refuses_unaligned_vectors() -> None:
+    x = torch.zeros(9, device="cuda")
+    assert horner(2, x[1:], torch.zeros(48, device="cuda"), torch.empty(8, device="cuda")) == -1
+
+
+def scores(layout: int, q: torch.Tensor, k: torch.Tensor, s: torch.Tensor) -> int:
+    lib = load("baseline_bank_conflicts").LIBRARY.load()
+    lib.scores_run.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p]
+    status = lib.scores_run(layout, q.data_ptr(), k.data_ptr(), s.data_ptr(), s.shape[0], native.stream())
+    torch.cuda.synchronize()
+    return status
+
+
+@pytest.mark.parametrize("tiles", [1, 3, 1001])
+def test_scores_swizzled_matches_padded_on_odd_tile_counts(tiles: int) -> None:
+    """An odd count leaves the last block's second tile empty; the tile past the end stays untouched."""
+    gen = torch.Generator(device="cuda").manual_seed(tiles)
+    q, k = (torch.randn(tiles, 32, 32, device="cuda", generator=gen) for _ in range(2))
+    ref, out = torch.full_like(q, float("nan")), torch.full((tiles + 1, 32, 32), float("nan"), device="cuda")
+    assert scores(1, q, k, ref) == 0 and scores(2, q, k, out[:tiles]) == 0
+    assert torch.equal(out[:tiles], ref) and bool(out[tiles].isnan().all())
+    assert scores(2, q, k, torch.empty(tiles * 1024 + 1, device="cuda")[1:].view(tiles, 32, 32)) == -1
 
 
 def test_affine_rows_is_torch_addcmul_bitwise() -> None:
@@ -166,7 +224,8 @@ def test_occupancy_api_picks_full_occupancy_for_dequantize() -> None:
 
 def test_grids_fill_every_sm_as_the_headers_say() -> None:
     lb = load("baseline_launch_bounds").LIBRARY.load()
-    assert (lb.horner_grid(0), lb.horner_grid(1)) == (4 * sms(), 8 * sms())
+    assert (lb.horner_grid(0), lb.horner_grid(1), lb.horner_grid(2)) == (4 * sms(), 8 * sms(), 8 * sms())
+    assert load("baseline_bank_conflicts").LIBRARY.load().scores_swizzled_blocks_per_sm() == 10
     assert load("ch06_common").VECTOR_LIBRARY.load().grid_stride_blocks() == 8 * sms()
 
 

@@ -54,10 +54,43 @@ def test_launch_bounds_caps_registers_for_eight_blocks_of_256() -> None:
     assert occupancy.blocks_per_sm(occupancy.Kernel("b", bounded, 0), 256, limits) == (8, "threads")
 
 
+def test_bounded_horner_spills_and_the_fitted_one_does_not() -> None:
+    """optimized_launch_bounds_fitted's kernel: the same __launch_bounds__(256, 8) as horner_bounded,
+    which spills (a stack frame, LDL/STL in its loop); horner_fitted fits 32 registers with none:
+    the coefficients come from shared memory, 12 LDS.128 per 4 elements (a loop and the n % 4 tail),
+    each element 16-byte loads and stores."""
+    res = resources("launch_bounds.cu")
+    assert kernel(res, "horner_bounded")[1] > 0
+    regs, stack, shared = kernel(res, "horner_fitted")
+    assert regs <= 32 and stack == 0 and shared >= 192, (regs, stack, shared)
+    sass = function(functions("launch_bounds.cu"), "horner_fitted")
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+    assert len(re.findall(r"\bLDS\.128\b", sass)) == 24 and not re.search(r"\bLDS\b(?!\.128)", sass)
+    loads, stores = memory_ops(sass)
+    assert "LDG.E.128.CONSTANT" in loads and "STG.E.128" in stores, (loads, stores)
+    assert len(re.findall(r"\bFFMA\b", sass)) == 4 * 47 + 47  # the float4 loop; the tail keeps one lane
+
+
+def test_swizzled_scores_read_16_bytes_a_time_without_spill() -> None:
+    """optimized_bank_conflicts_swizzled's kernel: shared memory only through 16-byte accesses
+    (8 LDS.128 in its loop over d, 8 STS.128 staging the tiles), float4 global loads and stores,
+    64 FFMAs per loop step, 48 registers, no spill: 10 blocks of 128 per SM."""
+    sass = function(functions("bank_conflicts.cu"), "scores_swizzled")
+    assert len(re.findall(r"\bLDS\.128\b", sass)) == 8 and not re.search(r"\bLDS\b(?!\.128)", sass)
+    assert len(re.findall(r"\bSTS\.128\b", sass)) == 8 and not re.search(r"\bSTS\b(?!\.128)", sass)
+    loads, stores = memory_ops(sass)
+    assert loads == ["LDG.E.128.CONSTANT"] * 8 and stores == ["STG.E.128"] * 4, (loads, stores)
+    assert len(re.findall(r"\bFFMA\b", sass)) == 64 and not re.search(r"\b(LDL|STL)\b", sass)
+    regs, stack, shared = kernel(resources("bank_conflicts.cu"), "scores_swizzled")
+    assert regs <= 48 and stack == 0, (regs, stack)
+    occupancy = import_module_at(CH06 / "occupancy.py")
+    assert occupancy.blocks_per_sm(occupancy.Kernel("s", regs, shared - 1024), 128, occupancy.SmLimits())[0] == 10
+
+
 def test_recorded_figures_are_the_compilers() -> None:
     occupancy = import_module_at(CH06 / "occupancy.py")
     res = {**resources("vector_add.cu"), **resources("occupancy_api.cu"), **resources("launch_bounds.cu"),
-           **resources("vectorized_ops.cu")}
+           **resources("vectorized_ops.cu"), **resources("bank_conflicts.cu")}
     for k in occupancy.RECORDED:
         regs, stack, shared = kernel(res, k.name)
         assert (regs, stack) == (k.registers, k.local), k.name

@@ -27,6 +27,9 @@ KERNELS = {k.name: k for k in occupancy.RECORDED}
     ("horner_free", 256, 4, "registers"),          # the launch_bounds baseline: 64 registers
     ("horner_bounded", 256, 8, "threads"),
     ("horner_bounded", 512, 0, "block > max threads"),
+    ("horner_fitted", 256, 8, "threads"),          # the fitted variant: 30 registers, no spill
+    ("scores_swizzled", 128, 10, "registers"),     # bank_conflicts' swizzled variant: 48 registers
+    ("scores_swizzled", 256, 0, "block > max threads"),
 ])
 def test_blocks_per_sm_and_binding_limit(name: str, block: int, blocks: int, binding: str) -> None:
     assert occupancy.blocks_per_sm(KERNELS[name], block, HOPPER) == (blocks, binding)
