@@ -1,7 +1,8 @@
 """Chapter 17 on a GPU: each one-GPU pair verifies at its H200 size, every variant against the
 baseline and against its own second call (the harness does the timing); ``torch._grouped_mm`` is
 present on the GPU's torch and agrees with the padded bmm at the pair's shapes; the priority
-streams lower the decode gap; the batched decode reads the weights once. On two GPUs (marker
+streams lower the decode gap; the batched decode reads the weights once, and its compiled step
+traces whole and replays new tokens as the eager step decodes them. On two GPUs (marker
 ``multigpu``) both two-rank pairs verify through the harness and the locality planner crosses less."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO, variant_modules
+from torch._dynamo.utils import counters
 
 from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
@@ -74,6 +76,17 @@ def test_priority_streams_lower_the_decode_gap() -> None:
 def test_batched_decode_reads_the_weights_once() -> None:
     stats = cuda_bench("optimized_decode_batching_roofline").metrics()
     assert stats["weight_reads"] == 1 and 60 < stats["intensity_flop_per_byte"] < 80, stats
+
+
+def test_compiled_decode_graph_has_no_break_and_reads_new_tokens() -> None:
+    """The compiled step traced whole (no graph break) and captured; a replay after new tokens are
+    written at the captured address gives what the eager batched step gives for them."""
+    counters.clear()
+    bench = cuda_bench("optimized_decode_batching_roofline_compiled")
+    assert bench.step.graph is not None and not counters["graph_break"], dict(counters["graph_break"])
+    bench.tokens.copy_(bench.tokens.roll(1))
+    replayed = bench.run()
+    compare(load("optimized_decode_batching_roofline").Together.run(bench), replayed, load("baseline_decode_batching_roofline").WORKLOAD)
 
 
 @pytest.mark.multigpu

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import re
 from pathlib import Path
 from types import ModuleType
@@ -17,13 +18,14 @@ import pytest
 import torch
 from conftest import variant_modules
 from refill_check import check_refilled_pair, check_two_seeds
+from torch._inductor.utils import run_and_get_code
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.discovery import pairs_in
 from aisp.harness.loader import import_module_at
 from aisp.kits import moe
-from aisp.kits.llm import LLMConfig
+from aisp.kits.llm import DenseKVCache, LLMConfig
 
 CH17 = Path(__file__).resolve().parents[1] / "ch17"
 TINY = LLMConfig(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, ffn=128)
@@ -60,6 +62,7 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = {p.name: sorted(o.stem for o in p.optimized) for p in pairs_in(CH17)}
     assert sorted(found) == sorted([*SMALL, *MULTIRANK])
     assert len(found["moe_grouped_gemm"]) == 3 and len(found["prefill_decode_priority"]) == 3
+    assert len(found["decode_batching_roofline"]) == 3
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), one_gpu_pairs())
@@ -137,6 +140,50 @@ def test_batched_decode_is_one_forward_and_reports_its_intensity() -> None:
     assert (base_calls, opt_calls) == (5, 1) and (base["weight_reads"], opt["weight_reads"]) == (5, 1)
     full = load("baseline_decode_batching_roofline").WORKLOAD
     assert 60 < full.flops / full.bytes < 80  # the batched step's intensity at 64 requests: under the ~186 ridge
+
+
+def test_compiled_decode_step_keeps_the_cache_in_place() -> None:
+    """Inductor's code for the compiled step allocates nothing the size of a layer's cache: the KV
+    write is one op that mutates the cache, and attention reads the cache itself. Traced as the kit's
+    ``index_put_`` on views of the cache (``DenseKVCache.bind``), the same step copies each layer's K
+    and V around the write and attention: this test then fails."""
+    compiled, eager = load("optimized_decode_batching_roofline_compiled"), load("optimized_decode_batching_roofline").Together
+    largest = {}
+    for name, in_place in (("kit", False), ("op", True)):
+        bench = build("optimized_decode_batching_roofline_compiled", 0)
+        bench.workload = dataclasses.replace(bench.workload, context=200)  # the cache outgrows activations
+        eager.setup(bench)
+        if in_place:
+            bench.cache = compiled.InPlaceKV(bench.cache)
+        torch._dynamo.reset()
+        out, codes = run_and_get_code(torch.compile(bench.batched_step, dynamic=False))
+        torch.testing.assert_close(out, eager.run(bench))
+        shapes = [s for code in codes for s in re.findall(r"empty_strided_\w+\(\(([\d, ]+)\)", code)]
+        largest[name] = max(math.prod(int(d) for d in s.split(",") if d.strip()) for s in shapes)
+    layer = bench.cache.k[0].numel()
+    assert largest["op"] < layer <= largest["kit"], (largest, layer)
+
+
+def test_top_in_slices_gives_the_row_top_k() -> None:
+    compiled = load("optimized_decode_batching_roofline_compiled")
+    logits = torch.randn(6, 32000, generator=torch.Generator().manual_seed(1)).bfloat16()  # bf16: ties
+    logits[2, 31999] = logits[4, 0] = 9.0  # a row's maximum in its last and its first slice
+    token, top = compiled.top_in_slices(logits, 4)
+    assert torch.equal(top, logits.topk(4).values.float()) and top.dtype == torch.float32
+    assert torch.equal(logits.float().gather(1, token[:, None])[:, 0], top[:, 0]) and token[2] == 31999 and token[4] == 0
+    token, top = compiled.top_in_slices(logits[:, :200], 4)  # slices shorter than k: one round
+    assert torch.equal(top, logits[:, :200].topk(4).values.float())
+
+
+def test_write_kv_op_writes_as_the_kit_step() -> None:
+    compiled = load("optimized_decode_batching_roofline_compiled")
+    gen = torch.Generator().manual_seed(0)
+    positions = torch.tensor([[3], [7], [0]])
+    k, v = (torch.randn(3, 1, TINY.kv_heads, TINY.head_dim, generator=gen) for _ in range(2))
+    kit, op = (DenseKVCache(TINY, 3, 9, torch.device("cpu"), torch.float32) for _ in range(2))
+    kit.bind(positions, 9).write(1, k, v)
+    compiled.InPlaceKV(op).bind(positions, 9).write(1, k, v)
+    assert torch.equal(kit.k, op.k) and torch.equal(kit.v, op.v) and kit.k[1].count_nonzero() > 0
 
 
 def test_priority_variants_chunk_the_prompt_and_report_decode_gaps() -> None:
