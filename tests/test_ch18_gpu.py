@@ -24,7 +24,7 @@ from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined"), "split_kv_decode": ("",),
-            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused",), "flexdecoding": ("_split",)}
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo"), "flexdecoding": ("_split",)}
 pytestmark = pytest.mark.gpu
 
 

@@ -60,7 +60,7 @@ def build(module: str, seed: int) -> aisp.Benchmark:
     return bench
 
 
-TRITON_VARIANTS = ("optimized_mla_absorption_fused",)
+TRITON_VARIANTS = ("optimized_mla_absorption_fused", "optimized_mla_absorption_fused_qo")
 """Variants that launch a Triton kernel: verified under the interpreter in test_ch18_triton.py."""
 
 
