@@ -48,7 +48,7 @@ def load(module: str) -> ModuleType:
 
 def pair_of(module: str) -> str:
     name = module.split("_", 1)[1]
-    for variant in ("_fold", "_graph", "_fused", "_split", "_autotuned"):
+    for variant in ("_fold", "_graph", "_fused_qo", "_fused", "_split", "_autotuned"):
         name = name.removesuffix(variant)
     return name
 
