@@ -63,6 +63,33 @@ def sliding_window_mask(pos: torch.Tensor, window: int) -> MaskMod:
     return mask_mod
 
 
+def window_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, window: int,
+                  kernel_options: dict[str, int] | None = None) -> torch.Tensor:
+    """A sliding-window decode step whole: the mask and BlockMask from ``pos``, then flex_attention."""
+    block_mask = window_block_mask(pos, window, k.shape[2], sliding_window_mask(pos, window))
+    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True, kernel_options=kernel_options)
+
+
+_WINDOW_DECODE = torch.compile(window_decode, dynamic=False, fullgraph=True)
+
+
+def window_decode_on(device: torch.device) -> Callable[..., torch.Tensor]:
+    """:func:`window_decode` compiled as ONE graph on a GPU (Inductor fuses the BlockMask's ~11 index
+    ops into one or two kernels beside the flex kernels), eager on a CPU."""
+    return _WINDOW_DECODE if device.type == "cuda" else window_decode
+
+
+def splits_follow_the_mask() -> bool:
+    """Whether the installed flex-decoding template sizes a program's share of a row's keys from the
+    row's listed blocks (``kv_num_blocks * SPARSE_KV_BLOCK_SIZE / SPLIT_KV``; PyTorch PR 167935) and
+    not from the cache length (``KV_LEN / SPLIT_KV``), when no full blocks are listed."""
+    try:
+        from torch._inductor.kernel.flex.common import load_flex_template
+        return "tl.cdiv(kv_num_blocks * SPARSE_KV_BLOCK_SIZE, SPLIT_KV)" in load_flex_template("flex_decode")
+    except (ImportError, OSError):
+        return False
+
+
 def window_block_mask(pos: torch.Tensor, window: int, kv_len: int, mask_mod: MaskMod) -> BlockMask:
     """The decode BlockMask of :func:`sliding_window_mask` from ``pos`` (rows,) in a few small ops:
     per row one query block whose key blocks are first..last (window edges masked per element),

@@ -24,7 +24,7 @@ from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined"), "split_kv_decode": ("",),
-            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused",), "flexdecoding": ("_split",)}
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo"), "flexdecoding": ("_split",)}
 pytestmark = pytest.mark.gpu
 
 
@@ -191,3 +191,14 @@ def test_fused_latent_attention_matches_the_two_bmms_and_prints_both_times() -> 
     steps = {f"step: {n}": do_bench(b.run, return_mode="median") for n, b in (("bmms", bmms), ("fused", fused))}
     print({n: f"{t * 1e3:.1f} us, {workload.cache_bytes() / t / 1e9:.2f} TB/s on the cache" for n, t in times.items()},
           {n: f"{t:.4f} ms" for n, t in steps.items()}, f"pair splits: {fused.splits}")
+
+
+def test_lean_fused_step_runs_fewer_kernels() -> None:
+    """mla_absorption's _fused_qo step at the pair's size: its device work (kernels and copies of one
+    call after a warm-up) is at least 6 launches shorter than _fused's 13; both lists printed (-s),
+    so the W_UV bmm's strided output is seen to add no copy, or to add one."""
+    from test_ch18b_gpu import device_work
+    lean, fused = cuda_bench("optimized_mla_absorption_fused_qo"), cuda_bench("optimized_mla_absorption_fused")
+    mine, theirs = device_work(lean.run), device_work(fused.run)
+    print(f"_fused_qo: {len(mine)} {mine}\n_fused: {len(theirs)} {theirs}")
+    assert len(mine) <= len(theirs) - 6

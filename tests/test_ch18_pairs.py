@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -48,7 +49,7 @@ def load(module: str) -> ModuleType:
 
 def pair_of(module: str) -> str:
     name = module.split("_", 1)[1]
-    for variant in ("_fold", "_graph", "_fused", "_split", "_autotuned"):
+    for variant in ("_fold", "_graph", "_fused_qo", "_fused", "_split", "_autotuned"):
         name = name.removesuffix(variant)
     return name
 
@@ -60,7 +61,7 @@ def build(module: str, seed: int) -> aisp.Benchmark:
     return bench
 
 
-TRITON_VARIANTS = ("optimized_mla_absorption_fused",)
+TRITON_VARIANTS = ("optimized_mla_absorption_fused", "optimized_mla_absorption_fused_qo")
 """Variants that launch a Triton kernel: verified under the interpreter in test_ch18_triton.py."""
 
 
@@ -72,7 +73,7 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = set(variant_modules(CH18))
     expected = {(f"baseline_{p}", f"optimized_{p}") for p in PAIRS}
     expected |= {("baseline_gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("baseline_flexdecoding", "optimized_flexdecoding_graph"),
-                 ("baseline_flexdecoding", "optimized_flexdecoding_split"),
+                 ("baseline_flexdecoding", "optimized_flexdecoding_split"), ("baseline_flexdecoding", "optimized_flexdecoding_fused"),
                  ("baseline_flex_document_mask", "optimized_flex_document_mask_autotuned")}
     assert expected <= found
     assert len(my_variants()) == len(expected)
@@ -150,6 +151,43 @@ def test_compiled_flex_decoding_honors_the_window_block_mask() -> None:
     torch.testing.assert_close(compiled(q, k, v, block_mask=block_mask, enable_gqa=True), ref)
     block_mask.kv_num_blocks.fill_(1)  # drop blocks: the compiled kernel must skip them
     assert not torch.allclose(compiled(q, k, v, block_mask=block_mask, enable_gqa=True), ref, atol=1e-3)
+
+
+def test_compiled_window_decode_is_one_graph_that_reads_new_positions() -> None:
+    """flexdecoding's _fused step compiled as on the GPU (here Inductor's CPU code): each row's window
+    as SDPA over its slice; new positions change the answer without a recompile (the mask and the
+    BlockMask are built inside the graph from ``pos`` at every call); fullgraph: no graph break."""
+    from torch._dynamo.utils import counters
+    f, gen = flex(), torch.Generator().manual_seed(0)
+    window, kv_len = 300, 1024
+    q, k, v = (torch.randn(4, h, n, 32, generator=gen) for h, n in ((4, 1), (2, kv_len), (2, kv_len)))
+    torch._dynamo.reset()
+    counters.clear()
+    for positions in ([3, 200, 700, 1023], [1023, 0, 299, 512]):
+        pos = torch.tensor(positions)
+        keys = [slice(max(0, p - window + 1), p + 1) for p in positions]
+        ref = torch.cat([torch.nn.functional.scaled_dot_product_attention(q[i:i + 1], k[i:i + 1, :, s], v[i:i + 1, :, s],
+                                                                          enable_gqa=True) for i, s in enumerate(keys)])
+        torch.testing.assert_close(f._WINDOW_DECODE(q, k, v, pos, window), ref)
+        assert not torch.allclose(f._WINDOW_DECODE(q, k, v, pos.roll(1), window), ref, atol=1e-3)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_fused_flexdecoding_takes_8_splits_only_where_the_template_sizes_them_from_the_mask(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """This PyTorch's flex-decoding template sizes a split from the row's listed blocks, so _fused
+    asks for 8 (9 tiles of 64 keys each for a 33-block window); a template that sized splits from
+    the cache length would leave 2 of 8 busy, and the variant keeps _split's 32 there."""
+    import torch._inductor.kernel.flex.common as common
+    f = flex()
+    assert f.splits_follow_the_mask() and load("optimized_flexdecoding_fused").SPLIT_KV == 8
+    text = common.load_flex_template("flex_decode")
+    monkeypatch.setattr(common, "load_flex_template", lambda name: text.replace("kv_num_blocks * SPARSE_KV_BLOCK_SIZE", "KV_LEN"))
+    assert not f.splits_follow_the_mask()
+    module = importlib.reload(load("optimized_flexdecoding_fused"))
+    assert module.SPLIT_KV == load("optimized_flexdecoding_split").SPLIT_KV == 32
+    monkeypatch.undo()
+    assert importlib.reload(module).SPLIT_KV == 8
 
 
 def test_document_block_mask_keeps_only_tiles_with_a_visible_pair() -> None:

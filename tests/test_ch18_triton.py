@@ -40,13 +40,14 @@ pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
-OTHER_PAIRS = (("baseline_mla_absorption", "optimized_mla_absorption_fused"),)
+OTHER_PAIRS = (("baseline_mla_absorption", "optimized_mla_absorption_fused"),
+               ("baseline_mla_absorption", "optimized_mla_absorption_fused_qo"))
 """Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
              "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
              "ch18_attention_ws", "optimized_flash_attention_triton_ws",
-             "ch18_mla_kernel", "optimized_mla_absorption_fused")
+             "ch18_mla_kernel", "optimized_mla_absorption_fused", "optimized_mla_absorption_fused_qo")
 
 PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
@@ -144,7 +145,7 @@ MLA_SCRIPT = PRELUDE + """
 import math
 import pytest
 from ch18_decode import _merge
-from ch18_mla_kernel import BLOCK_N, H_PAD, _slice, latent_attention
+from ch18_mla_kernel import BLOCK_N, H_PAD, _slice, absorbed_query, latent_attention
 gen = torch.Generator().manual_seed(5)
 def reference(q, cache, rope, scale):
     p = torch.softmax(q.double() @ cache.double().transpose(1, 2) * scale, -1)
@@ -183,6 +184,19 @@ for bad in ((torch.randn(1, 17, 80), torch.randn(1, 64, 80), 16, 3), (torch.rand
             (torch.randn(1, 4, 88), torch.randn(1, 64, 88), 24, 2)):
     with pytest.raises(ValueError, match="latent_attention"):
         latent_attention(bad[0], bad[1], bad[2], 0.3, bad[3])  # 17 heads; 3 slices; a 24-wide rope
+
+# the absorbed query: (batch, heads, nope, rope, latent) the pair's 16 heads of 128 + 64 into 512 over two
+# batch blocks (a short second one); a small one; one head, one row, one latent block
+for b, h, nope, rope, lat in ((40, 16, 128, 64, 512), (3, 4, 32, 16, 64), (1, 1, 16, 16, 128)):
+    q, w_uk = torch.randn(b, h * (nope + rope), generator=gen), torch.randn(h, nope, lat, generator=gen)
+    cos, sin = torch.randn(rope, generator=gen), torch.randn(rope, generator=gen)
+    q_nope, q_rope = q.double().view(b, h, -1).split([nope, rope], -1)
+    swapped = torch.cat([-q_rope[..., rope // 2:], q_rope[..., :rope // 2]], -1)
+    ref = torch.cat([torch.einsum("bhk,hkl->bhl", q_nope, w_uk.double()), q_rope * cos.double() + swapped * sin.double()], -1)
+    assert error(absorbed_query(q, w_uk, cos, sin, rope), ref) < 1e-4, (b, h, nope, rope, lat)
+    assert error(absorbed_query(q, w_uk, sin, cos, rope), ref) > 1e-2  # cos and sin swapped: rejected
+with pytest.raises(ValueError, match="absorbed_query"):
+    absorbed_query(torch.randn(2, 4 * 48), torch.randn(4, 32, 64), torch.randn(16), torch.randn(16), 24)
 print("mla ok")
 """
 
@@ -234,7 +248,8 @@ def test_every_variant_is_discovered() -> None:
                                                           "optimized_flash_attention_triton_tma",
                                                           "optimized_flash_attention_triton_pipelined",
                                                           "optimized_flash_attention_triton_ws",
-                                                          "optimized_mla_absorption_fused"}
+                                                          "optimized_mla_absorption_fused",
+                                                          "optimized_mla_absorption_fused_qo"}
 
 
 def test_pairs_verify_under_the_triton_interpreter() -> None:
@@ -393,6 +408,16 @@ def test_sm90_kernels_compile(kernel: str, sig: dict[str, str], consts: dict[str
 
 
 MLA_SIG = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "o_ptr": "*fp32", "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"}
+
+
+def test_sm90_absorbed_query_kernel_multiplies_on_the_tensor_cores_without_spills() -> None:
+    """``_absorb`` at the pair's shape (16 heads of 128 + 64, latent 512 in 128-wide blocks, 32 rows)."""
+    sig = {"q_ptr": "*bf16", "w_ptr": "*bf16", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "out_ptr": "*bf16", "batch": "i32"}
+    consts = {"HEADS": 16, "NOPE": 128, "ROPE": 64, "LATENT": 512, "BLOCK_B": 32, "BLOCK_L": 128}
+    compiled = compile_sm90("ch18/ch18_mla_kernel:_absorb", sig, consts, {"num_warps": 4, "num_stages": 1})
+    fits_sm90(compiled)
+    code = cuobjdump(compiled, "-sass")
+    assert "HMMA" in code or "HGMMA" in code, "the query absorption does not run on the tensor cores"
 
 
 def test_sm90_latent_kernel_fits_two_programs_an_sm_without_spills() -> None:

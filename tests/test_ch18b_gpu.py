@@ -27,7 +27,7 @@ VARIANTS = [("flex_document_mask", "optimized_flex_document_mask"),
             ("flex_document_mask", "optimized_flex_document_mask_autotuned"), ("gqa_no_repeat", "optimized_gqa_no_repeat"),
             ("gqa_no_repeat", "optimized_gqa_no_repeat_fold"), ("mla_absorption", "optimized_mla_absorption"),
             ("cudagraph_bucketing", "optimized_cudagraph_bucketing"), ("flexdecoding", "optimized_flexdecoding"),
-            ("flexdecoding", "optimized_flexdecoding_graph")]
+            ("flexdecoding", "optimized_flexdecoding_graph"), ("flexdecoding", "optimized_flexdecoding_fused")]
 pytestmark = pytest.mark.gpu
 
 
@@ -84,6 +84,37 @@ def test_flex_decoding_kernel_honors_the_window_block_mask() -> None:
         torch.testing.assert_close(out[i:i + 1], ref, rtol=2e-2, atol=2e-3)
     block_mask.kv_num_blocks.clamp_(max=1)
     assert not torch.allclose(attend(q, k, v, block_mask=block_mask, enable_gqa=True), out, atol=1e-2)
+
+
+def device_work(step) -> list[str]:
+    """Names of the kernels (and copies) one call of ``step`` runs on the GPU, after a warm-up call."""
+    step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def test_compiled_window_step_reads_new_positions_and_runs_fewer_kernels() -> None:
+    """flexdecoding's _fused step (mask, BlockMask and flex_attention in one compiled graph) at the
+    pair's size: each row's window as SDPA over its slice, new positions read without a recompile,
+    and fewer kernels a call than the _split step it replaces (both lists printed; run with -s)."""
+    from torch._dynamo.utils import counters
+    fused, split = cuda_bench_setup("optimized_flexdecoding_fused"), cuda_bench_setup("optimized_flexdecoding_split")
+    graphs = counters["stats"]["unique_graphs"]
+    for pos in (fused.pos.clone(), fused.pos.flip(0)):
+        fused.pos.copy_(pos)
+        out = fused.step()
+        for i, p in enumerate(pos.tolist()[:4]):
+            keys = slice(max(0, p - fused.workload.span + 1), p + 1)
+            ref = F.scaled_dot_product_attention(fused.q[i:i + 1], fused.k[i:i + 1, :, keys], fused.v[i:i + 1, :, keys],
+                                                 enable_gqa=True)
+            torch.testing.assert_close(out[i:i + 1], ref, rtol=2e-2, atol=2e-3)
+    assert counters["stats"]["unique_graphs"] == graphs, "new positions recompiled the step"
+    mine, theirs = device_work(fused.step), device_work(split.step)
+    print(f"_fused ({fused.kernel_options}): {len(mine)} {mine}\n_split: {len(theirs)} {theirs}")
+    assert len(mine) <= len(theirs) - 8
 
 
 def test_document_block_mask_matches_create_block_mask_at_the_pair_size() -> None:
