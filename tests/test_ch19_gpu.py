@@ -87,22 +87,37 @@ def test_grouped_fp8_gemm_matches_per_expert_products_on_gpu() -> None:
 
 
 
+def assert_one_step_apart(got: torch.Tensor, want: torch.Tensor) -> None:
+    """e4m3 tensors equal but for at most 0.2% of the values, each one e4m3 step from the other: the
+    step above the smaller magnitude m is 2^(floor(log2 m) - 3) (3 mantissa bits), 2^-9 below 2^-6."""
+    a, b = got.float(), want.float()
+    differ = a != b
+    assert differ.float().mean() < 2e-3
+    m = torch.minimum(a.abs(), b.abs())[differ]
+    floor_log2 = torch.where(m > 0, torch.frexp(m).exponent - 1, torch.full_like(m, -6, dtype=torch.int32))
+    step = torch.exp2((floor_log2 - 3).clamp_min(-9).float())
+    assert torch.equal((a - b).abs()[differ], step)
+
+
 def test_fused_passes_row_kernels_match_torch_on_gpu() -> None:
     """The fused_passes row kernels with the hardware's e4m3 rounding, at the pair's row widths: gather +
-    quantize and GELU + quantize against quantize_rows (1-ulp fp32 differences may move a rare value one
-    e4m3 step), the combine against index_add_ of the same bf16 rows."""
+    quantize and GELU + quantize against quantize_rows, the combine against index_add_ of the same bf16 rows.
+    The kernels scale by v * (448 / amax), quantize_rows by v / (amax / 448): a 1-ulp fp32 difference
+    that moves a value sitting on an e4m3 rounding tie one step. bf16 inputs land on exact ties often
+    (rows whose amax mantissa makes 448 / amax a short binary fraction): 0.06% of the values differed
+    on the H200 (2026-11-29), so up to 0.2% may differ, each by exactly one e4m3 step."""
     passes, ref = load("optimized_fp8_moe_fused_passes"), load("optimized_fp8_moe")
     x = torch.randn(2048, 4096, device="cuda").bfloat16()
     order = torch.randperm(4096, device="cuda")
     q, s, pos = passes.gather_quantize(x, order, 2)
     want_q, want_s = ref.quantize_rows(x[order // 2])
     assert torch.allclose(s, want_s[:, 0], rtol=1e-6) and torch.equal(pos[order].long(), torch.arange(4096, device="cuda"))
-    assert (q.float() != want_q.float()).float().mean() < 1e-4
+    assert_one_step_apart(q, want_q)
     h, gate = (torch.randn(4096, 8192, device="cuda") * 2).bfloat16(), torch.rand(4096, device="cuda")
     q, s = passes.gelu_quantize(h, gate)
     want_q, want_s = ref.quantize_rows(F.gelu(h.float()))
     assert torch.allclose(s, want_s[:, 0] * gate, rtol=1e-5)
-    assert (q.float() != want_q.float()).float().mean() < 1e-4
+    assert_one_step_apart(q, want_q)
     y = torch.randn(4096, 4096, device="cuda").bfloat16()
     want = torch.zeros(2048, 4096, device="cuda").index_add_(0, order // 2, y.float()).bfloat16()
     assert torch.equal(passes.combine_rows(y, pos, 2), want)
