@@ -39,7 +39,7 @@ def _workload() -> PolynomialWorkload:
     return PolynomialWorkload(flops=2.0 * (s.terms - 1) * s.n, bytes=8.0 * s.n, items=s.n,
                               # fp32_simt: a per-element Horner chain of FFMAs, no tensor-core form
                               item_unit="elements", precision="fp32_simt", requires=native.REQUIRES,
-                              ceiling_note="ncu: 32 registers spill (11.6M local requests, L2 78%); DRAM 49% (2.35 TB/s), FMA pipe 43%, long_scoreboard 15 warps/issue: no unit full")
+                              ceiling_note="ncu (H200): fitted kernel 161.5 us, SM 70%, DRAM 67%: 47 FMAs an element (~94 us at the FMA peak) beside 128 us of HBM, overlapped in part")
 
 
 WORKLOAD = _workload()
