@@ -12,12 +12,11 @@ inputs at fixed addresses (the harness refills them in place), so its ~520 kerne
 back with graph-node gaps instead of queued-launch gaps. On a CPU the same body runs eagerly.
 Every slot a step reads is written in that call before it (prompt copy, then one slot a step),
 and step t's slot is written right before step t's attention, as in a real decode loop.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the profiled step (H200,
-2026-11-29) is 39.7 us of SDPA + 2 x 3.2 us of slot writes + ~4 us of gaps = 50.3 us
-(12.87 ms a call, 71% of 4.2 TB/s on the declared 38.7 GB). One write (-3.2 us) and two graph
-gaps of ~0.5-1 us instead of ~4 us of gaps leave ~44-45 us a step, 11.4-11.6 ms a call with
-~0.1 ms of prompt copy and staging: about 79-81% of the ceiling (80% is 11.51 ms), so borderline.
-The SDPA kernel alone (10.2 ms, 90%) bounds any variant that keeps it.
+Expect: measured, H200, 2026-11-29: 131.5 -> 11.23 and 11.24 ms (two runs), 11.7x [11.69, 11.73];
+81-82% of HBM copy on the declared 38.7 GB (the eager preallocated variant 12.99-13.09 ms, 71%).
+The estimate before the run was 11.4-11.6 ms. The SDPA kernel alone (10.2 ms, 90%) bounds any
+variant that keeps it. A one-kernel-a-step Triton append-and-attend variant, in the same graph, was
+measured in the same runs at 13.40 ms and removed (README).
 Run: python ch13/optimized_kv_cache_naive_graph.py  |  aisp bench run -t ch13:kv_cache_naive
 """
 

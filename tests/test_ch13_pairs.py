@@ -63,7 +63,6 @@ SMALL = {
 CPU_UNRUNNABLE = {
     "optimized_autograd_standard": "captures a CUDA graph",
     "optimized_bandwidth_naive": "a Triton kernel (needs a GPU)",
-    "optimized_kv_cache_naive_fused": "a Triton kernel (verified under TRITON_INTERPRET=1 in test_ch13_kv_cache.py)",
     "optimized_precisionfp8_te": "Transformer Engine",
     "baseline_precisionfp8_te": "pairs with Transformer Engine only",
     "optimized_matmul_pytorch": "torch.mm(out_dtype=...) is CUDA-only",
@@ -289,10 +288,9 @@ def _kv_on_gpu(module: str, seed: int) -> aisp.Benchmark:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("module", ["optimized_kv_cache_naive_graph", "optimized_kv_cache_naive_fused"])
+@pytest.mark.parametrize("module", ["optimized_kv_cache_naive_graph"])
 def test_graphed_kv_cache_matches_the_baseline_and_follows_refilled_inputs_on_gpu(module: str) -> None:
-    """The captured graph (cuDNN SDPA, or the fused Triton kernel, at 24 lengths, the last tile
-    partial) replays to the baseline's answer, reads the inputs at their addresses after an in-place
+    """The captured graph (cuDNN SDPA at 24 lengths) replays to the baseline's answer, reads the inputs at their addresses after an in-place
     refill, and survives its scratch being poisoned."""
     base, opt = _kv_on_gpu("baseline_kv_cache_naive", 0), _kv_on_gpu(module, 0)
     check_refilled_pair(base, opt, base.workload)
