@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 from baseline_fp8_moe import combine, route
 from ch19_fp8 import E4M3
+from ch19_grouped import store_tile, tile_dot, tile_of
 from optimized_fp8_moe import Fp8ExpertLoop, gelu_quantize_rows, quantize_rows
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -37,26 +38,6 @@ BM, BN, BK = 128, 256, 128
 CONFIGS = [triton.Config({}, num_warps=8, num_stages=3),  # 144 KB of shared memory
            triton.Config({}, num_warps=8, num_stages=4)]  # 192 KB
 """One program per SM, 128 x 256 x 128 tiles (the TMA boxes' size); 2 candidates x 2 layer shapes: 4 compiles."""
-
-
-@triton.jit
-def tile_of(t, blocks, col_tiles, table_ptr, BN: tl.constexpr, GROUP: tl.constexpr):
-    """Tile ``t`` of the persistent walk: expert, first and end row, first column (GROUP row blocks per column tile)."""
-    first = t // (GROUP * col_tiles) * GROUP
-    size = tl.minimum(blocks - first, GROUP)
-    block, col0 = first + t % (GROUP * col_tiles) % size, t % (GROUP * col_tiles) // size * BN
-    e, row0 = tl.load(table_ptr + block), tl.load(table_ptr + blocks + block)
-    return e, row0, tl.load(table_ptr + 2 * blocks + block), col0
-
-
-@triton.jit
-def tile_dot(a_desc, b_desc, e, row0, col0, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-             BK: tl.constexpr):
-    """The tile's fp32 accumulator over K (rows past the block, the next expert's: multiplied, never stored)."""
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        acc = tl.dot(a_desc.load([row0, k]), b_desc.load([e * N + col0, k]).T, acc)
-    return acc
 
 
 @triton.autotune(CONFIGS, key=["N", "K"])
@@ -70,11 +51,8 @@ def _grouped_gemm(a_desc, sa_ptr, b_desc, sb_ptr, c_ptr, table_ptr, blocks, N, K
     t = pid
     while t < blocks * col_tiles:  # persistent: tiles pid, pid + programs, ...
         e, row0, row1, col0 = tile_of(t, blocks, col_tiles, table_ptr, BN, GROUP)
-        acc = tile_dot(a_desc, b_desc, e, row0, col0, N, K, BM, BN, BK)
-        rows, cols = row0 + tl.arange(0, BM), e * N + col0 + tl.arange(0, BN)
-        scale = tl.load(sa_ptr + rows, mask=rows < row1, other=0.0)[:, None] * tl.load(sb_ptr + cols)[None, :]
-        out = c_ptr + rows.to(tl.int64)[:, None] * N + (cols - e * N)[None, :]
-        tl.store(out, (acc * scale).to(c_ptr.dtype.element_ty), mask=rows[:, None] < row1)
+        store_tile(tile_dot(a_desc, b_desc, e, row0, col0, N, K, BM, BN, BK), sa_ptr, sb_ptr, c_ptr, e, row0,
+                   row1, col0, N, BM, BN)
         t += programs
 
 

@@ -58,7 +58,8 @@ def test_fp8_linear_errors_stay_inside_the_declared_tolerance_on_gpu() -> None:
         assert float(diff.abs().max()) < base.WORKLOAD.element_tol * float(r.float().abs().max())
 
 
-@pytest.mark.parametrize("optimized", ["optimized_fp8_moe", "optimized_fp8_moe_triton", "optimized_fp8_moe_fused_passes"])
+@pytest.mark.parametrize("optimized", ["optimized_fp8_moe", "optimized_fp8_moe_triton", "optimized_fp8_moe_fused_passes",
+                                       "optimized_fp8_moe_device_schedule"])
 def test_fp8_moe_rowwise_expert_gemms_run_and_match_on_gpu(optimized: str) -> None:
     """Row-wise _scaled_mm on each expert's padded, aligned group of rows (unaligned row-scale slices
     raised CUBLAS_STATUS_NOT_SUPPORTED in the first H200 run); the Triton grouped GEMM on unpadded groups."""
@@ -85,6 +86,49 @@ def test_grouped_fp8_gemm_matches_per_expert_products_on_gpu() -> None:
                           enumerate(zip(torch.split(a, counts), torch.split(sa, counts), strict=True))])
         assert float((out - want).norm() / want.norm()) < 2e-2  # fast fp8 accumulation, bf16 output
 
+
+
+def test_device_route_and_schedule_gemm_match_argsort_and_the_host_table_on_gpu() -> None:
+    """At the pair's 32,768 assignments (an empty expert): the counting sort is argsort's stable order, the
+    schedule's block count the host table's; the GEMM on the schedule gives the table GEMM's bits (same tiles,
+    same order of sums) on e4m3 operands with groups ending mid-block and an empty expert, both layer shapes."""
+    sched_mod, moe = load("ch19_moe_schedule"), load("optimized_fp8_moe_triton")
+    experts = torch.randint(0, 8, (32768,), device="cuda")
+    experts[experts == 3] = 4
+    gates = torch.rand(32768, device="cuda")
+    order, sgate, sched = sched_mod.device_route(experts, gates, 8)
+    want = torch.argsort(experts, stable=True)
+    assert torch.equal(order.long(), want) and torch.equal(sgate, gates[want])
+    assert int(sched[1, -1]) == moe.tile_table(torch.bincount(experts, minlength=8).tolist(), "cuda").shape[1]
+    counts = [1000, 0, 3001, 95]
+    _, _, sched = sched_mod.device_route(torch.repeat_interleave(torch.arange(4, device="cuda"),
+                                         torch.tensor(counts, device="cuda")), torch.rand(4096, device="cuda"), 4)
+    for n, k in ((2048, 1024), (1024, 2048)):
+        a = torch.randn(sum(counts), k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(4, n, k, device="cuda").to(torch.float8_e4m3fn)
+        sa, sb = torch.rand(sum(counts), device="cuda") + 0.5, torch.rand(4, n, device="cuda") + 0.5
+        want = moe.grouped_gemm(a, sa, b, sb, moe.tile_table(counts, a.device))
+        assert torch.equal(sched_mod.grouped_gemm_sched(a, sa, b, sb, sched), want)
+
+
+def test_device_schedule_graph_matches_fused_passes_on_refilled_inputs_on_gpu() -> None:
+    """The graphed variant (routing, schedule and both GEMMs on the device) against fused_passes, whose kernels
+    it runs on the same tiles: equal bits, on the setup inputs and after x is refilled in place (the replay
+    must read the new tokens; its routing changes), through the harness's guarded call (a fresh output)."""
+    benches = []
+    for module in ("optimized_fp8_moe_fused_passes", "optimized_fp8_moe_device_schedule"):
+        bench = load(module).get_benchmark()
+        bench.workload = dataclasses.replace(bench.workload, tokens=4096, dim=1024, ffn=2048)
+        bench.setup()
+        benches.append(bench)
+    assert benches[1].graph is not None
+    for seed in (None, 7):
+        if seed is not None:
+            for bench in benches:
+                refill(bench, seed)
+        (_, want), (_, got) = guarded_run(benches[0])[0], guarded_run(benches[1])[0]
+        differ = (got.float() != want.float()).float().mean()
+        assert torch.equal(got, want), f"{differ:.2e} of the outputs differ, max {(got.float() - want.float()).abs().max()}"
 
 
 def assert_one_step_apart(got: torch.Tensor, want: torch.Tensor) -> None:

@@ -104,6 +104,85 @@ want = torch.zeros(tokens, n).index_add_(0, order // top_k, y.float())
 assert torch.allclose(out, want, rtol=1e-6, atol=1e-6), (out - want).abs().max()
 """
 
+MOE_ROUTE = """
+import torch
+from ch19_moe_schedule import device_route
+torch.manual_seed(0)
+# rows not a multiple of the chunk (a short last chunk), one chunk only, 8 chunks; empty experts
+for rows, experts, bm, chunk, empty in ((100, 4, 16, 16, [1]), (37, 3, 8, 64, [0]), (256, 8, 16, 32, [0, 5, 7])):
+    e = torch.randint(0, experts, (rows,))
+    for x in empty:
+        e[e == x] = (x + 1) % experts if (x + 1) % experts not in empty else 2
+    assert all(int((e == x).sum()) == 0 for x in empty)
+    gates = torch.rand(rows)
+    order, sgate, sched = device_route(e, gates, experts, bm, chunk)
+    want = torch.argsort(e, stable=True)
+    assert torch.equal(order.long(), want), "not argsort's stable order"
+    assert torch.equal(sgate, gates[want])
+    counts = torch.bincount(e, minlength=experts)
+    tiles = (counts + bm - 1) // bm
+    row_start = [0] + counts.cumsum(0).tolist()
+    tile_start = [0] + tiles.cumsum(0).tolist()
+    assert sched.tolist() == [row_start, tile_start], (sched.tolist(), row_start, tile_start)
+    assert all(tile_start[x] == tile_start[x + 1] for x in empty)  # an empty expert has no blocks
+"""
+
+MOE_SCHEDULE = """
+import torch, triton, triton.language as tl
+from ch19_moe_schedule import device_route, sched_tile
+from optimized_fp8_moe_triton import tile_of, tile_table
+
+@triton.jit
+def walk(sched_ptr, table_ptr, host_blocks, out_ptr, ref_ptr, col_tiles, programs, E1, BM: tl.constexpr,
+         BN: tl.constexpr):
+    i = tl.arange(0, 64)  # as _grouped_gemm_sched
+    tile_end = tl.load(sched_ptr + E1 + 1 + i, mask=i < E1 - 1, other=2147483647)
+    blocks = tl.load(sched_ptr + 2 * E1 - 1)
+    t = tl.program_id(0)
+    while t < blocks * col_tiles:  # the GEMM's walk: a program past the last tile exits at once
+        e, row0, row1, col0 = sched_tile(t, blocks, col_tiles, tile_end, sched_ptr, E1, BM, BN, 8)
+        tl.store(out_ptr + 5 * t + tl.arange(0, 8), tl.where(tl.arange(0, 8) == 0, e, tl.where(
+            tl.arange(0, 8) == 1, row0, tl.where(tl.arange(0, 8) == 2, row1, tl.where(tl.arange(0, 8) == 3, col0,
+            tl.program_id(0))))), mask=tl.arange(0, 8) < 5)
+        e, row0, row1, col0 = tile_of(t, host_blocks, col_tiles, table_ptr, BN, 8)
+        tl.store(ref_ptr + 4 * t + tl.arange(0, 4), tl.where(tl.arange(0, 4) == 0, e, tl.where(
+            tl.arange(0, 4) == 1, row0, tl.where(tl.arange(0, 4) == 2, row1, col0))))
+        t += programs
+
+# blocks ending mid-tile and an empty expert; empty first and last experts with fewer tiles than programs
+# (programs exit); one expert holding every row; more than GROUP (8) blocks: a short last group
+for counts, bm, col_tiles, programs in (([37, 0, 70, 13], 16, 3, 4), ([0, 5, 0, 3, 0], 16, 1, 4),
+                                        ([0, 0, 40, 0], 16, 2, 3), ([130, 7, 200, 1], 16, 2, 5)):
+    experts = len(counts)
+    e = torch.repeat_interleave(torch.arange(experts), torch.tensor(counts))
+    e = e[torch.randperm(e.numel())]
+    _, _, sched = device_route(e, torch.rand(e.numel()), experts, bm, 32)
+    table = tile_table(counts, e.device, bm)
+    tiles = table.shape[1] * col_tiles
+    out, ref = torch.full((tiles + 8, 5), -1, dtype=torch.int32), torch.full((tiles + 8, 4), -1, dtype=torch.int32)
+    walk[(programs,)](sched, table, table.shape[1], out, ref, col_tiles, programs, experts + 1, BM=bm, BN=32)
+    assert int(sched[1, -1]) == table.shape[1], (sched, table)
+    assert torch.equal(out[:tiles, :4], ref[:tiles]), (counts, out, ref)  # tile_of's map over the host table
+    assert (out[tiles:] == -1).all(), "a tile past the last one was walked"
+    assert torch.equal(out[:tiles, 4], torch.arange(tiles, dtype=torch.int32) % programs)  # program t % programs
+    covered = sorted((r, c) for x, r0, r1, c, _ in out[:tiles].tolist() for r in range(r0, min(r0 + bm, r1)))
+    assert covered == sorted((r, c * 32) for r in range(sum(counts)) for c in range(col_tiles)), "a row missed or twice"
+"""
+
+MOE_SCHEDULE_GEMM = """
+import torch
+from ch19_moe_schedule import device_route, grouped_gemm_sched
+for counts in ([37, 0, 70, 13], [0, 5, 0, 3]):  # blocks ending mid-tile, empty experts, fewer tiles than programs
+    rows = sum(counts)
+    a, b = torch.randn(rows, 64).round(), torch.randn(4, 96, 64).round()
+    sa, sb = torch.rand(rows) + 0.5, torch.rand(4, 96) + 0.5
+    _, _, sched = device_route(torch.repeat_interleave(torch.arange(4), torch.tensor(counts)), torch.rand(rows), 4, 16, 32)
+    c = grouped_gemm_sched(a, sa, b, sb, sched, torch.float32, tile=(16, 32, 32))
+    want = torch.cat([(r @ b[e].t()) * s[:, None] * sb[e] for e, (r, s) in
+                      enumerate(zip(torch.split(a, counts), torch.split(sa, counts)))])
+    assert torch.allclose(c, want, rtol=1e-5, atol=1e-3), (c - want).abs().max()
+"""
+
 W4 = """
 import torch, triton, triton.language as tl
 from ch19_w4 import quantize_w4
@@ -157,6 +236,19 @@ def test_fused_combine_adds_every_gated_row_into_its_token() -> None:
 
 def test_fused_passes_gather_quantize_gelu_and_combine_rows() -> None:
     run_interpreted(MOE_PASSES)
+
+
+def test_device_route_is_argsorts_stable_order_and_writes_the_schedule() -> None:
+    run_interpreted(MOE_ROUTE)
+
+
+def test_device_schedule_walks_tile_ofs_tiles_and_stops_past_the_last() -> None:
+    run_interpreted(MOE_SCHEDULE)
+
+
+def test_grouped_gemm_on_the_device_schedule_covers_every_expert_block() -> None:
+    run_interpreted(MOE_SCHEDULE_GEMM)
+
 
 def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
     run_interpreted(W4)
@@ -386,3 +478,28 @@ def test_fused_passes_sm90_rows_move_in_16_byte_accesses_once(kernel: str, sig: 
     assert kernel != "_gelu_quantize" or ptx.count("ex2.approx") == 32
     res = resources(k)
     assert res["STACK"] == res["LOCAL"] == 0, res
+
+
+def test_device_schedule_sm90_gemm_keeps_wgmma_and_tma_and_routing_does_not_spill() -> None:
+    """The schedule-reading grouped GEMM (larger autotune config) is the same fp8 wgmma loop fed by TMA, fits
+    one SM and does not spill (186 registers against the table kernel's 183); the routing kernels do not spill."""
+    sig = {"a_desc": "tensordesc<fp8e4nv[128, 128]>", "sa_ptr": "*fp32", "b_desc": "tensordesc<fp8e4nv[256, 128]>",
+           "sb_ptr": "*fp32", "c_ptr": "*bf16", "sched_ptr": "*i32", "E1": "i32", "N": "i32", "K": "constexpr",
+           "programs": "i32"}  # in the kernel's argument order
+    sys.path[:0] = [str(ROOT)]
+    try:
+        k = compile_sm90("ch19_moe_schedule", "_grouped_gemm_sched", sig, {"K": 4096, "BM": 128, "BN": 256, "BK": 128,
+                         "GROUP": 8, "MAX_E": 64}, num_warps=8, num_stages=4, autotuned=True)
+        route = [compile_sm90("ch19_moe_schedule", name, s, c, num_warps=4, num_stages=1) for name, s, c in (
+            ("_count", {"expert_ptr": "*i64", "part_ptr": "*i32", "ROWS": "i32"}, {"EP2": 8, "CHUNK": 1024}),
+            ("_sort", {"expert_ptr": "*i64", "gate_ptr": "*fp32", "part_ptr": "*i32", "order_ptr": "*i32",
+                       "sgate_ptr": "*fp32", "sched_ptr": "*i32", "ROWS": "i32"},
+             {"E": 8, "EP2": 8, "CHUNK": 1024, "PARTS": 32, "BM": 128}))]
+    finally:
+        del sys.path[0]
+    ptx = k.asm["ptx"]
+    assert k.metadata.shared <= 227 * 1024 and "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" not in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
+    for kernel in (k, *route):
+        res = resources(kernel)
+        assert res["STACK"] == res["LOCAL"] == 0, res
