@@ -13,7 +13,7 @@ printed, fastest first, with the line to put into the variant for the fastest ve
 - ``mla``: optimized_mla_absorption_fused_qo.py's step per ``_slice`` setting (BLOCK_N, stages,
   warps) and slice count: fewer shared-memory bytes a program fit 3-4 programs an SM (16 slices
   then make one wave of 512); then its sub-steps at the current setting (which GEMM is slow).
-Run: python ch18/kernel_sweep.py flexdecoding [--budget 80] [--only 0,3]  |  python ch18/kernel_sweep.py mla
+Run: python ch18/kernel_sweep.py flexdecoding [--budget 65] [--only 0,3]  |  python ch18/kernel_sweep.py mla
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def table(rows: Sequence[Row], gbytes: float) -> list[str]:
     return lines
 
 
-def sweep_flexdecoding(settings: Sequence[FlexSetting] | None = None, budget_s: float = 80.0) -> list[Row]:
+def sweep_flexdecoding(settings: Sequence[FlexSetting] | None = None, budget_s: float = 65.0) -> list[Row]:
     """The fused variant's step per setting (all of ``flex_settings`` by default) until ``budget_s``."""
     from ch18_flex import splits_follow_the_mask, window_decode
     fused = _module("optimized_flexdecoding_fused")
@@ -242,7 +242,7 @@ def _on_cuda(bench):
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pair", choices=("flexdecoding", "mla"))
-    parser.add_argument("--budget", type=float, default=80.0, help="flexdecoding: seconds after which no new setting starts")
+    parser.add_argument("--budget", type=float, default=65.0, help="flexdecoding: seconds after which no new setting starts (~90 s in all)")
     parser.add_argument("--only", default="", help="comma-separated indices into the setting list (0: the current)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
