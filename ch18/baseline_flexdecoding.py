@@ -16,6 +16,7 @@ Expect (measured, H200, 2026-11-27): 1.606 ms -> 0.2362 ms with the ``_graph`` v
 ``out`` buffer undeclared); it now declares it scratch. The workload's bytes are the window's keys and values (0.54 GB) plus q and the
 output: ~0.13 ms at HBM speed. Measured again (H200, 2026-11-29): 1.397 -> 0.1948 ms with ``_split`` (the best), 7.18x
 [7.03, 7.33], 65.3% of HBM (2.76 TB/s); ``_graph`` 0.2245 ms, 56.7%; the eager flex step 0.2326 ms, 54.7%.
+Later that day (H200, 2026-11-29): 1.413 -> 0.1722 ms with ``_fused`` (the best), 8.30x [8.05, 8.56], 74.3% of HBM.
 Tolerance: bf16 defaults (the same keys, values and softmax; different kernels and tilings).
 Run: python ch18/baseline_flexdecoding.py  |  aisp bench run -t ch18:flexdecoding
 """
@@ -58,8 +59,8 @@ def _workload() -> WindowDecodeWorkload:
     keys = float((w.positions() + 1).clamp(max=w.span).sum())
     return WindowDecodeWorkload(flops=4.0 * keys * w.heads * w.head_dim, bytes=w.window_bytes(), items=w.batch,
                                 item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
-                                ceiling_note="profiled (ncu, H200): _split's flex kernel 156 us at DRAM 76% (3.64 TB/s), 8 warps an SM (203 registers); "
-                                             "merge 13 us, 13 small kernels 18 us: 186 us a call")
+                                ceiling_note="profiled (torch profiler, H200): _fused: the flex decode kernel 153 of 163 us of "
+                                             "kernels a call (3.5 TB/s); 2 reductions 8 us, 2 index kernels 2 us")
 
 
 WORKLOAD = _workload()

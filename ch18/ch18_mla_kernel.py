@@ -18,6 +18,7 @@ three elementwise kernels do in the absorbed step).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import triton
@@ -31,6 +32,18 @@ H_PAD = 16
 STAGES = 3
 """Software-pipelining depth: the tile loads in flight (sm_90: 91 KB of shared memory, two programs an SM)."""
 WARPS = 4
+
+
+class SliceConfig(NamedTuple):
+    """``_slice``'s launch settings: cache rows a step, pipelining depth, warps a program (and the merge's)."""
+
+    block_n: int = BLOCK_N
+    stages: int = STAGES
+    warps: int = WARPS
+
+
+SLICE = SliceConfig()
+"""The settings measured on the H200 (2026-11-29): 91 KB of shared memory, two programs an SM."""
 
 
 @triton.jit
@@ -69,23 +82,25 @@ def _slice(q_ptr, cache_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: tl.constex
     tl.store(ml_ptr + part * 2 + 1, total, mask=offs_h < HEADS)
 
 
-def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: float, splits: int) -> torch.Tensor:
+def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: float, splits: int,
+                     config: SliceConfig = SLICE) -> torch.Tensor:
     """softmax(q cache^T * scale) cache[..., :latent] per sequence, for q (batch, heads, latent + rope)
     and cache (batch, context, latent + rope), latent and rope powers of two of at least 16;
-    ``splits`` (a power of two) slices of the context, each a multiple of BLOCK_N (the last ones may be
-    short or empty). Returns (batch, heads, latent) in q's dtype."""
+    ``splits`` (a power of two) slices of the context, each a multiple of ``config.block_n`` (the last
+    ones may be short or empty). Returns (batch, heads, latent) in q's dtype."""
     (batch, heads, width), ctx = q.shape, cache.shape[1]
     latent = width - rope
     ok = heads <= H_PAD and splits & (splits - 1) == 0 and all(d >= 16 and d & (d - 1) == 0 for d in (latent, rope))
     if not (ok and q.is_contiguous() and cache.is_contiguous() and cache.shape[2] == width and cache.shape[0] == batch):
         raise ValueError(f"latent_attention: q {tuple(q.shape)}, cache {tuple(cache.shape)}, {splits} splits")
-    split_len = triton.cdiv(triton.cdiv(ctx, splits), BLOCK_N) * BLOCK_N
+    block_n, stages, warps = config
+    split_len = triton.cdiv(triton.cdiv(ctx, splits), block_n) * block_n
     parts = torch.empty(batch * splits * heads, latent, device=q.device, dtype=torch.float32)
     ml = torch.empty(batch * splits * heads, 2, device=q.device, dtype=torch.float32)
     _slice[(batch, splits)](q, cache, parts, ml, ctx, scale * math.log2(math.e), SPLIT_LEN=split_len, HEADS=heads,
-                            H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=BLOCK_N, num_warps=WARPS, num_stages=STAGES)
+                            H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=block_n, num_warps=warps, num_stages=stages)
     out = q.new_empty(batch, heads, latent)
-    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, GROUPS=heads, D=latent, num_warps=WARPS)
+    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, GROUPS=heads, D=latent, num_warps=warps)
     return out
 
 

@@ -17,10 +17,14 @@ split partials 13.6, and 13 small kernels 17.9 us, ~12 of them the ~11 eager ind
   4.2 MB of partials, a merge 1/4 the size. If the template sizes splits from the cache length
   instead (older PyTorch: 8 would leave 2 busy programs a pair), it keeps the measured 32.
 Same inputs and output; the window and its blocks are exact, as the parent's.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the parent's 0.1972 ms less ~15
-us of mask kernels, ~9-10 us of merge and ~3 us of partial writes: ~0.165-0.175 ms, 0.537 GB at
-3.1-3.3 TB/s, 73-78% of HBM (parent 65%). 80% (0.160 ms) needs the kernel itself faster than its
-156 us at 76% of DRAM (PyTorch 2.13's heuristics, read not traced, give it 1 stage on sm_90).
+``TUNED`` (module constant, empty: the measured config) adds kernel options from
+``python ch18/kernel_sweep.py flexdecoding``, which times SPLIT_KV, BLOCK_N, num_stages, num_warps.
+Expect (measured, H200, 2026-11-29): 1.413 -> 0.1722 ms, 8.30x [8.05, 8.56], 74.3% of HBM (3.12 TB/s),
+the pair's best (first run 1.429 -> 0.1723 ms, 8.28x); ``_split`` 0.198, ``_graph`` 0.227, eager 0.235 ms
+(estimated 0.165-0.175 ms). Profiled (torch profiler, H200, 2026-11-29): 163 us of kernels a call, the
+flex kernel 153 (94%), two small reductions 4.4 + 3.6, two index kernels ~1.8. 80% (0.160 ms) needs
+that kernel faster: on sm_90 PyTorch 2.13's heuristic (read) falls back to (BLOCK_N 64, 1 stage, 2
+warps), K/V loads not pipelined; the sweep's 2-3 stages, 4-8 warps and 128-key steps test that.
 Run: python ch18/optimized_flexdecoding_fused.py  |  aisp bench run -t ch18:flexdecoding
 """
 
@@ -35,10 +39,13 @@ import aisp
 
 SPLIT_KV = 8 if splits_follow_the_mask() else MEASURED_SPLIT_KV
 """Programs a (row, K/V head) pair's window is cut into: 8 of 9 tiles (576 keys) each, all busy."""
+TUNED: dict[str, int | bool] = {}
+"""Kernel options over the template's own (BLOCK_N 64, num_stages 1, num_warps 2; {}: the measured
+config): ``python ch18/kernel_sweep.py flexdecoding`` times others and prints the dict to put here."""
 
 
 class FusedMaskFlexDecode(SplitFlexDecode):
-    kernel_options = {"SPLIT_KV": SPLIT_KV}
+    kernel_options = {"SPLIT_KV": SPLIT_KV, **TUNED}
 
     def step(self) -> torch.Tensor:
         options = self.kernel_options if self.device.type == "cuda" else None

@@ -17,31 +17,41 @@ output, then the output projection. Here:
 - 8 context slices, not 16: the GPU test's do_bench of the attention alone (H200, 2026-11-29) timed
   the kernel and merge at 92.9 us with 8 and 100.9 with 16; half the fp32 partials (8.4 MB each way).
 Same inputs, same weights (W_UK and W_UV split once in setup, as the parents), same output.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the parent's 0.1432 ms less the
-7 kernels (~19 us) plus one (~2-3 us), the copy (~2 us), ~7 launch gaps (~1.2 us each, the parent's
-15 us of gaps over 13 kernels) and ~5-8 us of the 8-slice attention: ~0.105-0.12 ms, 0.327 GB
-at 2.7-3.1 TB/s, 65-74% of HBM (parent 54%). 80% (0.097 ms) needs the cache kernel itself faster
-(87 us at 75% of DRAM): it is ~80% of the estimated step.
+``SLICE`` and ``SPLITS`` (module constants, the measured ones) set ``_slice``'s BLOCK_N, stages and
+warps and the slice count; ``python ch18/kernel_sweep.py mla`` times others.
+Expect (measured, H200, 2026-11-29): 5.646 -> 0.1120 ms, 50.37x [48.99, 51.80], 69.5% of HBM (2.92 TB/s),
+the pair's best; ``_fused`` 0.1446 ms, the two-bmm step 0.249 ms (estimated 0.105-0.12 ms). Profiled
+(torch profiler, H200, 2026-11-29): 103 us of kernels a call, ``_slice`` 81.2 (72% of the 0.112 ms;
+Nsight Compute of ``_fused``'s 16-slice launch: DRAM 75%, 3.62 TB/s, two programs of 4 warps an SM,
+93 KB of shared memory each), two GEMMs 12.0 + 3.8, ``_absorb`` 3.4, ``_merge`` 3.0. 80% (0.097 ms) needs ``_slice`` faster
+(more loads in flight: 3-4 programs an SM at less shared memory, or 8 warps; the sweep's settings)
+and the 12 us GEMM (a 12.6 MB query projection would take ~3 us at HBM speed, if it is that one).
 Run: python ch18/optimized_mla_absorption_fused_qo.py  |  aisp bench run -t ch18:mla_absorption
 """
 
 from __future__ import annotations
 
 import torch
-from ch18_mla_kernel import absorbed_query, latent_attention
+from ch18_mla_kernel import SliceConfig, absorbed_query, latent_attention
 from optimized_mla_absorption_fused import FusedLatentMLA
 
 import aisp
 
+SPLITS = 8
+"""Context slices per sequence: 32 x 8 = 256 programs, ~2 per H200 SM (one wave at two an SM)."""
+SLICE = SliceConfig(block_n=32, stages=3, warps=4)
+"""``_slice``'s settings, the measured ones; ``python ch18/kernel_sweep.py mla`` times others and
+prints the line to put here (and SPLITS) from its best verified row."""
+
 
 class LeanFusedLatentMLA(FusedLatentMLA):
-    splits = 8
-    """Context slices per sequence: 32 x 8 = 256 programs, ~2 per H200 SM (one wave at two an SM)."""
+    splits = SPLITS
+    slice_config = SLICE
 
     def run(self) -> torch.Tensor:
         w = self.workload
         q_all = absorbed_query(self.x @ self.w_q.T, self.w_uk, self.cos, self.sin, w.rope)
-        o_lat = latent_attention(q_all, self.cache, w.rope, self.scale, self.splits)  # (batch, heads, latent)
+        o_lat = latent_attention(q_all, self.cache, w.rope, self.scale, self.splits, self.slice_config)
         o = o_lat.new_empty(w.batch, w.heads * w.v_dim)
         torch.bmm(o_lat.transpose(0, 1), self.w_uv_t, out=o.view(w.batch, w.heads, w.v_dim).transpose(0, 1))
         return o @ self.w_o.T

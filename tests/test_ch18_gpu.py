@@ -202,3 +202,19 @@ def test_lean_fused_step_runs_fewer_kernels() -> None:
     mine, theirs = device_work(lean.run), device_work(fused.run)
     print(f"_fused_qo: {len(mine)} {mine}\n_fused: {len(theirs)} {theirs}")
     assert len(mine) <= len(theirs) - 6
+
+
+def test_kernel_sweeps_verify_and_time_their_first_settings() -> None:
+    """ch18/kernel_sweep.py at the pairs' sizes, its first settings only (the lead runs the whole
+    sweeps): the current setting verifies against the baseline's output and gets a time, no other
+    setting gives a wrong answer (one the compiler refuses is a FAILS row); the tables printed (-s).
+    mla: the variant's own, then 16 slices at BLOCK_N 32 / 2 stages and 16 / 3 (4 programs an SM);
+    flexdecoding: the variant's own, then 2 stages."""
+    sweep = import_module_at(CH18 / "kernel_sweep.py")
+    lean = import_module_at(CH18 / "optimized_mla_absorption_fused_qo.py")
+    split = import_module_at(CH18 / "optimized_flexdecoding_fused.py").SPLIT_KV
+    for rows, gbytes in ((sweep.sweep_mla(sweep.mla_settings((lean.SLICE, lean.SPLITS))[:3]), 0.327),
+                         (sweep.sweep_flexdecoding(sweep.flex_settings(split)[:2], budget_s=600.0), 0.537)):
+        print("\n".join(sweep.table(rows, gbytes)))
+        assert rows[0].verdict == "ok" and rows[0].diff == 0.0 and rows[0].ms > 0, rows[0]
+        assert not [r for r in rows if r.verdict.startswith("WRONG")], rows  # a setting may fail to build, never be wrong

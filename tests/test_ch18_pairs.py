@@ -137,6 +137,19 @@ def test_window_block_mask_lists_the_tiles_create_block_mask_finds(window: int) 
     assert torch.equal(mine.to_dense().bool(), ref.to_dense().bool())
 
 
+def test_window_block_mask_lists_consecutive_blocks_as_blocks_are_contiguous_requires() -> None:
+    """kernel_sweep.py tries the flex kernel option BLOCKS_ARE_CONTIGUOUS (the kernel then steps to the
+    next key tile without loading its index): it holds for the decode mask at every position, at the
+    window's start of the cache and at its end; a shuffled list is rejected (the check can fail)."""
+    from flex_autotune import blocks_are_contiguous
+    f, kv_len, window = flex(), 4096, 1000
+    pos = torch.tensor([0, 1, 127, 128, 999, 1000, 2047, 3000, 4095])
+    mask = f.window_block_mask(pos, window, kv_len, f.sliding_window_mask(pos, window))
+    assert blocks_are_contiguous(mask)
+    mask.kv_indices[-1, 0, 0, :3] = mask.kv_indices[-1, 0, 0, :3].flip(0)
+    assert not blocks_are_contiguous(mask)
+
+
 def test_compiled_flex_decoding_honors_the_window_block_mask() -> None:
     from torch.nn.attention.flex_attention import flex_attention
     f, gen = flex(), torch.Generator().manual_seed(0)

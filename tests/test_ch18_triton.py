@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -145,7 +146,7 @@ MLA_SCRIPT = PRELUDE + """
 import math
 import pytest
 from ch18_decode import _merge
-from ch18_mla_kernel import BLOCK_N, H_PAD, _slice, absorbed_query, latent_attention
+from ch18_mla_kernel import BLOCK_N, H_PAD, SliceConfig, _slice, absorbed_query, latent_attention
 gen = torch.Generator().manual_seed(5)
 def reference(q, cache, rope, scale):
     p = torch.softmax(q.double() @ cache.double().transpose(1, 2) * scale, -1)
@@ -162,6 +163,12 @@ for b, h, lat, rope, ctx, splits in ((2, 16, 512, 64, 96, 2), (3, 4, 64, 16, 200
     q, cache = inputs(b, h, lat, rope, ctx)
     err = error(latent_attention(q, cache, rope, 0.3, splits), reference(q, cache, rope, 0.3))
     assert err < 2e-5, (b, h, lat, rope, ctx, splits, err)
+# the sweep's other tile heights (kernel_sweep.mla_settings): slices, ragged tails and empty slices in their units
+q, cache = inputs(3, 4, 64, 16, 200)
+for config in (SliceConfig(16, 4, 4), SliceConfig(64, 2, 8)):
+    for splits in (1, 2, 16):
+        err = error(latent_attention(q, cache, 16, 0.3, splits, config), reference(q, cache, 16, 0.3))
+        assert err < 2e-5, (config, splits, err)
 
 # the kernels' own launch, then the last slice's partial emptied (max -inf, sum 0), as if never run:
 # the merge of all slices matches, the merge without the last one is rejected
@@ -436,3 +443,70 @@ def test_sm90_latent_kernel_fits_two_programs_an_sm_without_spills() -> None:
     assert compiled.asm["ptx"].count("cp.async.cg.shared.global") == per_thread * kernel.STAGES
     code = cuobjdump(compiled, "-sass")
     assert "HMMA" in code or "HGMMA" in code, "the latent kernel's products do not run on the tensor cores"
+
+
+def sweep() -> ModuleType:
+    return import_module_at(CH18 / "kernel_sweep.py")
+
+
+def lean_mla() -> ModuleType:
+    return import_module_at(CH18 / "optimized_mla_absorption_fused_qo.py")
+
+
+@pytest.mark.parametrize("setting", sweep().mla_settings((lean_mla().SLICE, lean_mla().SPLITS)), ids=str)
+def test_sm90_latent_kernel_compiles_at_every_sweep_setting_without_spills(setting) -> None:
+    """Each (``_slice`` setting, slices) kernel_sweep.py times compiles for sm_90 at the pair's shape
+    without spills, within one block's shared memory, and with its products on the tensor cores: a
+    row of the sweep is never a launch failure or a spilling kernel. The first is the variant's own."""
+    (block_n, stages, warps), splits = setting
+    consts = {"SPLIT_LEN": 8192 // splits, "HEADS": 16, "H_PAD": 16, "LATENT": 512, "ROPE": 64, "BLOCK_N": block_n}
+    compiled = compile_sm90("ch18/ch18_mla_kernel:_slice", MLA_SIG, consts, {"num_warps": warps, "num_stages": stages},
+                            divisible=("ctx",))
+    fits_sm90(compiled)
+    assert (8192 // splits) % block_n == 0 and splits & (splits - 1) == 0
+    assert "HMMA" in cuobjdump(compiled, "-sass")
+
+
+def test_sweep_settings_start_at_the_variants_own_and_differ() -> None:
+    """Both sweeps' first setting is what the variant runs now (flexdecoding: its SPLIT_KV and the
+    template's own choices; the last writes out (64, 1, 2), what the installed PyTorch's sm_90
+    heuristic falls back to; mla: the module's SLICE and SPLITS); no setting repeats; each fits its kernel (BLOCK_N divides the 128-key
+    mask block; slice counts are powers of two); and each row's paste line, run, sets that setting."""
+    from torch.nn.attention.flex_attention import FlexKernelOptions
+    s, fused = sweep(), import_module_at(CH18 / "optimized_flexdecoding_fused.py")
+    flex = s.flex_settings(fused.SPLIT_KV)
+    assert flex[0].options() == {"SPLIT_KV": fused.SPLIT_KV}
+    assert fused.FusedMaskFlexDecode.kernel_options == flex[0].options() | fused.TUNED
+    assert flex[-1].options() == {"SPLIT_KV": fused.SPLIT_KV, "BLOCK_N": 64, "num_stages": 1, "num_warps": 2}
+    assert len(set(flex)) == len(flex) and all(128 % (f.block_n or 64) == 0 for f in flex)
+    assert {k for f in flex for k in f.options()} <= set(FlexKernelOptions.__annotations__) | {"SPLIT_KV"}
+    assert {f.stages for f in flex} == {None, 1, 2, 3} and {f.warps for f in flex} == {None, 2, 4, 8}
+    assert {f.block_n for f in flex} == {None, 64, 128} and {f.split_kv for f in flex} == {fused.SPLIT_KV, 2 * fused.SPLIT_KV}
+    mla = s.mla_settings((lean_mla().SLICE, lean_mla().SPLITS))
+    assert mla[0] == (lean_mla().SLICE, lean_mla().SPLITS) and len(set(mla)) == len(mla)
+    pasted: dict = {"SliceConfig": s.SliceConfig}
+    exec(s.flex_paste(flex[5]) + "\n" + s.mla_paste(*mla[2]), pasted)
+    assert pasted["TUNED"] == flex[5].options() and pasted["TUNED"]["BLOCKS_ARE_CONTIGUOUS"] is True
+    assert (pasted["SLICE"], pasted["SPLITS"]) == mla[2]
+
+
+def test_installed_flex_decode_heuristic_runs_sm90_unpipelined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why the flexdecoding sweep tries num_stages 2 and 3: this PyTorch's decode heuristic picks
+    (64, 3 stages, 2 warps) for sm_90, then its sm_110 ``else`` overwrites it with (64, 1, 2)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args: (9, 0))
+    found = sweep().template_decode_config()
+    if found is None:
+        pytest.skip("this PyTorch's template heuristics have another interface")
+    assert found == (64, 1, 2)
+
+
+def test_sweep_table_ranks_verified_rows_fastest_first_and_names_the_best() -> None:
+    s = sweep()
+    rows = [s.Row("slow", 0.2, "ok", 0.0, 9.0, "A"), s.Row("broken", float("nan"), "FAILS: compile", float("nan"), 0.0, "B"),
+            s.Row("wrong", 0.1, "WRONG: tolerance", 0.5, 5.0, "C"), s.Row("fast", 0.17, "ok", 1e-3, 5.0, "D")]
+    lines = s.table(rows, 0.537)
+    names = ("fast", "slow", "wrong", "broken")
+    assert [next(n for n in names if f"  {n}  " in line) for line in lines[1:5]] == list(names)
+    assert "3.16" in lines[1] and "75%" in lines[1]  # 0.537 GB in 0.17 ms, of 4.2 TB/s
+    assert lines[-1] == "best verified: fast -> D"
+    assert s.table(rows[1:3], 0.537)[-1] == "no setting verified"
