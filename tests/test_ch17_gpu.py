@@ -1,8 +1,9 @@
 """Chapter 17 on a GPU: each one-GPU pair verifies at its H200 size, every variant against the
 baseline and against its own second call (the harness does the timing); ``torch._grouped_mm`` is
 present on the GPU's torch and agrees with the padded bmm at the pair's shapes; the priority
-streams lower the decode gap; the batched decode reads the weights once, and its compiled step
-traces whole and replays new tokens as the eager step decodes them. On two GPUs (marker
+streams lower the decode gap; the batched decode reads the weights once, its compiled steps trace
+whole and replay new tokens as the eager step decodes them, and the Triton decode attention and
+top-k (ch17_decode.py) match their references at the pair's shapes. On two GPUs (marker
 ``multigpu``) both two-rank pairs verify through the harness and the locality planner crosses less."""
 
 from __future__ import annotations
@@ -78,15 +79,44 @@ def test_batched_decode_reads_the_weights_once() -> None:
     assert stats["weight_reads"] == 1 and 60 < stats["intensity_flop_per_byte"] < 80, stats
 
 
-def test_compiled_decode_graph_has_no_break_and_reads_new_tokens() -> None:
+@pytest.mark.parametrize("module", ["optimized_decode_batching_roofline_compiled",
+                                    "optimized_decode_batching_roofline_compiled_triton"])
+def test_compiled_decode_graph_has_no_break_and_reads_new_tokens(module: str) -> None:
     """The compiled step traced whole (no graph break) and captured; a replay after new tokens are
     written at the captured address gives what the eager batched step gives for them."""
     counters.clear()
-    bench = cuda_bench("optimized_decode_batching_roofline_compiled")
+    bench = cuda_bench(module)
     assert bench.step.graph is not None and not counters["graph_break"], dict(counters["graph_break"])
     bench.tokens.copy_(bench.tokens.roll(1))
     replayed = bench.run()
     compare(load("optimized_decode_batching_roofline").Together.run(bench), replayed, load("baseline_decode_batching_roofline").WORKLOAD)
+
+
+def test_decode_attend_kernel_matches_the_reference_at_the_pair_shapes() -> None:
+    """ch17_decode's Triton attention (bf16, 64 rows x 8 K/V heads x 8 query heads, head dim 128)
+    against its PyTorch reference in fp32 on a CPU: rows at positions 0, tile edges, 512 (the
+    pair's) and the last slot; the new keys and values written at those slots and nowhere else."""
+    decode = import_module_at(CH17 / "ch17_decode.py")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    ck, cv = (torch.randn(2, 64, 8, 520, 128, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    positions = torch.full((64, 1), 512, device="cuda")
+    positions[:6, 0] = torch.tensor([0, 1, 63, 64, 300, 519])
+    q, k, v = torch.randn(64, 80, 128, generator=gen, device="cuda").bfloat16().split([64, 8, 8], dim=1)
+    want_k, want_v = ck.float().cpu(), cv.float().cpu()
+    want = decode.decode_attend(want_k, want_v, 1, positions.cpu(), *(t.float().cpu() for t in (q, k, v)))
+    got = decode.decode_attend(ck, cv, 1, positions, q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(ck.float().cpu(), want_k) and torch.equal(cv.float().cpu(), want_v)
+    torch.testing.assert_close(got.float().cpu(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_top_logits_kernels_match_topk() -> None:
+    decode = import_module_at(CH17 / "ch17_decode.py")
+    logits = torch.randn(64, 32000, generator=torch.Generator(device="cuda").manual_seed(1), device="cuda").bfloat16()
+    logits[2, 31999] = logits[4, 0] = 9.0  # a row's maximum in its last and its first chunk
+    token, top = decode.top_logits(logits, 4)
+    assert torch.equal(top, logits.topk(4).values.float()) and top.dtype == torch.float32
+    assert torch.equal(logits.float().gather(1, token[:, None])[:, 0], top[:, 0]) and token[2] == 31999 and token[4] == 0
 
 
 @pytest.mark.multigpu

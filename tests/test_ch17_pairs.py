@@ -62,7 +62,7 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = {p.name: sorted(o.stem for o in p.optimized) for p in pairs_in(CH17)}
     assert sorted(found) == sorted([*SMALL, *MULTIRANK])
     assert len(found["moe_grouped_gemm"]) == 3 and len(found["prefill_decode_priority"]) == 3
-    assert len(found["decode_batching_roofline"]) == 3
+    assert len(found["decode_batching_roofline"]) == 4
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), one_gpu_pairs())
