@@ -39,9 +39,11 @@ import aisp
 
 SPLIT_KV = 8 if splits_follow_the_mask() else MEASURED_SPLIT_KV
 """Programs a (row, K/V head) pair's window is cut into: 8 of 9 tiles (576 keys) each, all busy."""
-TUNED: dict[str, int | bool] = {}
-"""Kernel options over the template's own (BLOCK_N 64, num_stages 1, num_warps 2; {}: the measured
-config): ``python ch18/kernel_sweep.py flexdecoding`` times others and prints the dict to put here."""
+TUNED: dict[str, int | bool] = {"BLOCK_N": 64, "num_stages": 2, "num_warps": 2}
+"""Kernel options over the template's own (BLOCK_N 64, num_stages 1, num_warps 2): 2 stages, so the
+next K/V tile loads while this one computes. ``python ch18/kernel_sweep.py flexdecoding`` (H200,
+2026-11-29) read 0.1427 ms against 0.1691 for the template's own, output bitwise the same; the
+fastest of 13 settings (BLOCK_N 128, 2 stages, 4 warps) 0.1425 ms, within 4.9e-4 of it."""
 
 
 class FusedMaskFlexDecode(SplitFlexDecode):
