@@ -19,12 +19,12 @@ split partials 13.6, and 13 small kernels 17.9 us, ~12 of them the ~11 eager ind
 Same inputs and output; the window and its blocks are exact, as the parent's.
 ``TUNED`` (module constant, empty: the measured config) adds kernel options from
 ``python ch18/kernel_sweep.py flexdecoding``, which times SPLIT_KV, BLOCK_N, num_stages, num_warps.
-Expect (measured, H200, 2026-11-29): 1.413 -> 0.1722 ms, 8.30x [8.05, 8.56], 74.3% of HBM (3.12 TB/s),
-the pair's best (first run 1.429 -> 0.1723 ms, 8.28x); ``_split`` 0.198, ``_graph`` 0.227, eager 0.235 ms
-(estimated 0.165-0.175 ms). Profiled (torch profiler, H200, 2026-11-29): 163 us of kernels a call, the
-flex kernel 153 (94%), two small reductions 4.4 + 3.6, two index kernels ~1.8. 80% (0.160 ms) needs
-that kernel faster: on sm_90 PyTorch 2.13's heuristic (read) falls back to (BLOCK_N 64, 1 stage, 2
-warps), K/V loads not pipelined; the sweep's 2-3 stages, 4-8 warps and 128-key steps test that.
+Expect (measured, H200, 2026-11-29): with TUNED (2 stages) 1.400 -> 0.1512 ms, 9.34x [9.04, 9.66],
+84.6% of HBM (3.55 TB/s). Before it, with the template's unpipelined (64, 1, 2): 1.413 -> 0.1722 ms,
+8.30x [8.05, 8.56], 74.3% (first run 0.1723 ms); ``_split`` 0.198, ``_graph`` 0.227, eager 0.235 ms
+(estimated 0.165-0.175 ms). Profiled then (torch profiler): 163 us of kernels a call, the flex kernel
+153 (94%), two small reductions 4.4 + 3.6, two index kernels ~1.8; on sm_90 PyTorch's heuristic falls
+back to (BLOCK_N 64, 1 stage, 2 warps), so K/V loads were not pipelined: the sweep found 2 stages.
 Run: python ch18/optimized_flexdecoding_fused.py  |  aisp bench run -t ch18:flexdecoding
 """
 
