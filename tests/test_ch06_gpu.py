@@ -22,8 +22,10 @@ pytestmark = pytest.mark.gpu
 CH06 = Path(__file__).resolve().parents[1] / "ch06"
 PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
          "bank_conflicts", "unified_memory_prefetch")
-VARIANTS = {"vectorized_ops": "optimized_vectorized_ops_native", "occupancy_api": "optimized_occupancy_api_ilp",
-            "launch_bounds": "optimized_launch_bounds_fitted", "bank_conflicts": "optimized_bank_conflicts_swizzled"}
+VARIANTS = (("vectorized_ops", "optimized_vectorized_ops_native"), ("occupancy_api", "optimized_occupancy_api_ilp"),
+            ("launch_bounds", "optimized_launch_bounds_fitted"), ("launch_bounds", "optimized_launch_bounds_pipelined"),
+            ("bank_conflicts", "optimized_bank_conflicts_swizzled"))
+"""(pair, further optimized file) of every variant beside the pair's optimized file."""
 
 
 def load(module: str) -> ModuleType:
@@ -55,19 +57,19 @@ def test_pair_matches_on_gpu(name: str) -> None:
     compare([("output", outs[0])], [("output", outs[1])], w)
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_variant_matches_baseline_also_on_refilled_inputs(name: str) -> None:
-    base, opt = load(f"baseline_{name}").get_benchmark(), load(VARIANTS[name]).get_benchmark()
+@pytest.mark.parametrize(("name", "variant"), VARIANTS)
+def test_variant_matches_baseline_also_on_refilled_inputs(name: str, variant: str) -> None:
+    base, opt = load(f"baseline_{name}").get_benchmark(), load(variant).get_benchmark()
     for bench in (base, opt):
         bench.device, bench.seed = torch.device("cuda"), 3
     check_refilled_pair(base, opt, base.workload)
 
 
-@pytest.mark.parametrize("name", ["launch_bounds", "bank_conflicts"])
-def test_fitted_and_swizzled_variants_are_bitwise_the_baseline(name: str) -> None:
+@pytest.mark.parametrize(("name", "variant"), [v for v in VARIANTS if v[0] in ("launch_bounds", "bank_conflicts")])
+def test_fitted_pipelined_and_swizzled_variants_are_bitwise_the_baseline(name: str, variant: str) -> None:
     """Same FMAs in the same order per element as the baseline kernel: the same bits."""
     outs = []
-    for module in (f"baseline_{name}", VARIANTS[name]):
+    for module in (f"baseline_{name}", variant):
         bench = load(module).get_benchmark()
         bench.device, bench.seed = torch.device("cuda"), 4
         bench.setup()
@@ -85,20 +87,23 @@ def horner(kernel: int, x: torch.Tensor, coef: torch.Tensor, out: torch.Tensor) 
     return status
 
 
-@pytest.mark.parametrize("n", [1, 3, 4, 1027, (1 << 22) + 3])
-def test_horner_fitted_matches_horner_free_on_odd_sizes(n: int) -> None:
-    """The float4 loop and the n % 4 tail; fewer elements than threads."""
+@pytest.mark.parametrize("kernel", [2, 3])
+@pytest.mark.parametrize("n", [1, 3, 4, 1027, (1 << 22) + 3, (1 << 24) + 5])
+def test_horner_fitted_and_pipelined_match_horner_free_on_odd_sizes(n: int, kernel: int) -> None:
+    """The float4 loop (horner_pipelined's: threads with an odd and an even count of groups, and
+    none) and the n % 4 tail; fewer elements than threads. kernel 2: horner_fitted, 3: horner_pipelined."""
     gen = torch.Generator(device="cuda").manual_seed(n)
     x = torch.rand(n, device="cuda", generator=gen) * 2 - 1
     coef = torch.randn(48, device="cuda", generator=gen) / torch.arange(1, 49, device="cuda")
     ref, out = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
-    assert horner(0, x, coef, ref) == 0 and horner(2, x, coef, out) == 0
+    assert horner(0, x, coef, ref) == 0 and horner(kernel, x, coef, out) == 0
     assert torch.equal(out, ref)
 
 
-def test_horner_fitted_refuses_unaligned_vectors() -> None:
+@pytest.mark.parametrize("kernel", [2, 3])
+def test_horner_fitted_and_pipelined_refuse_unaligned_vectors(kernel: int) -> None:
     x = torch.zeros(9, device="cuda")
-    assert horner(2, x[1:], torch.zeros(48, device="cuda"), torch.empty(8, device="cuda")) == -1
+    assert horner(kernel, x[1:], torch.zeros(48, device="cuda"), torch.empty(8, device="cuda")) == -1
 
 
 def scores(layout: int, q: torch.Tensor, k: torch.Tensor, s: torch.Tensor) -> int:
@@ -124,7 +129,7 @@ def test_affine_rows_is_torch_addcmul_bitwise() -> None:
     """PyTorch's CUDA addcmul with value = 1 rounds once (std::fma), as affine_rows' fmaf does. If
     this fails on another PyTorch, the pair still verifies (fp32 tolerance); the header's
     "bitwise" claim is what changes."""
-    bench = load(VARIANTS["vectorized_ops"]).get_benchmark()
+    bench = load("optimized_vectorized_ops_native").get_benchmark()
     bench.device, bench.seed = torch.device("cuda"), 5
     bench.setup()
     out = bench.run().clone()
@@ -135,7 +140,7 @@ def test_affine_rows_is_torch_addcmul_bitwise() -> None:
 
 def affine(rows: int, cols: int, groups: int | None = None) -> tuple[int, torch.Tensor, torch.Tensor]:
     """affine_rows over a rows x cols matrix: (status, out, torch.addcmul's answer)."""
-    mod = load(VARIANTS["vectorized_ops"])
+    mod = load("optimized_vectorized_ops_native")
     lib = mod.LIBRARY.load(None, {"affine_rows_run": [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3 + [ctypes.c_void_p],
                                   "affine_rows_groups": [ctypes.c_int, ctypes.c_int]})
     gen = torch.Generator(device="cuda").manual_seed(rows * 7 + cols)
@@ -162,7 +167,7 @@ def test_affine_rows_matches_addcmul_on_odd_shapes(rows: int, cols: int, groups:
 def test_affine_rows_refuses_what_float4_cannot_read() -> None:
     assert affine(3, 6, 1)[0] == -1  # cols % 4
     assert affine(3, 8, 0)[0] == -1  # no row group
-    lib = load(VARIANTS["vectorized_ops"]).LIBRARY.load()
+    lib = load("optimized_vectorized_ops_native").LIBRARY.load()
     assert lib.affine_rows_groups(2048, 6) == -1
     assert lib.affine_rows_groups(2048, 32768) == -(-8 * sms() // 32)  # 8 blocks/SM x SMs over 32 slices
 
@@ -224,7 +229,8 @@ def test_occupancy_api_picks_full_occupancy_for_dequantize() -> None:
 
 def test_grids_fill_every_sm_as_the_headers_say() -> None:
     lb = load("baseline_launch_bounds").LIBRARY.load()
-    assert (lb.horner_grid(0), lb.horner_grid(1), lb.horner_grid(2)) == (4 * sms(), 8 * sms(), 8 * sms())
+    assert [lb.horner_grid(k) for k in range(4)] == [4 * sms(), 8 * sms(), 8 * sms(), 8 * sms()]
+    assert lb.horner_grid(4) == -1
     assert load("baseline_bank_conflicts").LIBRARY.load().scores_swizzled_blocks_per_sm() == 10
     assert load("ch06_common").VECTOR_LIBRARY.load().grid_stride_blocks() == 8 * sms()
 

@@ -28,7 +28,7 @@ PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_
          "bank_conflicts", "unified_memory_prefetch")
 CUDA_PAIRS = PAIRS[1:]
 VARIANTS = ("optimized_vectorized_ops_native", "optimized_occupancy_api_ilp", "optimized_launch_bounds_fitted",
-            "optimized_bank_conflicts_swizzled")
+            "optimized_launch_bounds_pipelined", "optimized_bank_conflicts_swizzled")
 """Further optimized files of a pair (CUDA C++), measured beside the pair's optimized file."""
 LIBRARIES = {"baseline_occupancy_api": "dequantize4_launch", "optimized_vectorized_ops_native": "affine_rows_run", "baseline_launch_bounds": "horner_grid",
              "baseline_ilp_accumulators": "ilp_run", "baseline_bank_conflicts": "scores_run",
@@ -103,7 +103,8 @@ def test_variants_belong_to_their_pairs() -> None:
     found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH06)}
     assert found["vectorized_ops"] == {"optimized_vectorized_ops", "optimized_vectorized_ops_native"}
     assert found["occupancy_api"] == {"optimized_occupancy_api", "optimized_occupancy_api_ilp"}
-    assert found["launch_bounds"] == {"optimized_launch_bounds", "optimized_launch_bounds_fitted"}
+    assert found["launch_bounds"] == {"optimized_launch_bounds", "optimized_launch_bounds_fitted",
+                                      "optimized_launch_bounds_pipelined"}
     assert found["bank_conflicts"] == {"optimized_bank_conflicts", "optimized_bank_conflicts_swizzled"}
 
 

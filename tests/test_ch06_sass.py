@@ -71,6 +71,43 @@ def test_bounded_horner_spills_and_the_fitted_one_does_not() -> None:
     assert len(re.findall(r"\bFFMA\b", sass)) == 4 * 47 + 47  # the float4 loop; the tail keeps one lane
 
 
+def pipeline_code(sass: str) -> str:
+    """One letter per LDG.128 (L), LDS.128 (s), FFMA (f) and STG.128 (S) of a kernel, in SASS order."""
+    ops = re.findall(r"\b(LDG\.E\.128\S*|LDS\.128|FFMA|STG\.E\.128)\b", sass)
+    return "".join({"LDS.128": "s", "FFMA": "f", "STG.E.128": "S"}.get(op, "L") for op in ops)
+
+
+PIPELINED = re.compile(r"L(L[sf]{200}S)(L[sf]{200}S)([sf]{59})")
+"""The pipelined loop: a first load, then (unrolled by 2) the next group's load, this group's 12 LDS.128
+and 188 FFMAs, its store; then the n % 4 tail (12 LDS.128, 47 FFMAs, scalar load and store)."""
+
+
+def test_pipeline_code_finds_a_load_sunk_into_the_fma_block() -> None:
+    step = "L" + "s" + "f" * 12 + ("s" + "f" * 16) * 11 + "S"  # 12 LDS.128, 188 FFMAs
+    tail = "s" + "f" * 3 + ("s" + "f" * 4) * 11
+    assert PIPELINED.fullmatch("L" + step + step + tail)
+    sunk = "s" + "f" * 12 + ("s" + "f" * 16) * 6 + "L" + ("s" + "f" * 16) * 5 + "S"
+    assert not PIPELINED.fullmatch("L" + sunk + step + tail)
+    assert pipeline_code("LDG.E.128.STRONG.SYS R8, [R8.64] ;\nLDS.128 R4, [R0] ;\nFFMA R1, R2, R3, R4 ;\n"
+                         "STG.E.128 [R26.64], R4 ;\nSTG.E [R2.64], R19 ;") == "LsfS"
+
+
+def test_pipelined_horner_loads_the_next_group_before_the_fmas() -> None:
+    """optimized_launch_bounds_pipelined's kernel: horner_fitted's working set at the same bound (32
+    registers, no spill), and in SASS each group's FMA block starts after the LDG.128 of the next group
+    (ld.volatile: LDG.E.128.STRONG.SYS), so that load is in flight while the warp computes."""
+    regs, stack, shared = kernel(resources("launch_bounds.cu"), "horner_pipelined")
+    assert regs <= 32 and stack == 0 and shared >= 192, (regs, stack, shared)
+    sass = function(functions("launch_bounds.cu"), "horner_pipelined")
+    assert not re.search(r"\b(LDL|STL)\b", sass) and not re.search(r"\bLDS\b(?!\.128)", sass)
+    match = PIPELINED.fullmatch(pipeline_code(sass))
+    assert match, pipeline_code(sass)
+    assert [group.count("s") for group in match.groups()] == [12, 12, 12]
+    assert [group.count("f") for group in match.groups()] == [188, 188, 47]
+    loads, stores = memory_ops(sass)
+    assert loads.count("LDG.E.128.STRONG.SYS") == 2 and stores.count("STG.E.128") == 2, (loads, stores)
+
+
 def test_swizzled_scores_read_16_bytes_a_time_without_spill() -> None:
     """optimized_bank_conflicts_swizzled's kernel: shared memory only through 16-byte accesses
     (8 LDS.128 in its loop over d, 8 STS.128 staging the tiles), float4 global loads and stores,

@@ -28,6 +28,7 @@ KERNELS = {k.name: k for k in occupancy.RECORDED}
     ("horner_bounded", 256, 8, "threads"),
     ("horner_bounded", 512, 0, "block > max threads"),
     ("horner_fitted", 256, 8, "threads"),          # the fitted variant: 30 registers, no spill
+    ("horner_pipelined", 256, 8, "threads"),       # the pipelined variant: 32 registers, no spill
     ("scores_swizzled", 128, 10, "registers"),     # bank_conflicts' swizzled variant: 48 registers
     ("scores_swizzled", 256, 0, "block > max threads"),
 ])
