@@ -30,7 +30,8 @@ from types import ModuleType
 
 import torch
 from ch18_graphs import capture
-from ch18_mla_kernel import SliceConfig, absorbed_query, latent_attention
+from ch18_mla_kernel import SliceConfig, latent_attention
+from ch18_mla_query import absorbed_query
 
 from aisp.harness.loader import import_module_at
 from aisp.harness.tolerance import VerificationError, compare_tensor

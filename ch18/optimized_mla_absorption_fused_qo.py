@@ -8,7 +8,7 @@ over the latent cache, the merge), less its small kernels. Its torch trace (H200
 ``cat`` and three elementwise kernels for the RoPE rotation, a bmm for ``q_nope @ W_UK``, a ``cat``
 joining the two query parts; after the merge a bmm for ``W_UV`` and a copy for its transposed
 output, then the output projection. Here:
-- ``absorbed_query`` (ch18_mla_kernel.py): ONE Triton kernel writes the (batch, heads, 576) query:
+- ``absorbed_query`` (ch18_mla_query.py): ONE Triton kernel writes the (batch, heads, 576) query:
   per (head, 128-wide latent block) ``q_nope @ W_UK`` on the tensor cores (fp32 sums, as the bmm),
   and the rotated RoPE query (fp32, rounded once where the parent rounds after each of 3 ops);
   it replaces 7 kernels (the bmm, 2 cats, the neg, 3 elementwise; ~19 us in that trace);
@@ -32,7 +32,8 @@ Run: python ch18/optimized_mla_absorption_fused_qo.py  |  aisp bench run -t ch18
 from __future__ import annotations
 
 import torch
-from ch18_mla_kernel import SliceConfig, absorbed_query, latent_attention
+from ch18_mla_kernel import SliceConfig, latent_attention
+from ch18_mla_query import absorbed_query
 from optimized_mla_absorption_fused import FusedLatentMLA
 
 import aisp
@@ -49,12 +50,20 @@ class LeanFusedLatentMLA(FusedLatentMLA):
     slice_config = SLICE
 
     def run(self) -> torch.Tensor:
+        return self.front() @ self.w_o.T
+
+    def projection(self) -> torch.Tensor:
+        """The query projection x @ W_q^T, as ``absorbed_query`` takes it."""
+        return self.x @ self.w_q.T
+
+    def front(self) -> torch.Tensor:
+        """The step up to the output projection: (batch, heads x v_dim)."""
         w = self.workload
-        q_all = absorbed_query(self.x @ self.w_q.T, self.w_uk, self.cos, self.sin, w.rope)
+        q_all = absorbed_query(self.projection(), self.w_uk, self.cos, self.sin, w.rope)
         o_lat = latent_attention(q_all, self.cache, w.rope, self.scale, self.splits, self.slice_config)
         o = o_lat.new_empty(w.batch, w.heads * w.v_dim)
         torch.bmm(o_lat.transpose(0, 1), self.w_uv_t, out=o.view(w.batch, w.heads, w.v_dim).transpose(0, 1))
-        return o @ self.w_o.T
+        return o
 
 
 def get_benchmark() -> aisp.Benchmark:
