@@ -45,27 +45,38 @@ class PagedWorkload(StreamWorkload):
     """Padded prompt tokens prefilled together (bounds prefill activations, as serving schedulers do)."""
 
 
-def cache_tokens_per_step(lengths: Sequence[tuple[int, int]], slots: int, prefill_budget: int) -> list[int]:
-    """Per decode step of the kit's ``ContinuousBatcher`` over requests of (prompt, output) lengths in
-    arrival order, the keys/values its held requests have written before the step (all of which the
-    step reads). A plain replay of the batcher's schedule: before each step it admits waiting requests
-    into free slots while the group's longest prompt x its size fits ``prefill_budget`` (at least one);
-    a request's prefill writes its prompt and gives its first token, each step writes one token more,
-    and a request leaves after its last token (at admission when it asks for one token)."""
-    held: list[tuple[int, int]] = []  # (tokens written, decode steps left) per held request
-    waiting, steps = list(lengths), []
+def replay_schedule(lengths: Sequence[tuple[int, int]], slots: int, prefill_budget: int
+                    ) -> tuple[list[int], list[list[int]]]:
+    """A plain replay of the kit's ``ContinuousBatcher`` over requests of (prompt, output) lengths in
+    arrival order: before each step it admits waiting requests into free slots while the group's
+    longest prompt x its size fits ``prefill_budget`` (at least one); a request's prefill writes its
+    prompt and gives its first token, each step writes one token more, and a request leaves after its
+    last token (at admission when it asks for one token). Returns, per decode step, the keys/values its
+    held requests have written before the step (all of which the step reads), and per admission the
+    requests (indices into ``lengths``) held right after it, the admitted ones included (a paged
+    cache hands out their pages before their prefill)."""
+    held: list[tuple[int, int, int]] = []  # (request, tokens written, decode steps left) per held request
+    waiting, steps, admissions = list(range(len(lengths))), [], []
     while waiting or held:
-        group: list[tuple[int, int]] = []
-        for prompt, output in waiting[:slots - len(held)]:
-            if group and max(prompt, *(p for p, _ in group)) * (len(group) + 1) > prefill_budget:
+        group: list[int] = []
+        for i in waiting[:slots - len(held)]:
+            if group and max(lengths[j][0] for j in (*group, i)) * (len(group) + 1) > prefill_budget:
                 break
-            group.append((prompt, output))
+            group.append(i)
         waiting = waiting[len(group):]
-        held = [h for h in held + [(p, o - 1) for p, o in group] if h[1] > 0]
+        if group:
+            admissions.append([r for r, _, _ in held] + group)
+        held = [h for h in held + [(i, lengths[i][0], lengths[i][1] - 1) for i in group] if h[2] > 0]
         if held:
-            steps.append(sum(n for n, _ in held))
-            held = [(n + 1, left - 1) for n, left in held if left > 1]
-    return steps
+            steps.append(sum(n for _, n, _ in held))
+            held = [(r, n + 1, left - 1) for r, n, left in held if left > 1]
+    return steps, admissions
+
+
+def cache_tokens_per_step(lengths: Sequence[tuple[int, int]], slots: int, prefill_budget: int) -> list[int]:
+    """Per decode step of the kit's ``ContinuousBatcher`` (:func:`replay_schedule`), the keys/values
+    its held requests have written before the step (all of which the step reads)."""
+    return replay_schedule(lengths, slots, prefill_budget)[0]
 
 
 def resident_bytes(w: PagedWorkload) -> float:

@@ -22,6 +22,9 @@ from aisp.kits.llm.serving import dtype_on
 
 
 class PagedCache(ReservedCache):
+    cache_type = PagedKVCache
+    """The paged cache's class (a variant may read the pages its own way)."""
+
     def layout(self) -> PageLayout:
         """1 trash page + the pages of the ``slots`` longest requests; tables as wide as the context."""
         w = self.workload
@@ -31,7 +34,7 @@ class PagedCache(ReservedCache):
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
         w, layout = self.workload, self.layout()
-        cache = PagedKVCache(w.model, layout, self.device, dtype_on(self.device))
+        cache = self.cache_type(w.model, layout, self.device, dtype_on(self.device))
         batcher = ContinuousBatcher(self.model, cache, w.slots, PagePool(layout.pages), w.prefill_budget)
         return batcher.run(self.requests).as_tuple()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import weakref
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 from conftest import variant_modules
 from refill_check import check_refilled_pair, check_two_seeds
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -62,7 +64,7 @@ def build(module: str, seed: int) -> aisp.Benchmark:
 
 
 def test_every_pair_has_small_sizes() -> None:
-    assert sorted(b.removeprefix("baseline_") for b, _ in pair_files()) == sorted(SMALL)
+    assert sorted({b.removeprefix("baseline_") for b, _ in pair_files()}) == sorted(SMALL)
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), pair_files())
@@ -203,3 +205,175 @@ def test_paged_kv_cache_declares_weights_and_its_busiest_decode_step(monkeypatch
     lengths = [(len(r.prompt), r.output_len) for r in w.requests()]
     busiest = max(replayed_cache_tokens(monkeypatch, lengths, w.slots, w.prefill_budget))
     assert w.resident_bytes == weights + busiest * per_token
+
+
+def test_row_blocked_mlp_runs_in_row_blocks_and_matches_the_block() -> None:
+    """The low-peak variant's MLP sees at most ``rows`` rows a call when a forward has more (a
+    prefill), the whole batch otherwise, and gives the kit block's hidden states."""
+    blocked_mlp = load("optimized_paged_kv_cache_lowpeak").RowBlockedMLP
+    kit, blocked = (build_decoder(TINY, 0, torch.device("cpu")) for _ in range(2))
+    for i, block in enumerate(blocked.blocks):
+        blocked.blocks[i] = blocked_mlp(block, 8)
+    seen: list[int] = []
+    for block in blocked.blocks:
+        block.block.gate_up.register_forward_hook(lambda _m, args, _o: seen.append(len(args[0])))
+    tokens = torch.randint(TINY.vocab, (3, 17))
+    positions = torch.arange(17).expand(3, 17)
+    torch.testing.assert_close(blocked.hidden(tokens, positions), kit.hidden(tokens, positions), rtol=1e-5, atol=1e-5)
+    assert seen == ([8] * 6 + [3]) * TINY.layers  # 51 rows: 6 blocks of 8 and 3, per layer
+    seen.clear()
+    blocked.hidden(tokens[:, :2], positions[:, :2])
+    assert seen == [6] * TINY.layers
+
+
+def test_head_major_read_gives_the_kits_keys_in_one_gather() -> None:
+    from aisp.kits.llm import PagedKVCache, PageLayout
+
+    variant = load("optimized_paged_kv_cache_lowpeak")
+    layout = PageLayout(pages=12, page_size=4, rows=3, max_pages=5)
+    kit = PagedKVCache(TINY, layout, torch.device("cpu"), torch.float32)
+    ours = variant.HeadMajorPagedKVCache(TINY, layout, torch.device("cpu"), torch.float32)
+    for cache in (kit, ours):
+        cache.k.copy_(torch.arange(kit.k.numel(), dtype=torch.float32).view_as(kit.k))
+        cache.v.copy_(-cache.k)
+        for row, pages in enumerate(([3, 1, 7], [2, 9], [11, 4, 5, 6])):
+            cache.assign(row, pages)
+    positions = torch.tensor([[9], [6], [13]])
+    for layer in range(TINY.layers):
+        for a, b in zip(ours.bind(positions, 14).read(layer), kit.bind(positions, 14).read(layer), strict=True):
+            assert torch.equal(a, b) and a.stride() == b.stride()
+    for cache, copies in ((ours, 2), (kit, 4)):  # ours: one gather per K/V; the kit's: a gather and a copy
+        step = cache.bind(positions, 14)
+        with OpLog() as log:
+            step.read(0)
+        assert [f.name() for f in log.ops].count("aten::index.Tensor") == 2
+        assert len([f for f in log.ops if f.name() in ("aten::index.Tensor", "aten::clone")]) == copies, log.ops
+
+
+class OpLog(TorchDispatchMode):
+    """The aten ops run inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_busiest_pages_is_the_batchers_peak_and_a_pool_of_it_suffices() -> None:
+    """The pages the kit's batcher holds at once, read from its pool, equal the variant's replay;
+    the variant runs with that pool and a pool one page smaller runs out."""
+    from aisp.kits.llm import PagedKVCache, PageLayout, PagePool
+
+    busiest = load("optimized_paged_kv_cache_lowpeak").busiest_pages
+    for slots, budget in [(2, 12), (3, 100), (7, 20)]:
+        requests = [Request(i, torch.zeros(p, dtype=torch.long), o, 0.0) for i, (p, o) in enumerate(ODD_STREAM)]
+        layout = PageLayout(pages=64, page_size=4, rows=slots, max_pages=8)
+        pool, peak = PagePool(64), []
+        pool.allocate = lambda n, p=pool, seen=peak, allocate=pool.allocate: seen.append(63 - len(p.free) + n) or allocate(n)
+        cache = PagedKVCache(TINY, layout, torch.device("cpu"), torch.float32)
+        ContinuousBatcher(build_decoder(TINY, 0, torch.device("cpu")), cache, slots, pool, budget).run(requests)
+        assert busiest(ODD_STREAM, slots, budget, 4) == max(peak)
+    bench = build("optimized_paged_kv_cache_lowpeak", 0)
+    bench.setup()
+    bench.run()
+    tight = bench.layout()
+    bench.layout = lambda: dataclasses.replace(tight, pages=tight.pages - 1)
+    with pytest.raises(MemoryError):
+        bench.run()
+
+
+def test_lowpeak_variant_with_small_row_blocks_matches_the_baseline() -> None:
+    from aisp.harness.verify import compare
+
+    base, opt = build("baseline_paged_kv_cache", 0), build("optimized_paged_kv_cache_lowpeak", 0)
+    opt.ffn_rows = 5
+    for bench in (base, opt):
+        bench.setup()
+    assert all(block.rows == 5 for block in opt.model.blocks)
+    compare(guarded_run_pair(base), guarded_run_pair(opt), base.workload)
+
+
+def guarded_run_pair(bench: aisp.Benchmark) -> list[tuple[str, torch.Tensor]]:
+    from aisp.harness.execute import guarded_run
+
+    return guarded_run(bench)
+
+
+class LiveBytes(TorchDispatchMode):
+    """The peak bytes of tensors allocated inside it and alive at once (a storage counts from the op
+    that makes it until its last tensor dies; views, in-place results and ``external`` storages are
+    not allocations): what CUDA's ``max_memory_allocated`` counts, less the allocator's rounding."""
+
+    def __init__(self, external: set[int]) -> None:
+        super().__init__()
+        self.external, self.refs, self.live, self.peak = external, {}, 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **(kwargs or {}))
+        inputs = [a for a in torch.utils._pytree.tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        for t in torch.utils._pytree.tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor) or t._is_view() or any(t is a for a in inputs):
+                continue
+            key = t.untyped_storage()._cdata
+            if key in self.external:
+                continue
+            if key not in self.refs:
+                self.refs[key] = [t.untyped_storage().nbytes(), 0]
+                self.live += self.refs[key][0]
+                self.peak = max(self.peak, self.live)
+            self.refs[key][1] += 1
+            weakref.finalize(t, self._drop, key)
+        return out
+
+    def _drop(self, key: int) -> None:
+        self.refs[key][1] -= 1
+        if not self.refs[key][1]:
+            self.live -= self.refs.pop(key)[0]
+
+
+def meta_run_peak(module: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Peak bytes one ``run()`` of the H200-sized variant allocates, run on the meta device in bf16
+    (attention as flash does it: an output the query's size, no score matrix)."""
+    import aisp.kits.llm.model as kit_model
+
+    class FlashLike:
+        def __getattr__(self, name: str) -> object:
+            return getattr(torch.nn.functional, name)
+
+        @staticmethod
+        def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **_: object) -> torch.Tensor:
+            return q.new_empty(*q.shape[:-1], v.shape[-1])
+
+    monkeypatch.setattr(kit_model, "F", FlashLike())
+    monkeypatch.setattr(load("optimized_paged_kv_cache"), "dtype_on", lambda _: torch.bfloat16)
+    variant = load(module)
+    bench, meta = variant.get_benchmark(), torch.device("meta")
+    stream_bench = next(c for c in type(bench).__mro__ if c.__name__ == "StreamBenchmark")
+    monkeypatch.setattr(stream_bench, "setup", lambda self: None)  # no weights drawn: set below
+    bench.device = meta
+    with meta:
+        bench.model = Decoder(bench.workload.model).to(torch.bfloat16).requires_grad_(False)
+    stream = bench.workload.requests()
+    bench.prompts = torch.zeros(len(stream), max(len(r.prompt) for r in stream), dtype=torch.long, device=meta)
+    bench.requests = [Request(r.rid, bench.prompts[r.rid, :len(r.prompt)], r.output_len, r.arrival) for r in stream]
+    bench.setup()  # the variant's own setup only
+    mode = LiveBytes({p.untyped_storage()._cdata for p in bench.model.parameters()})
+    with mode:
+        bench.run()
+    return mode.peak
+
+
+def test_lowpeak_variant_peaks_lower_by_its_transients_and_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the H200 sizes, counted on the meta device: the paged variant's call peaks in the largest
+    prefill group's MLP (pool 138.5 MiB + ~97 MiB), the low-peak one's in a decode step's K/V reads
+    (pool 122.1 MiB + ~56 MiB); with the weights and prompts that puts its capacity share over 80%."""
+    mib = 2**20
+    old = meta_run_peak("optimized_paged_kv_cache", monkeypatch)
+    new = meta_run_peak("optimized_paged_kv_cache_lowpeak", monkeypatch)
+    assert 230 * mib < old < 240 * mib and 175 * mib < new < 182 * mib, (old / mib, new / mib)
+    w = load("baseline_paged_kv_cache").WORKLOAD
+    setup = 2 * w.model.params() + 8 * len(w.requests()) * w.stream.max_prompt
+    assert w.resident_bytes / (setup + new) > 0.85 > 0.78 > w.resident_bytes / (setup + old)
