@@ -1,4 +1,4 @@
-"""Optimized paged KV cache, lower peak: the paged variant with its three largest excesses cut.
+"""Optimized paged KV cache, lower peak: the paged variant with its two largest transients cut.
 
 Baseline (baseline_paged_kv_cache.py): each of 32 slots reserves 4,096 tokens of K/V (1 GiB).
 Optimized (optimized_paged_kv_cache.py, 0.564 GB peak, capacity 77%): 16-token pages. Its peak is
@@ -12,14 +12,12 @@ SiLU 20, product 20, two residuals 15). This variant keeps the math and the sche
    is (batch, kv_heads, pages, 16, 64), already SDPA's layout, where the kit gathers (batch, pages,
    kv_heads, 16, 64) and copies it transposed. One copy per K/V per layer instead of two: the peak
    after 1, 32 rows x 1,776 keys, falls from 83 to 56 MiB, and 1,088 copy kernels (35 ms) go.
-3. The pool holds the pages of the requests held at the schedule's busiest admission (976 + the
-   trash page, 122 MiB), not every request's: pages return to the free list when a request finishes
-   and the next admission reuses them. ``replay_schedule`` (the baseline's replay of the kit's
-   scheduler, checked against the batcher in tests/test_ch15_pairs.py) finds it from the lengths; a
-   smaller pool raises ``MemoryError`` (a real server would make the request wait).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): peak 564 -> ~503 MB (setup 301
-MiB + pool 122 + transient ~56, the decode step's K/V reads), capacity 77% -> ~86% (1. and 2. alone
-~83%); time about the optimized's (1,088 fewer copy kernels, ~1,300 more launches in 9 prefills).
+The pool stays the paged variant's (1,108 pages, every request's prompt + output). Sizing it to
+the schedule's busiest admission (976 pages) would cut 16 MiB more, but only by reading the pool
+size off a replay of this very stream, which a server does not have: not done.
+Expect: not yet measured. Estimate (arithmetic, not a measurement): peak 564 -> ~521 MB (setup 301
+MiB + pool 138.5 + transient ~56, the decode step's K/V reads), capacity 77% -> ~83%; time about
+the optimized's (1,088 fewer copy kernels, ~1,300 more launches in 9 prefills).
 Run: python ch15/optimized_paged_kv_cache_lowpeak.py  |  aisp bench run -t ch15:paged_kv_cache
 """
 
@@ -27,12 +25,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from baseline_paged_kv_cache import replay_schedule
 from optimized_paged_kv_cache import PagedCache
 from torch import nn
 
 import aisp
-from aisp.kits.llm import PagedKVCache, PageLayout, pages_for
+from aisp.kits.llm import PagedKVCache
 from aisp.kits.llm.cache import PagedStep
 from aisp.kits.llm.model import Block
 
@@ -85,13 +82,6 @@ class HeadMajorPagedKVCache(PagedKVCache):
         return HeadMajorStep(self, positions, kv_len, rows, fresh, tail)
 
 
-def busiest_pages(lengths: list[tuple[int, int]], slots: int, prefill_budget: int, page_size: int) -> int:
-    """The most pages the kit's scheduler has handed out at once over requests of these lengths: the
-    held requests' ceil((prompt + output) / page_size) right after an admission."""
-    need = [pages_for(p + o, page_size) for p, o in lengths]
-    return max(sum(need[i] for i in held) for held in replay_schedule(lengths, slots, prefill_budget)[1])
-
-
 class LowPeakPagedCache(PagedCache):
     cache_type = HeadMajorPagedKVCache
     ffn_rows = FFN_ROWS
@@ -100,13 +90,6 @@ class LowPeakPagedCache(PagedCache):
         super().setup()
         for i, block in enumerate(self.model.blocks):
             self.model.blocks[i] = RowBlockedMLP(block, self.ffn_rows)
-
-    def layout(self) -> PageLayout:
-        """1 trash page + the pages of the schedule's busiest admission; tables as wide as the context."""
-        w = self.workload
-        lengths = [(len(r.prompt), r.output_len) for r in self.requests]
-        return PageLayout(pages=1 + busiest_pages(lengths, w.slots, w.prefill_budget, w.page_size),
-                          page_size=w.page_size, rows=w.slots, max_pages=pages_for(w.max_context, w.page_size))
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -262,29 +262,6 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_busiest_pages_is_the_batchers_peak_and_a_pool_of_it_suffices() -> None:
-    """The pages the kit's batcher holds at once, read from its pool, equal the variant's replay;
-    the variant runs with that pool and a pool one page smaller runs out."""
-    from aisp.kits.llm import PagedKVCache, PageLayout, PagePool
-
-    busiest = load("optimized_paged_kv_cache_lowpeak").busiest_pages
-    for slots, budget in [(2, 12), (3, 100), (7, 20)]:
-        requests = [Request(i, torch.zeros(p, dtype=torch.long), o, 0.0) for i, (p, o) in enumerate(ODD_STREAM)]
-        layout = PageLayout(pages=64, page_size=4, rows=slots, max_pages=8)
-        pool, peak = PagePool(64), []
-        pool.allocate = lambda n, p=pool, seen=peak, allocate=pool.allocate: seen.append(63 - len(p.free) + n) or allocate(n)
-        cache = PagedKVCache(TINY, layout, torch.device("cpu"), torch.float32)
-        ContinuousBatcher(build_decoder(TINY, 0, torch.device("cpu")), cache, slots, pool, budget).run(requests)
-        assert busiest(ODD_STREAM, slots, budget, 4) == max(peak)
-    bench = build("optimized_paged_kv_cache_lowpeak", 0)
-    bench.setup()
-    bench.run()
-    tight = bench.layout()
-    bench.layout = lambda: dataclasses.replace(tight, pages=tight.pages - 1)
-    with pytest.raises(MemoryError):
-        bench.run()
-
-
 def test_lowpeak_variant_with_small_row_blocks_matches_the_baseline() -> None:
     from aisp.harness.verify import compare
 
@@ -366,14 +343,14 @@ def meta_run_peak(module: str, monkeypatch: pytest.MonkeyPatch) -> int:
     return mode.peak
 
 
-def test_lowpeak_variant_peaks_lower_by_its_transients_and_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lowpeak_variant_peaks_lower_by_its_transients(monkeypatch: pytest.MonkeyPatch) -> None:
     """At the H200 sizes, counted on the meta device: the paged variant's call peaks in the largest
     prefill group's MLP (pool 138.5 MiB + ~97 MiB), the low-peak one's in a decode step's K/V reads
-    (pool 122.1 MiB + ~56 MiB); with the weights and prompts that puts its capacity share over 80%."""
+    (the same pool + ~56 MiB); with the weights and prompts that puts its capacity share over 80%."""
     mib = 2**20
     old = meta_run_peak("optimized_paged_kv_cache", monkeypatch)
     new = meta_run_peak("optimized_paged_kv_cache_lowpeak", monkeypatch)
-    assert 230 * mib < old < 240 * mib and 175 * mib < new < 182 * mib, (old / mib, new / mib)
+    assert 230 * mib < old < 240 * mib and 190 * mib < new < 198 * mib, (old / mib, new / mib)
     w = load("baseline_paged_kv_cache").WORKLOAD
     setup = 2 * w.model.params() + 8 * len(w.requests()) * w.stream.max_prompt
-    assert w.resident_bytes / (setup + new) > 0.85 > 0.78 > w.resident_bytes / (setup + old)
+    assert w.resident_bytes / (setup + new) > 0.82 > 0.78 > w.resident_bytes / (setup + old)
