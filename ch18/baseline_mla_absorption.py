@@ -15,6 +15,8 @@ and the layer's weights read once (0.33 GB): ~0.08 ms at HBM speed. Measured aga
 0.144 ms with the ``_fused`` variant (the best), 39.08x [38.97, 39.20], 53.8% of HBM (2.27 TB/s); the two-bmm
 optimized 0.2492 ms, 22.63x, 31.1%.
 Later that day (H200, 2026-11-29): 5.646 -> 0.1120 ms with ``_fused_qo`` (the best), 50.37x [48.99, 51.80], 69.5%.
+Then (H200, 2026-11-29): 5.681 -> 0.1111 ms with ``_graph`` (the best), 51.17x [51.04, 51.29], ~70%;
+``_fused_qo`` 0.1127 in that run.
 Tolerance: bf16 defaults. The two orders round differently (bf16 keys vs a bf16 latent query, bf16
 scores): on a CPU in bf16 (8 x 1,024 tokens) they differed by 0.55% in relative L2 (limit 2%).
 Run: python ch18/baseline_mla_absorption.py  |  aisp bench run -t ch18:mla_absorption
@@ -63,7 +65,7 @@ def _workload() -> MLAWorkload:
     w = MLAWorkload()
     return MLAWorkload(flops=w.absorbed_flops(), bytes=w.cache_bytes() + w.weight_bytes(), items=w.batch,
                        item_unit="tokens", precision="bf16", requires=aisp.Requirements(cuda=True),
-                       ceiling_note="profiled (torch profiler, H200): _fused_qo: _slice 81 of 103 us of kernels a call "
+                       ceiling_note="profiled (torch profiler, H200): _fused_qo (= _graph's kernels): _slice 81 of 103 us a call "
                                     "(ncu of _fused: DRAM 75%, 2 CTAs of 4 warps an SM); GEMMs 16 us")
 
 

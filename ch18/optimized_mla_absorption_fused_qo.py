@@ -52,14 +52,10 @@ class LeanFusedLatentMLA(FusedLatentMLA):
     def run(self) -> torch.Tensor:
         return self.front() @ self.w_o.T
 
-    def projection(self) -> torch.Tensor:
-        """The query projection x @ W_q^T, as ``absorbed_query`` takes it."""
-        return self.x @ self.w_q.T
-
     def front(self) -> torch.Tensor:
         """The step up to the output projection: (batch, heads x v_dim)."""
         w = self.workload
-        q_all = absorbed_query(self.projection(), self.w_uk, self.cos, self.sin, w.rope)
+        q_all = absorbed_query(self.x @ self.w_q.T, self.w_uk, self.cos, self.sin, w.rope)
         o_lat = latent_attention(q_all, self.cache, w.rope, self.scale, self.splits, self.slice_config)
         o = o_lat.new_empty(w.batch, w.heads * w.v_dim)
         torch.bmm(o_lat.transpose(0, 1), self.w_uv_t, out=o.view(w.batch, w.heads, w.v_dim).transpose(0, 1))

@@ -24,7 +24,7 @@ from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined"), "split_kv_decode": ("",),
-            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph", "_skinny"), "flexdecoding": ("_split",)}
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph"), "flexdecoding": ("_split",)}
 pytestmark = pytest.mark.gpu
 
 
@@ -219,18 +219,3 @@ def test_kernel_sweeps_verify_and_time_their_first_settings() -> None:
         assert rows[0].verdict == "ok" and rows[0].diff == 0.0 and rows[0].ms > 0, rows[0]
         assert not [r for r in rows if r.verdict.startswith("WRONG")], rows  # a setting may fail to build, never be wrong
 
-
-def test_skinny_projection_matches_cublas_and_prints_both_times() -> None:
-    """mla_absorption's query projection at the pair's size (32 x 2,048 by 3,072 x 2,048, bf16): the sum of
-    ``projection_parts``'s fp32 slices matches cuBLAS's x @ W^T within bf16 rounding; printed (-s): do_bench
-    medians of both and the weight's read rate (12.6 MB)."""
-    from ch18_mla_query import projection_parts
-    from triton.testing import do_bench
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(32, 2048, generator=gen, device="cuda").bfloat16()
-    w = (torch.randn(3072, 2048, generator=gen, device="cuda") * 2048 ** -0.5).bfloat16()
-    ref = x.float() @ w.float().T
-    torch.testing.assert_close(projection_parts(x, w).sum(0), ref, rtol=1e-3, atol=1e-3)
-    times = {"cublas": do_bench(lambda: x @ w.T, return_mode="median"),
-             "skinny": do_bench(lambda: projection_parts(x, w), return_mode="median")}
-    print({n: f"{t * 1e3:.1f} us, {w.numel() * 2 / t / 1e9:.2f} TB/s on the weight" for n, t in times.items()})

@@ -41,7 +41,7 @@ pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
-OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph", "_skinny"))
+OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph"))
 """Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
@@ -146,7 +146,7 @@ import math
 import pytest
 from ch18_decode import _merge
 from ch18_mla_kernel import BLOCK_N, H_PAD, SliceConfig, _slice, latent_attention
-from ch18_mla_query import SkinnyConfig, absorbed_query, projection_parts
+from ch18_mla_query import absorbed_query
 gen = torch.Generator().manual_seed(5)
 def reference(q, cache, rope, scale):
     p = torch.softmax(q.double() @ cache.double().transpose(1, 2) * scale, -1)
@@ -205,25 +205,6 @@ for b, h, nope, rope, lat in ((40, 16, 128, 64, 512), (3, 4, 32, 16, 64), (1, 1,
 with pytest.raises(ValueError, match="absorbed_query"):
     absorbed_query(torch.randn(2, 4 * 48), torch.randn(4, 32, 64), torch.randn(16), torch.randn(16), 24)
 
-# the query projection's K-slice partials: (rows, N, K, config) the pair's 32 rows and 4 slices of 512 (one
-# block of its 3,072 weight rows); rows not a power of two and a ragged last weight block; K under the
-# slices' total (fewer slices); their sum is x @ W^T, and the absorbed query from them is the one from it
-for rows, n, k, config in ((32, 64, 2048, SkinnyConfig()), (5, 100, 256, SkinnyConfig(32, 64, 2, 2, 4)),
-                           (3, 48, 64, SkinnyConfig())):
-    x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen)
-    parts = projection_parts(x, w, config)
-    assert parts.shape[1:] == (rows, n) and parts.dtype == torch.float32, parts.shape
-    assert error(parts.sum(0), x.double() @ w.double().T) < 1e-3, (rows, n, k, config)
-    assert parts.shape[0] == 1 or error(parts[1:].sum(0), x.double() @ w.double().T) > 1e-1  # a slice left out
-x, w_q, w_uk = torch.randn(6, 256, generator=gen), torch.randn(4 * 48, 256, generator=gen) / 16, torch.randn(4, 32, 64, generator=gen)
-cos, sin = torch.randn(16, generator=gen), torch.randn(16, generator=gen)
-parts = projection_parts(x, w_q, SkinnyConfig(64, 64, 4, 2, 4))
-assert parts.shape[0] == 4
-ref = absorbed_query(x @ w_q.T, w_uk, cos, sin, 16).double()
-assert error(absorbed_query(parts, w_uk, cos, sin, 16), ref) < 1e-3
-assert error(absorbed_query(parts[:3].contiguous(), w_uk, cos, sin, 16), ref) > 1e-2
-with pytest.raises(ValueError, match="projection_parts"):
-    projection_parts(torch.randn(2, 96), torch.randn(8, 96))  # K 96: no power-of-two step divides it
 print("mla ok")
 """
 
@@ -439,36 +420,11 @@ MLA_SIG = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "o_ptr": "*fp32", "ml_ptr": "
 def test_sm90_absorbed_query_kernel_multiplies_on_the_tensor_cores_without_spills() -> None:
     """``_absorb`` at the pair's shape (16 heads of 128 + 64, latent 512 in 128-wide blocks, 32 rows)."""
     sig = {"q_ptr": "*bf16", "w_ptr": "*bf16", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "out_ptr": "*bf16", "batch": "i32"}
-    consts = {"HEADS": 16, "NOPE": 128, "ROPE": 64, "LATENT": 512, "BLOCK_B": 32, "BLOCK_L": 128, "SPLIT_K": 0}
+    consts = {"HEADS": 16, "NOPE": 128, "ROPE": 64, "LATENT": 512, "BLOCK_B": 32, "BLOCK_L": 128}
     compiled = compile_sm90("ch18/ch18_mla_query:_absorb", sig, consts, {"num_warps": 4, "num_stages": 1})
     fits_sm90(compiled)
     code = cuobjdump(compiled, "-sass")
     assert "HMMA" in code or "HGMMA" in code, "the query absorption does not run on the tensor cores"
-
-
-def test_sm90_absorbed_query_from_projection_partials_fits_without_spills() -> None:
-    """``_absorb`` summing the pair's 4 fp32 projection slices (``_skinny``'s output), at the 8 warps
-    ``absorbed_query`` launches it with (4 spill)."""
-    sig = {"q_ptr": "*fp32", "w_ptr": "*bf16", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "out_ptr": "*bf16", "batch": "i32"}
-    consts = {"HEADS": 16, "NOPE": 128, "ROPE": 64, "LATENT": 512, "BLOCK_B": 32, "BLOCK_L": 128, "SPLIT_K": 4}
-    compiled = compile_sm90("ch18/ch18_mla_query:_absorb", sig, consts, {"num_warps": 8, "num_stages": 1})
-    fits_sm90(compiled)
-    assert "HMMA" in cuobjdump(compiled, "-sass") or "HGMMA" in cuobjdump(compiled, "-sass")
-
-
-def test_sm90_skinny_projection_fits_two_programs_an_sm_and_multiplies_on_the_tensor_cores() -> None:
-    """``_skinny`` at the pair's query projection (32 rows, 3,072 x 2,048, 4 K slices) and its settings:
-    no spills, shared memory for two programs an SM (its 192 programs then all run at once on 132 SMs)."""
-    kernel = import_module_at(CH18 / "ch18_mla_query.py")
-    config = kernel.SKINNY
-    sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*fp32", "rows": "i32", "n_cols": "i32", "k_dim": "i32"}
-    consts = {"K_SLICE": 2048 // config.split_k, "M_PAD": 32, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k}
-    compiled = compile_sm90("ch18/ch18_mla_query:_skinny", sig, consts,
-                            {"num_warps": config.warps, "num_stages": config.stages}, divisible=("n_cols", "k_dim"))
-    fits_sm90(compiled)
-    assert 2 * compiled.metadata.shared <= SMEM_PER_BLOCK, compiled.metadata.shared
-    assert 3072 // config.block_n * config.split_k >= 132
-    assert "HMMA" in cuobjdump(compiled, "-sass") or "HGMMA" in cuobjdump(compiled, "-sass")
 
 
 def test_sm90_latent_kernel_fits_two_programs_an_sm_without_spills() -> None:
