@@ -242,7 +242,7 @@ def _on_cuda(bench):
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("pair", choices=("flexdecoding", "mla"))
+    parser.add_argument("pair", choices=("flexdecoding", "mla"), help="which pair's best variant to sweep")
     parser.add_argument("--budget", type=float, default=65.0, help="flexdecoding: seconds after which no new setting starts (~90 s in all)")
     parser.add_argument("--only", default="", help="comma-separated indices into the setting list (0: the current)")
     args = parser.parse_args(argv)
