@@ -5,7 +5,7 @@ Baseline (baseline_fp8_moe.py): bf16 expert GEMMs over tokens sorted by expert.
 Optimized: optimized_fp8_moe_fused_passes.py (measured 5.103 ms a call with 3.81 ms of kernels, the
 GPU busy 65% of the window, idle on the routing's host sync: torch profiler, H200; the ``.tolist()``
 of the counts, and by PyTorch's code also bincount's read of the max and the tile table's blocking
-copy) with nothing on the host. Two Triton kernels (ch19_moe_schedule.py) replace the stable argsort,
+copy) with nothing on the host. Two Triton kernels (aisp/kits/moe_schedule.py) replace the stable argsort,
 the gate gather, ``bincount().tolist()`` and the table: ``_count`` (a program per 1,024 assignments)
 counts each expert's assignments in its chunk; ``_sort`` sums the chunks' counts (32 x 8), puts each
 assignment at its expert's first row + the earlier chunks' count + its rank in its chunk (a stable
@@ -28,10 +28,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from ch19_fp8 import E4M3
-from ch19_moe_schedule import device_route, grouped_gemm_sched
+from ch19_moe_schedule import grouped_gemm_sched
 from optimized_fp8_moe_fused_passes import Fp8GroupedFusedPasses, combine_rows, gather_quantize, gelu_quantize
 
 import aisp
+from aisp.kits.moe_schedule import device_route
 
 
 class Fp8DeviceSchedule(Fp8GroupedFusedPasses):

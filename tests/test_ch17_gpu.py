@@ -19,6 +19,7 @@ from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare, detach_copy
 from aisp.kits import moe
+from aisp.kits.moe_schedule import schedule
 
 CH17 = Path(__file__).resolve().parents[1] / "ch17"
 ONE_GPU = [(b, o) for b, o in variant_modules(CH17) if not b.endswith("_multigpu")]
@@ -62,6 +63,36 @@ def test_grouped_mm_is_there_and_matches_padded_bmm() -> None:
     grouped = moe.grouped_ffn(xs, counts, w1, w2).float()
     padded = moe.padded_ffn(xs, ids.reshape(-1)[order], counts, w1, w2).float()
     assert ((grouped - padded).norm() / padded.norm()).item() < 1e-2
+
+
+def test_fused_swiglu_gemm_and_swiglu_rows_match_torch_at_the_pair_shapes() -> None:
+    """ch17_swiglu at the pair's sizes (131,072 sorted rows, 64 experts, dim 2,048, ffn 1,024; an empty
+    expert, groups ending mid-block): the grouped up GEMM with the SwiGLU epilogue and the row pass
+    against ``_grouped_mm`` + ``swiglu`` (bf16 rounding of the intermediate: a relative norm under 1e-2)."""
+    swi = load("ch17_swiglu")
+    w = load("baseline_moe_grouped_gemm").WORKLOAD
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    ids = torch.randint(w.experts, (w.tokens, w.top_k), generator=gen, device="cuda")
+    ids[ids == 5] = 6
+    order, counts = moe.sort_by_expert(ids, w.experts, count_on_device=True)
+    xs = torch.randn(len(order), w.dim, generator=gen, device="cuda").bfloat16()
+    w1, _ = moe.expert_weights(w.experts, w.dim, w.ffn, gen, torch.device("cuda"), torch.bfloat16)
+    h = torch._grouped_mm(xs, w1, offs=counts.cumsum(0).to(torch.int32))
+    want = moe.swiglu(h.float())
+    for got in (swi.grouped_swiglu(xs, w1, schedule(counts, swi.BM)), swi.swiglu_rows(h)):
+        assert got.shape == want.shape and got.dtype == torch.bfloat16
+        assert ((got.float() - want).norm() / want.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize("module", ["optimized_moe_grouped_gemm_graph", "optimized_moe_grouped_gemm_fused_swiglu"])
+def test_graphed_moe_replays_new_tokens(module: str) -> None:
+    """The call captured in setup, replayed after new tokens are written into x in place, gives what the
+    eager call gives for them."""
+    bench = cuda_bench(module)
+    assert bench.graph is not None
+    bench.x.copy_(bench.x.roll(1, 0) * 0.5)
+    replayed = detach_copy(bench.run())
+    compare(detach_copy(bench.forward()), replayed, load("baseline_moe_grouped_gemm").WORKLOAD)
 
 
 def test_priority_streams_lower_the_decode_gap() -> None:

@@ -61,7 +61,7 @@ def one_gpu_pairs() -> list[tuple[str, str]]:
 def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = {p.name: sorted(o.stem for o in p.optimized) for p in pairs_in(CH17)}
     assert sorted(found) == sorted([*SMALL, *MULTIRANK])
-    assert len(found["moe_grouped_gemm"]) == 3 and len(found["prefill_decode_priority"]) == 3
+    assert len(found["moe_grouped_gemm"]) == 5 and len(found["prefill_decode_priority"]) == 3
     assert len(found["decode_batching_roofline"]) == 4
 
 
@@ -112,6 +112,24 @@ def test_grouped_experts_never_wait_for_the_device(monkeypatch: pytest.MonkeyPat
         bench.run()
         calls[module] = calls["nonzero"]
     assert calls["baseline_moe_grouped_gemm"] == 8 and calls["optimized_moe_grouped_gemm"] == 0
+
+
+@pytest.mark.parametrize("module", ["optimized_moe_grouped_gemm_graph", "optimized_moe_grouped_gemm_fused_swiglu"])
+def test_graphed_moe_counts_on_the_device(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """The graphed variants' call asks the host for nothing (it is captured in one CUDA graph): no
+    ``bincount`` (CUDA's reads its input's max on the host), no ``nonzero``, ``.item()`` or ``.tolist()``."""
+    seen: list[str] = []
+    for name in ("nonzero", "item", "tolist"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _n=name, _r=real, **k: seen.append(_n) or _r(self, *a, **k))
+    real_bincount = torch.bincount
+    monkeypatch.setattr(torch, "bincount", lambda *a, **k: seen.append("bincount") or real_bincount(*a, **k))
+    bench = build(module, 0)
+    bench.setup()
+    monkeypatch.setitem(type(bench).forward.__globals__, "INTERPRET", True)  # the GPU path's torch ops
+    monkeypatch.setattr(type(bench), "up", lambda self, xs, counts, offs: xs[:, : self.workload.ffn].contiguous())
+    bench.forward()
+    assert not seen, seen
 
 
 def test_padded_bmm_path_equals_the_grouped_gemm() -> None:

@@ -13,6 +13,7 @@ from test_ch19_pairs import load
 
 from aisp.harness.execute import guarded_run
 from aisp.harness.verify import compare, refill
+from aisp.kits.moe_schedule import device_route
 
 pytestmark = pytest.mark.gpu
 
@@ -96,13 +97,13 @@ def test_device_route_and_schedule_gemm_match_argsort_and_the_host_table_on_gpu(
     experts = torch.randint(0, 8, (32768,), device="cuda")
     experts[experts == 3] = 4
     gates = torch.rand(32768, device="cuda")
-    order, sgate, sched = sched_mod.device_route(experts, gates, 8)
+    order, sgate, sched = device_route(experts, gates, 8)
     want = torch.argsort(experts, stable=True)
     assert torch.equal(order.long(), want) and torch.equal(sgate, gates[want])
     assert int(sched[1, -1]) == moe.tile_table(torch.bincount(experts, minlength=8).tolist(), "cuda").shape[1]
     counts = [1000, 0, 3001, 95]
-    _, _, sched = sched_mod.device_route(torch.repeat_interleave(torch.arange(4, device="cuda"),
-                                         torch.tensor(counts, device="cuda")), torch.rand(4096, device="cuda"), 4)
+    _, _, sched = device_route(torch.repeat_interleave(torch.arange(4, device="cuda"),
+                                torch.tensor(counts, device="cuda")), torch.rand(4096, device="cuda"), 4)
     for n, k in ((2048, 1024), (1024, 2048)):
         a = torch.randn(sum(counts), k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(4, n, k, device="cuda").to(torch.float8_e4m3fn)

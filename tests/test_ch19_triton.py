@@ -8,6 +8,7 @@ and the bf16 multiply are the hardware's, checked by tests/test_ch19_gpu.py."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -106,7 +107,7 @@ assert torch.allclose(out, want, rtol=1e-6, atol=1e-6), (out - want).abs().max()
 
 MOE_ROUTE = """
 import torch
-from ch19_moe_schedule import device_route
+from aisp.kits.moe_schedule import device_route
 torch.manual_seed(0)
 # rows not a multiple of the chunk (a short last chunk), one chunk only, 8 chunks; empty experts
 for rows, experts, bm, chunk, empty in ((100, 4, 16, 16, [1]), (37, 3, 8, 64, [0]), (256, 8, 16, 32, [0, 5, 7])):
@@ -129,7 +130,7 @@ for rows, experts, bm, chunk, empty in ((100, 4, 16, 16, [1]), (37, 3, 8, 64, [0
 
 MOE_SCHEDULE = """
 import torch, triton, triton.language as tl
-from ch19_moe_schedule import device_route, sched_tile
+from aisp.kits.moe_schedule import device_route, sched_tile
 from optimized_fp8_moe_triton import tile_of, tile_table
 
 @triton.jit
@@ -171,7 +172,8 @@ for counts, bm, col_tiles, programs in (([37, 0, 70, 13], 16, 3, 4), ([0, 5, 0, 
 
 MOE_SCHEDULE_GEMM = """
 import torch
-from ch19_moe_schedule import device_route, grouped_gemm_sched
+from aisp.kits.moe_schedule import device_route
+from ch19_moe_schedule import grouped_gemm_sched
 for counts in ([37, 0, 70, 13], [0, 5, 0, 3]):  # blocks ending mid-tile, empty experts, fewer tiles than programs
     rows = sum(counts)
     a, b = torch.randn(rows, 64).round(), torch.randn(4, 96, 64).round()
@@ -263,7 +265,7 @@ def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str
 
     sys.path[:0] = [str(ROOT / "ch19")]
     try:
-        fn = getattr(__import__(module), kernel)
+        fn = getattr(importlib.import_module(module), kernel)
         fn = fn.fn if autotuned else fn
     finally:
         del sys.path[0]
@@ -490,7 +492,7 @@ def test_device_schedule_sm90_gemm_keeps_wgmma_and_tma_and_routing_does_not_spil
     try:
         k = compile_sm90("ch19_moe_schedule", "_grouped_gemm_sched", sig, {"K": 4096, "BM": 128, "BN": 256, "BK": 128,
                          "GROUP": 8, "MAX_E": 64}, num_warps=8, num_stages=4, autotuned=True)
-        route = [compile_sm90("ch19_moe_schedule", name, s, c, num_warps=4, num_stages=1) for name, s, c in (
+        route = [compile_sm90("aisp.kits.moe_schedule", name, s, c, num_warps=4, num_stages=1) for name, s, c in (
             ("_count", {"expert_ptr": "*i64", "part_ptr": "*i32", "ROWS": "i32"}, {"EP2": 8, "CHUNK": 1024}),
             ("_sort", {"expert_ptr": "*i64", "gate_ptr": "*fp32", "part_ptr": "*i32", "order_ptr": "*i32",
                        "sgate_ptr": "*fp32", "sched_ptr": "*i32", "ROWS": "i32"},
