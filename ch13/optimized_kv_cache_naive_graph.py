@@ -27,24 +27,16 @@ import torch.nn.functional as F
 from baseline_kv_cache_naive import ConcatCache
 
 import aisp
+from aisp.kits.graphs import GraphReplay
 
 
-class GraphedFusedCache(ConcatCache):
+class GraphedFusedCache(GraphReplay, ConcatCache):
     scratch = ("kv", "new_kv", "out")  # rewritten by every call before they are read
 
     def setup(self) -> None:
         super().setup()
         self.buffers()
-        self.graph = None
-        if self.device.type == "cuda":
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):  # builds cuDNN's plan for each of the steps' lengths
-                self.decode()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = self.decode()
+        self.capture()  # its warm-up builds cuDNN's plan for each of the steps' lengths
 
     def buffers(self) -> None:
         """The pooled buffers every call rewrites (the names in ``scratch``)."""
@@ -57,7 +49,7 @@ class GraphedFusedCache(ConcatCache):
         shape = (2, w.batch, w.heads, length, w.head_dim)
         return torch.empty(shape, device=self.device, dtype=torch.bfloat16)
 
-    def decode(self) -> torch.Tensor:
+    def forward(self) -> torch.Tensor:
         """The call's work: fill the prompt, stage the new keys/values, then per step write the
         slot (one kernel for K and V) and attend over the filled prefix."""
         p, kv, new = self.workload.prompt, self.kv, self.new_kv
@@ -72,15 +64,6 @@ class GraphedFusedCache(ConcatCache):
             outs.append(F.scaled_dot_product_attention(self.new_q[:, :, t:t + 1], kv[0, :, :, :end],
                                                        kv[1, :, :, :end]))
         return torch.cat(outs, dim=2)
-
-    def run(self) -> torch.Tensor:
-        if self.graph is None:
-            return self.decode()
-        self.graph.replay()
-        return self.out
-
-    def teardown(self) -> None:
-        self.graph = None
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -26,32 +26,24 @@ import torch
 from optimized_moe_grouped_gemm_gather_combine import GatherCombine
 
 import aisp
+from aisp.kits.graphs import GraphReplay
 from aisp.kits.moe import route, sort_by_expert, swiglu
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 """Under the Triton interpreter (CPU tests) the kernels run on CPU tensors, at small tiles."""
 
 
-class GraphedExperts(GatherCombine):
+class GraphedExperts(GraphReplay, GatherCombine):
     scratch = ("out",)  # the graph's output, rewritten by every replay
 
     def setup(self) -> None:
         """Untimed: the inputs, one eager call (compiles, autotunes) off the capture, then the call captured."""
         super().setup()
-        self.graph = None
-        if self.device.type == "cuda":
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                self.forward()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = self.forward()
+        self.capture()
 
     def forward(self) -> torch.Tensor:
         if not (self.x.is_cuda or INTERPRET):
-            return super().run()  # gather_combine's arithmetic, in torch (CPU tests)
+            return GatherCombine.run(self)  # gather_combine's arithmetic, in torch (CPU tests)
         w = self.workload
         ids, gates = route(self.x, self.w_router, w.top_k)
         order, counts = sort_by_expert(ids, w.experts, count_on_device=True)
@@ -66,15 +58,6 @@ class GraphedExperts(GatherCombine):
 
         h = torch._grouped_mm(xs, self.w_gate_up, offs=offs)
         return swiglu_rows(h) if h.is_cuda or INTERPRET else swiglu(h)
-
-    def run(self) -> torch.Tensor:
-        if self.graph is None:
-            return self.forward()
-        self.graph.replay()
-        return self.out
-
-    def teardown(self) -> None:
-        self.graph = None
 
 
 def get_benchmark() -> aisp.Benchmark:

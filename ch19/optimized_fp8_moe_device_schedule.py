@@ -32,44 +32,27 @@ from ch19_moe_schedule import grouped_gemm_sched
 from optimized_fp8_moe_fused_passes import Fp8GroupedFusedPasses, combine_rows, gather_quantize, gelu_quantize
 
 import aisp
+from aisp.kits.graphs import GraphReplay
 from aisp.kits.moe_schedule import device_route
 
 
-class Fp8DeviceSchedule(Fp8GroupedFusedPasses):
+class Fp8DeviceSchedule(GraphReplay, Fp8GroupedFusedPasses):
     scratch = ("out",)  # the graph's output, rewritten by every replay
 
     def prepare(self) -> None:
         """Untimed: fused_passes' weights, one eager call (compiles, autotunes), then the call captured."""
-        self.graph = None
         super().prepare()
-        if self.device.type == "cuda":
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                self.forward()  # warm up off the capture
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = self.forward()
+        self.capture()
 
     def forward(self) -> torch.Tensor:
         if not self.x.is_cuda:
-            return super().run()  # fused_passes' arithmetic, in torch (CPU tests)
+            return Fp8GroupedFusedPasses.run(self)  # fused_passes' arithmetic, in torch (CPU tests)
         top_k, (n_experts, _) = self.workload.top_k, self.router.shape
         gates, experts = F.linear(self.x, self.router).float().softmax(-1).topk(top_k, dim=-1)  # as route_order
         order, gate, sched = device_route(experts.flatten(), gates.flatten(), n_experts)
         x8, sx, pos = gather_quantize(self.x, order, top_k)
         h8, sh = gelu_quantize(grouped_gemm_sched(x8, sx, self.up[0].view(E4M3), self.up[1], sched), gate)
         return combine_rows(grouped_gemm_sched(h8, sh, self.down[0].view(E4M3), self.down[1], sched), pos, top_k)
-
-    def run(self) -> torch.Tensor:
-        if self.graph is None:
-            return self.forward()
-        self.graph.replay()
-        return self.out
-
-    def teardown(self) -> None:
-        self.graph = None
 
 
 def get_benchmark() -> aisp.Benchmark:
