@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from aisp.kits.moe_schedule import sched_tile
+from aisp.kits.moe_schedule import launch_persistent, sched_blocks, sched_tile
 
 BM, BN, BK = 128, 128, 64
 """A 128-row block x 128 gate + 128 up columns (two 128 x 128 fp32 accumulators) x 64-deep bf16 steps."""
@@ -55,9 +55,8 @@ def _grouped_swiglu(a_desc, b_desc, h_ptr, sched_ptr, E1, F, K: tl.constexpr, pr
                     BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr = 8, MAX_E: tl.constexpr = 64):
     """h[r, c] = silu(a[r] @ b[e][:, c]) * (a[r] @ b[e][:, F + c]) for the rows r of each expert e's blocks
     (a: (rows, K), b: (E * K, 2 F), both by TMA; rows past a block's expert are multiplied, never stored)."""
-    i = tl.arange(0, MAX_E)
-    tile_end = tl.load(sched_ptr + E1 + 1 + i, mask=i < E1 - 1, other=2147483647)
-    blocks, col_tiles = tl.load(sched_ptr + 2 * E1 - 1), F // BN
+    tile_end, blocks = sched_blocks(sched_ptr, E1, MAX_E)
+    col_tiles = F // BN
     t = tl.program_id(0)
     while t < blocks * col_tiles:  # persistent; programs past the last tile exit
         e, row0, row1, col0 = sched_tile(t, blocks, col_tiles, tile_end, sched_ptr, E1, BM, BN, GROUP)
@@ -84,9 +83,5 @@ def grouped_swiglu(xs: torch.Tensor, w_gate_up: torch.Tensor, sched: torch.Tenso
     a_desc = TensorDescriptor.from_tensor(xs, [bm, bk])
     b_desc = TensorDescriptor.from_tensor(w_gate_up.reshape(e * k, f2), [bk, bn])
     args = (a_desc, b_desc, h, sched, e + 1, f2 // 2, k)
-    if tile != (BM, BN, BK):
-        _grouped_swiglu.fn[(4,)](*args, 4, BM=bm, BN=bn, BK=bk)
-    else:
-        sms = torch.cuda.get_device_properties(xs.device).multi_processor_count
-        _grouped_swiglu[(sms,)](*args, sms, BM=bm, BN=bn, BK=bk)
+    launch_persistent(_grouped_swiglu, args, tile, (BM, BN, BK), xs.device)
     return h

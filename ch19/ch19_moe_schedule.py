@@ -12,7 +12,7 @@ import triton.language as tl
 from ch19_grouped import store_tile, tile_dot
 from optimized_fp8_moe_triton import BK, BM, BN, CONFIGS, launch
 
-from aisp.kits.moe_schedule import sched_tile
+from aisp.kits.moe_schedule import sched_blocks, sched_tile
 
 
 @triton.autotune(CONFIGS, key=["N", "K"])
@@ -21,9 +21,8 @@ def _grouped_gemm_sched(a_desc, sa_ptr, b_desc, sb_ptr, c_ptr, sched_ptr, E1, N,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr = 8,
                         MAX_E: tl.constexpr = 64):
     """_grouped_gemm over the (2, E1) device schedule instead of a host-built table (E1 - 1 <= MAX_E experts)."""
-    i = tl.arange(0, MAX_E)
-    tile_end = tl.load(sched_ptr + E1 + 1 + i, mask=i < E1 - 1, other=2147483647)
-    blocks, col_tiles = tl.load(sched_ptr + 2 * E1 - 1), N // BN
+    tile_end, blocks = sched_blocks(sched_ptr, E1, MAX_E)
+    col_tiles = N // BN
     t = tl.program_id(0)
     while t < blocks * col_tiles:  # persistent; programs past the last tile exit
         e, row0, row1, col0 = sched_tile(t, blocks, col_tiles, tile_end, sched_ptr, E1, BM, BN, GROUP)

@@ -33,6 +33,7 @@ from optimized_fp8_moe import Fp8ExpertLoop, gelu_quantize_rows, quantize_rows
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import aisp
+from aisp.kits.moe_schedule import launch_persistent
 
 BM, BN, BK = 128, 256, 128
 CONFIGS = [triton.Config({}, num_warps=8, num_stages=3),  # 144 KB of shared memory
@@ -81,11 +82,7 @@ def launch(kernel, a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     b_desc = TensorDescriptor.from_tensor(b.reshape(e * n, k), [bn, bk])
     args = (a_desc, sa, b_desc, sb, out, table, *extra, table.shape[1], n, k)
-    if tile != (BM, BN, BK):
-        kernel.fn[(4,)](*args, 4, BM=bm, BN=bn, BK=bk)
-    else:
-        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        kernel[(sms,)](*args, sms, BM=bm, BN=bn, BK=bk)
+    launch_persistent(kernel, args, tile, (BM, BN, BK), a.device)
     return out
 
 

@@ -130,15 +130,13 @@ for rows, experts, bm, chunk, empty in ((100, 4, 16, 16, [1]), (37, 3, 8, 64, [0
 
 MOE_SCHEDULE = """
 import torch, triton, triton.language as tl
-from aisp.kits.moe_schedule import device_route, sched_tile
+from aisp.kits.moe_schedule import device_route, sched_blocks, sched_tile
 from optimized_fp8_moe_triton import tile_of, tile_table
 
 @triton.jit
 def walk(sched_ptr, table_ptr, host_blocks, out_ptr, ref_ptr, col_tiles, programs, E1, BM: tl.constexpr,
          BN: tl.constexpr):
-    i = tl.arange(0, 64)  # as _grouped_gemm_sched
-    tile_end = tl.load(sched_ptr + E1 + 1 + i, mask=i < E1 - 1, other=2147483647)
-    blocks = tl.load(sched_ptr + 2 * E1 - 1)
+    tile_end, blocks = sched_blocks(sched_ptr, E1, 64)  # as _grouped_gemm_sched
     t = tl.program_id(0)
     while t < blocks * col_tiles:  # the GEMM's walk: a program past the last tile exits at once
         e, row0, row1, col0 = sched_tile(t, blocks, col_tiles, tile_end, sched_ptr, E1, BM, BN, 8)

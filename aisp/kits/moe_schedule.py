@@ -65,6 +65,15 @@ def device_route(experts: torch.Tensor, gates: torch.Tensor, n_experts: int, bm:
 
 
 @triton.jit
+def sched_blocks(sched_ptr, E1, MAX_E: tl.constexpr):
+    """(each expert's end block, padded with int32 max to MAX_E: ``sched_tile``'s ``tile_end``; the
+    schedule's row blocks in all) read from the (2, E1) schedule of E1 - 1 <= MAX_E experts."""
+    i = tl.arange(0, MAX_E)
+    tile_end = tl.load(sched_ptr + E1 + 1 + i, mask=i < E1 - 1, other=2147483647)
+    return tile_end, tl.load(sched_ptr + 2 * E1 - 1)
+
+
+@triton.jit
 def sched_tile(t, blocks, col_tiles, tile_end, sched_ptr, E1, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr):
     """Tile t of the walk (tile_of's order, GROUP row blocks per column tile) over the schedule of E1 - 1
     experts: expert, first row, end row, first column; the expert: how many experts' blocks end at or
@@ -84,3 +93,16 @@ def schedule(counts: torch.Tensor, bm: int = 128) -> torch.Tensor:
     zero = counts.new_zeros(1)
     tiles = (counts + bm - 1) // bm
     return torch.stack([torch.cat([zero, counts.cumsum(0)]), torch.cat([zero, tiles.cumsum(0)])]).to(torch.int32)
+
+
+def launch_persistent(kernel, args: tuple, tile: tuple[int, int, int], autotuned: tuple[int, int, int],
+                      device: torch.device) -> None:
+    """A persistent grouped-GEMM ``kernel(*args, programs, BM, BN, BK)``: at its ``autotuned`` tile one
+    program per SM over the autotuned configs; at any other ``tile`` (the CPU interpreter tests) the
+    kernel's function alone, 4 programs."""
+    bm, bn, bk = tile
+    if tile != autotuned:
+        kernel.fn[(4,)](*args, 4, BM=bm, BN=bn, BK=bk)
+    else:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        kernel[(sms,)](*args, sms, BM=bm, BN=bn, BK=bk)
