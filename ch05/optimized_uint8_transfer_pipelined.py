@@ -32,6 +32,7 @@ from baseline_uint8_transfer import normalize
 from optimized_uint8_transfer import GpuNormalize
 
 import aisp
+from aisp.kits.graphs import GraphReplay
 
 CHUNKS = 8
 """Parts the batch is split into: the arithmetic in the header (T(N) lowest near 8)."""
@@ -45,7 +46,7 @@ def chunks(n: int, parts: int) -> list[slice]:
     return [slice(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
 
 
-class PipelinedNormalize(GpuNormalize):
+class PipelinedNormalize(GraphReplay, GpuNormalize):
     """Copies uint8 chunk by chunk on a copy stream; normalizes each chunk once it has landed. The
     whole fork and join is one CUDA graph, captured in setup and replayed per call."""
 
@@ -54,16 +55,9 @@ class PipelinedNormalize(GpuNormalize):
         self.parts = chunks(self.workload.batch, CHUNKS)
         self.copy_stream = torch.cuda.Stream(self.device)
         self.copied = [torch.cuda.Event() for _ in self.parts]
-        self.graph = torch.cuda.CUDAGraph()
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            self.pipeline()  # warm up off the capture
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        with torch.cuda.graph(self.graph):
-            self.pipeline()
+        self.capture()
 
-    def pipeline(self) -> None:
+    def forward(self) -> torch.Tensor:
         main = torch.cuda.current_stream(self.device)
         self.copy_stream.wait_stream(main)
         with torch.cuda.stream(self.copy_stream):
@@ -73,9 +67,6 @@ class PipelinedNormalize(GpuNormalize):
         for rows, event in zip(self.parts, self.copied, strict=True):
             main.wait_event(event)
             normalize(self.raw[rows], self.mean, self.std, self.out[rows])
-
-    def run(self) -> torch.Tensor:
-        self.graph.replay()
         return self.out
 
 

@@ -14,6 +14,9 @@ class Parent:
     def run(self) -> torch.Tensor:
         return torch.zeros(2)
 
+    def teardown(self) -> None:
+        self.torn_down = True
+
 
 class Replayed(GraphReplay, Parent):
     def setup(self) -> None:
@@ -31,4 +34,4 @@ def test_without_cuda_run_is_forward_and_nothing_is_captured() -> None:
     assert bench.graph is None and bench.calls == 0
     assert torch.equal(bench.run(), torch.ones(2)) and torch.equal(bench.run(), torch.full((2,), 2.0))
     bench.teardown()
-    assert bench.graph is None
+    assert bench.graph is None and bench.torn_down

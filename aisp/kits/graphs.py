@@ -40,3 +40,4 @@ class GraphReplay:
 
     def teardown(self) -> None:
         self.graph = None
+        super().teardown()
