@@ -5,9 +5,9 @@ Optimized (optimized_paged_kv_cache.py, 0.564 GB peak, capacity 77%): 16-token p
 setup ~301 MiB (weights 297) + a pool of 1,108 pages (138.5 MiB: every request's prompt + output) +
 ~98 MiB transient: the SwiGLU of the largest prefill group (6 x 627 padded tokens: gate/up 40 MiB,
 SiLU 20, product 20, two residuals 15). This variant keeps the math and the schedule:
-1. The MLP runs on row blocks of <= 1,024 rows when a forward has more (prefills; a decode step's 32
-   rows run as one): gate/up, SiLU and product of a block are 1/4 of the group's, each block's
-   output added in place to its rows of the residual (RMSNorm and the GEMMs are row-wise).
+1. The MLP runs on row blocks of <= 1,024 rows (the kit's ``Block.mlp_rows``) when a forward has
+   more (prefills; a decode step's 32 rows run as one): gate/up, SiLU and product of a block are
+   1/4 of the group's, each block's output added in place to its rows of the residual.
 2. A decode step reads the pages indexed by (page, K/V head) at once: ``pool[table[:, None], heads]``
    is (batch, kv_heads, pages, 16, 64), already SDPA's layout, where the kit gathers (batch, pages,
    kv_heads, 16, 64) and copies it transposed. One copy per K/V per layer instead of two: the peak
@@ -24,39 +24,14 @@ Run: python ch15/optimized_paged_kv_cache_lowpeak.py  |  aisp bench run -t ch15:
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from optimized_paged_kv_cache import PagedCache
-from torch import nn
 
 import aisp
 from aisp.kits.llm import PagedKVCache
 from aisp.kits.llm.cache import PagedStep
-from aisp.kits.llm.model import Block
 
 FFN_ROWS = 1024
-"""Most rows an MLP block computes at once (a 3,762-token prefill group: 4 blocks)."""
-
-
-class RowBlockedMLP(nn.Module):
-    """The kit's decoder ``block`` (its weights, not a copy), whose SwiGLU MLP runs ``rows`` rows at
-    a time when a forward has more; attention as the block does it."""
-
-    def __init__(self, block: Block, rows: int = FFN_ROWS) -> None:
-        super().__init__()
-        self.block, self.rows = block, rows
-
-    def forward(self, x: torch.Tensor, fwd: object, layer: int) -> torch.Tensor:
-        b = self.block
-        if len(x) <= self.rows:
-            return b(x, fwd, layer)
-        x = x + b.attn(b.norm1(x), fwd, layer)  # a new tensor: its row blocks are updated in place
-        for start in range(0, len(x), self.rows):
-            part = x[start:start + self.rows]
-            gate_up = b.gate_up(b.norm2(part))
-            act = F.silu(gate_up[:, :b.ffn]) * gate_up[:, b.ffn:]
-            del gate_up
-            part.add_(b.down(act))
-        return x
+"""Most rows the kit block's MLP computes at once (``Block.mlp_rows``; a 3,762-token prefill group: 4 blocks)."""
 
 
 class HeadMajorStep(PagedStep):
@@ -88,8 +63,8 @@ class LowPeakPagedCache(PagedCache):
 
     def setup(self) -> None:
         super().setup()
-        for i, block in enumerate(self.model.blocks):
-            self.model.blocks[i] = RowBlockedMLP(block, self.ffn_rows)
+        for block in self.model.blocks:
+            block.mlp_rows = self.ffn_rows  # the kit block's MLP in row blocks (prefills)
 
 
 def get_benchmark() -> aisp.Benchmark:

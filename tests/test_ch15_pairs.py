@@ -210,13 +210,11 @@ def test_paged_kv_cache_declares_weights_and_its_busiest_decode_step(monkeypatch
 def test_row_blocked_mlp_runs_in_row_blocks_and_matches_the_block() -> None:
     """The low-peak variant's MLP sees at most ``rows`` rows a call when a forward has more (a
     prefill), the whole batch otherwise, and gives the kit block's hidden states."""
-    blocked_mlp = load("optimized_paged_kv_cache_lowpeak").RowBlockedMLP
     kit, blocked = (build_decoder(TINY, 0, torch.device("cpu")) for _ in range(2))
-    for i, block in enumerate(blocked.blocks):
-        blocked.blocks[i] = blocked_mlp(block, 8)
     seen: list[int] = []
     for block in blocked.blocks:
-        block.block.gate_up.register_forward_hook(lambda _m, args, _o: seen.append(len(args[0])))
+        block.mlp_rows = 8  # as the low-peak variant sets it
+        block.gate_up.register_forward_hook(lambda _m, args, _o: seen.append(len(args[0])))
     tokens = torch.randint(TINY.vocab, (3, 17))
     positions = torch.arange(17).expand(3, 17)
     torch.testing.assert_close(blocked.hidden(tokens, positions), kit.hidden(tokens, positions), rtol=1e-5, atol=1e-5)
@@ -269,7 +267,7 @@ def test_lowpeak_variant_with_small_row_blocks_matches_the_baseline() -> None:
     opt.ffn_rows = 5
     for bench in (base, opt):
         bench.setup()
-    assert all(block.rows == 5 for block in opt.model.blocks)
+    assert all(block.mlp_rows == 5 for block in opt.model.blocks)
     compare(guarded_run_pair(base), guarded_run_pair(opt), base.workload)
 
 

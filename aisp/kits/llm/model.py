@@ -117,6 +117,9 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
+    mlp_rows: int | None = None
+    """Most rows the MLP computes at once when a forward has more (a prefill); None: all of them."""
+
     def __init__(self, cfg: LLMConfig) -> None:
         super().__init__()
         self.norm1, self.norm2 = nn.RMSNorm(cfg.dim), nn.RMSNorm(cfg.dim)
@@ -127,8 +130,22 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, fwd: _Forward, layer: int) -> torch.Tensor:
         x = x + self.attn(self.norm1(x), fwd, layer)
+        if self.mlp_rows is not None and len(x) > self.mlp_rows:
+            return self.mlp_in_row_blocks(x)
         gate_up, ffn = self.gate_up(self.norm2(x)), self.ffn
         return x + self.down(F.silu(gate_up[:, :ffn]) * gate_up[:, ffn:])
+
+    def mlp_in_row_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        """The MLP on ``mlp_rows`` rows at a time, each block's output added in place to its rows of
+        ``x`` (a fresh tensor): one block's gate/up, SiLU and product live at once, not the forward's.
+        Row-wise like the whole (RMSNorm and the GEMMs), so the same up to GEMM rounding."""
+        for start in range(0, len(x), self.mlp_rows):
+            part = x[start:start + self.mlp_rows]
+            gate_up = self.gate_up(self.norm2(part))
+            act = F.silu(gate_up[:, :self.ffn]) * gate_up[:, self.ffn:]
+            del gate_up
+            part.add_(self.down(act))
+        return x
 
 
 class Decoder(nn.Module):
