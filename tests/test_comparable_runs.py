@@ -139,6 +139,28 @@ def test_a_host_bound_pair_is_judged_with_the_time_prior(tmp_path):
     assert judged["expectation"]["status"] == "ok" and speedup["limit"] < -0.3, judged["expectation"]["detail"]
 
 
+def _host_heavy_baseline(result, **fields):
+    """The baseline as a CUDA variant whose host issue is 87% of its events (ch05:uint8_transfer's)."""
+    result["baseline"].update({"issue_summary": {"median": 8.7}, "tail_summary": {"median": 0.08},
+                               "spacer_ms": 0.0, "syncs_inside": False, **fields})
+    return result
+
+
+@pytest.mark.parametrize(("fields", "widened"), [({}, True), ({"spacer_ms": 0.05}, False),
+                                                  ({"syncs_inside": True}, False),
+                                                  ({"issue_summary": {"median": 4.0}}, False),
+                                                  ({"tail_summary": None}, False)])
+def test_a_host_heavy_baseline_is_judged_with_the_time_prior(tmp_path, fields, widened):
+    """A baseline whose measured time is mostly host code (issue >= half its events, timed from the call's
+    start) moves with the host, so a 20% speedup drop is within the time prior; events behind a spacer, a
+    call that waits inside, a host share under half, or a CPU variant (no sync tails) keep the ratio prior."""
+    _stored(tmp_path, 3)
+    judged = expectations.judge(_host_heavy_baseline(_result(tmp_path, "a", 6.25, seed=9, noise=0.002), **fields), ENV)
+    speedup = next(f for f in judged["expectation"]["figures"] if f["figure"] == "speedup")
+    assert (judged["expectation"]["status"] == "ok") is widened, judged["expectation"]["detail"]
+    assert (speedup["limit"] < -0.3) is widened
+
+
 def _entry(tmp_path):
     return expectations.load(tmp_path / "expectations_h200.json")["entries"]["a"]
 
