@@ -41,12 +41,15 @@ class NativeAffine(RowLoop):
 
     def setup(self) -> None:
         super().setup()
-        w = self.workload
         self.lib = LIBRARY.load(self.device, {"affine_rows_run": [PTR, PTR, PTR, PTR, INT, INT, INT, PTR],
-                                              "affine_rows_groups": [INT, INT]})
-        self.groups = self.lib.affine_rows_groups(w.rows, w.cols)
-        native.check(int(self.groups <= 0), "affine_rows_groups (cudaOccupancyMaxActiveBlocksPerMultiprocessor)")
+                                              "affine_rows_groups": [INT, INT], "affine_rows_resident": []})
+        self.groups = self.row_groups()
+        native.check(int(self.groups <= 0), "row groups (cudaOccupancyMaxActiveBlocksPerMultiprocessor)")
         torch.testing.assert_close(self.run(), torch.addcmul(self.bias, self.x, self.scale))
+
+    def row_groups(self) -> int:
+        """The grid's row groups (gridDim.y): enough blocks to fill every SM once, rounded up."""
+        return self.lib.affine_rows_groups(self.workload.rows, self.workload.cols)
 
     def run(self) -> torch.Tensor:
         w = self.workload

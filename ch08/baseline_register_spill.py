@@ -63,6 +63,8 @@ class RingBufferFir(aisp.Benchmark):
     scratch = ("y",)
     mode = 0
     """0: ring buffer in local memory, 1: unrolled window in registers (fir_spill.cu)."""
+    strip = WORKLOAD.strip
+    """Output rows per thread (a multiple of 32 that divides the rows)."""
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()
@@ -76,7 +78,7 @@ class RingBufferFir(aisp.Benchmark):
     def run(self) -> torch.Tensor:
         w = self.workload
         call(self.run_fn, self.mode, self.x.data_ptr(), self.y.data_ptr(), self.taps.data_ptr(), w.rows, w.cols,
-             w.strip, native.stream(self.device))
+             self.strip, native.stream(self.device))
         return self.y
 
 

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.gpu
 CH06 = Path(__file__).resolve().parents[1] / "ch06"
 PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
          "bank_conflicts", "unified_memory_prefetch")
-VARIANTS = (("vectorized_ops", "optimized_vectorized_ops_native"), ("occupancy_api", "optimized_occupancy_api_ilp"),
+VARIANTS = (("vectorized_ops", "optimized_vectorized_ops_native"), ("vectorized_ops", "optimized_vectorized_ops_wave"),
+            ("occupancy_api", "optimized_occupancy_api_ilp"),
             ("launch_bounds", "optimized_launch_bounds_fitted"), ("launch_bounds", "optimized_launch_bounds_pipelined"),
             ("bank_conflicts", "optimized_bank_conflicts_swizzled"))
 """(pair, further optimized file) of every variant beside the pair's optimized file."""
@@ -125,11 +126,12 @@ def test_scores_swizzled_matches_padded_on_odd_tile_counts(tiles: int) -> None:
     assert scores(2, q, k, torch.empty(tiles * 1024 + 1, device="cuda")[1:].view(tiles, 32, 32)) == -1
 
 
-def test_affine_rows_is_torch_addcmul_bitwise() -> None:
+@pytest.mark.parametrize("module", ["optimized_vectorized_ops_native", "optimized_vectorized_ops_wave"])
+def test_affine_rows_is_torch_addcmul_bitwise(module: str) -> None:
     """PyTorch's CUDA addcmul with value = 1 rounds once (std::fma), as affine_rows' fmaf does. If
     this fails on another PyTorch, the pair still verifies (fp32 tolerance); the header's
     "bitwise" claim is what changes."""
-    bench = load("optimized_vectorized_ops_native").get_benchmark()
+    bench = load(module).get_benchmark()
     bench.device, bench.seed = torch.device("cuda"), 5
     bench.setup()
     out = bench.run().clone()
@@ -170,6 +172,20 @@ def test_affine_rows_refuses_what_float4_cannot_read() -> None:
     lib = load("optimized_vectorized_ops_native").LIBRARY.load()
     assert lib.affine_rows_groups(2048, 6) == -1
     assert lib.affine_rows_groups(2048, 32768) == -(-8 * sms() // 32)  # 8 blocks/SM x SMs over 32 slices
+
+
+def test_wave_variant_grid_is_one_wave_of_the_native_kernel() -> None:
+    """The one-wave variant's blocks all fit at once (8 of 256 a SM), where the native variant's
+    rounded-up grid leaves some for a second wave at the H200 size."""
+    bench = load("optimized_vectorized_ops_wave").get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), 5
+    bench.setup()
+    resident, w = bench.lib.affine_rows_resident(), bench.workload
+    assert resident == 8 * sms()
+    slices = w.cols // 4 // 256
+    assert slices * bench.groups <= resident < slices * (bench.groups + 1)
+    assert bench.lib.affine_rows_groups(w.rows, w.cols) == bench.groups + (resident % slices > 0)
+    bench.teardown()
 
 
 def dequantize4(n: int, offset: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:

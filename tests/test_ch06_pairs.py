@@ -27,7 +27,7 @@ CH06 = Path(__file__).resolve().parents[1] / "ch06"
 PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_bounds", "ilp_accumulators",
          "bank_conflicts", "unified_memory_prefetch")
 CUDA_PAIRS = PAIRS[1:]
-VARIANTS = ("optimized_vectorized_ops_native", "optimized_occupancy_api_ilp", "optimized_launch_bounds_fitted",
+VARIANTS = ("optimized_vectorized_ops_native", "optimized_vectorized_ops_wave", "optimized_occupancy_api_ilp", "optimized_launch_bounds_fitted",
             "optimized_launch_bounds_pipelined", "optimized_bank_conflicts_swizzled")
 """Further optimized files of a pair (CUDA C++), measured beside the pair's optimized file."""
 LIBRARIES = {"baseline_occupancy_api": "dequantize4_launch", "optimized_vectorized_ops_native": "affine_rows_run", "baseline_launch_bounds": "horner_grid",
@@ -101,7 +101,8 @@ def test_pair_file_documents_itself(module: str) -> None:
 
 def test_variants_belong_to_their_pairs() -> None:
     found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH06)}
-    assert found["vectorized_ops"] == {"optimized_vectorized_ops", "optimized_vectorized_ops_native"}
+    assert found["vectorized_ops"] == {"optimized_vectorized_ops", "optimized_vectorized_ops_native",
+                                       "optimized_vectorized_ops_wave"}
     assert found["occupancy_api"] == {"optimized_occupancy_api", "optimized_occupancy_api_ilp"}
     assert found["launch_bounds"] == {"optimized_launch_bounds", "optimized_launch_bounds_fitted",
                                       "optimized_launch_bounds_pipelined"}
@@ -126,6 +127,19 @@ def test_native_vectorized_ops_declares_the_baselines_work() -> None:
     assert (native_w.rows, native_w.cols, native_w.bytes, native_w.flops) == (base.rows, base.cols, base.bytes,
                                                                               base.flops)
     assert native_w.cols % 4 == 0  # affine_rows reads float4s
+
+
+@pytest.mark.parametrize(("resident", "rows", "cols", "groups"), [
+    (8 * 132, 2048, 131072, 8),    # the H200 size: 128 slices x 8 = 1,024 blocks of 1,056 places (the native: 9)
+    (8 * 132, 2048, 32768, 33),    # 32 slices x 33 = 1,056: exactly one wave
+    (8 * 132, 5, 32768, 5),        # at most one group per row
+    (8 * 132, 2048, 1 << 22, 1),   # more slices than places: one group, several waves
+    (0, 2048, 131072, -1),         # the occupancy API failed
+])
+def test_wave_variant_grid_fits_one_wave(resident: int, rows: int, cols: int, groups: int) -> None:
+    assert load("optimized_vectorized_ops_wave").whole_wave_groups(resident, rows, cols) == groups
+    slices = -(-cols // 4 // 256)
+    assert groups == -1 or groups == 1 or slices * groups <= resident
 
 
 def packed_lookup(codes: torch.Tensor, table: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,9 @@ ENTRY_POINTS = {"softmax_smem.cu": ("softmax_init", "softmax_run", "softmax_bloc
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")]
+VARIANTS = ["optimized_register_spill_strip64"]
+"""Further optimized files of a pair, measured beside the pair's optimized file."""
+MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")] + VARIANTS
 
 
 def load(module: str):
@@ -42,6 +44,18 @@ def load(module: str):
 
 def test_discovery_finds_exactly_the_chapter_pairs() -> None:
     assert sorted(p.name for p in pairs_in(CH08)) == PAIRS
+
+
+def test_variants_belong_to_their_pairs() -> None:
+    found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH08)}
+    assert found["register_spill"] == {"optimized_register_spill", "optimized_register_spill_strip64"}
+
+
+def test_register_spill_strip_variant_fits_the_kernel() -> None:
+    """fir_run refuses a strip that is not a multiple of 32 dividing the rows (-1)."""
+    w, strip = load("baseline_register_spill").WORKLOAD, load("optimized_register_spill_strip64").ShortStripFir.strip
+    assert strip < w.strip and strip % w.taps == 0 and w.rows % strip == 0
+    assert load("baseline_register_spill").RingBufferFir.strip == w.strip
 
 
 def test_every_cuda_source_is_listed() -> None:
