@@ -83,3 +83,26 @@ def test_register_blocking_raises_fmas_per_shared_load() -> None:
     regblock, smem = kernel(sass, "matmul_regblock"), kernel(sass, "matmul_smem")
     assert fma_per_shared_load(regblock) >= 12 > 4 >= fma_per_shared_load(smem)
     assert not re.search(r"\b(LDL|STL)\b", regblock), "matmul_regblock spills to local memory"
+
+
+def first_use_after(lines: list[str], at: int) -> int:
+    """Index of the first line after ``at`` that reads the register line ``at`` loads into."""
+    reg = re.search(r"LDG\S*\s+(R\d+),", lines[at]).group(1)
+    return next(i for i in range(at + 1, len(lines)) if re.search(rf"\b{reg}\b", lines[i].split(";")[0].split(",", 1)[-1]))
+
+
+@needs_sass
+def test_gather_kernels_order_their_loads() -> None:
+    """gather_add waits for idx before it even issues its x load (two HBM round trips in a row);
+    gather_add_ilp's full-block path issues its 4 x and 4 idx loads before any is used, then 4 table loads."""
+    sass = library("l2_persistence.cu").sass("90")
+    plain = [ln for ln in kernel(sass, "gather_addPK6").splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", ln)]
+    loads = [i for i, ln in enumerate(plain) if "LDG" in ln]
+    assert len(loads) == 3 and first_use_after(plain, loads[0]) < loads[1], "gather_add already issues x before idx returns"
+    body = kernel(sass, "gather_add_ilp").splitlines()
+    fast = [ln for ln in body[:next(i for i, ln in enumerate(body) if "EXIT" in ln)] if re.search(r"/\*[0-9a-f]{4}\*/", ln)]
+    loads = [i for i, ln in enumerate(fast) if "LDG" in ln]
+    kinds = [re.search(r"LDG\S*", fast[i]).group(0) for i in loads]
+    assert kinds == ["LDG.E.128.STRONG.GPU"] * 4 + ["LDG.E.STRONG.GPU"] * 4 + ["LDG.E.128.CONSTANT"] * 4, kinds
+    assert min(first_use_after(fast, i) for i in loads[4:8]) > loads[7], "an idx is used before every early load is issued"
+    assert len(re.findall(r"\bSTG\.E\.EF\.128\b", "\n".join(fast))) == 4

@@ -135,3 +135,31 @@ def test_noncontiguous_views_copy_counts_on_gpu() -> None:
     x = torch.randn(256, 128, device="cuda")
     assert pairs_test.count_copies(lambda t: row_features(t.t()), x) == 3
     assert pairs_test.count_copies(lambda t: row_features(t.t().contiguous()), x) == 1
+
+
+def test_gather_add_ilp_every_tail() -> None:
+    """gather_add_ilp (4 float4s a thread, 128 rows a block) at row counts around its block: exact
+    against x + table[idx], and nothing written past the last row."""
+    m = load("baseline_l2_persistence")
+    handle = library("baseline_l2_persistence", m.SIGNATURES)
+    table = torch.randn(1000, 32, device="cuda")
+    for rows in (1, 5, 31, 32, 33, 127, 128, 129, 300, 1025):
+        x = torch.randn(rows, 32, device="cuda")
+        idx = torch.randint(0, 1000, (rows,), device="cuda", dtype=torch.int32)
+        out = torch.full((rows + 4, 32), float("nan"), device="cuda")
+        call(handle.gather_add_ilp_run(x.data_ptr(), table.data_ptr(), idx.data_ptr(), out.data_ptr(), rows,
+                                       native.stream()))
+        assert torch.equal(out[:rows], x + table[idx.long()]), rows
+        assert out[rows:].isnan().all(), rows
+
+
+def test_strided_row_features_on_gpu() -> None:
+    """The fused Triton kernel against the eager row_features of the transposed view: ragged tiles,
+    a view whose row stride exceeds its width, and the pair's own block sizes."""
+    pytest.importorskip("triton")
+    views = load("ch07_views")
+    row_features = load("baseline_noncontiguous_views").row_features
+    wide = torch.randn(1000, 300, device="cuda")
+    for x in (torch.randn(1000, 200, device="cuda"), torch.randn(8192, 48, device="cuda") * 4, wide[:, 7:250]):
+        out = views.strided_row_features(x, torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda"))
+        torch.testing.assert_close(out, row_features(x.t()), rtol=1e-5, atol=1e-5)

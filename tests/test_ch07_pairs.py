@@ -40,6 +40,10 @@ def test_the_chapter_has_its_pairs() -> None:
     assert {o.stem for o in PAIRS["transpose"].optimized} == {"optimized_transpose_tiled", "optimized_transpose_padded"}
     assert {o.stem for o in PAIRS["tiled_matmul"].optimized} == {"optimized_tiled_matmul",
                                                                   "optimized_tiled_matmul_smem"}
+    assert {o.stem for o in PAIRS["l2_persistence"].optimized} == {"optimized_l2_persistence",
+                                                                    "optimized_l2_persistence_ilp"}
+    assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
+                                                                         "optimized_noncontiguous_views_fused"}
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -52,6 +56,11 @@ def test_pair_file_documents_itself(module: str) -> None:
 @pytest.mark.parametrize("module", [m for m in MODULES if "noncontiguous" not in m])
 def test_cuda_pairs_skip_with_reason_on_cpu(module: str) -> None:
     reason = unmet_requirements(build(module).workload.requires, CPU)
+    assert reason and "CUDA" in reason
+
+
+def test_fused_views_variant_skips_with_reason_on_cpu() -> None:
+    reason = unmet_requirements(build("optimized_noncontiguous_views_fused").workload.requires, CPU)
     assert reason and "CUDA" in reason
 
 
