@@ -7,7 +7,7 @@
 // The chain's loop is aisp/peak/fma_latency.cu's (the fma_dependent floor it is priced at): 64 FMAs
 // a trip, a and b kernel arguments. sm_90 SASS: the counter and the branch issue in the FFMAs' wait
 // slots, 515 stall cycles per 128 FMAs (~4.02 an FMA), where the former `for (k < iters)` with
-// immediate constants took 67 per 16 (~4.19: ptxas put the counter before the trip's first FFMA),
+// immediate constants took 67 per 16 (~4.19: the branch and counter came every 16 FMAs),
 // ~4% of each kernel's chain.
 //
 // Programmatic dependent launch (PDL, sm_90+): launched with
