@@ -71,6 +71,8 @@ class EqualPriority(aisp.Benchmark):
     scratch = ("bulk_bufs", "chain_bufs")
     priority = 0
     """The chain stream's priority (lower is higher; 0 is the default and the lowest)."""
+    pdl = False
+    """Whether the chain's kernels are launched with programmatic dependent launch."""
 
     def setup(self) -> None:
         w, gen, dev = self.workload, self.generator(), self.device
@@ -95,7 +97,7 @@ class EqualPriority(aisp.Benchmark):
         src = self.h0
         for i in range(self.workload.chain_steps):
             dst = self.chain_bufs[i % 2]
-            small_kernel(self.lib, src, dst, self.workload.chain_iters, stream)
+            small_kernel(self.lib, src, dst, self.workload.chain_iters, stream, pdl=self.pdl)
             src = dst
         return src
 

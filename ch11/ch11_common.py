@@ -22,7 +22,8 @@ from aisp.kits import native
 
 HERE = Path(__file__).resolve().parent
 KERNELS = native.Library((HERE / "ch11_kernels.cu",))
-"""ch11_kernels.cu: ``small_kernel`` (one fma_chain launch) and ``legacy_run``."""
+"""ch11_kernels.cu: ``small_kernel`` (one fma_chain launch), ``small_kernel_pdl`` (the same launched with
+programmatic dependent launch) and ``legacy_run``."""
 THREADS = 256
 """Threads per block of fma_chain (kThreads in ch11_kernels.cu)."""
 INT, PTR = ctypes.c_int, ctypes.c_void_p
@@ -32,15 +33,19 @@ def load_kernels(device: torch.device) -> ctypes.CDLL:
     """ch11_kernels.cu built for ``device``'s GPU, with its entry points' argument types set."""
     lib = KERNELS.load(device)
     lib.small_kernel.argtypes = [PTR, PTR, INT, INT, PTR]
+    lib.small_kernel_pdl.argtypes = [PTR, PTR, INT, INT, PTR]
     lib.legacy_run.argtypes = [INT, PTR, PTR, INT, INT, INT, PTR]
     return lib
 
 
 def small_kernel(lib: ctypes.CDLL, src: torch.Tensor, dst: torch.Tensor, iters: int,
-                 stream: torch.cuda.Stream) -> None:
-    """dst = fma_chain(src) (``iters`` dependent FMAs per element), launched on ``stream``."""
-    status = lib.small_kernel(src.data_ptr(), dst.data_ptr(), src.numel(), iters, PTR(stream.cuda_stream))
-    native.check(status, "small_kernel")
+                 stream: torch.cuda.Stream, pdl: bool = False) -> None:
+    """dst = fma_chain(src) (``iters`` dependent FMAs per element), launched on ``stream``; ``pdl``:
+    with programmatic dependent launch (it may start before the stream's previous kernel ends and
+    reads ``src`` once that kernel has completed, so ``src`` may be its output)."""
+    entry = lib.small_kernel_pdl if pdl else lib.small_kernel
+    status = entry(src.data_ptr(), dst.data_ptr(), src.numel(), iters, PTR(stream.cuda_stream))
+    native.check(status, "small_kernel_pdl" if pdl else "small_kernel")
 
 
 def fma_chain_reference(x: torch.Tensor, iters: int) -> torch.Tensor:

@@ -4,28 +4,110 @@
 // fma_chain: each thread runs `iters` dependent FMAs on one element (v <- 0.9999 v + 1e-4), so a
 // launch of 8 blocks x 256 threads keeps 8 SMs busy for ~4 * iters cycles and leaves the other
 // 124 SMs of an H100/H200 idle: the "small independent kernel" that streams can run side by side.
+// The chain's loop is aisp/peak/fma_latency.cu's (the fma_dependent floor it is priced at): 64 FMAs
+// a trip, a and b kernel arguments. sm_90 SASS: the counter and the branch issue in the FFMAs' wait
+// slots, 515 stall cycles per 128 FMAs (~4.02 an FMA), where the former `for (k < iters)` with
+// immediate constants took 67 per 16 (~4.19: the branch and counter came every 16 FMAs),
+// ~4% of each kernel's chain.
+//
+// Programmatic dependent launch (PDL, sm_90+): launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization, the next kernel of a stream may start while
+// this one runs. Its blocks become resident and wait in griddepcontrol.wait, which returns once the
+// kernel before it in the stream has completed and its writes are visible: the chain of kernels keeps
+// its order, only the launch, the block placement (and, where the input is not the previous kernel's
+// output, the load) move off the chain. Each kernel lets its successor launch once its own wait is
+// over (griddepcontrol.launch_dependents), so one kernel at a time waits ahead. Launched without the
+// attribute, both instructions are no-ops.
 #include <cuda_runtime.h>
 
 constexpr int kThreads = 256;
+constexpr int kUnroll = 64;  // FMAs a trip of the chain's loop
+constexpr float kA = 0.9999f, kB = 1e-4f;  // v <- kA v + kB
 
-__global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out, int n, int iters) {
+// How fma_chain meets the kernel before it in its stream.
+enum Pdl : int {
+  kPlain = 0,         // an ordinary launch: it starts after the previous kernel has completed
+  kWaitThenLoad = 1,  // PDL; its input is the previous kernel's output: load after the wait
+  kLoadThenWait = 2,  // PDL; its input no earlier kernel writes: load, then wait
+};
+
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void let_next_grid_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <int kPdl>
+__global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out, int n, int iters, float a,
+                          float b) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float v = in[i];
-  for (int k = 0; k < iters; ++k) v = fmaf(v, 0.9999f, 1e-4f);
+  float v = 0.0f;
+  if (kPdl == kLoadThenWait) v = __ldcg(in + i);
+  if (kPdl != kPlain) {
+    wait_for_previous_grid();
+    let_next_grid_launch();
+  }
+  if (kPdl == kWaitThenLoad) v = __ldcg(in + i);  // L2, not a read-only line cached before the wait
+  if (kPdl == kPlain) v = in[i];
+  const int rounds = iters / kUnroll;
+  for (int r = 0; r < rounds; ++r) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v = fmaf(v, a, b);
+  }
+  for (int k = rounds * kUnroll; k < iters; ++k) v = fmaf(v, a, b);
   out[i] = v;
 }
 
 static int blocks_for(int n) { return (n + kThreads - 1) / kThreads; }
 
+// Whether the current GPU runs programmatic dependent launches (compute capability 9.0 and up).
+static bool pdl_supported() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  return major >= 9;
+}
+
+// fma_chain<kPdl> over n elements on `stream`; kPdl != kPlain launches it with PDL (an ordinary
+// launch before Hopper, where the kernel's griddepcontrol instructions are compiled out).
+template <int kPdl>
+static cudaError_t launch_chain(const float* in, float* out, int n, int iters, cudaStream_t stream) {
+  if (kPdl == kPlain || !pdl_supported()) {
+    fma_chain<kPdl><<<blocks_for(n), kThreads, 0, stream>>>(in, out, n, iters, kA, kB);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks_for(n));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, fma_chain<kPdl>, in, out, n, iters, kA, kB);
+}
+
 // One fma_chain launch of n elements on `stream`.
 extern "C" int small_kernel(const float* in, float* out, int n, int iters, cudaStream_t stream) {
   if (n <= 0 || iters < 0) return static_cast<int>(cudaErrorInvalidValue);
-  fma_chain<<<blocks_for(n), kThreads, 0, stream>>>(in, out, n, iters);
-  return static_cast<int>(cudaGetLastError());
+  return static_cast<int>(launch_chain<kPlain>(in, out, n, iters, stream));
 }
 
-// Two worker streams per mode, created once: mode 0 and 2 with cudaStreamCreate (blocking: they
+// small_kernel launched with PDL, for a chain whose kernels each read the one before's output.
+extern "C" int small_kernel_pdl(const float* in, float* out, int n, int iters, cudaStream_t stream) {
+  if (n <= 0 || iters < 0) return static_cast<int>(cudaErrorInvalidValue);
+  return static_cast<int>(launch_chain<kWaitThenLoad>(in, out, n, iters, stream));
+}
+
+// Two worker streams per mode, created once: modes 0, 2 and 3 with cudaStreamCreate (blocking: they
 // synchronize with the legacy default stream), mode 1 with cudaStreamNonBlocking.
 struct Workers {
   cudaStream_t stream[2];
@@ -33,8 +115,8 @@ struct Workers {
 };
 
 static Workers* workers(int mode) {
-  static Workers made[3];
-  static bool ready[3] = {false, false, false};
+  static Workers made[4];
+  static bool ready[4] = {false, false, false, false};
   Workers& w = made[mode];
   if (!ready[mode]) {
     unsigned flags = mode == 1 ? cudaStreamNonBlocking : cudaStreamDefault;
@@ -61,19 +143,23 @@ static Workers* workers(int mode) {
 //   mode 1: non-blocking workers: no implicit synchronization; the three jobs overlap.
 //   mode 2: blocking workers + per-thread default stream: it synchronizes only with the legacy
 //           stream, so the three jobs overlap too.
+//   mode 3: mode 2, each kernel launched with PDL (its input is not the kernel before's output, so it
+//           loads before its wait): a job's next kernel is resident before its current one ends.
 extern "C" int legacy_run(int mode, const float* x, float* out, int steps, int n, int iters,
                           cudaStream_t caller) {
-  if (mode < 0 || mode > 2 || steps <= 0 || n <= 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (mode < 0 || mode > 3 || steps <= 0 || n <= 0) return static_cast<int>(cudaErrorInvalidValue);
   Workers* w = workers(mode);
   if (w == nullptr) return static_cast<int>(cudaErrorUnknown);
-  cudaStream_t app = mode == 2 ? cudaStreamPerThread : cudaStreamLegacy;
+  cudaStream_t app = mode >= 2 ? cudaStreamPerThread : cudaStreamLegacy;
   cudaStream_t job[3] = {w->stream[0], w->stream[1], app};
   cudaEventRecord(w->start, caller);
   for (cudaStream_t s : job) cudaStreamWaitEvent(s, w->start, 0);
   for (int i = 0; i < steps; ++i) {
     for (int j = 0; j < 3; ++j) {
       size_t offset = (static_cast<size_t>(j) * steps + i) * n;
-      fma_chain<<<blocks_for(n), kThreads, 0, job[j]>>>(x + offset, out + offset, n, iters);
+      cudaError_t err = mode == 3 ? launch_chain<kLoadThenWait>(x + offset, out + offset, n, iters, job[j])
+                                  : launch_chain<kPlain>(x + offset, out + offset, n, iters, job[j]);
+      if (err != cudaSuccess) return static_cast<int>(err);
     }
   }
   for (int j = 0; j < 3; ++j) {

@@ -57,7 +57,8 @@ def _workload() -> WhileWorkload:
 WORKLOAD = _workload()
 LIBRARY = library("conditional_while")
 SIGNATURES = {**GRAPH_ENTRY_POINTS, "while_host": [PTR, PTR, INT, FLT, INT, PTR, PTR, ctypes.POINTER(INT), PTR],
-              "while_build": [PTR, INT, FLT, INT, PTR, ctypes.POINTER(PTR)]}
+              "while_build": [PTR, INT, FLT, INT, PTR, ctypes.POINTER(PTR)],
+              "while_build_in_graph": [PTR, PTR, INT, FLT, INT, PTR, ctypes.POINTER(PTR)]}
 
 
 def cos_fixed_point_reference(x: torch.Tensor, tol: float, max_iters: int) -> tuple[torch.Tensor, int]:

@@ -1,11 +1,13 @@
 """ch11's CUDA C++ libraries, as its pairs declare them, build through aisp.kits.native for sm_90
 (no GPU needed; skipped without nvcc) and export their entry points; the small kernel keeps its
-FMA chain (the compiler did not fold the loop away). Every .cu's compile check is also in
+FMA chain (the compiler did not fold the loop away), 64 FFMAs a trip, and its PDL instantiations
+hold the grid-dependency wait and trigger. Every .cu's compile check is also in
 test_kits_native."""
 
 from __future__ import annotations
 
 import ctypes
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from aisp.harness.loader import import_module_at
 from aisp.kits import native
 
 CH11 = Path(__file__).resolve().parents[1] / "ch11"
-ENTRY_POINTS = {"ch11_kernels": ("small_kernel", "legacy_run"), "stream_ordered": ("alloc_run", "pool_init")}
+ENTRY_POINTS = {"ch11_kernels": ("small_kernel", "small_kernel_pdl", "legacy_run"), "stream_ordered": ("alloc_run", "pool_init")}
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
@@ -50,3 +52,47 @@ def test_fma_chain_is_a_loop_of_ffma(tmp_path: Path, monkeypatch: pytest.MonkeyP
     sass = libraries()["ch11_kernels"].sass("90")
     body = sass[sass.index("fma_chain"):]
     assert "FFMA" in body and "BRA" in body
+
+
+def functions(sass: str) -> dict[str, list[str]]:
+    """Each kernel's SASS instructions (opcode and operands, predicates kept), by mangled name."""
+    found: dict[str, list[str]] = {}
+    for block in sass.split("Function : ")[1:]:
+        name, _, body = block.partition("\n")
+        found[name.strip()] = re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]+);", body)
+    return found
+
+
+def longest_ffma_run(instructions: list[str]) -> int:
+    """The most FFMAs in a row: a loop unrolled k times shows a run of about k."""
+    best = run = 0
+    for ins in instructions:
+        run = run + 1 if ins.startswith("FFMA") else 0
+        best = max(best, run)
+    return best
+
+
+def test_longest_ffma_run_counts_consecutive_ffmas() -> None:
+    assert longest_ffma_run(["FFMA R1", "FFMA R1", "IADD3 R2", "FFMA R1", "FFMA R1", "FFMA R1", "BRA 0x10"]) == 3
+    assert longest_ffma_run(["IADD3 R2"]) == 0
+
+
+@needs_nvcc
+def test_fma_chain_unrolls_64_and_pdl_kernels_wait_and_trigger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fma_chain<0> (plain), <1> (PDL, load after the wait), <2> (PDL, load before it): every one runs
+    its chain 64+ FFMAs a trip; the PDL ones hold griddepcontrol.wait (ACQBULK) and launch_dependents
+    (PREEXIT), the plain one neither, and only <2> loads before its wait."""
+    if native.cuobjdump() is None:
+        pytest.skip("cuobjdump is not available")
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    kernels = {name: ins for name, ins in functions(libraries()["ch11_kernels"].sass("90")).items()
+               if "fma_chain" in name}
+    by_mode = {int(re.search(r"ILi(\d)E", name).group(1)): ins for name, ins in kernels.items()}
+    assert sorted(by_mode) == [0, 1, 2]
+    for mode, ins in by_mode.items():
+        assert longest_ffma_run(ins) >= 64, f"fma_chain<{mode}>: {longest_ffma_run(ins)} FFMAs in a row"
+        has_wait, has_trigger = any(i.startswith("ACQBULK") for i in ins), any(i.startswith("PREEXIT") for i in ins)
+        assert has_wait == has_trigger == (mode != 0)
+    load = {mode: next(k for k, i in enumerate(ins) if i.startswith("LDG")) for mode, ins in by_mode.items()}
+    wait = {mode: next(k for k, i in enumerate(by_mode[mode]) if i.startswith("ACQBULK")) for mode in (1, 2)}
+    assert load[2] < wait[2] and wait[1] < load[1]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 CH11 = Path(__file__).resolve().parents[1] / "ch11"
 SIDE_STREAMS = {"optimized_bidirectional_copy": "d2h_stream", "optimized_concurrent_kernels": "streams",
                 "optimized_event_dependencies": ("producer", "consumer"),
-                "optimized_stream_priority": "chain_stream"}
+                "optimized_stream_priority": "chain_stream", "optimized_stream_priority_pdl": "chain_stream"}
 """Each multi-stream Python variant and the attributes holding its side streams."""
 
 
@@ -44,8 +44,27 @@ def test_small_kernel_matches_its_closed_form() -> None:
     torch.testing.assert_close(out.double(), common.fma_chain_reference(x, 20_000), atol=2e-3, rtol=0)
 
 
+def test_pdl_chain_keeps_its_order() -> None:
+    """Kernels launched with PDL, each reading the one before's output, on a busy stream: the chain
+    equals one chain of all their FMAs (a kernel that read before its predecessor finished would not)."""
+    common = load("ch11_common")
+    lib = common.load_kernels(torch.device("cuda"))
+    stream = torch.cuda.Stream()
+    x = torch.randn(2048, device="cuda")
+    bufs = [torch.empty_like(x), torch.empty_like(x)]
+    src, steps, iters = x, 24, 3_000
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(1_000_000)  # the launches queue up behind it, so PDL has kernels to overlap
+        for i in range(steps):
+            common.small_kernel(lib, src, bufs[i % 2], iters, stream, pdl=True)
+            src = bufs[i % 2]
+    stream.synchronize()
+    torch.testing.assert_close(src.double(), common.fma_chain_reference(x, steps * iters), atol=2e-3, rtol=0)
+
+
 @pytest.mark.parametrize("module", ["baseline_legacy_default_stream", "optimized_legacy_default_stream",
-                                    "optimized_legacy_default_stream_per_thread"])
+                                    "optimized_legacy_default_stream_per_thread",
+                                    "optimized_legacy_default_stream_pdl"])
 def test_legacy_run_computes_every_job(module: str) -> None:
     bench = build(module)
     bench.setup()

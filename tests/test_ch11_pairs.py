@@ -96,12 +96,15 @@ def test_fma_chain_reference_matches_the_loop_in_float32() -> None:
 def test_stream_pairs_use_their_stated_priorities() -> None:
     assert load("baseline_stream_priority").EqualPriority.priority == 0
     assert load("optimized_stream_priority").HighPriority.priority < 0
+    pdl = load("optimized_stream_priority_pdl").get_benchmark()
+    assert pdl.priority < 0 and pdl.pdl and not load("optimized_stream_priority").get_benchmark().pdl
 
 
 def test_native_variants_differ_only_in_mode() -> None:
     modes = {load(m).get_benchmark().mode for m in ("baseline_legacy_default_stream", "optimized_legacy_default_stream",
-                                                    "optimized_legacy_default_stream_per_thread")}
-    assert modes == {0, 1, 2}
+                                                    "optimized_legacy_default_stream_per_thread",
+                                                    "optimized_legacy_default_stream_pdl")}
+    assert modes == {0, 1, 2, 3}
     assert {load(m).get_benchmark().mode for m in ("baseline_stream_ordered_allocator",
                                                    "optimized_stream_ordered_allocator")} == {0, 1}
 
@@ -129,7 +132,7 @@ def test_each_chain_kernel_reads_the_one_befores_output(monkeypatch: pytest.Monk
     """stream_priority's chain is one dependent chain: kernel i's input is kernel i - 1's output."""
     mod = load("baseline_stream_priority")
     launched: list[tuple[torch.Tensor, torch.Tensor]] = []
-    monkeypatch.setattr(mod, "small_kernel", lambda lib, src, dst, iters, stream: launched.append((src, dst)))
+    monkeypatch.setattr(mod, "small_kernel", lambda lib, src, dst, iters, stream, pdl: launched.append((src, dst)))
     bench = mod.get_benchmark()
     bench.lib, bench.h0, bench.chain_bufs = None, torch.zeros(4), [torch.zeros(4), torch.zeros(4)]
     bench.chain(None)

@@ -89,3 +89,15 @@ def test_scheduler_gate_launches_graphs_from_the_device() -> None:
     elf = subprocess.run([native.cuobjdump(), "-elf", str(lib.build("90"))], capture_output=True, text=True,
                          check=True).stdout
     assert "cudaGraphLaunch" in elf and "cudaGetCurrentGraphExec" in elf
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_cos_step_sets_the_flag_once_a_block() -> None:
+    """cos_step ORs "still moving" over its block (a barrier reduction, BAR.RED.OR) and then stores the
+    flag once: one store instruction for x and one for the flag, not a predicated flag store a warp."""
+    funcs = kernels(declared("baseline_conditional_while")[0].sass("90"))
+    step = next(body for name, body in funcs.items() if "cos_step" in name)
+    assert "BAR.RED.OR" in step
+    copy = next(body for name, body in funcs.items() if "copy_and_reset" in name)
+    assert "LDG" in copy and "STG" in copy

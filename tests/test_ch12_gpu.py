@@ -42,6 +42,7 @@ def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
 
 @pytest.mark.parametrize(("baseline", "optimized", "metric"),
                          [("baseline_conditional_while", "optimized_conditional_while", "passes"),
+                          ("baseline_conditional_while", "optimized_conditional_while_in_graph", "passes"),
                           ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism", "levels")])
 def test_device_control_flow_runs_as_many_passes_as_the_host(baseline: str, optimized: str, metric: str) -> None:
     base, opt = built(baseline), built(optimized)
@@ -84,6 +85,7 @@ def test_refinement_never_overflows_its_lists_on_another_seed() -> None:
 @pytest.mark.parametrize(("module", "metric"), [("optimized_graph_replay", "us_per_kernel"),
                                                 ("optimized_graph_update", "us_per_kernel"),
                                                 ("optimized_conditional_while", "us_per_pass"),
+                                                ("optimized_conditional_while_in_graph", "us_per_pass"),
                                                 ("optimized_conditional_if", "us_per_stage"),
                                                 ("optimized_device_graph_launch", "us_per_request"),
                                                 ("optimized_device_graph_launch_fire_and_forget",
@@ -121,3 +123,17 @@ def test_scheduler_refuses_without_relocatable_device_code(tmp_path, monkeypatch
     exec_ = mod.PTR()
     status = plain.dgl_scheduler(mod.Requests(), (mod.PTR * 2)(), mod.TAIL, ctypes.byref(exec_), None)
     assert status == 801  # cudaErrorNotSupported
+
+
+def test_in_graph_copy_reads_the_input_of_each_call() -> None:
+    """The graph copies x itself (at the address it was built with): a call after x changes in place
+    computes from the new x, with the host loop's bits and passes (counted from 0 again)."""
+    base, opt = built("baseline_conditional_while"), built("optimized_conditional_while_in_graph")
+    gen = torch.Generator("cuda").manual_seed(7)
+    for scale in (1.0, 3.0):
+        new = torch.randn(opt.workload.n, device="cuda", generator=gen) * scale
+        base.x.copy_(new)
+        opt.x.copy_(new)
+        torch.testing.assert_close(opt.run().clone(), base.run().clone(), rtol=0, atol=0)
+        assert opt.passes_run() == base.passes_run() > 5
+    opt.teardown()
