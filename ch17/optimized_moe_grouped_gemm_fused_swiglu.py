@@ -3,7 +3,7 @@
 Baseline (baseline_moe_grouped_gemm.py): per expert a mask, ``nonzero()`` (a host sync), a gather, two
 GEMMs and an ``index_add_``.
 Optimized: optimized_moe_grouped_gemm_graph.py (routing with no host sync, the call one CUDA graph) with
-the up GEMM and the SwiGLU one kernel: ``ch17_swiglu.grouped_swiglu``, a persistent grouped bf16 GEMM
+the up GEMM and the SwiGLU one kernel: ``moe_swiglu.grouped_swiglu``, a persistent grouped bf16 GEMM
 in Triton (one program per SM; 128-row blocks of each expert's sorted rows, found from the device
 schedule of aisp/kits/moe_schedule.py, the walk ch19's device_schedule variant measured at 82-83% of
 its fp8 peak; tiles fed by TMA into wgmma, 3-4 stages of 48 KB, 169 registers, no spills at sm_90).
@@ -33,7 +33,7 @@ class FusedSwiGLU(GraphedExperts):
     def up(self, xs: torch.Tensor, counts: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
         if not (xs.is_cuda or INTERPRET):
             return super().up(xs, counts, offs)  # the same arithmetic by torch (CPU tests)
-        from ch17_swiglu import BK, BM, BN, grouped_swiglu  # Triton, imported where it runs
+        from aisp.kits.moe_swiglu import BK, BM, BN, grouped_swiglu  # Triton, imported where it runs
 
         tile = (BM, BN, BK) if xs.is_cuda else (16, 16, 16)  # the interpreter: the CPU tests' small shapes
         return grouped_swiglu(xs, self.w_gate_up, schedule(counts, tile[0]), tile)

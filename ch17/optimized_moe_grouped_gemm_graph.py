@@ -6,7 +6,7 @@ Optimized: optimized_moe_grouped_gemm_gather_combine.py (measured 4.10-4.12 ms a
 kernels: grouped GEMMs 64%, SwiGLU 19%, row gather 7%, combine 4%; the rest of the window the GPU idles
 on bincount's host sync and the launches) with two changes. SwiGLU: ``silu(h[:, :ffn]) * h[:, ffn:]``
 in torch is two elementwise kernels over strided halves (silu: read 268 MB, write 268 MB; the product:
-read 537 MB, write 268 MB; ~0.71 ms, ~1.9 TB/s); ``ch17_swiglu.swiglu_rows`` reads each (2 ffn) row of
+read 537 MB, write 268 MB; ~0.71 ms, ~1.9 TB/s); ``moe_swiglu.swiglu_rows`` reads each (2 ffn) row of
 the up GEMM's output once and writes silu(gate) * up once: 537 + 268 MB. No host sync: the experts'
 counts come from an ``index_add_`` of ones (``sort_by_expert(count_on_device=True)``; CUDA's bincount
 reads its input's max on the host) and ``_grouped_mm`` takes the offsets on the device, so nothing in
@@ -54,7 +54,7 @@ class GraphedExperts(GraphReplay, GatherCombine):
 
     def up(self, xs: torch.Tensor, counts: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
         """silu(gate) * up of each sorted row's expert: (rows, ffn)."""
-        from ch17_swiglu import swiglu_rows  # Triton, imported where it runs
+        from aisp.kits.moe_swiglu import swiglu_rows  # Triton, imported where it runs
 
         h = torch._grouped_mm(xs, self.w_gate_up, offs=offs)
         return swiglu_rows(h) if h.is_cuda or INTERPRET else swiglu(h)

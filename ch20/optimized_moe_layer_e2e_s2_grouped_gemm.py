@@ -1,4 +1,4 @@
-"""Optimized MoE layer, stage 2 of 2: every expert in one grouped GEMM, no host sync (technique from
+"""Optimized MoE layer, stage 2 of 3: every expert in one grouped GEMM, no host sync (technique from
 ch17: moe_grouped_gemm; one launch for many small GEMMs, as ch09's tiling fills the SMs).
 
 Baseline (baseline_moe_layer_e2e.py): a mask, a host sync and two GEMMs per expert. Stage 1 sorted
@@ -9,8 +9,8 @@ at all, 2 GEMM launches instead of 128, and the grouped kernel's tiles span expe
 ~16-tile GEMM runs alone on a 132-SM GPU. Where this torch lacks ``_grouped_mm``: two ``bmm`` over
 a buffer padded to the busiest expert (one host sync; the padding rows are wasted FLOPs).
 Expect (measured, H200, 2026-11-27): 5.683 ms, 3.10x [2.65, 3.63] over the baseline, 1.59x over
-stage 1 (estimated ~1.2-1.4x), cv 0.007; 290.9 TFLOP/s, 37.2% of 783 TFLOP/s bf16. The last stage:
-an fp8 stage 3 measured 6.676 ms, slower, and was dropped (README). Measured again (H200, 2026-11-29), after
+stage 1 (estimated ~1.2-1.4x), cv 0.007; 290.9 TFLOP/s, 37.2% of 783 TFLOP/s bf16. An earlier
+fp8 stage 3 measured 6.676 ms, slower, and was dropped (README). Measured again (H200, 2026-11-29), after
 ``combine`` gathers the rows by the inverse order instead of scattering them: 4.817 ms, 4.41x [4.25, 4.58], 43.8%
 of bf16 (343 TFLOP/s; 39% and ~5.26 ms of kernels a call before the change). Profiled again (torch profiler,
 2026-11-29): 4.40 ms of kernels a call, the grouped GEMMs 2.43 ms (55%), SwiGLU 16%, the two row gathers 12%,

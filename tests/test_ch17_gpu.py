@@ -19,6 +19,7 @@ from aisp.harness.execute import guarded_run
 from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare, detach_copy
 from aisp.kits import moe
+from aisp.kits import moe_swiglu as swi
 from aisp.kits.moe_schedule import schedule
 
 CH17 = Path(__file__).resolve().parents[1] / "ch17"
@@ -66,10 +67,10 @@ def test_grouped_mm_is_there_and_matches_padded_bmm() -> None:
 
 
 def test_fused_swiglu_gemm_and_swiglu_rows_match_torch_at_the_pair_shapes() -> None:
-    """ch17_swiglu at the pair's sizes (131,072 sorted rows, 64 experts, dim 2,048, ffn 1,024; an empty
-    expert, groups ending mid-block): the grouped up GEMM with the SwiGLU epilogue and the row pass
-    against ``_grouped_mm`` + ``swiglu`` (bf16 rounding of the intermediate: a relative norm under 1e-2)."""
-    swi = load("ch17_swiglu")
+    """aisp.kits.moe_swiglu at the pair's sizes (131,072 sorted rows, 64 experts, dim 2,048, ffn 1,024;
+    an empty expert, groups ending mid-block): the grouped up GEMM with the SwiGLU epilogue and the row
+    pass against ``_grouped_mm`` + ``swiglu`` (bf16 rounding of the intermediate: a relative norm under
+    1e-2)."""
     w = load("baseline_moe_grouped_gemm").WORKLOAD
     gen = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(w.experts, (w.tokens, w.top_k), generator=gen, device="cuda")

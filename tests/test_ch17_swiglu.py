@@ -1,9 +1,10 @@
-"""Chapter 17's SwiGLU kernels (ch17/ch17_swiglu.py) and the MoE grouped GEMM's graphed variants without a
-GPU: under TRITON_INTERPRET=1 (fp32 CPU tensors; the interpreter multiplies bf16 tiles wrongly) the row pass
-is ``swiglu``, the grouped up GEMM with the SwiGLU epilogue covers every row of every expert once over the
-device schedule (empty experts, blocks ending mid-tile, fewer tiles than programs), ``schedule`` writes
-device_route's layout, and the _graph and _fused_swiglu variants verify against the baseline on two seeds
-and on refilled inputs; the GEMM compiles for sm_90 to TMA-fed, unserialized wgmma without spills."""
+"""The MoE SwiGLU kernels (aisp/kits/moe_swiglu.py, shared by ch17 and ch20) and ch17's graphed MoE
+variants without a GPU: under TRITON_INTERPRET=1 (fp32 CPU tensors; the interpreter multiplies bf16 tiles
+wrongly) the row pass is ``swiglu``, the grouped up GEMM with the SwiGLU epilogue covers every row of every
+expert once over the device schedule (empty experts, blocks ending mid-tile, fewer tiles than programs),
+``schedule`` writes device_route's layout, and the _graph and _fused_swiglu variants verify against the
+baseline on two seeds and on refilled inputs; the GEMM compiles for sm_90 to TMA-fed, unserialized wgmma
+without spills."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERPRETED = INTERPRETER_FIX + """
 import sys, torch
 sys.path[:0] = ["ch17", "tests"]
-from ch17_swiglu import grouped_swiglu, swiglu_rows
+from aisp.kits.moe_swiglu import grouped_swiglu, swiglu_rows
 from refill_check import check_refilled_pair, check_two_seeds
 from test_ch17_pairs import build
 from aisp.kits.moe import swiglu
@@ -55,11 +56,11 @@ def test_swiglu_kernels_and_graphed_variants_under_the_interpreter() -> None:
 
 
 def compiled(name: str, sig: dict[str, str], consts: dict[str, int], num_warps: int, num_stages: int):
-    """``ch17_swiglu.name`` (an autotuned kernel's function) compiled for sm_90 as the pair launches it."""
+    """``moe_swiglu.name`` (an autotuned kernel's function) compiled for sm_90 as the pair launches it."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    fn = getattr(import_module_at(ROOT / "ch17" / "ch17_swiglu.py"), name)
+    fn = getattr(import_module_at(ROOT / "aisp" / "kits" / "moe_swiglu.py"), name)
     sig = sig | dict.fromkeys(consts, "constexpr")
     attrs = {(i,): [["tt.divisibility", 16]] for i, (a, t) in enumerate(sig.items()) if t.startswith("*") or a == "F"}
     return triton.compile(ASTSource(fn.fn if hasattr(fn, "configs") else fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),

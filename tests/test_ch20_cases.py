@@ -2,8 +2,10 @@
 stage that can run on a CPU gives the baseline's output on two seeds and on refilled inputs (and
 another seed's answer is rejected), the stages are discovered as variants of one baseline in stage
 order, the GPU-decode stages skip on a CPU with the reason while the channels_last bf16 net still
-matches, the sorted stages sync the host once (s1) or never (s2), and every file documents itself and
-cites its chapter."""
+matches, the sorted stages sync the host once (s1) or never (s2, s3), and every file documents itself and
+cites its chapter. Stage 3's Triton kernels run under the interpreter (TRITON_INTERPRET=1, fp32 CPU tensors):
+the gather combine against ``ch20_moe.combine``, the whole stage against the baseline on two seeds and on
+refilled inputs; the combine compiles for sm_90 to 16-byte loads without spills."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 import torch
 from conftest import variant_modules
 from refill_check import check_refilled_pair, check_two_seeds
+from triton_cpu import compile_sm90, fits_sm90, run_interpreted
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -29,12 +32,12 @@ SMALL = {
     "vision_pipeline_e2e": dict(pool=6, batch=5, size=32, width=8),
 }
 STAGES = {
-    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm"],
+    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm", "s3_fused_swiglu"],
     "vision_pipeline_e2e": ["s1_uint8_pinned", "s2_gpu_decode", "s3_channels_last"],
 }
 GPU_ONLY = {"optimized_vision_pipeline_e2e_s2_gpu_decode", "optimized_vision_pipeline_e2e_s3_channels_last"}
 MINE = [(b, o) for b, o in variant_modules(CH20) if b.removeprefix("baseline_") in SMALL]
-OWN_FILES = sorted(p for p in CH20.glob("*.py") if any(n in p.stem for n in SMALL) or p.stem in ("ch20_moe", "ch20_vision"))
+OWN_FILES = sorted(p for p in CH20.glob("*.py") if any(n in p.stem for n in SMALL) or p.stem in ("ch20_moe", "ch20_moe_combine", "ch20_vision"))
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -87,7 +90,8 @@ def test_channels_last_bf16_net_matches_the_fp32_net() -> None:
 
 
 @pytest.mark.parametrize(("module", "syncs"), [("optimized_moe_layer_e2e_s1_sorted_routing", 1),
-                                               ("optimized_moe_layer_e2e_s2_grouped_gemm", 0)])
+                                               ("optimized_moe_layer_e2e_s2_grouped_gemm", 0),
+                                               ("optimized_moe_layer_e2e_s3_fused_swiglu", 0)])
 def test_sorted_stages_sync_the_host_once_or_never(module: str, syncs: int, monkeypatch) -> None:
     bench = build(module, 0)
     bench.setup()
@@ -97,6 +101,49 @@ def test_sorted_stages_sync_the_host_once_or_never(module: str, syncs: int, monk
         monkeypatch.setattr(torch.Tensor, name, lambda self, *a, r=real, n=name, **k: calls.append(n) or r(self, *a, **k))
     bench.run()
     assert len(calls) == syncs, calls
+
+
+INTERPRETED = """
+import sys, torch
+sys.path[:0] = ["ch20", "tests"]
+from ch20_moe import combine
+from ch20_moe_combine import combine_gather
+from refill_check import check_refilled_pair, check_two_seeds
+from test_ch20_cases import build
+torch.manual_seed(0)
+for tokens, k, dim, block in ((37, 8, 64, 1024), (5, 2, 256, 128), (9, 1, 32, 32)):
+    order = torch.randperm(tokens * k)  # the flat (token, slot) assignments in expert order
+    gates = torch.softmax(torch.randn(tokens, k), -1)
+    y = torch.randn(tokens * k, dim)  # row i: assignment order[i]'s expert output
+    got, want = combine_gather(y, order, gates, block), combine(y, order, gates)
+    assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-5), (got - want).abs().max()
+    yb = y.bfloat16()  # bf16 rows: fp32 sums, one rounding
+    got = combine_gather(yb, order, gates, block)
+    want = torch.zeros(tokens, dim).index_add_(0, order // k, yb.float() * gates.reshape(-1)[order, None])
+    assert got.dtype == torch.bfloat16 and ((got.float() - want).abs() <= want.abs() * 2 ** -7 + 1e-6).all()
+s3 = "optimized_moe_layer_e2e_s3_fused_swiglu"
+check_two_seeds(build, "baseline_moe_layer_e2e", s3)
+base = build("baseline_moe_layer_e2e", 0)
+check_refilled_pair(base, build(s3, 0), base.workload)
+print("interpreted ok")
+"""
+
+
+def test_fused_stage_and_gather_combine_under_the_interpreter() -> None:
+    run_interpreted(INTERPRETED)
+
+
+def test_gather_combine_compiles_for_sm90_to_vector_loads_without_spills() -> None:
+    """As stage 3 launches it (dim 2,048 in 1,024-column blocks, top-8, bf16 rows, 4 warps): each thread
+    loads its 8 columns of the 8 rows as eight 16-byte loads (plus the 8 gates: 2 more), no 2-byte load,
+    stores once 16 bytes, no spills."""
+    sig = {"y_ptr": "*bf16", "row_ptr": "*i64", "gate_ptr": "*fp32", "out_ptr": "*bf16"}
+    k = compile_sm90("ch20/ch20_moe_combine:_combine_tile", sig, {"D": 2048, "K": 8, "BLOCK": 1024},
+                     {"num_warps": 4, "num_stages": 1})
+    fits_sm90(k)
+    ptx = k.asm["ptx"]
+    assert ptx.count("ld.global.v4.b32") == 8 + 2 and ptx.count("st.global.v4.b32") == 1, "not 16-byte accesses"
+    assert not re.search(r"ld\.global(\.\w+)*\.[bu]16", ptx), "2-byte loads"
 
 
 @pytest.mark.parametrize("path", OWN_FILES, ids=lambda p: p.stem)

@@ -1,6 +1,7 @@
 """Chapter 20's MoE-layer and vision-pipeline case studies on a GPU: every stage verifies against its
 baseline at the H200 size (the pair's tolerance; the harness does the timing; the errors are printed),
-the grouped stage never syncs the host, and the GPU-decode stages decode with nvJPEG (or skip with
+the grouped and fused stages never sync the host, the fused stage's graph replays new tokens as its eager
+call computes them, its gather combine matches ``ch20_moe.combine`` at the pair's shapes, and the GPU-decode stages decode with nvJPEG (or skip with
 the reason where torchvision is missing)."""
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ import pytest
 import torch
 from conftest import built_on_cuda, verify_stages_on_cuda
 
+from aisp.harness.loader import import_module_at
+from aisp.harness.verify import compare, detach_copy
+
 CH20 = Path(__file__).resolve().parents[1] / "ch20"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
-MOE = ["optimized_moe_layer_e2e_s1_sorted_routing", "optimized_moe_layer_e2e_s2_grouped_gemm"]
+MOE = ["optimized_moe_layer_e2e_s1_sorted_routing", "optimized_moe_layer_e2e_s2_grouped_gemm",
+       "optimized_moe_layer_e2e_s3_fused_swiglu"]
 VISION = ["optimized_vision_pipeline_e2e_s1_uint8_pinned", "optimized_vision_pipeline_e2e_s2_gpu_decode",
           "optimized_vision_pipeline_e2e_s3_channels_last"]
 
@@ -28,8 +33,9 @@ def test_every_stage_verifies_at_full_size(baseline: str, stages: list[str]) -> 
     verify_stages_on_cuda(CH20, baseline, stages)
 
 
-def test_grouped_stage_never_waits_for_the_gpu() -> None:
-    bench = built(MOE[1])
+@pytest.mark.parametrize("module", MOE[1:])
+def test_grouped_stage_never_waits_for_the_gpu(module: str) -> None:
+    bench = built(module)
     bench.run()
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -38,6 +44,29 @@ def test_grouped_stage_never_waits_for_the_gpu() -> None:
     finally:
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
+
+
+def test_fused_stage_replays_new_tokens() -> None:
+    """The call captured in setup, replayed after new tokens are written into x in place, gives what the
+    eager call gives for them."""
+    bench = built(MOE[2])
+    assert bench.graph is not None
+    bench.x.copy_(bench.x.roll(1, 0) * 0.5)
+    replayed = detach_copy(bench.run())
+    compare(detach_copy(bench.forward()), replayed, bench.workload)
+
+
+def test_gather_combine_matches_the_bmm_combine_at_the_pair_shapes() -> None:
+    """ch20_moe_combine.combine_gather against ch20_moe.combine (16,384 tokens, top-8, dim 2,048, bf16
+    rows): fp32 gates and sum against bf16 gates in the ``bmm``, a relative norm under 1e-2."""
+    combine = import_module_at(CH20 / "ch20_moe.py").combine
+    combine_gather = import_module_at(CH20 / "ch20_moe_combine.py").combine_gather
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    order = torch.randperm(16384 * 8, generator=gen, device="cuda")
+    gates = torch.softmax(torch.randn(16384, 8, generator=gen, device="cuda"), -1)
+    y = torch.randn(16384 * 8, 2048, generator=gen, device="cuda").bfloat16()
+    got, want = combine_gather(y, order, gates).float(), combine(y, order, gates).float()
+    assert ((got - want).norm() / want.norm()).item() < 1e-2
 
 
 def test_gpu_decode_matches_pil_pixels() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,17 @@ def _fixed(tensor, scope):
     scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 _interp._patch_lang_tensor = _fixed
 """
+
+
+def run_interpreted(script: str, timeout: int = 900) -> None:
+    """Run ``script`` (Python source) with TRITON_INTERPRET=1 in a fresh interpreter from the repository
+    root, after ``INTERPRETER_FIX``; assert it exits 0 and prints ``interpreted ok``."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", INTERPRETER_FIX + script], capture_output=True, text=True,
+                          env=env, timeout=timeout, check=False, cwd=ROOT)
+    assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
+
 
 SMEM_PER_BLOCK = 227 * 1024
 """The most shared memory one block may take on sm_90."""

@@ -1,9 +1,12 @@
-"""Chapter 17's SwiGLU kernels for the MoE grouped GEMM (optimized_moe_grouped_gemm_graph.py and
-optimized_moe_grouped_gemm_fused_swiglu.py): a row pass that reads the up GEMM's (rows, 2 ffn) output
-once and writes ``silu(gate) * up`` (rows, ffn), and the up GEMM itself as a persistent grouped bf16 GEMM
-(Triton, wgmma fed by TMA) over the device schedule of aisp/kits/moe_schedule.py whose epilogue stores
-``silu(gate) * up``: each tile accumulates an expert's gate columns ``col0:col0 + BN`` and its up columns
-``ffn + col0:ffn + col0 + BN`` from the same A tile, so the (rows, 2 ffn) intermediate is never written."""
+"""SwiGLU kernels for an MoE layer's experts over tokens sorted by expert, shared by chapter 17's grouped
+GEMM (optimized_moe_grouped_gemm_graph.py, optimized_moe_grouped_gemm_fused_swiglu.py) and chapter 20's
+MoE case study (optimized_moe_layer_e2e_s3_fused_swiglu.py): a row pass that reads the up GEMM's (rows,
+2 ffn) output once and writes ``silu(gate) * up`` (rows, ffn), and the up GEMM itself as a persistent
+grouped bf16 GEMM (Triton, wgmma fed by TMA) over the device schedule of aisp/kits/moe_schedule.py whose
+epilogue stores ``silu(gate) * up``: each tile accumulates an expert's gate columns ``col0:col0 + BN``
+and its up columns ``ffn + col0:ffn + col0 + BN`` from the same A tile, so the (rows, 2 ffn)
+intermediate is never written. The weights are the MoE kit's layout (aisp/kits/moe.py): ``w_gate_up``
+(experts, dim, 2 ffn), gate columns first."""
 
 from __future__ import annotations
 
