@@ -1,7 +1,9 @@
 """Chapter 7's CUDA C++ without a GPU: every .cu is a pair's library and builds for sm_90 (sm_90a for
 TMA), and the SASS holds the instruction each optimized kernel is about while its baseline kernel
 does not: LDGSTS (cp.async), UTMALDG (TMA), 128-bit global loads (SoA, peeled copy), 128-bit shared
-loads, and for the register-blocked matmul many FMAs per shared-memory load and no spills."""
+loads, and for the register-blocked matmuls many FMAs per shared-memory load and no spills; the
+cp.async-fed one copies without staging registers (LDGSTS, no LDG/STS in its loop) and syncs once a
+slice where regblock syncs twice."""
 
 from __future__ import annotations
 
@@ -83,3 +85,21 @@ def test_register_blocking_raises_fmas_per_shared_load() -> None:
     regblock, smem = kernel(sass, "matmul_regblock"), kernel(sass, "matmul_smem")
     assert fma_per_shared_load(regblock) >= 12 > 4 >= fma_per_shared_load(smem)
     assert not re.search(r"\b(LDL|STL)\b", regblock), "matmul_regblock spills to local memory"
+
+
+
+def count(pattern: str, text: str) -> int:
+    return len(re.findall(pattern, text))
+
+
+@needs_sass
+def test_async_matmul_copies_without_staging_and_syncs_once_a_slice() -> None:
+    sass = library("tiled_matmul.cu").sass("90")
+    body, reg = kernel(sass, "matmul_async"), kernel(sass, "matmul_regblock")
+    assert count(r"\bLDGSTS\b", body) == 10  # 4 x 4 bytes of A + 16 of B, before the loop and in it
+    assert not re.search(r"\b(LDG|STS)\b", body), "matmul_async stages a slice through registers"
+    assert count(r"\bBAR\.SYNC\b", body) == 1 and count(r"\bBAR\.SYNC\b", reg) == 2
+    assert count(r"\bFFMA\b", body) == 512 and fma_per_shared_load(body) >= 12
+    assert not re.search(r"\b(LDL|STL)\b", body), "matmul_async spills to local memory"
+    regs = int(re.search(r"matmul_async\w*:\s+REG:(\d+)", library("tiled_matmul.cu").resource_usage("90")).group(1))
+    assert regs <= 128, f"{regs} registers: fewer than two 256-thread blocks an SM"
