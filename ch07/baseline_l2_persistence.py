@@ -51,8 +51,7 @@ def _gather_workload() -> GatherWorkload:
 
 WORKLOAD = _gather_workload()
 LIBRARY = library("l2_persistence.cu")
-SIGNATURES = {"gather_add_run": [PTR, PTR, PTR, PTR, LONG, PTR], "gather_add_ilp_run": [PTR, PTR, PTR, PTR, LONG, PTR],
-              "l2_reset_persisting": [],
+SIGNATURES = {"gather_add_run": [PTR, PTR, PTR, PTR, LONG, PTR], "l2_reset_persisting": [],
               "l2_persist_begin": [PTR, PTR, SIZE, ctypes.POINTER(SIZE)], "l2_persist_end": [PTR]}
 
 
@@ -62,8 +61,6 @@ class StreamedGather(aisp.Benchmark):
     workload = WORKLOAD
     inputs = ("x", "idx")
     scratch = ("out",)
-    kernel = "gather_add_run"
-    """The entry point of l2_persistence.cu that launches the sum (a variant may pick another)."""
 
     def setup(self) -> None:
         w, gen, dev = self.workload, self.generator(), self.device
@@ -83,8 +80,8 @@ class StreamedGather(aisp.Benchmark):
         caller = torch.cuda.current_stream(self.device)
         native.check(self.lib.l2_reset_persisting(), "cudaCtxResetPersistingL2Cache")
         self.side.wait_stream(caller)
-        status = getattr(self.lib, self.kernel)(ptr(self.x), ptr(self.table), ptr(self.idx), ptr(self.out),
-                                                self.workload.rows, ctypes.c_void_p(self.side.cuda_stream))
+        status = self.lib.gather_add_run(ptr(self.x), ptr(self.table), ptr(self.idx), ptr(self.out),
+                                         self.workload.rows, ctypes.c_void_p(self.side.cuda_stream))
         caller.wait_stream(self.side)
         native.check(status, type(self).__name__)
         return self.out

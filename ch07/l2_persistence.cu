@@ -28,64 +28,6 @@ extern "C" int gather_add_run(const float* x, const float* table, const int* idx
   return (int)cudaGetLastError();
 }
 
-// The same sum with more loads in flight per thread. nvcc schedules gather_add's x load after the
-// idx load's result is used (SASS: LDG idx, IMAD on it, then LDG x and LDG table), so each thread waits
-// two round trips in a row, one to HBM for idx and one for x with its table row. Here each thread owns
-// kUnroll float4s of 4 * kUnroll rows (a block covers kUnroll * 256 float4s, each step coalesced
-// across the block) and issues all its x loads and idx loads before anything uses one, then the table
-// loads: one HBM round trip and one L2 round trip per kUnroll rows, kUnroll x the bytes in flight.
-// x and idx are loaded with ld.relaxed.gpu (LDG.STRONG.GPU: served by L2, not kept in L1, which they
-// never reuse): ptxas keeps strong loads in program order, where it moves plain or .cs loads behind
-// the first use of idx. out is written with the streaming hint (st.global.cs: evict-first); the table
-// loads keep the window's persisting property.
-constexpr int kUnroll = 4;
-
-__device__ __forceinline__ float4 load_early_v4(const float4* p) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ int load_early(const int* p) {
-  int v;
-  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-
-// Blocks wholly inside the data (all but the last) take the unpredicated path.
-template <bool kTail>
-__device__ __forceinline__ void gather_add_steps(const float4* __restrict__ x, const float4* __restrict__ table,
-                                                 const int* __restrict__ idx, float4* __restrict__ out, long base, long n4) {
-  int row[kUnroll];
-  float4 a[kUnroll], b[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) a[u] = (!kTail || base + u * kThreads < n4) ? load_early_v4(&x[base + u * kThreads]) : float4{};
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) row[u] = (!kTail || base + u * kThreads < n4) ? load_early(&idx[(base + u * kThreads) / kVec]) : 0;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) b[u] = __ldg(&table[(long)row[u] * kVec + (base + u * kThreads) % kVec]);
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u)
-    if (!kTail || base + u * kThreads < n4)
-      __stcs(&out[base + u * kThreads], make_float4(a[u].x + b[u].x, a[u].y + b[u].y, a[u].z + b[u].z, a[u].w + b[u].w));
-}
-
-__global__ void __launch_bounds__(kThreads) gather_add_ilp(const float4* __restrict__ x, const float4* __restrict__ table,
-                                                           const int* __restrict__ idx, float4* __restrict__ out, long n4) {
-  const long first = (long)blockIdx.x * kThreads * kUnroll, base = first + threadIdx.x;
-  if (first + kThreads * kUnroll <= n4) gather_add_steps<false>(x, table, idx, out, base, n4);
-  else gather_add_steps<true>(x, table, idx, out, base, n4);
-}
-
-// gather_add_run with gather_add_ilp: the same arguments and result.
-extern "C" int gather_add_ilp_run(const float* x, const float* table, const int* idx, float* out, long rows,
-                                  cudaStream_t s) {
-  const long n4 = rows * kVec, per_block = (long)kThreads * kUnroll;
-  gather_add_ilp<<<(unsigned)((n4 + per_block - 1) / per_block), kThreads, 0, s>>>(
-      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(table), idx, reinterpret_cast<float4*>(out), n4);
-  return (int)cudaGetLastError();
-}
-
 // The set-aside is a limit of the CUDA context (the whole process); the value found before the first
 // of possibly several overlapping users is restored when the last one ends.
 static int g_users = 0;

@@ -1,5 +1,5 @@
-// tiled_matmul.cu: C (M x N) = A (M x K) @ B (K x N), fp32, row-major; three kernels that sum the
-// K products of each output in the same order (k = 0, 1, ..., K-1, one fmaf each), so all three
+// tiled_matmul.cu: C (M x N) = A (M x K) @ B (K x N), fp32, row-major; four kernels that sum the
+// K products of each output in the same order (k = 0, 1, ..., K-1, one fmaf each), so all four
 // agree bit for bit.
 //
 //   naive     one output per thread, A and B read from global memory: 2 loads (8 bytes) per FMA.
@@ -9,6 +9,13 @@
 //   regblock  128x128 block tile, 8-deep k slices, 256 threads each owning an 8x8 block of C in
 //             registers: per k, a thread loads 8 values of A and 8 of B from shared memory
 //             (four 128-bit loads) and does 64 FMAs, which moves the bound to the FMA units.
+//   async     regblock's math with its memory movement fixed: regblock loads a slice, waits for it,
+//             stores it (A transposed, 4 scalar stores) and syncs twice per slice, with nothing to
+//             overlap the global latency. Here cp.async (LDGSTS) copies slice s+1 global -> shared,
+//             no staging registers, while slice s is multiplied (two stages, one barrier a slice);
+//             the copies read whole 32-byte sectors and transpose A into a padded tile.
+#include <cuda_pipeline.h>
+
 constexpr int kT = 32;                              // smem tile edge
 constexpr int kBM = 128, kBN = 128, kBK = 8;        // regblock block tile
 constexpr int kRegThreads = 256;
@@ -44,6 +51,20 @@ __global__ void matmul_smem(const float* __restrict__ A, const float* __restrict
 // the 16 threads of a half-warp (no bank conflicts).
 __device__ __forceinline__ int owned(int base, int i) { return (i < 4 ? 0 : 64 - 4) + base * 4 + i; }
 
+// One k of the 8x8 block: a thread's 8 values of A at a[0..3], a[64..67] and of B at b[0..3],
+// b[64..67] (four 128-bit shared loads), 64 FMAs into acc.
+__device__ __forceinline__ void fma8x8(float (&acc)[8][8], const float* a_k, const float* b_k) {
+  float a[8], b[8];
+  *reinterpret_cast<float4*>(a) = *reinterpret_cast<const float4*>(a_k);
+  *reinterpret_cast<float4*>(a + 4) = *reinterpret_cast<const float4*>(a_k + 64);
+  *reinterpret_cast<float4*>(b) = *reinterpret_cast<const float4*>(b_k);
+  *reinterpret_cast<float4*>(b + 4) = *reinterpret_cast<const float4*>(b_k + 64);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+}
+
 __global__ __launch_bounds__(kRegThreads) void matmul_regblock(const float* __restrict__ A, const float* __restrict__ B,
                                                                float* __restrict__ C, int M, int N, int K) {
   __shared__ alignas(16) float As[kBK][kBM];  // A's tile, transposed: As[k][m]
@@ -62,17 +83,7 @@ __global__ __launch_bounds__(kRegThreads) void matmul_regblock(const float* __re
     *reinterpret_cast<float4*>(&Bs[tid / 32][(tid % 32) * 4]) = *reinterpret_cast<const float4*>(b_src + (long)k0 * N);
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < kBK; ++k) {
-      float a[8], b[8];
-      *reinterpret_cast<float4*>(a) = *reinterpret_cast<const float4*>(&As[k][tr * 4]);
-      *reinterpret_cast<float4*>(a + 4) = *reinterpret_cast<const float4*>(&As[k][64 + tr * 4]);
-      *reinterpret_cast<float4*>(b) = *reinterpret_cast<const float4*>(&Bs[k][tc * 4]);
-      *reinterpret_cast<float4*>(b + 4) = *reinterpret_cast<const float4*>(&Bs[k][64 + tc * 4]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
+    for (int k = 0; k < kBK; ++k) fma8x8(acc, &As[k][tr * 4], &Bs[k][tc * 4]);
     __syncthreads();
   }
   float* c = C + (long)blockIdx.y * kBM * N + (long)blockIdx.x * kBN;
@@ -84,7 +95,53 @@ __global__ __launch_bounds__(kRegThreads) void matmul_regblock(const float* __re
   }
 }
 
-enum Mode { kNaive = 0, kSmem, kRegBlock };
+// async: the copies transpose A on the way in. Element e = tid + 256j (j < 4) of A's 128x8 slice is
+// row e / 8, k e % 8: each 4-byte cp.async of a warp reads 4 whole 32-byte rows (coalesced) and
+// writes As[k][m]; As's rows are padded to 132 floats so those 32 writes land in 32 distinct banks
+// (unpadded, the 8 k of one row would share a bank: 8-way conflicts). B's slice is one 16-byte
+// cp.async per thread. The math is regblock's, bit for bit: per k, two float4 of A and two of B.
+constexpr int kPitch = kBM + 4, kStage = kBK * kPitch;  // B padded alike: one stage offset for both
+
+__global__ __launch_bounds__(kRegThreads, 2) void matmul_async(const float* __restrict__ A, const float* __restrict__ B,
+                                                               float* __restrict__ C, int M, int N, int K) {
+  __shared__ alignas(16) float As[2 * kStage];  // As[stage][k][m], rows kPitch apart
+  __shared__ alignas(16) float Bs[2 * kStage];  // Bs[stage][k][n]
+  const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
+  const float* a_src = A + ((long)blockIdx.y * kBM + tid / 8) * K + tid % 8;
+  const float* b_src = B + (long)(tid / 32) * N + (long)blockIdx.x * kBN + (tid % 32) * 4;
+  const long a_jump = 32L * K, b_step = (long)kBK * N;
+  float* const a_wr = As + (tid % 8) * kPitch + tid / 8;  // stage 0; + 32j for element j
+  float* const b_wr = Bs + (tid / 32) * kPitch + (tid % 32) * 4;
+  const float* const a_rd = As + tr * 4;  // its fragments, stage 0
+  const float* const b_rd = Bs + tc * 4;
+  auto fetch = [&](int off) {  // the next slice into the stage at off
+#pragma unroll
+    for (int j = 0; j < 4; ++j) __pipeline_memcpy_async(a_wr + off + 32 * j, a_src + j * a_jump, 4);
+    __pipeline_memcpy_async(b_wr + off, b_src, 16);
+    __pipeline_commit();
+    a_src += kBK;
+    b_src += b_step;
+  };
+  const int slabs = K / kBK;
+  float acc[8][8] = {};
+  fetch(0);
+  for (int s = 0, off = 0; s < slabs; ++s, off ^= kStage) {  // off: the stage slice s sits in
+    __pipeline_wait_prior(0);  // this thread's copies of slice s have landed
+    __syncthreads();           // everyone's; and the other stage (slice s - 1) is read
+    if (s + 1 < slabs) fetch(off ^ kStage);
+#pragma unroll
+    for (int k = 0; k < kBK; ++k) fma8x8(acc, a_rd + off + k * kPitch, b_rd + off + k * kPitch);
+  }
+  float* c = C + (long)blockIdx.y * kBM * N + (long)blockIdx.x * kBN;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float* row = c + (long)owned(tr, i) * N;
+    *reinterpret_cast<float4*>(row + owned(tc, 0)) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    *reinterpret_cast<float4*>(row + owned(tc, 4)) = make_float4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
+  }
+}
+
+enum Mode { kNaive = 0, kSmem, kRegBlock, kAsync };
 
 // M and N must be multiples of 128, K a multiple of 32 (every kernel's tiles divide the matrices).
 extern "C" int matmul_run(int mode, const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t s) {
@@ -95,6 +152,8 @@ extern "C" int matmul_run(int mode, const float* A, const float* B, float* C, in
     matmul_smem<<<dim3(N / kT, M / kT), dim3(kT, kT), 0, s>>>(A, B, C, M, N, K);
   } else if (mode == kRegBlock) {
     matmul_regblock<<<dim3(N / kBN, M / kBM), kRegThreads, 0, s>>>(A, B, C, M, N, K);
+  } else if (mode == kAsync) {
+    matmul_async<<<dim3(N / kBN, M / kBM), kRegThreads, 0, s>>>(A, B, C, M, N, K);
   } else {
     return -1;
   }

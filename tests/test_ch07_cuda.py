@@ -1,7 +1,9 @@
 """Chapter 7's CUDA C++ without a GPU: every .cu is a pair's library and builds for sm_90 (sm_90a for
 TMA), and the SASS holds the instruction each optimized kernel is about while its baseline kernel
 does not: LDGSTS (cp.async), UTMALDG (TMA), 128-bit global loads (SoA, peeled copy), 128-bit shared
-loads, and for the register-blocked matmul many FMAs per shared-memory load and no spills."""
+loads, and for the register-blocked matmuls many FMAs per shared-memory load and no spills; the
+cp.async-fed one copies without staging registers (LDGSTS, no LDG/STS in its loop) and syncs once a
+slice where regblock syncs twice."""
 
 from __future__ import annotations
 
@@ -85,24 +87,19 @@ def test_register_blocking_raises_fmas_per_shared_load() -> None:
     assert not re.search(r"\b(LDL|STL)\b", regblock), "matmul_regblock spills to local memory"
 
 
-def first_use_after(lines: list[str], at: int) -> int:
-    """Index of the first line after ``at`` that reads the register line ``at`` loads into."""
-    reg = re.search(r"LDG\S*\s+(R\d+),", lines[at]).group(1)
-    return next(i for i in range(at + 1, len(lines)) if re.search(rf"\b{reg}\b", lines[i].split(";")[0].split(",", 1)[-1]))
+
+def count(pattern: str, text: str) -> int:
+    return len(re.findall(pattern, text))
 
 
 @needs_sass
-def test_gather_kernels_order_their_loads() -> None:
-    """gather_add waits for idx before it even issues its x load (two HBM round trips in a row);
-    gather_add_ilp's full-block path issues its 4 x and 4 idx loads before any is used, then 4 table loads."""
-    sass = library("l2_persistence.cu").sass("90")
-    plain = [ln for ln in kernel(sass, "gather_addPK6").splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", ln)]
-    loads = [i for i, ln in enumerate(plain) if "LDG" in ln]
-    assert len(loads) == 3 and first_use_after(plain, loads[0]) < loads[1], "gather_add already issues x before idx returns"
-    body = kernel(sass, "gather_add_ilp").splitlines()
-    fast = [ln for ln in body[:next(i for i, ln in enumerate(body) if "EXIT" in ln)] if re.search(r"/\*[0-9a-f]{4}\*/", ln)]
-    loads = [i for i, ln in enumerate(fast) if "LDG" in ln]
-    kinds = [re.search(r"LDG\S*", fast[i]).group(0) for i in loads]
-    assert kinds == ["LDG.E.128.STRONG.GPU"] * 4 + ["LDG.E.STRONG.GPU"] * 4 + ["LDG.E.128.CONSTANT"] * 4, kinds
-    assert min(first_use_after(fast, i) for i in loads[4:8]) > loads[7], "an idx is used before every early load is issued"
-    assert len(re.findall(r"\bSTG\.E\.EF\.128\b", "\n".join(fast))) == 4
+def test_async_matmul_copies_without_staging_and_syncs_once_a_slice() -> None:
+    sass = library("tiled_matmul.cu").sass("90")
+    body, reg = kernel(sass, "matmul_async"), kernel(sass, "matmul_regblock")
+    assert count(r"\bLDGSTS\b", body) == 10  # 4 x 4 bytes of A + 16 of B, before the loop and in it
+    assert not re.search(r"\b(LDG|STS)\b", body), "matmul_async stages a slice through registers"
+    assert count(r"\bBAR\.SYNC\b", body) == 1 and count(r"\bBAR\.SYNC\b", reg) == 2
+    assert count(r"\bFFMA\b", body) == 512 and fma_per_shared_load(body) >= 12
+    assert not re.search(r"\b(LDL|STL)\b", body), "matmul_async spills to local memory"
+    regs = int(re.search(r"matmul_async\w*:\s+REG:(\d+)", library("tiled_matmul.cu").resource_usage("90")).group(1))
+    assert regs <= 128, f"{regs} registers: fewer than two 256-thread blocks an SM"
