@@ -4,11 +4,10 @@
 // fma_chain: each thread runs `iters` dependent FMAs on one element (v <- 0.9999 v + 1e-4), so a
 // launch of 8 blocks x 256 threads keeps 8 SMs busy for ~4 * iters cycles and leaves the other
 // 124 SMs of an H100/H200 idle: the "small independent kernel" that streams can run side by side.
-// The chain's loop is aisp/peak/fma_latency.cu's (the fma_dependent floor it is priced at): 64 FMAs
-// a trip, a and b kernel arguments. sm_90 SASS: the counter and the branch issue in the FFMAs' wait
-// slots, 515 stall cycles per 128 FMAs (~4.02 an FMA), where the former `for (k < iters)` with
-// immediate constants took 67 per 16 (~4.19: the branch and counter came every 16 FMAs),
-// ~4% of each kernel's chain.
+// The chain's loop stays the plain `for (k < iters)` with immediate constants (16 FFMAs a trip in
+// sm_90 SASS). Unrolled 64 a trip with a and b as kernel arguments, as aisp/peak/fma_latency.cu's
+// floor is, every kernel of ch11 measured ~10% slower on an H200 (2026-11-29: legacy_default_stream's
+// baseline 1.842 against 1.676 ms, stream_priority's 3.692 against 3.466), so that loop was reverted.
 //
 // Programmatic dependent launch (PDL, sm_90+): launched with
 // cudaLaunchAttributeProgrammaticStreamSerialization, the next kernel of a stream may start while
@@ -21,8 +20,6 @@
 #include <cuda_runtime.h>
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 64;  // FMAs a trip of the chain's loop
-constexpr float kA = 0.9999f, kB = 1e-4f;  // v <- kA v + kB
 
 // How fma_chain meets the kernel before it in its stream.
 enum Pdl : int {
@@ -44,8 +41,7 @@ __device__ __forceinline__ void let_next_grid_launch() {
 }
 
 template <int kPdl>
-__global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out, int n, int iters, float a,
-                          float b) {
+__global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out, int n, int iters) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float v = 0.0f;
@@ -56,12 +52,7 @@ __global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out,
   }
   if (kPdl == kWaitThenLoad) v = __ldcg(in + i);  // L2, not a read-only line cached before the wait
   if (kPdl == kPlain) v = in[i];
-  const int rounds = iters / kUnroll;
-  for (int r = 0; r < rounds; ++r) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v = fmaf(v, a, b);
-  }
-  for (int k = rounds * kUnroll; k < iters; ++k) v = fmaf(v, a, b);
+  for (int k = 0; k < iters; ++k) v = fmaf(v, 0.9999f, 1e-4f);
   out[i] = v;
 }
 
@@ -80,7 +71,7 @@ static bool pdl_supported() {
 template <int kPdl>
 static cudaError_t launch_chain(const float* in, float* out, int n, int iters, cudaStream_t stream) {
   if (kPdl == kPlain || !pdl_supported()) {
-    fma_chain<kPdl><<<blocks_for(n), kThreads, 0, stream>>>(in, out, n, iters, kA, kB);
+    fma_chain<kPdl><<<blocks_for(n), kThreads, 0, stream>>>(in, out, n, iters);
     return cudaGetLastError();
   }
   cudaLaunchAttribute attr[1] = {};
@@ -92,7 +83,7 @@ static cudaError_t launch_chain(const float* in, float* out, int n, int iters, c
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, fma_chain<kPdl>, in, out, n, iters, kA, kB);
+  return cudaLaunchKernelEx(&config, fma_chain<kPdl>, in, out, n, iters);
 }
 
 // One fma_chain launch of n elements on `stream`.

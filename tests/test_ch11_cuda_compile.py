@@ -1,6 +1,6 @@
 """ch11's CUDA C++ libraries, as its pairs declare them, build through aisp.kits.native for sm_90
 (no GPU needed; skipped without nvcc) and export their entry points; the small kernel keeps its
-FMA chain (the compiler did not fold the loop away), 64 FFMAs a trip, and its PDL instantiations
+FMA chain (the compiler did not fold the loop away), unrolled into runs of FFMAs, and its PDL instantiations
 hold the grid-dependency wait and trigger. Every .cu's compile check is also in
 test_kits_native."""
 
@@ -78,9 +78,10 @@ def test_longest_ffma_run_counts_consecutive_ffmas() -> None:
 
 
 @needs_nvcc
-def test_fma_chain_unrolls_64_and_pdl_kernels_wait_and_trigger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fma_chain_unrolls_and_pdl_kernels_wait_and_trigger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """fma_chain<0> (plain), <1> (PDL, load after the wait), <2> (PDL, load before it): every one runs
-    its chain 64+ FFMAs a trip; the PDL ones hold griddepcontrol.wait (ACQBULK) and launch_dependents
+    its chain in runs of 8+ FFMAs (14 from nvcc 13.0's unrolling of the plain loop; the 64-a-trip loop
+    measured ~10% slower on an H200 and was reverted); the PDL ones hold griddepcontrol.wait (ACQBULK) and launch_dependents
     (PREEXIT), the plain one neither, and only <2> loads before its wait."""
     if native.cuobjdump() is None:
         pytest.skip("cuobjdump is not available")
@@ -90,7 +91,7 @@ def test_fma_chain_unrolls_64_and_pdl_kernels_wait_and_trigger(tmp_path: Path, m
     by_mode = {int(re.search(r"ILi(\d)E", name).group(1)): ins for name, ins in kernels.items()}
     assert sorted(by_mode) == [0, 1, 2]
     for mode, ins in by_mode.items():
-        assert longest_ffma_run(ins) >= 64, f"fma_chain<{mode}>: {longest_ffma_run(ins)} FFMAs in a row"
+        assert longest_ffma_run(ins) >= 8, f"fma_chain<{mode}>: {longest_ffma_run(ins)} FFMAs in a row"
         has_wait, has_trigger = any(i.startswith("ACQBULK") for i in ins), any(i.startswith("PREEXIT") for i in ins)
         assert has_wait == has_trigger == (mode != 0)
     load = {mode: next(k for k, i in enumerate(ins) if i.startswith("LDG")) for mode, ins in by_mode.items()}
