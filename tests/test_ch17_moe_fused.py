@@ -1,9 +1,9 @@
 """Chapter 17's up GEMM with the row gather fused into its x load (ch17/ch17_moe_fused.py) and the _fused_gather
-variant without a GPU: under TRITON_INTERPRET=1 (fp32 CPU tensors) the kernel gives ``swiglu(x[order // top_k]
+variants without a GPU: under TRITON_INTERPRET=1 (fp32 CPU tensors) the kernel gives ``swiglu(x[order // top_k]
 @ w[e])`` for every row of every expert (empty experts, blocks ending mid-tile, fewer tiles than programs) and
-what ``grouped_swiglu`` gives on the gathered copy, the variant verifies against the baseline on two seeds and on
-refilled inputs and asks the host for nothing; the kernel compiles for sm_90 to cp.async-fed x tiles, TMA-fed
-weights and unserialized wgmma without spills."""
+what ``grouped_swiglu`` gives on the gathered copy; both variants (device sort, torch sort) verify against the
+baseline on two seeds and on refilled inputs, and the device-sort one asks the host for nothing; the kernel
+compiles for sm_90 to cp.async-fed x tiles, TMA-fed weights and unserialized wgmma without spills."""
 
 from __future__ import annotations
 
@@ -35,12 +35,12 @@ for counts, top_k in (([37, 0, 70, 13], 2), ([0, 5, 0, 3], 4), ([0, 0, 40, 0], 8
     want = torch.cat([swiglu(a @ w[i]) for i, a in enumerate(xs.split(counts))])
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
     assert torch.equal(got, grouped_swiglu(xs, w, sched, tile=(16, 32, 32)))
-variant = "optimized_moe_grouped_gemm_fused_gather"
-check_two_seeds(build, "baseline_moe_grouped_gemm", variant)
-base = build("baseline_moe_grouped_gemm", 0)
-check_refilled_pair(base, build(variant, 0), base.workload)
+for variant in ("optimized_moe_grouped_gemm_fused_gather", "optimized_moe_grouped_gemm_fused_gather_torch_sort"):
+    check_two_seeds(build, "baseline_moe_grouped_gemm", variant)
+    base = build("baseline_moe_grouped_gemm", 0)
+    check_refilled_pair(base, build(variant, 0), base.workload)
 seen = []
-bench = build(variant, 0)
+bench = build("optimized_moe_grouped_gemm_fused_gather", 0)
 bench.setup()
 for name in ("nonzero", "item", "tolist", "cpu"):
     real = getattr(torch.Tensor, name)
@@ -78,3 +78,25 @@ def test_gather_swiglu_compiles_for_sm90_to_cp_async_x_tma_weights_and_wgmma_wit
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx and "HGMMA" in sass
     assert not wgmma_serialized(sass), "ptxas serialized the wgmma"
     assert "ex2.approx" in ptx, "no exp in the epilogue: the SwiGLU is not fused"
+
+
+def test_device_route_at_256_assignments_a_program_spills_far_less_at_64_experts() -> None:
+    """_fused_gather's sort: device_route's ``_sort`` at the pair's 131,072 assignments and 64 experts, compiled for
+    sm_90 as launched (4 warps): its (chunk, 64) one-hot table at the default chunk of 1,024 spills 4.4 KB a thread
+    (when written), at the variant's 256 under a tenth of that."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton_cpu import resource_usage
+
+    from aisp.kits import moe_schedule
+    stack = {}
+    for chunk in (256, 1024):
+        consts = {"E": 64, "EP2": 64, "CHUNK": chunk, "PARTS": 131072 // chunk, "BM": 128}
+        sig = {"expert_ptr": "*i64", "gate_ptr": "*fp32", "part_ptr": "*i32", "order_ptr": "*i32", "sgate_ptr": "*fp32",
+               "sched_ptr": "*i32", "ROWS": "i32"} | dict.fromkeys(consts, "constexpr")
+        attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+        k = triton.compile(ASTSource(moe_schedule._sort, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": 4})
+        stack[chunk] = resource_usage(k)["STACK"]
+    assert stack[256] * 10 < stack[1024], stack
