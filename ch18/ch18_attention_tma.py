@@ -39,7 +39,8 @@ tiles move twice the K/V per FLOP). (128 keys, 2 stages): the biggest wgmma per 
 shared memory, one program per SM. (64, 2, capped at 128 registers): 96 KB, so two programs share an
 SM and one's softmax can overlap the other's wgmma (FlashAttention-3's ping-pong, left to the warp
 schedulers); the autotuner chose it on an H200 (2026-11-28, 60.5% of the bf16 peak), but at that cap
-ptxas serializes every wgmma (advisory C7512; one WARPGROUP.DEPBAR.LE 0x0 per HGMMA in the SASS).
+ptxas serializes every wgmma (advisory C7512; one WARPGROUP.DEPBAR.LE 0x0 per HGMMA in the SASS;
+cause and fix in ch18_attention_pvwait.py: the P V wgmma left in flight across the back edge).
 (64, 2, uncapped): the same tiles at 138 registers, wgmma left asynchronous, one program per SM: added
 to let the GPU decide between the two (not yet timed). (128, 3): one more K/V pair in flight (225 of
 227 KB) in case TMA latency shows.

@@ -23,7 +23,7 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
-VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined"), "split_kv_decode": ("",),
+VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait"), "split_kv_decode": ("",),
             "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph"), "flexdecoding": ("_split",)}
 pytestmark = pytest.mark.gpu
 
@@ -128,9 +128,11 @@ def test_tma_flash_kernel_matches_sdpa_and_prints_what_its_changes_buy() -> None
 
 @pytest.mark.parametrize(("module", "function", "tuned"),
                          [("ch18_attention_pipelined", "flash_attention_pipelined", "_flash_pipelined_tuned"),
-                          ("ch18_attention_ws", "flash_attention_ws", "_flash_ws_tuned")], ids=["pipelined", "ws"])
+                          ("ch18_attention_ws", "flash_attention_ws", "_flash_ws_tuned"),
+                          ("ch18_attention_pvwait", "flash_attention_pvwait", "_flash_pvwait_tuned")],
+                         ids=["pipelined", "ws", "pvwait"])
 def test_key_loop_variant_matches_sdpa_and_prints_its_time_beside_tma(module: str, function: str, tuned: str) -> None:
-    """Another key loop of the TMA kernel (pipelined, warp-specialized) against SDPA (causal, and
+    """Another key loop of the TMA kernel (pipelined, warp-specialized, P V waited for) against SDPA (causal, and
     non-causal on a short last head group); printed: its time and ``_tma``'s on the same inputs, and
     the tuned configs."""
     from ch18_attention_tma import _flash_tma_tuned, flash_attention_tma

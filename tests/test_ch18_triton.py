@@ -46,7 +46,8 @@ OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") 
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
              "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
-             "ch18_attention_ws", "optimized_flash_attention_triton_ws",
+             "ch18_attention_ws", "optimized_flash_attention_triton_ws", "ch18_attention_pvwait",
+             "optimized_flash_attention_triton_pvwait",
              "ch18_mla_kernel", "ch18_mla_query", *(o for _, o in OTHER_PAIRS))
 
 PRELUDE = INTERPRETER_FIX + f"""
@@ -231,7 +232,8 @@ print("tma ok")
 """
 TMA_KERNELS = {"tma": ("ch18_attention_tma", "flash_attention_tma", "_key_tiles"),
                "pipelined": ("ch18_attention_pipelined", "flash_attention_pipelined", "_key_tiles_pipelined"),
-               "ws": ("ch18_attention_ws", "flash_attention_ws", "_key_tiles_ws")}
+               "ws": ("ch18_attention_ws", "flash_attention_ws", "_key_tiles_ws"),
+               "pvwait": ("ch18_attention_pvwait", "flash_attention_pvwait", "_key_tiles_pvwait")}
 """The descriptor kernel's variants: module, public function, key loop."""
 ONE_LOOP = {"ws"}
 """Variants whose key loop walks the causal diagonal block too (``KeyLoop.one_loop``)."""
@@ -256,6 +258,7 @@ def test_every_variant_is_discovered() -> None:
                                                           "optimized_flash_attention_triton_tma",
                                                           "optimized_flash_attention_triton_pipelined",
                                                           "optimized_flash_attention_triton_ws",
+                                                          "optimized_flash_attention_triton_pvwait",
                                                           *(o for _, o in OTHER_PAIRS)}
 
 
@@ -329,15 +332,38 @@ def tma_configs() -> list:
             for config in import_module_at(CH18 / f"{module}.py").CONFIGS]
 
 
+def ptxas_advisories(compiled) -> list[str]:
+    """ptxas's performance advisories (C75xx, e.g. C7512: wgmma serialized for lack of registers) on
+    the compiled kernel's PTX, assembled again for sm_90a by Triton's own ptxas (the PTX carries the
+    kernel's ``.maxnreg``); Triton's compile reads that log only when ptxas fails."""
+    from triton import knobs
+    ptx = Path(os.environ.get("TMPDIR", "/tmp")) / f"sm90_{compiled.name}_{os.getpid()}.ptx"
+    ptx.write_text(compiled.asm["ptx"])
+    try:
+        proc = subprocess.run([knobs.nvidia.ptxas.path, "-arch=sm_90a", "-v", str(ptx), "-o", os.devnull],
+                              capture_output=True, text=True, check=True)
+    finally:
+        ptx.unlink()
+    return re.findall(r"\(C75\d\d\).*", proc.stdout + proc.stderr)
+
+
+SERIALIZED = {("tma", 64, 128)}
+"""(variant, BLOCK_N, register cap) of the configs ptxas serializes (C7512): ``_tma``'s capped one, kept
+as measured; ``test_sm90_pvwait_loop_keeps_its_wgmma_asynchronous_at_128_registers`` uses it as control."""
+
+
 @pytest.mark.parametrize(("variant", "config"), tma_configs(), ids=str)
 def test_sm90_tma_flash_kernel_config_compiles_to_wgmma_and_tma_without_spills(variant: str, config) -> None:
     """Each autotune candidate of each key loop at the pair's shape: wgmma (HGMMA), K/V by TMA
     (cp.async.bulk.tensor, no per-thread cp.async), no local memory (spills), within the register cap
-    and the shared memory a block may take (a candidate over either fails at launch or crawls)."""
+    and the shared memory a block may take (a candidate over either fails at launch or crawls), and,
+    but for the configs in ``SERIALIZED``, no ptxas advisory (no wgmma serialized)."""
     compiled = tma_kernel(variant, config)
     assert_tma_and_wgmma(compiled, "K/V")
     usage = fits_sm90(compiled)
     assert usage["REG"] <= (config.maxnreg or 255), usage
+    advisories = ptxas_advisories(compiled)
+    assert bool(advisories) == ((variant, config.kwargs["BLOCK_N"], config.maxnreg) in SERIALIZED), advisories
 
 
 def test_sm90_pipelined_loop_keeps_the_pv_product_in_flight_across_the_softmax() -> None:
@@ -380,6 +406,27 @@ def test_sm90_tma_config_capped_at_128_registers_serializes_its_wgmma() -> None:
     assert wgmma_serialized(cuobjdump(tma_kernel("tma", by_tiles[64, 128]), "-sass"))
     assert not wgmma_serialized(cuobjdump(tma_kernel("tma", by_tiles[64, None]), "-sass"))
     assert not wgmma_serialized(cuobjdump(tma_kernel("tma", by_tiles[128, None]), "-sass"))
+
+
+def test_sm90_pvwait_loop_keeps_its_wgmma_asynchronous_at_128_registers() -> None:
+    """The pvwait key loop's point, at ``_tma``'s measured config (128 x 64, capped at 128 registers):
+    there ptxas reports C7512 for ``_tma``'s loop and serializes its wgmma (a wait after each HGMMA);
+    for this loop it reports nothing, the PTX waits for the P V product right after its commit (the
+    loop's 2 wgmma groups are waited for inside the iteration), and the SASS waits once a product:
+    4 WARPGROUP.DEPBAR for the 24 HGMMAs of the causal kernel's two loops, in 128 registers."""
+    config = import_module_at(CH18 / "ch18_attention_pvwait.py").CONFIGS[0]
+    assert (config.kwargs["BLOCK_N"], config.maxnreg) == (64, 128)
+    control = tma_kernel("tma", config)
+    assert any("C7512" in a for a in ptxas_advisories(control))
+    assert wgmma_serialized(cuobjdump(control, "-sass"))
+    compiled = tma_kernel("pvwait", config)
+    assert ptxas_advisories(compiled) == []
+    code = cuobjdump(compiled, "-sass")
+    assert not wgmma_serialized(code)
+    assert code.count("HGMMA.") == 24 and code.count("WARPGROUP.DEPBAR") == 4, code.count("WARPGROUP.DEPBAR")
+    assert fits_sm90(compiled)["REG"] <= 128
+    lines = [ln.strip() for ln in compiled.asm["ptx"].splitlines() if "wgmma.commit_group" in ln or "wgmma.wait_group" in ln]
+    assert lines == ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"] * 4, lines
 
 
 def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:
