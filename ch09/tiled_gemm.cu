@@ -1,4 +1,4 @@
-// tiled_gemm.cu: C = A @ B on the CUDA cores (row-major, fp32 accumulation), three ways.
+// tiled_gemm.cu: C = A @ B on the CUDA cores (row-major, fp32 accumulation), two ways.
 //
 // smem_tiled_f32: 32x32 tiles of A and B in shared memory, one output per thread. Each FMA needs
 //   two shared-memory loads (As[ty][kk] is a broadcast, Bs[kk][tx] one word per lane), so the
@@ -8,11 +8,8 @@
 //   loads) for 64 FMAs: 16x fewer shared-memory loads per FMA. The next k-slab is fetched from
 //   global memory into registers while the current one is multiplied. T = float (register_tiling)
 //   or __nv_bfloat16 (the baseline of cublaslt_gemm: operands widened to fp32 in shared memory).
-// pipelined<U>: reg_tiled<float> software-pipelined: two shared-memory buffers (one barrier per
-//   slab), the next k's operands loaded while this k's 64 FMAs issue, one wavefront per shared load.
 // Shapes must be multiples of the tiles (M, N of 128, K of 32); the entry points return 1 otherwise.
-// Python: ch09/baseline_register_tiling.py, optimized_register_tiling.py,
-//   optimized_register_tiling_pipelined{,_unrolled}.py, baseline_cublaslt_gemm.py
+// Python: ch09/baseline_register_tiling.py, optimized_register_tiling.py, baseline_cublaslt_gemm.py
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -105,90 +102,6 @@ __global__ void __launch_bounds__(kThreads) reg_tiled(const T* __restrict__ a, c
   }
 }
 
-// pipelined: reg_tiled<float>'s 8x8 outputs per thread and 128x128x8 tiles, software-pipelined so
-// fewer cycles go to waiting: two shared-memory buffers (the next slab is stored into the idle one
-// while this one is read: one __syncthreads per slab instead of two), the fragments of k + 1 loaded
-// while the 64 FFMAs of k issue (two fragment sets in registers), and each warp a 4 x 8 grid of
-// threads, so a 128-bit load of A reads 64 contiguous bytes and one of B 128: one shared-memory
-// wavefront each (reg_tiled's 16 x 2 grid: 1 and 2). Still <= 128 registers: two blocks an SM.
-// kUnroll 2 unrolls the slab loop twice (a 1,122-instruction loop, 18 KB of code, 91.3% FFMA with
-// nvcc 13.0) against kUnroll 1 (569, 90.0%): fewer address instructions, a larger loop to fetch.
-struct Frag {
-  float4 a0, a1, b0, b1;
-};
-
-__device__ __forceinline__ void outer8x8(float (&acc)[8][8], const Frag& f) {
-  const float av[8] = {f.a0.x, f.a0.y, f.a0.z, f.a0.w, f.a1.x, f.a1.y, f.a1.z, f.a1.w};
-  const float bv[8] = {f.b0.x, f.b0.y, f.b0.z, f.b0.w, f.b1.x, f.b1.y, f.b1.z, f.b1.w};
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-}
-
-template <int kUnroll>
-__global__ void __launch_bounds__(kThreads, 2) pipelined(const float* __restrict__ a, const float* __restrict__ b,
-                                                         float* __restrict__ c, int n, int k) {
-  constexpr int kBuf = kBK * kBM;                    // floats of one buffer of A or B (kBM == kBN)
-  __shared__ __align__(16) float as[2 * kBuf];       // as[buf][k][m]: A transposed
-  __shared__ __align__(16) float bs[2 * kBuf];       // bs[buf][k][n]
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int ty = (warp / 2) * 4 + lane / 8, tx = (warp % 2) * 8 + lane % 8;
-  const int row0 = blockIdx.y * kBM, col0 = blockIdx.x * kBN;
-  const int a_row = tid / 2, a_col = (tid % 2) * 4;
-  const int b_row = tid / 32, b_col = (tid % 32) * 4;
-  const float* a_src = a + (size_t)(row0 + a_row) * k + a_col;
-  const float* b_src = b + (size_t)b_row * n + col0 + b_col;
-  float* const a_st = as + a_col * kBM + a_row;      // this thread's slots in buffer 0
-  float* const b_st = bs + b_row * kBN + b_col;
-  const float* const a_rd = as + ty * 4;             // its fragments' column in buffer 0
-  const float* const b_rd = bs + tx * 4;
-  auto stash = [&](int off, const float4& av, const float4& bv) {
-    a_st[off] = av.x;
-    a_st[off + kBM] = av.y;
-    a_st[off + 2 * kBM] = av.z;
-    a_st[off + 3 * kBM] = av.w;
-    *reinterpret_cast<float4*>(b_st + off) = bv;
-  };
-  auto frag = [&](int off) -> Frag {  // off: the buffer's offset plus k * 128
-    return {load4(a_rd + off), load4(a_rd + off + 64), load4(b_rd + off), load4(b_rd + off + 64)};
-  };
-  float acc[8][8] = {};
-  float4 a_next = load4(a_src), b_next = load4(b_src);
-  stash(0, a_next, b_next);
-  __syncthreads();
-  Frag f[2];
-  f[0] = frag(0);
-  const int slabs = k / kBK;
-  const size_t b_step = (size_t)kBK * n;
-#pragma unroll kUnroll
-  for (int s = 0, off = 0; s < slabs; ++s, off ^= kBuf) {
-    a_src += kBK;
-    b_src += b_step;
-    if (s + 1 < slabs) {  // the next slab's global loads; the last slab stashes stale values, unread
-      a_next = load4(a_src);
-      b_next = load4(b_src);
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
-      if (kk < kBK - 1) {
-        f[(kk + 1) % 2] = frag(off + (kk + 1) * kBM);
-      } else {  // the idle buffer's last readers passed the previous slab's barrier
-        stash(off ^ kBuf, a_next, b_next);
-        __syncthreads();
-        f[(kk + 1) % 2] = frag(off ^ kBuf);
-      }
-      outer8x8(acc, f[kk % 2]);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    float* out = c + (size_t)(row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4)) * n + col0;
-    store4(out + tx * 4, acc[i]);
-    store4(out + 64 + tx * 4, acc[i] + 4);
-  }
-}
-
 static bool tiles_fit(int m, int n, int k) { return m % kBM == 0 && n % kBN == 0 && k % kTile == 0; }
 
 extern "C" int smem_gemm_f32(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t s) {
@@ -207,17 +120,5 @@ extern "C" int reg_gemm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __n
                              int k, cudaStream_t s) {
   if (!tiles_fit(m, n, k)) return 1;
   reg_tiled<__nv_bfloat16><<<dim3(n / kBN, m / kBM), kThreads, 0, s>>>(a, b, c, n, k);
-  return (int)cudaGetLastError();
-}
-
-extern "C" int pipelined_gemm_f32(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t s) {
-  if (!tiles_fit(m, n, k)) return 1;
-  pipelined<1><<<dim3(n / kBN, m / kBM), kThreads, 0, s>>>(a, b, c, n, k);
-  return (int)cudaGetLastError();
-}
-
-extern "C" int pipelined2_gemm_f32(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t s) {
-  if (!tiles_fit(m, n, k)) return 1;
-  pipelined<2><<<dim3(n / kBN, m / kBM), kThreads, 0, s>>>(a, b, c, n, k);
   return (int)cudaGetLastError();
 }

@@ -1,8 +1,6 @@
 """Chapter 9's CUDA C++ on a CPU (nvcc and cuobjdump, no GPU): each library its pairs declare builds
 for sm_90 with its entry points; the register-tiled kernel issues 20x fewer shared-memory loads
-per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the
-pipelined ones sync once a slab where it syncs twice, at no lower FFMA share of their main loop and
-within two blocks an SM; the CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
+per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
 sm90 one, FFMA and no tensor-core instruction in the SIMT one) when the CUTLASS headers are present
 (CUTLASS_DIR or the nvidia-cutlass wheel; a 2-4 minute nvcc build, skipped otherwise). The
 repository-wide check that every .cu compiles (tests/test_kits_native.py) builds the CUTLASS files
@@ -24,8 +22,7 @@ CH09 = Path(__file__).resolve().parents[1] / "ch09"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16", "pipelined_gemm_f32",
-                                             "pipelined2_gemm_f32"),
+ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16"),
                 "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm")}
 
 
@@ -80,40 +77,6 @@ def test_register_tiling_loads_shared_memory_far_less_per_fma_and_spills_nothing
         assert "LDL" not in body and "STL" not in body
         assert shared_loads_per_ffma(body) <= 1 / 12
     assert shared_loads_per_ffma(smem) >= 1 / 2
-
-
-def main_loop(body: str) -> list[str]:
-    """The opcodes (predicate and modifiers dropped) of the kernel's longest backward-branch loop."""
-    found = [(int(a, 16), text) for a, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", body)]
-    loops = []
-    for addr, text in found:
-        target = re.search(r"\bBRA\s+0x([0-9a-f]+)", text)
-        if target and int(target.group(1), 16) < addr:
-            start = int(target.group(1), 16)
-            loops.append([re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0]
-                          for a, t in found if start <= a <= addr])
-    return max(loops, key=len)
-
-
-@needs_sass
-@pytest.mark.parametrize(("unroll", "slabs"), [(1, 1), (2, 2)])
-def test_pipelined_syncs_once_a_slab_at_no_lower_ffma_share(unroll: int, slabs: int) -> None:
-    """pipelined<U> against reg_tiled<float>: one barrier per 8-k slab (reg_tiled: two), the same 4
-    128-bit shared loads per 64 FFMAs, a main-loop FFMA share at least reg_tiled's (nvcc 13.0: 90.0%
-    for both at U = 1, 91.3% at U = 2), no spills, <= 128 registers (two 256-thread blocks an SM)."""
-    lib = library("baseline_register_tiling")
-    found = kernels(lib)
-    body = next(body for name, body in found.items() if f"pipelinedILi{unroll}E" in name)
-    loop = main_loop(body)
-    reg = main_loop(next(body for name, body in found.items() if "reg_tiledIf" in name))
-    assert loop.count("FFMA") == 512 * slabs and loop.count("LDS") == 32 * slabs
-    assert loop.count("BAR") == slabs and reg.count("BAR") == 2
-    share, reg_share = loop.count("FFMA") / len(loop), reg.count("FFMA") / len(reg)
-    assert share >= reg_share - 0.002, (share, reg_share)
-    assert "LDL" not in body and "STL" not in body
-    usage = lib.resource_usage("90")
-    regs = int(re.search(rf"pipelinedILi{unroll}E\w*:\s+REG:(\d+)", usage).group(1))
-    assert regs <= 128, regs
 
 
 needs_cutlass = pytest.mark.skipif(import_module_at(CH09 / "ch09_native.py").cutlass_include() is None,
