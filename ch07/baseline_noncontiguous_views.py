@@ -6,8 +6,8 @@ kernels needs its input contiguous, so each makes its own hidden transposed copy
 ``.contiguous()`` inside the op): three strided 256 MiB copies per call, none visible in the code.
 Optimized (optimized_noncontiguous_views.py): ``v = x.t().contiguous()`` once, then the same three
 ops on the contiguous tensor: one copy instead of three, the same kernels, the same result.
-Fused (optimized_noncontiguous_views_fused.py, _onepass.py): no copy; one Triton kernel reads the
-view in tiles (see those files). Declared bytes: 8 per element (x read once, out written once), the
+Fused (optimized_noncontiguous_views_fused.py): no copy; one Triton kernel reads the view in tiles
+(see that file). Declared bytes: 8 per element (x read once, out written once), the
 fewest the result needs, so the eager variants sit far below the ceiling by design.
 Expect (measured, H200, 8192 x 8192 fp32): 2.406 ms -> 1.462 ms, 1.65x [1.64, 1.65] (223 -> 367
 GB/s of the 0.537 GB the result needs, 5.3% -> 8.7% of the HBM copy's 4.22 TB/s); 2026-11-29 (one
@@ -45,7 +45,7 @@ def _view_workload() -> ViewWorkload:
     # (one transposed copy 8, softmax, log_softmax, layer_norm 8 each, p*logp+n 16); the fused kernels
     # read the view in place, so only 8 is a ceiling no variant can beat.
     return ViewWorkload(bytes=8.0 * n, items=n, item_unit="elements", precision="fp32",
-                        ceiling_note="fused (best measured, 50%): reads x twice, 12 B/elem moved (3.17 TB/s, 75% of the HBM copy) where 8 are counted; _onepass reads it once (not yet measured)")
+                        ceiling_note="fused (best measured, 50%): reads x twice, 12 B/elem moved (3.17 TB/s, 75% of the HBM copy) where 8 are counted; a one-pass kernel tied")
 
 
 WORKLOAD = _view_workload()

@@ -12,12 +12,6 @@ kernel, x read twice (8 bytes per element) and the result written once (4), wher
 moves 48. The store is a transposed tile (contiguous along x's rows); Triton stages it through
 shared memory so both the loads and the stores are coalesced.
 
-``resident_row_features`` reads x once: a program holds its whole column block in registers (BLOCK_J
-= 4 columns x 8192 rows = 128 KB, 64 floats a thread at 16 warps), reduces it (the max; the sum of
-t - max, giving the mean, and the softmax sum; the exact two-pass variance) and writes: 8 bytes per
-element, the fewest the result needs. Its 16-byte row segments are half a 32-byte sector; the
-neighbouring program, launched at the same time, reads the other half, so the sector is fetched from
-HBM once and hit in L2 the second time.
 """
 
 from __future__ import annotations
@@ -80,66 +74,3 @@ def strided_row_features(x: torch.Tensor, out: torch.Tensor, *, block_i: int = 2
                                                                BLOCK_I=block_i, BLOCK_J=block_j, num_warps=num_warps)
     return out
 
-
-@triton.jit(do_not_specialize=["stride_oi"])
-def resident_row_features_kernel(x_ptr, out_ptr, stride_r, stride_oi, eps, zero, R: tl.constexpr,
-                                 C: tl.constexpr, R_PAD: tl.constexpr, BLOCK_J: tl.constexpr, MASKED: tl.constexpr):
-    """out[j, i] for v = x.t() with all R rows of the program's BLOCK_J columns of x held in registers.
-
-    ``zero`` is a runtime 0.0: pass 2 subtracts ``m + zero`` and ``mean + zero``, values the compiler
-    cannot prove equal to pass 1's, so it recomputes t - m, exp and t - mean from t instead of keeping
-    pass 1's (CSE would hold three 64-float arrays a thread where one fits: 128 registers and a
-    728-byte spill at 16 warps, against 108 and none). ``stride_oi`` (the output's unit stride) is not
-    specialized, so Triton stores from the loads' own thread-to-element map, no shared-memory
-    transpose: lane l of a warp writes row l, 32 lanes one 128-byte line of an output row."""
-    j = tl.program_id(0) * BLOCK_J + tl.arange(0, BLOCK_J)
-    i = tl.arange(0, R_PAD)
-    src = x_ptr + i[:, None].to(tl.int64) * stride_r + j[None, :]
-    if MASKED:
-        mask = (i < R)[:, None] & (j < C)[None, :]
-        t = tl.load(src, mask=mask, other=0.0).to(tl.float32)
-        m = tl.max(tl.where(mask, t, float("-inf")), axis=0)
-    else:
-        t = tl.load(src).to(tl.float32)
-        m = tl.max(t, axis=0)
-    # centred on the max: sum(t - m) loses no digits to an offset the values share (t ~ 100 +- 1)
-    t_m = t - m[None, :]
-    e = tl.exp(t_m)
-    if MASKED:
-        t_m = tl.where(mask, t_m, 0.0)
-        e = tl.where(mask, e, 0.0)
-    mean = m + tl.sum(t_m, axis=0) / R
-    s = tl.sum(e, axis=0)
-    d = t - mean[None, :]
-    if MASKED:
-        d = tl.where(mask, d, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / R + eps)
-    log_s = tl.log(s)
-    inv_s = 1.0 / s
-    shifted = t - (m + zero)[None, :]
-    y = (t - (mean + zero)[None, :]) * rstd[None, :] + (tl.exp(shifted) * inv_s[None, :]) * (shifted - log_s[None, :])
-    dst = out_ptr + j[None, :].to(tl.int64) * R + i[:, None] * stride_oi  # formed here: 64 addresses live no longer
-    if MASKED:
-        tl.store(dst, y, mask=mask)
-    else:
-        tl.store(dst, y)
-
-
-RESIDENT_FLOATS_PER_THREAD = 64
-"""The most x a thread of ``resident_row_features`` holds: 8192 rows x 4 columns over 16 warps."""
-
-
-def resident_row_features(x: torch.Tensor, out: torch.Tensor, *, block_j: int = 4, num_warps: int = 16) -> torch.Tensor:
-    """``row_features(x.t())`` into ``out`` (shape x.t().shape) reading x from HBM once: each program
-    keeps its ``block_j`` columns of x, every row, in registers. x is 2-D fp32 with a unit stride along
-    its columns and at most 8192 rows at the defaults (more would spill)."""
-    rows, cols = x.shape
-    r_pad = triton.next_power_of_2(rows)
-    assert x.dtype == out.dtype == torch.float32 and x.stride(1) == 1 and out.is_contiguous()
-    assert out.shape == (cols, rows)
-    assert r_pad * block_j <= RESIDENT_FLOATS_PER_THREAD * 32 * num_warps, "the column block does not fit in registers"
-    masked = r_pad != rows or cols % block_j != 0
-    resident_row_features_kernel[(triton.cdiv(cols, block_j),)](
-        x, out, x.stride(0), out.stride(1), 1e-5, 0.0, R=rows, C=cols, R_PAD=r_pad, BLOCK_J=block_j,
-        MASKED=masked, num_warps=num_warps)
-    return out

@@ -42,8 +42,7 @@ def test_the_chapter_has_its_pairs() -> None:
                                                                   "optimized_tiled_matmul_smem",
                                                                   "optimized_tiled_matmul_async"}
     assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
-                                                                         "optimized_noncontiguous_views_fused",
-                                                                         "optimized_noncontiguous_views_onepass"}
+                                                                         "optimized_noncontiguous_views_fused"}
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -59,9 +58,8 @@ def test_cuda_pairs_skip_with_reason_on_cpu(module: str) -> None:
     assert reason and "CUDA" in reason
 
 
-@pytest.mark.parametrize("module", ["optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_onepass"])
-def test_triton_views_variants_skip_with_reason_on_cpu(module: str) -> None:
-    reason = unmet_requirements(build(module).workload.requires, CPU)
+def test_fused_views_variant_skips_with_reason_on_cpu() -> None:
+    reason = unmet_requirements(build("optimized_noncontiguous_views_fused").workload.requires, CPU)
     assert reason and "CUDA" in reason
 
 
@@ -70,8 +68,7 @@ def test_noncontiguous_views_declare_the_bytes_the_result_needs() -> None:
     reads the view in place can reach the HBM ceiling, so the roofline must count what the result needs."""
     w = load("baseline_noncontiguous_views").WORKLOAD
     assert w.bytes == 8 * w.rows * w.cols == 536_870_912 and w.link == "hbm"
-    for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_onepass"):
-        assert build(module).workload.bytes == w.bytes
+    assert build("optimized_noncontiguous_views_fused").workload.bytes == w.bytes
 
 
 def test_tma_pair_needs_hopper() -> None:
