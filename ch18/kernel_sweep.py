@@ -13,7 +13,11 @@ printed, fastest first, with the line to put into the variant for the fastest ve
 - ``mla``: optimized_mla_absorption_fused_qo.py's step per ``_slice`` setting (BLOCK_N, stages,
   warps) and slice count: fewer shared-memory bytes a program fit 3-4 programs an SM (16 slices
   then make one wave of 512); then its sub-steps at the current setting (which GEMM is slow).
+- ``flash``: flash_attention_triton's TMA kernel (``_flash_fwd_tma``) per key loop (``_pvwait``'s,
+  ``_ahead``'s, ``_tma``'s as the control) and launch config (tiles, warps, stages, register cap),
+  each a fresh compile (~3-5 s, estimated); ``_pvwait``'s measured config first.
 Run: python ch18/kernel_sweep.py flexdecoding [--budget 65] [--only 0,3]  |  python ch18/kernel_sweep.py mla
+     python ch18/kernel_sweep.py flash [--budget 75]
 """
 
 from __future__ import annotations
@@ -97,6 +101,69 @@ def mla_settings(current: tuple[SliceConfig, int]) -> list[tuple[SliceConfig, in
     tried = [(c(32, 2, 4), 16), (c(16, 3, 4), 16), (c(32, 3, 8), 8), (c(64, 2, 4), 8), (c(32, 2, 4), 8),
              (c(16, 4, 4), 8), (c(64, 2, 8), 8), (c(32, 3, 4), 16), (c(32, 2, 8), 16), (c(16, 2, 4), 16)]
     return [current, *(t for t in tried if t != current)]
+
+
+@dataclass(frozen=True)
+class FlashSetting:
+    """A key loop of ``_flash_fwd_tma`` ("pvwait", "ahead", "tma") and its launch config."""
+
+    loop: str
+    block_m: int
+    block_n: int
+    warps: int
+    stages: int
+    maxnreg: int | None = None
+
+    def options(self) -> dict[str, int]:
+        named = {"num_warps": self.warps, "num_stages": self.stages, "maxnreg": self.maxnreg}
+        return {k: v for k, v in named.items() if v is not None}
+
+
+def flash_settings() -> list[FlashSetting]:
+    """Settings tried, the measured one first (``_pvwait``'s: 128 x 64, 8 warps, 2 stages, 128
+    registers), then ``_ahead`` there, ``_tma`` (C7512) as the control, then other configs of both loops.
+    Compiled for sm_90a without a GPU (registers; shared memory; programs an SM): 128 x 32 at 3/4
+    stages ~110; 80/96 KB; 2. 128 x 64 at 3 stages 127; 129 KB; 1. 128 x 128 at 2 stages 160-191;
+    161 KB; 1. 64 x 64 over 4 warps at 3 stages ~125; 113 KB; 2. 64 x 32 over 4 warps 116; 65 KB; 3."""
+    s = FlashSetting
+    return [s("pvwait", 128, 64, 8, 2, 128), s("ahead", 128, 64, 8, 2, 128), s("tma", 128, 64, 8, 2, 128),
+            s("ahead", 128, 32, 8, 4, 128), s("pvwait", 128, 32, 8, 4, 128), s("ahead", 128, 32, 8, 3, 128),
+            s("ahead", 64, 64, 4, 3, 128), s("pvwait", 64, 64, 4, 3, 128), s("ahead", 64, 32, 4, 3, 128),
+            s("pvwait", 128, 64, 8, 3), s("ahead", 128, 128, 8, 2), s("pvwait", 128, 128, 8, 2)]
+
+
+def flash_loops() -> dict:
+    from ch18_attention_ahead import AHEAD
+    from ch18_attention_pvwait import PVWAIT
+    from ch18_attention_tma import TMA
+    return {"pvwait": PVWAIT, "ahead": AHEAD, "tma": TMA}
+
+
+def flash_call(setting: FlashSetting, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """One causal call of ``_flash_fwd_tma`` with ``setting``'s loop and config (no autotuning) on q, k, v."""
+    from ch18_attention import check_inputs
+    from ch18_attention_tma import _flash_fwd_tma, head_group
+
+    from aisp.kits.tma import use_torch_scratch
+    loop = flash_loops()[setting.loop]
+    batch, heads, seq, dim = q.shape
+    scale, out, n_heads = check_inputs(loop.name, q, k, v), torch.empty_like(q), batch * heads
+    use_torch_scratch()
+    grid = (n_heads * (seq // setting.block_m),)
+
+    def call() -> torch.Tensor:
+        _flash_fwd_tma[grid](q, k, v, out, n_heads, seq, scale, D=dim, CAUSAL=True, KEY_LOOP=loop.tiles,
+                             HEAD_GROUP=head_group(q), BLOCK_M=setting.block_m, BLOCK_N=setting.block_n,
+                             ONE_LOOP=loop.one_loop, **setting.options())
+        return out
+    return call
+
+
+def flash_paste(setting: FlashSetting) -> str:
+    """The config line of ch18_attention_<loop>.py that makes ``setting`` its one config."""
+    cap = f", maxnreg={setting.maxnreg}" if setting.maxnreg else ""
+    return (f"{setting.loop}: CONFIGS = [triton.Config({{\"BLOCK_M\": {setting.block_m}, \"BLOCK_N\": {setting.block_n}}}, "
+            f"num_warps={setting.warps}, num_stages={setting.stages}{cap})]")
 
 
 @dataclass(frozen=True)
@@ -214,6 +281,23 @@ def sweep_mla(settings: Sequence[tuple[SliceConfig, int]] | None = None, parts: 
     return rows
 
 
+def sweep_flash(settings: Sequence[FlashSetting] | None = None, budget_s: float = 75.0) -> list[Row]:
+    """The TMA kernel per setting (all of ``flash_settings`` by default) until ``budget_s``; prints TFLOP/s."""
+    base = _on_cuda(_module("baseline_flash_attention_triton").get_benchmark())
+    ref, w = base.run(), base.workload
+    rows, current, start = [], None, time.perf_counter()
+    for setting in settings or flash_settings():
+        if rows and time.perf_counter() - start > budget_s:
+            print(f"budget of {budget_s:.0f} s spent: {setting} not tried")
+            continue
+        row, out = measure(str(setting), flash_paste(setting), flash_call(setting, base.q, base.k, base.v), ref,
+                           current, w)
+        current = out if current is None else current
+        rows.append(row)
+        print(f"  {row.ms:.4f} ms  {w.flops / row.ms / 1e9:.0f} TFLOP/s  {row.setting}  {row.verdict}", flush=True)
+    return rows
+
+
 def mla_parts(lean) -> dict[str, float]:
     """Milliseconds a replay of each sub-step of the variant's step, at ``lean``'s setting."""
     w = lean.workload
@@ -242,8 +326,9 @@ def _on_cuda(bench):
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("pair", choices=("flexdecoding", "mla"), help="which pair's best variant to sweep")
-    parser.add_argument("--budget", type=float, default=65.0, help="flexdecoding: seconds after which no new setting starts (~90 s in all)")
+    parser.add_argument("pair", choices=("flexdecoding", "mla", "flash"), help="which pair's best variant to sweep")
+    parser.add_argument("--budget", type=float, default=65.0,
+                        help="flexdecoding, flash: seconds after which no new setting starts (~90 s in all)")
     parser.add_argument("--only", default="", help="comma-separated indices into the setting list (0: the current)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -253,6 +338,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = flex_settings(_module("optimized_flexdecoding_fused").SPLIT_KV)
         rows = sweep_flexdecoding([settings[i] for i in pick] or settings, args.budget)
         gbytes = _module("baseline_flexdecoding").WORKLOAD.bytes / 1e9
+    elif args.pair == "flash":
+        settings = flash_settings()
+        rows = sweep_flash([settings[i] for i in pick] or settings, args.budget)
+        gbytes = _module("baseline_flash_attention_triton").WORKLOAD.bytes / 1e9
     else:
         lean = _module("optimized_mla_absorption_fused_qo")
         settings = mla_settings((lean.SLICE, lean.SPLITS))

@@ -23,7 +23,7 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
-VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait"), "split_kv_decode": ("",),
+VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait", "_ahead"), "split_kv_decode": ("",),
             "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph"), "flexdecoding": ("_split",)}
 pytestmark = pytest.mark.gpu
 
@@ -129,8 +129,9 @@ def test_tma_flash_kernel_matches_sdpa_and_prints_what_its_changes_buy() -> None
 @pytest.mark.parametrize(("module", "function", "tuned"),
                          [("ch18_attention_pipelined", "flash_attention_pipelined", "_flash_pipelined_tuned"),
                           ("ch18_attention_ws", "flash_attention_ws", "_flash_ws_tuned"),
-                          ("ch18_attention_pvwait", "flash_attention_pvwait", "_flash_pvwait_tuned")],
-                         ids=["pipelined", "ws", "pvwait"])
+                          ("ch18_attention_pvwait", "flash_attention_pvwait", "_flash_pvwait_tuned"),
+                          ("ch18_attention_ahead", "flash_attention_ahead", "_flash_ahead_tuned")],
+                         ids=["pipelined", "ws", "pvwait", "ahead"])
 def test_key_loop_variant_matches_sdpa_and_prints_its_time_beside_tma(module: str, function: str, tuned: str) -> None:
     """Another key loop of the TMA kernel (pipelined, warp-specialized, P V waited for) against SDPA (causal, and
     non-causal on a short last head group); printed: its time and ``_tma``'s on the same inputs, and
@@ -221,3 +222,12 @@ def test_kernel_sweeps_verify_and_time_their_first_settings() -> None:
         assert rows[0].verdict == "ok" and rows[0].diff == 0.0 and rows[0].ms > 0, rows[0]
         assert not [r for r in rows if r.verdict.startswith("WRONG")], rows  # a setting may fail to build, never be wrong
 
+
+def test_flash_sweep_verifies_and_times_pvwait_ahead_and_tma() -> None:
+    """``kernel_sweep.py flash``'s first three settings at the pair's shape (``_pvwait``'s config with its
+    loop, the ahead loop and ``_tma``'s): each verifies against the baseline's output and gets a time
+    (CUDA graph replays); the table printed (-s). The lead runs the whole sweep (~75 s)."""
+    sweep = import_module_at(CH18 / "kernel_sweep.py")
+    rows = sweep.sweep_flash(sweep.flash_settings()[:3], budget_s=600.0)
+    print("\n".join(sweep.table(rows, 0.537)))
+    assert all(r.verdict == "ok" and r.ms > 0 for r in rows), rows

@@ -37,7 +37,7 @@ from triton_cpu import (
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.loader import import_module_at
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
@@ -47,7 +47,7 @@ OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
              "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
              "ch18_attention_ws", "optimized_flash_attention_triton_ws", "ch18_attention_pvwait",
-             "optimized_flash_attention_triton_pvwait",
+             "optimized_flash_attention_triton_pvwait", "ch18_attention_ahead", "optimized_flash_attention_triton_ahead",
              "ch18_mla_kernel", "ch18_mla_query", *(o for _, o in OTHER_PAIRS))
 
 PRELUDE = INTERPRETER_FIX + f"""
@@ -233,9 +233,10 @@ print("tma ok")
 TMA_KERNELS = {"tma": ("ch18_attention_tma", "flash_attention_tma", "_key_tiles"),
                "pipelined": ("ch18_attention_pipelined", "flash_attention_pipelined", "_key_tiles_pipelined"),
                "ws": ("ch18_attention_ws", "flash_attention_ws", "_key_tiles_ws"),
-               "pvwait": ("ch18_attention_pvwait", "flash_attention_pvwait", "_key_tiles_pvwait")}
+               "pvwait": ("ch18_attention_pvwait", "flash_attention_pvwait", "_key_tiles_pvwait"),
+               "ahead": ("ch18_attention_ahead", "flash_attention_ahead", "_key_tiles_ahead")}
 """The descriptor kernel's variants: module, public function, key loop."""
-ONE_LOOP = {"ws"}
+ONE_LOOP = {"ws", "ahead"}
 """Variants whose key loop walks the causal diagonal block too (``KeyLoop.one_loop``)."""
 
 
@@ -259,6 +260,7 @@ def test_every_variant_is_discovered() -> None:
                                                           "optimized_flash_attention_triton_pipelined",
                                                           "optimized_flash_attention_triton_ws",
                                                           "optimized_flash_attention_triton_pvwait",
+                                                          "optimized_flash_attention_triton_ahead",
                                                           *(o for _, o in OTHER_PAIRS)}
 
 
@@ -429,6 +431,40 @@ def test_sm90_pvwait_loop_keeps_its_wgmma_asynchronous_at_128_registers() -> Non
     assert lines == ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"] * 4, lines
 
 
+def key_loop_events(ptx: str) -> list[str]:
+    """The order of the first key loop in a kernel's PTX (the first back edge whose body holds a wgmma),
+    runs of one kind merged: "wait" (a TMA barrier wait), "mma" (a wgmma group committed), "ex2" (the
+    softmax's exp2) and "tma" (a TMA copy issued)."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
+    for edge in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        start = labels.get(edge.group(1))
+        if start is not None and start < edge.start() and "wgmma.mma_async" in ptx[start:edge.start()]:
+            events: list[str] = []
+            for line in ptx[start:edge.start()].splitlines():
+                for key, tag in (("mbarrier.try_wait", "wait"), ("wgmma.commit_group", "mma"), ("ex2.approx", "ex2"),
+                                 ("cp.async.bulk.tensor", "tma")):
+                    if key in line and events[-1:] != [tag]:
+                        events.append(tag)
+            return events
+    raise AssertionError("no key loop with a wgmma in the PTX")
+
+
+def test_sm90_ahead_loop_waits_for_its_k_tile_after_a_softmax_and_a_product() -> None:
+    """The ahead key loop's point, at ``_pvwait``'s config: the loop issues its TMA copies last (Triton's
+    pipeliner), and the first copy it then waits for comes after the softmax (V) and the second after the
+    P V product (K), where ``_pvwait``'s loop waits for K first thing after issuing it; both wait for each
+    product inside the iteration, in 128 registers without a ptxas advisory. The flash sweep starts at
+    that config, ``_pvwait``'s then ``_ahead``'s."""
+    config = import_module_at(CH18 / "ch18_attention_ahead.py").CONFIGS[0]
+    assert config.all_kwargs() == import_module_at(CH18 / "ch18_attention_pvwait.py").CONFIGS[0].all_kwargs()
+    own = (config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"], config.num_warps, config.num_stages, config.maxnreg)
+    assert sweep().flash_settings()[:2] == [sweep().FlashSetting(v, *own) for v in ("pvwait", "ahead")]
+    compiled = tma_kernel("ahead", config)
+    assert key_loop_events(compiled.asm["ptx"]) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
+    assert key_loop_events(tma_kernel("pvwait", config).asm["ptx"]) == ["wait", "mma", "ex2", "wait", "mma", "tma"]
+    assert ptxas_advisories(compiled) == [] and fits_sm90(compiled)["REG"] <= 128
+
+
 def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:
     sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "table_ptr": "*i64", "lens_ptr": "*i32",
            "o_ptr": "*fp32", "ml_ptr": "*fp32", "max_pages": "i32", "qk_scale": "fp32"}
@@ -512,6 +548,18 @@ def test_sm90_latent_kernel_compiles_at_every_sweep_setting_without_spills(setti
     fits_sm90(compiled)
     assert (8192 // splits) % block_n == 0 and splits & (splits - 1) == 0
     assert "HMMA" in cuobjdump(compiled, "-sass")
+
+
+@pytest.mark.parametrize("setting", import_module_at(CH18 / "kernel_sweep.py").flash_settings(), ids=str)
+def test_sm90_flash_kernel_compiles_at_every_sweep_setting_without_spills(setting) -> None:
+    """Each (key loop, config) ``kernel_sweep.py flash`` times compiles for sm_90 at the pair's shape:
+    wgmma, TMA, no spills, within its register cap and a block's shared memory, and no ptxas advisory
+    but ``_tma``'s at 128 registers (C7512)."""
+    config = triton.Config({"BLOCK_M": setting.block_m, "BLOCK_N": setting.block_n}, **setting.options())
+    compiled = tma_kernel(setting.loop, config)
+    assert_tma_and_wgmma(compiled, "K/V")
+    assert fits_sm90(compiled)["REG"] <= (setting.maxnreg or 255)
+    assert bool(ptxas_advisories(compiled)) == ((setting.loop, setting.block_n, setting.maxnreg) in SERIALIZED)
 
 
 def test_sweep_settings_start_at_the_variants_own_and_differ() -> None:

@@ -1,0 +1,40 @@
+"""Optimized flash attention, ahead variant: the pvwait kernel with each key tile's Q K^T issued one tile early.
+
+Baseline (baseline_flash_attention_triton.py): Q K^T, mask, softmax and P V as separate ops through HBM.
+Optimized: ``flash_attention_ahead`` (ch18_attention_ahead.py), ``_pvwait``'s kernel and config
+(128 x 64 tiles, 2 stages, 128 registers: two programs an SM, no wgmma serialized) with its key
+loop reordered: tile j's softmax, acc += P_j V_j, then S_{j+1} = Q K_{j+1}^T. Triton's pipeliner
+issues tile j+1's K copy at the end of iteration j; in ``_pvwait`` the next iteration waits for it
+at once (the copy's latency exposed once a tile), here only after a softmax and a P V product.
+Compiled for sm_90a without a GPU: 128 registers, no spills, no ptxas advisory, 325 SASS
+instructions a key tile (``_pvwait`` 329), 3 bar.sync a tile (the same). One config, compiled at
+the first call (untimed).
+Expect: not yet measured. Estimate (arithmetic, not a measurement): 1.05-1.13 ms (62-67% of the
+783 TFLOP/s bf16 peak) against ``_pvwait``'s measured 1.125 ms (62.4%): a program spends ~4,300
+cycles a key tile (1,056 tiles a head, two programs an SM, 1.125 ms), of which ~1,024 on the tensor
+cores; an L2-hit TMA copy takes several hundred cycles, exposed once a tile in ``_pvwait`` and
+partly filled by the SM's other program: hiding it is worth 0-10%, the low end if that program
+already fills the gap. A wash or a loss is possible.
+Run: python ch18/optimized_flash_attention_triton_ahead.py  |  aisp bench run -t ch18:flash_attention_triton
+"""
+
+from __future__ import annotations
+
+import torch
+from ch18_attention_ahead import flash_attention_ahead
+from optimized_flash_attention_triton import TritonFlashAttention
+
+import aisp
+
+
+class AheadFlashAttention(TritonFlashAttention):
+    def run(self) -> torch.Tensor:
+        return flash_attention_ahead(self.q, self.k, self.v, causal=True)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return AheadFlashAttention()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
