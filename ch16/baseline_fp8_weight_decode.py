@@ -65,10 +65,14 @@ class BF16Decode(aisp.Benchmark):
         with torch.no_grad():
             self.first = greedy_top(prefill(self.model, self.cache, list(prompts)), TOP)[0]
         self.prepare()
-        self.step = GraphedDecode(self.model, self.cache, w.batch, w.prompt + w.steps)
+        self.step = self.make_step()
 
     def prepare(self) -> None:
         """Model-load-time weight preparation (none for bf16)."""
+
+    def make_step(self) -> GraphedDecode:
+        """The graphed step (the kit decoder's forward, greedy top-k and feedback)."""
+        return GraphedDecode(self.model, self.cache, self.workload.batch, self.workload.prompt + self.workload.steps)
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
         w, step = self.workload, self.step

@@ -53,20 +53,28 @@ SMS = 132
 
 @triton.jit
 def _gemv_fp8(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, K_SPLIT, ROWS: tl.constexpr, PARTIAL: tl.constexpr,
-              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GLU: tl.constexpr = False):
     """Program (n-block, k-split): acc[BLOCK_N, ROWS] = w[n-block, k-range] @ x[:M, k-range]^T.
-    PARTIAL: acc to y (fp32, (splits, M, N)) unscaled; else acc * scale to y (M, N) in y's dtype."""
+    PARTIAL: acc to y (fp32, (splits, M, N)) unscaled; else acc * scale to y (M, N) in y's dtype.
+    GLU: x is (M, 2K), [gate | up], and the product reads silu(gate) * up (each rounded to x's
+    dtype, as the eager SwiGLU rounds them) in registers: no activation kernel."""
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, ROWS)
     offs_k = pid_k * K_SPLIT + tl.arange(0, BLOCK_K)
     in_n, in_m = offs_n < N, offs_m < M
     w_ptrs = w_ptr + offs_n[:, None] * K + offs_k[None, :]
-    x_ptrs = x_ptr + offs_m[None, :] * K + offs_k[:, None]
+    x_ptrs = x_ptr + offs_m[None, :] * (2 * K if GLU else K) + offs_k[:, None]
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for _ in range(0, K_SPLIT, BLOCK_K):
         w = tl.load(w_ptrs, mask=in_n[:, None], other=0.0).to(tl.float16)
-        x = tl.load(x_ptrs, mask=in_m[None, :], other=0.0).to(tl.float16)
+        if GLU:
+            gate = tl.load(x_ptrs, mask=in_m[None, :], other=0.0).to(tl.float32)
+            act = (gate / (1.0 + tl.exp(-gate))).to(x_ptr.dtype.element_ty).to(tl.float32)
+            up = tl.load(x_ptrs + K, mask=in_m[None, :], other=0.0).to(tl.float32)
+            x = (act * up).to(x_ptr.dtype.element_ty).to(tl.float16)
+        else:
+            x = tl.load(x_ptrs, mask=in_m[None, :], other=0.0).to(tl.float16)
         acc = tl.dot(w, x, acc)
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
@@ -101,21 +109,34 @@ def k_splits(n: int, k: int, cfg: GemvConfig = CONFIG, sms: int = SMS) -> int:
     return split
 
 
-def fp8_gemv(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, cfg: GemvConfig = CONFIG) -> torch.Tensor:
-    """x (M <= 16, K) in any float dtype, w8 e4m3 (N, K), scale fp32 (N,) -> (M, N) in x's dtype."""
-    (m, k), n = x.shape, w8.shape[0]
-    if (not 0 < m <= MAX_ROWS or w8.shape[1] != k or k % cfg.block_k or n * k >= 2**31
+def gemv_launch(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, partial: bool, glu: bool = False,
+                cfg: GemvConfig = CONFIG) -> torch.Tensor:
+    """The GEMV kernel alone: (M, N) in x's dtype, scaled, where K is not split and not ``partial``;
+    else the splits' unscaled fp32 partials (splits, M, N) for the caller to sum (``fp8_gemv``'s
+    second kernel, or a fused one). ``glu``: x is (M, 2K), silu(gate) * up is the GEMV's input."""
+    (m, kx), n = x.shape, w8.shape[0]
+    k = kx // 2 if glu else kx
+    if (not 0 < m <= MAX_ROWS or w8.shape[1] != k or kx != k * (1 + glu) or k % cfg.block_k or n * kx >= 2**31
             or not (x.is_contiguous() and w8.is_contiguous())):
         raise ValueError(f"fp8_gemv: x {tuple(x.shape)}, w {tuple(w8.shape)}: needs 1..{MAX_ROWS} contiguous rows, "
                          f"K a multiple of {cfg.block_k} and N x K < 2^31")
     split, rows = k_splits(n, k, cfg), 8 if m <= 8 else MAX_ROWS
-    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
-    out = torch.empty(split, m, n, device=x.device, dtype=torch.float32) if split > 1 else y
+    partial = partial or split > 1
+    out = torch.empty(split, m, n, device=x.device, dtype=torch.float32 if partial else x.dtype)
     _gemv_fp8[(triton.cdiv(n, cfg.block_n), split)](
-        x, w8, scale, out, m, n, k, k // split, ROWS=rows, PARTIAL=split > 1, BLOCK_N=cfg.block_n,
-        BLOCK_K=cfg.block_k, num_warps=cfg.warps, num_stages=cfg.stages)
-    if split > 1:
-        _sum_splits[(triton.cdiv(m * n, 1024),)](out, scale, y, m * n, n, SPLITS=split, BLOCK=1024, num_warps=4)
+        x, w8, scale, out, m, n, k, k // split, ROWS=rows, PARTIAL=partial, BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k, GLU=glu, num_warps=cfg.warps, num_stages=cfg.stages)
+    return out if partial else out[0]
+
+
+def fp8_gemv(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, cfg: GemvConfig = CONFIG) -> torch.Tensor:
+    """x (M <= 16, K) in any float dtype, w8 e4m3 (N, K), scale fp32 (N,) -> (M, N) in x's dtype."""
+    out = gemv_launch(x, w8, scale, False, cfg=cfg)
+    if out.dim() == 2:
+        return out
+    split, m, n = out.shape  # K split: sum the partials, scale
+    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    _sum_splits[(triton.cdiv(m * n, 1024),)](out, scale, y, m * n, n, SPLITS=split, BLOCK=1024, num_warps=4)
     return y
 
 

@@ -130,3 +130,57 @@ def test_host_and_gpu_sampling_draw_the_same_tokens_on_many_rows() -> None:
     host = mod.top_p_race(logits, 0.9, keys)
     gpu = mod.top_p_race(logits.cuda(), 0.9, keys.cuda()).cpu()
     assert torch.equal(host, gpu), f"{int((host != gpu).sum())} of 2048 rows differ"
+
+
+def test_fused_decode_kernels_match_torch_at_the_pairs_shapes() -> None:
+    """``_fused``'s attention (8 rows at positions 512..527 of 529 bf16 slots, 8 K/V heads of 4 query
+    heads) against SDPA with the mask; its top-k kernel against torch.topk on 8 x 32,000 bf16 logits."""
+    import math
+
+    sys.path.insert(0, str(CH16))
+    from ch16_fp8_kv import _combine
+    from ch16_fused_decode import BLOCK_KEYS, SPLIT_LEN, _attend, _top_feedback
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows, kvh, groups, dim, slots, splits = 8, 8, 4, 128, 529, 8
+    q = torch.randn(rows, kvh * groups, dim, generator=gen, device="cuda").bfloat16()
+    k, v = (torch.randn(rows, kvh, slots, dim, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    pos = 512 + 2 * torch.arange(rows, device="cuda")
+    parts = torch.empty(rows * kvh * groups * splits, dim, device="cuda")
+    ml = torch.empty(rows * kvh * groups * splits, 2, device="cuda")
+    _attend[(rows * kvh, splits)](q, k, v, pos, parts, ml, slots, math.log2(math.e) / dim**0.5, KV_HEADS=kvh,
+                                  GROUPS=groups, G_PAD=16, D=dim, SPLIT_LEN=SPLIT_LEN, BLOCK_N=BLOCK_KEYS,
+                                  num_warps=4, num_stages=2)
+    out = torch.empty_like(q)
+    _combine[(rows * kvh * groups,)](parts, ml, torch.ones(kvh, device="cuda"), out, KV_HEADS=kvh, SPLITS=splits,
+                                     GROUPS=groups, D=dim, num_warps=4)
+    visible = torch.arange(slots, device="cuda")[None, :] <= pos[:, None]
+    ref = F.scaled_dot_product_attention(q.float().view(rows, kvh, groups, dim), k.float(), v.float(),
+                                         attn_mask=visible[:, None, None])
+    torch.testing.assert_close(out.float().view_as(ref), ref, rtol=2e-2, atol=2e-2)
+    logits = torch.randn(rows, 32000, generator=gen, device="cuda").bfloat16() * 4
+    top = torch.zeros(rows, 4, device="cuda")
+    nxt, tok, p = (torch.zeros(rows, dtype=torch.long, device="cuda") for _ in range(3))
+    _top_feedback[(rows,)](logits, top, nxt, tok, p, 32000, TOP=4, BLOCK=32768, num_warps=16)
+    values = logits.topk(4).values.float()
+    assert torch.equal(top, values) and torch.equal(nxt, tok) and p.tolist() == [1] * rows
+    assert torch.equal(logits.gather(1, nxt[:, None]).float()[:, 0], values[:, 0])
+
+
+def test_fused_decode_step_matches_the_gemv_step_at_full_size() -> None:
+    """``_fused`` against ``_gemv`` (the same e4m3 weights and GEMV, the kit's step around it): the same
+    tokens, top logits within the pair's tolerance and 1.0 of each other (bf16 logits near 10-16 step
+    by 0.06-0.125); both calls' times printed (run with -s)."""
+    outs = {}
+    for variant in ("optimized_fp8_weight_decode_gemv", "optimized_fp8_weight_decode_fused"):
+        bench = cuda_bench(variant)
+        outs[variant] = guarded_run(bench)
+        ms = timed_ms(bench.run, reps=20)
+        print(f"\n{variant}: {ms:.3f} ms a call (16 steps), {bench.workload.bytes / ms / 1e9:.2f} TB/s")
+        bench.teardown()
+    (tokens, top), (fused_tokens, fused_top) = ([t for _, t in out] for out in outs.values())
+    assert torch.equal(tokens, fused_tokens)
+    err = (top - fused_top).abs().max().item()
+    print(f"top-4 logits: max difference {err:.3f} (rms {top.pow(2).mean().sqrt().item():.2f})")
+    compare(*outs.values(), load("baseline_fp8_weight_decode").WORKLOAD)
+    assert err < 1.0, err

@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, fits_sm90
+from triton_cpu import (
+    INTERPRETER_FIX,
+    SMEM_PER_BLOCK,
+    compile_sm90,
+    cuobjdump,
+    fits_sm90,
+    resource_usage,
+    run_interpreted,
+)
 
 from aisp.harness.loader import import_module_at
 
@@ -61,7 +69,7 @@ def check_pair(name, sizes, mods, variant):
 
 for name, sizes in SMALL.items():
     variants = [opt for base, opt in variant_modules(Path({ch16!r})) if base == "baseline_" + name]
-    assert len(variants) == {{"fp8_kv_cache": 2, "fp8_weight_decode": 2}}[name], variants
+    assert len(variants) == {{"fp8_kv_cache": 2, "fp8_weight_decode": 3}}[name], variants
     for variant in variants:
         check_pair(name, sizes, [import_module_at(Path({ch16!r}) / f"{{module}}.py")
                                  for module in ("baseline_" + name, variant)], variant)
@@ -91,7 +99,8 @@ def test_fp8_pairs_verify_under_the_triton_interpreter() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900,
                           check=False)
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
-    for variant in ("optimized_fp8_kv_cache_v_blocks", "optimized_fp8_weight_decode_gemv"):
+    for variant in ("optimized_fp8_kv_cache_v_blocks", "optimized_fp8_weight_decode_gemv",
+                    "optimized_fp8_weight_decode_fused"):
         assert f"verified {variant}" in proc.stdout, proc.stdout
 
 
@@ -223,3 +232,166 @@ def test_sm90_split_sum_compiles_without_spills() -> None:
     compiled = compile_sm90("ch16/ch16_fp8_gemv:_sum_splits", sig, {"SPLITS": 8, "BLOCK": 1024}, {"num_warps": 4},
                             divisible=("MN", "N"))
     fits_sm90(compiled)
+
+
+FUSED = """
+import math, sys
+import torch
+import torch.nn.functional as F
+sys.path[:0] = [{ch16!r}]
+from torch.profiler import ProfilerActivity, profile
+from triton.runtime import interpreter
+from aisp.kits.fp8 import quantize_rows
+from aisp.kits.fp8_layers import to_fp8
+from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder, greedy_top, prefill
+from ch16_decode import GraphedDecode
+from ch16_fp8_gemv import GemvFP8Linear, gemv_launch
+from ch16_fp8_kv import _combine
+from ch16_fused_decode import _attend, _top_feedback
+from optimized_fp8_weight_decode_fused import FusedStep
+
+NOT_KERNELS = {{"aten::copy_", "aten::set_", "aten::new_empty", "aten::empty", "aten::empty_like", "aten::view",
+               "aten::select", "aten::slice", "aten::split", "aten::split_with_sizes", "aten::reshape",
+               "aten::unsqueeze", "aten::transpose", "aten::expand", "aten::expand_as", "aten::t", "aten::permute",
+               "aten::alias", "aten::chunk", "aten::_unsafe_view", "aten::as_strided", "aten::lift_fresh"}}
+launches = []
+_call = interpreter.GridExecutor.__call__
+def counted(self, *args, **kwargs):
+    launches.append(self.fn.__name__)
+    return _call(self, *args, **kwargs)
+interpreter.GridExecutor.__call__ = counted
+
+# the kit's step (GEMV layers) and the fused one, decoding from the same prefilled cache; in fp32 and
+# in bf16 (the GPU's dtype: the fused kernels round where the eager step rounds)
+cfg = LLMConfig(vocab=300, dim=128, layers=2, heads=4, kv_heads=2, ffn=128)  # no K split: 21 kernels
+for dtype, top_tol in ((torch.float32, 2e-3), (torch.bfloat16, 0.2)):
+    rows, prompt, slots = 3, 150, 160  # 160 keys: two attention slices, a ragged one and an empty one
+    outs = []
+    for step_type in (GraphedDecode, FusedStep):
+        model = build_decoder(cfg, 0, torch.device("cpu"), dtype)
+        cache = DenseKVCache(cfg, rows, slots, torch.device("cpu"), dtype)
+        prompts = torch.randint(cfg.vocab, (rows, prompt), generator=torch.Generator().manual_seed(1))
+        first = greedy_top(prefill(model, cache, list(prompts)), TOP)[0]
+        to_fp8(model, layer=GemvFP8Linear)
+        step = step_type(model, cache, rows, slots, *(() if step_type is GraphedDecode else (TOP,)))
+        step.tok.copy_(first)
+        step.pos.copy_(torch.tensor([prompt, prompt - 40, prompt + 2]))  # rows at other positions
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            launches.clear()
+            step()
+        kernels = list(launches)
+        aten = [e.name for e in prof.events() if e.name.startswith("aten::") and not (
+            e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::"))]
+        tokens, tops = [step.next_tok.clone()], [step.top.clone()]
+        for _ in range(5):
+            step()
+            tokens.append(step.next_tok.clone())
+            tops.append(step.top.clone())
+        outs.append((torch.stack(tokens), torch.stack(tops), step.pos.clone(), cache.k.float(), cache.v.float(), kernels, aten))
+    kit, fused = outs
+    assert torch.equal(kit[0], fused[0]) and torch.equal(kit[2], fused[2]), (kit[0], fused[0])
+    err = (kit[1] - fused[1]).abs().max().item()
+    assert err < top_tol, (dtype, err)
+    for a, b in zip(kit[3:5], fused[3:5]):  # the new keys and values (fp16 inputs of the GEMVs in both)
+        print("cache err", ((a - b).abs().max() / a.abs().max()).item())
+        assert (a - b).abs().max() < (2e-3 if dtype == torch.float32 else 0.02) * a.abs().max()
+    print("fused", dtype, "top err", err, "kit aten ops", len(kit[6]), "fused kernels", len(fused[5]))
+    assert len(fused[5]) == 3 + 9 * cfg.layers, fused[5]
+    # aten ops besides the interpreter's own (copy_, set_, new_empty), allocations and views
+    kit_ops, fused_ops = ([name for name in ops if name not in NOT_KERNELS] for ops in (kit[6], fused[6]))
+    print("aten ops a step: kit", len(kit_ops), "fused", fused_ops)
+    assert not fused_ops and len(kit_ops) >= 45, (fused_ops, len(kit_ops))
+
+# attention: masked to each row's position (the keys after it hold garbage), against SDPA
+gen = torch.Generator().manual_seed(2)
+for dtype in (torch.float32, torch.bfloat16):
+    rows, kvh, groups, dim, slots = 3, 2, 4, 64, 300
+    q = torch.randn(rows, kvh * groups, dim, generator=gen).to(dtype)
+    k, v = (torch.randn(rows, kvh, slots, dim, generator=gen).to(dtype) for _ in range(2))
+    pos = torch.tensor([5, 299, 170])
+    def attend(pos):
+        parts, ml = torch.empty(rows * kvh * groups * 4, dim), torch.empty(rows * kvh * groups * 4, 2)
+        _attend[(rows * kvh, 4)](q, k, v, pos, parts, ml, slots, math.log2(math.e) / dim**0.5, KV_HEADS=kvh,
+                                 GROUPS=groups, G_PAD=16, D=dim, SPLIT_LEN=128, BLOCK_N=64)
+        out = torch.empty(rows, kvh * groups, dim, dtype=dtype)
+        _combine[(rows * kvh * groups,)](parts, ml, torch.ones(kvh), out, KV_HEADS=kvh, SPLITS=4, GROUPS=groups, D=dim)
+        return out.float().view(rows, kvh, groups, dim)
+    visible = torch.arange(slots)[None, :] <= pos[:, None]
+    ref = F.scaled_dot_product_attention(q.float().view(rows, kvh, groups, dim), k.float(), v.float(),
+                                         attn_mask=visible[:, None, None])
+    torch.testing.assert_close(attend(pos), ref, rtol=0.02, atol=0.02)
+    assert (attend(torch.full((rows,), slots - 1)) - ref).abs().max() > 0.1  # unmasked: another answer
+
+# top-k with feedback against torch.topk (distinct values)
+logits = torch.randperm(1000, generator=gen).float().view(2, 500) / 7
+top, nxt, tok, pos = torch.zeros(2, 4), torch.zeros(2, dtype=torch.long), torch.zeros(2, dtype=torch.long), torch.tensor([3, 9])
+_top_feedback[(2,)](logits, top, nxt, tok, pos, 500, TOP=4, BLOCK=512)
+values, indices = logits.topk(4)
+assert torch.equal(top, values) and torch.equal(nxt, indices[:, 0]) and torch.equal(tok, nxt) and pos.tolist() == [4, 10]
+
+# SwiGLU in the GEMV's x load, K split and not
+for n, k in ((64, 256), (384, 128)):
+    w8, scale = quantize_rows(torch.randn(n, k, generator=gen))
+    x = torch.randn(8, 2 * k, generator=gen)
+    act = (F.silu(x[:, :k]) * x[:, k:]).half().float()
+    ref = act.double() @ (w8.view(torch.float8_e4m3fn).double() * scale.double()[:, None]).T
+    out = gemv_launch(x, w8.view(torch.float8_e4m3fn), scale, True, glu=True)
+    assert out.dim() == 3 and out.dtype == torch.float32
+    got = out.sum(0).double() * scale.double()
+    assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-3, (n, k)
+print("interpreted ok")
+"""
+
+
+def test_fused_decode_step_matches_the_kits_step_under_the_interpreter() -> None:
+    """``_fused``'s step against the kit's (the ``_gemv`` variant's) from the same prefilled cache, rows
+    at different positions, in fp32 (to ~1e-4) and bf16 (the same tokens, cache and positions; top
+    logits within bf16 rounding): 21 kernels a step against >= 60 aten ops; the masked attention
+    against SDPA (and not the unmasked one), the top-k kernel against torch.topk, the SwiGLU GEMV
+    against fp64."""
+    run_interpreted(FUSED.format(ch16=str(CH16)))
+
+
+BF16 = "*bf16"
+FUSED_KERNELS = {  # kernel: (signature, constexprs, options, integer arguments the launcher sees as multiples of 16)
+    "_add_norm": ({"p_ptr": "*fp32", "s_ptr": "*fp32", "x_ptr": BF16, "tok_ptr": "*i64", "w_ptr": BF16, "xo_ptr": BF16,
+                   "xn_ptr": BF16, "MN": "i32", "N": "i32", "eps": "fp32"}, {"SPLITS": 8, "EMBED": False, "BLOCK": 4096},
+                  {"num_warps": 8}, ("MN", "N")),
+    "_rope_cache": ({"p_ptr": "*fp32", "s_ptr": "*fp32", "pos_ptr": "*i64", "q_ptr": BF16, "k_ptr": BF16, "v_ptr": BF16,
+                     "MN": "i32", "N": "i32", "max_len": "i32", "log2_base": "fp32"},
+                    {"SPLITS": 8, "HEADS": 32, "KV_HEADS": 8, "D": 128}, {"num_warps": 1}, ("MN", "N")),
+    "_attend": ({"q_ptr": BF16, "k_ptr": BF16, "v_ptr": BF16, "pos_ptr": "*i64", "o_ptr": "*fp32", "ml_ptr": "*fp32",
+                 "max_len": "i32", "qk_scale": "fp32"},
+                {"KV_HEADS": 8, "GROUPS": 4, "G_PAD": 16, "D": 128, "SPLIT_LEN": 128, "BLOCK_N": 64},
+                {"num_warps": 4, "num_stages": 2}, ()),
+    "_top_feedback": ({"logits_ptr": BF16, "top_ptr": "*fp32", "next_ptr": "*i64", "tok_ptr": "*i64", "pos_ptr": "*i64",
+                       "V": "i32"}, {"TOP": 4, "BLOCK": 32768}, {"num_warps": 16}, ("V",)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED_KERNELS))
+def test_sm90_fused_decode_kernels_compile_without_spills(name: str) -> None:
+    """The ``_fused`` step's kernels as the pair launches them (width 4096, 32 + 2 x 8 heads of 128,
+    529 cache slots, 32,000 logits): no local memory; no stack except RoPE's 32 bytes, libdevice's
+    cosf/sinf slow path for arguments beyond pi (the kernel reduces the angles into [-pi, pi] first)."""
+    sig, consts, options, divisible = FUSED_KERNELS[name]
+    compiled = compile_sm90(f"ch16/ch16_fused_decode:{name}", sig, consts, options, divisible=divisible)
+    if name == "_rope_cache":
+        usage = resource_usage(compiled)
+        assert usage["LOCAL"] == 0 and usage["STACK"] <= 32, usage
+    else:
+        fits_sm90(compiled)
+
+
+def test_sm90_swiglu_gemv_keeps_the_weight_path() -> None:
+    """The down projection's GEMV with SwiGLU in its x load: the same 16-byte weight copies, e4m3
+    widening and 8-column MMAs as without, no spills, and at most half a block's shared memory (two
+    programs an SM: its 256 programs in one wave on 132 SMs)."""
+    cfg = gemv_module().CONFIG
+    consts = {"ROWS": 8, "PARTIAL": True, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GLU": True}
+    compiled = compile_sm90("ch16/ch16_fp8_gemv:_gemv_fp8", GEMV_SIG | {"y_ptr": "*fp32"}, consts,
+                            {"num_warps": cfg.warps, "num_stages": cfg.stages}, divisible=("N", "K", "K_SPLIT"))
+    fits_sm90(compiled)
+    assert compiled.metadata.shared <= SMEM_PER_BLOCK / 2, compiled.metadata.shared
+    sass = cuobjdump(compiled, "-sass")
+    assert "LDGSTS.E.BYPASS.128" in sass and "F2FP.F16.E4M3.UNPACK_B" in sass and "HMMA.16816.F32" in sass
