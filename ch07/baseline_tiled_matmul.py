@@ -11,7 +11,8 @@ and does 64 FMAs per 4 128-bit shared loads. All three sum each output's 2,048 p
 same order with fmaf: the results agree bit for bit.
 Expect (measured, H200): baseline 9.77 ms (7.0 TFLOP/s); smem 7.35 ms, 1.33x [1.33, 1.33];
 register-blocked 1.78 ms, 5.51x [5.50, 5.51], 38.7 TFLOP/s (76% of cuBLAS's fp32 51 TFLOP/s, 58% of
-the ~67 TFLOP/s FMA peak). H100: not measured.
+the ~67 TFLOP/s FMA peak); cp.async-fed (optimized_tiled_matmul_async.py, the best since 2026-11-29)
+1.546 / 1.541 ms, 6.33x / 6.34x, 71% of the measured 62.8 TFLOP/s FFMA rate. H100: not measured.
 Run: python ch07/baseline_tiled_matmul.py  |  aisp bench run -t ch07:tiled_matmul
 """
 
@@ -39,7 +40,7 @@ def _matmul_workload() -> MatmulWorkload:
     return MatmulWorkload(flops=2.0 * s.m * s.n * s.k, bytes=4.0 * (s.m * s.k + s.k * s.n + s.m * s.n),
                           # fp32_simt: the lesson's CUDA-core GEMM (fmaf in fp32); tensor cores run TF32, not an fp32 FMA
                           items=s.m * s.n, item_unit="outputs", precision="fp32_simt", requires=native.REQUIRES,
-                          ceiling_note="ncu: issue active 65%, FMA pipe 59%: 119 registers leave 4 warps a scheduler (occupancy 24%), each issuing every 5.8 cycles; DRAM 2.7%")
+                          ceiling_note="ncu (H200): matmul_async 1,542 us, SM 75.9%, occupancy 24% (127 regs); long_scoreboard gone, top stall not_selected 2.19: FFMAs share issue slots with LDS")
 
 
 WORKLOAD = _matmul_workload()

@@ -11,10 +11,11 @@ make 8.87 waves, the last 87% full. The price: each strip reads its 31-row halo 
 for 64 outputs instead of 159 for 128: 19% more load requests, the halo from L2 if it stays there,
 L2 at 82% in the profile) and twice the blocks start with 39 loads before their first FMA.
 Same FMAs in the same order per output: bitwise the baseline.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the optimized call is 0.1615 ms
-(78.9% of the 4.22 TB/s HBM copy ceiling; 80% is 0.1593 ms). If the partial last wave streams its
-~10% at half the rate, it costs ~12 us that 8.87 waves cut to ~2 us: 0.151-0.158 ms (81-84%); if
-L2 or the extra block starts cost more than that, it is slower and the optimized variant stays best.
+Expect: measured, H200, 2026-11-29 (two runs): 0.1557 and 0.1546 ms, 3.45 and 3.47 TB/s, 81.8% and
+82.4% of the 4.22 TB/s HBM copy ceiling, 3.42x [3.36, 3.49] and 3.55x [3.49, 3.60]; the 128-row
+variant read 0.1605 / 0.1671 ms (79.4 / 76.2%) in the same runs. In the first run the harness kept
+the 128-row one as best (its interval's low end, 3.38x, was higher); the second picked this one.
+Estimated before: 0.151-0.158 ms (81-84%), if the partial last wave cost ~12 us.
 Run: python ch08/optimized_register_spill_strip64.py  |  aisp bench run -t ch08:register_spill
 """
 

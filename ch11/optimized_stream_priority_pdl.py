@@ -11,12 +11,14 @@ With PDL, kernel i + 1 launches as soon as kernel i starts its FMAs: its blocks 
 during kernel i's ~30 us and wait in ``griddepcontrol.wait`` until kernel i has completed and its
 output is visible, then read it and run. The chain stays one dependent chain (each kernel reads
 the one before's output after that wait); only the launch and the slot hunt leave it.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the ceiling is the chain's
-64 x 15,000 dependent FMAs at 2.05 ns (fma_dependent, H200) = 1.965 ms; 80% is 2.456 ms, 38.4 us
-a step. Measured so far (H200): 2.793 ms, 43.6 us a step (39.5 us kernels, whose chain alone is
-~30.5 us at fma_chain's ~4.02 cycles an FMA and 1.98 GHz). fma_chain's loop now saves ~1.3 us a
-kernel (81 us); if PDL hides 2-4 us of the ~13 us a step spends outside its chain under the bulk:
-2.45-2.58 ms, 76-80%. The rest is the bulk's share of the SMs and HBM during the first 1.5 ms.
+Expect: measured, H200, 2026-11-29 (two runs): 2.6138 and 2.6151 ms, 75.2% and 75.1% of the
+ceiling (the chain's 64 x 15,000 dependent FMAs at fma_dependent's 2.05 ns = 1.965 ms), 1.33x
+[1.32, 1.33] and 1.32x [1.31, 1.33] over the baseline (3.465 / 3.457 ms); priority alone read
+2.7934 / 2.791 ms (70.3 / 70.4%) in the same runs: 40.8 us a step against 43.6, so PDL hides ~2.8 us
+a step. Still below 80% (2.456 ms); not profiled yet (the estimate put the rest on the bulk's
+share of the SMs and HBM during its first ~1.5 ms).
+Estimated before (arithmetic): 2.45-2.58 ms, 76-80%, counting ~1.3 us a kernel from a 64-a-trip FMA
+loop since reverted (it made every ch11 kernel ~10% slower) and 2-4 us a step hidden by PDL.
 Run: python ch11/optimized_stream_priority_pdl.py  |  aisp bench run -t ch11:stream_priority
 """
 

@@ -13,10 +13,12 @@ silu(gate) * up in bf16: the (rows, 2 ffn) intermediate is never written nor rea
 + 805 MB of the row pass, ~0.23 ms, or the 0.71 ms torch SwiGLU of gather_combine), and the up GEMM
 stores 268 MB instead of 537. The down GEMM stays ``torch._grouped_mm`` (CUTLASS, ~690 TFLOP/s
 profiled), and the combine gather_combine's Triton gather.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): gather_combine's 3.73 ms of
-kernels - 0.71 (SwiGLU) - 0.37 of idle; the up GEMM (1.10 TFLOP) at 600-690 TFLOP/s is 1.59-1.83 ms
-against _grouped_mm's ~1.59: ~2.95-3.2 ms, 1.28-1.39x gather_combine's 4.10, ~515-560 TFLOP/s, 66-71%
-of the bf16 peak. If the Triton GEMM falls under ~560 TFLOP/s the _graph variant (torch GEMMs) wins.
+Expect: measured, H200, 2026-11-29 (four runs): 3.051, 3.091, 3.0737 and 3.1205 ms, 67.6-69.2% of the
+bf16 peak (~530-542 TFLOP/s), 4.30x [4.19, 4.41], 4.20x [3.63, 4.85], 5.06x [4.54, 5.63], 4.85x [4.18,
+5.63]; best of the pair in the first two runs, since passed by _fused_gather (2.876-2.885 ms); _graph
+read 3.224-3.306 ms in the same runs: the epilogue SwiGLU beats _grouped_mm + a SwiGLU pass by 0.16-0.19 ms.
+Estimated before (arithmetic): ~2.95-3.2 ms, 66-71%: gather_combine's 3.73 ms of kernels - 0.71
+(SwiGLU) - 0.37 of idle, the up GEMM (1.10 TFLOP) at 600-690 TFLOP/s against _grouped_mm's ~1.59 ms.
 Run: python ch17/optimized_moe_grouped_gemm_fused_swiglu.py  |  aisp bench run -t ch17:moe_grouped_gemm
 """
 

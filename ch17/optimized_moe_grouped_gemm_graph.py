@@ -12,9 +12,11 @@ counts come from an ``index_add_`` of ones (``sort_by_expert(count_on_device=Tru
 reads its input's max on the host) and ``_grouped_mm`` takes the offsets on the device, so nothing in
 the call waits for the host: it is captured once in setup as one CUDA graph and replayed (the harness
 refills x in place, so each replay reads the new tokens; ~1.2 us a graph node, no launch gaps).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): kernels 3.73 - 0.71 + ~0.23 (805 MB
-at ~3.5 TB/s) = ~3.25 ms, and no idle time (4.10 - 3.73 = 0.37 ms today): ~3.25-3.35 ms, 1.22-1.26x
-gather_combine, ~490-510 TFLOP/s, 63-65% of the bf16 peak. The fallback of the _fused_swiglu variant.
+Expect: measured, H200, 2026-11-29 (four runs): 3.224, 3.250, 3.2554 and 3.3059 ms, 63.9-65.5% of the
+bf16 peak (~500-513 TFLOP/s), 4.07x [3.96, 4.18], 3.98x [3.44, 4.60], 4.78x [4.28, 5.33], 4.58x [3.93,
+5.33]; gather_combine read 4.048-4.236 ms in the same runs, so the one-pass SwiGLU and the graph took
+~0.8-0.95 ms off it. Estimated before (arithmetic): ~3.25-3.35 ms, 63-65%: kernels 3.73 - 0.71 + ~0.23
+(805 MB at ~3.5 TB/s), no idle time. The fallback of the _fused_swiglu variant, which beat it.
 Run: python ch17/optimized_moe_grouped_gemm_graph.py  |  aisp bench run -t ch17:moe_grouped_gemm
 """
 

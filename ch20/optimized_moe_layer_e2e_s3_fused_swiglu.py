@@ -15,11 +15,12 @@ silu(gate) * up: the (rows, 2 ffn) intermediate is never written (268 MB stored,
 each token's 8 rows read once, gate-weighted and summed in fp32 (no reordered copy, no ``bmm``).
 (3) Nothing waits for the host, so setup captures the call as one CUDA graph (the harness refills x in
 place): no launch gaps (0.40 ms a call in stage 2's profile).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): stage 2's 4.40 ms of kernels - 0.72
-(SwiGLU) - 0.75 (the combine's gather and ``bmm``) + ~0.15 (the gather combine) + 0-0.25 (the Triton up
-GEMM at 600-690 TFLOP/s against CUTLASS's 1.58 ms) = ~3.1-3.35 ms, no host gaps; ch17's same design at
-the same shape measured 3.051 ms (H200, 2026-11-29): ~3.0-3.35 ms, 1.45-1.6x stage 2's 4.817, 63-70% of
-the bf16 peak. If the Triton GEMM falls under ~560 TFLOP/s this stage may not beat stage 2 by much.
+Expect: measured, H200, 2026-11-29 (two runs): 3.1194 and 3.0814 ms, 530-537 TFLOP/s, 67.7% and 68.5%
+of the bf16 peak, 4.32x [4.20, 4.44] and 4.81x [3.85, 6.01] over the baseline (13.41 / 13.14 ms); stage
+2 read 4.5999 / 4.5661 ms in the same runs, so this stage is 1.47-1.48x over it (estimated 1.45-1.6x).
+Estimated before (arithmetic): ~3.0-3.35 ms, 63-70%: stage 2's 4.40 ms of kernels - 0.72 (SwiGLU) -
+0.75 (the combine's gather and bmm) + ~0.15 (the gather combine) + 0-0.25 (the Triton up GEMM), no host
+gaps; ch17's same design at the same shape measured 3.051-3.121 ms.
 Run: python ch20/optimized_moe_layer_e2e_s3_fused_swiglu.py  |  aisp bench run -t ch20:moe_layer_e2e
 """
 
