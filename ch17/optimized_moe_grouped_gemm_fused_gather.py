@@ -4,7 +4,7 @@ Baseline (baseline_moe_grouped_gemm.py): per expert a mask, ``nonzero()`` (a hos
 GEMMs and an ``index_add_``.
 Optimized: optimized_moe_grouped_gemm_fused_swiglu.py (measured 3.051 ms, 69% of the bf16 peak; its kernels
 by the profile of gather_combine: the grouped GEMMs, the row gather ``x[order // top_k]`` ~0.26 ms, the
-combine ~0.14 ms, the routing) with two changes. The gather: ``ch17_moe_fused.gather_swiglu`` is
+combine ~0.14 ms, the routing) with two changes. The gather: ``aisp.kits.moe_gather.gather_swiglu`` is
 _fused_swiglu's up GEMM (persistent Triton, device schedule, SwiGLU epilogue) whose x tile is read by row
 from the unsorted tokens: a block's 128 rows are the tokens ``order[r] // top_k`` of its sorted
 assignments, loaded by 16-byte cp.async into shared memory (TMA cannot gather rows on sm_90; the weights
@@ -37,7 +37,7 @@ class FusedGather(GraphedExperts):
     def forward(self) -> torch.Tensor:
         if not (self.x.is_cuda or INTERPRET):
             return GatherCombine.run(self)  # gather_combine's arithmetic, in torch (CPU tests)
-        from ch17_moe_fused import BK, BM, BN, gather_swiglu  # Triton, imported where it runs
+        from aisp.kits.moe_gather import BK, BM, BN, gather_swiglu  # Triton, imported where it runs
 
         w = self.workload
         tile = (BM, BN, BK) if self.x.is_cuda else (16, 16, 16)  # the interpreter: the CPU tests' small shapes

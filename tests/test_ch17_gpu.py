@@ -20,6 +20,7 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare, detach_copy
 from aisp.kits import moe
 from aisp.kits import moe_swiglu as swi
+from aisp.kits.moe_gather import gather_swiglu
 from aisp.kits.moe_schedule import device_route, schedule
 
 CH17 = Path(__file__).resolve().parents[1] / "ch17"
@@ -86,19 +87,18 @@ def test_fused_swiglu_gemm_and_swiglu_rows_match_torch_at_the_pair_shapes() -> N
 
 
 def test_gather_swiglu_matches_the_up_gemm_on_the_gathered_rows_at_the_pair_shapes() -> None:
-    """ch17_moe_fused.gather_swiglu at the pair's sizes (16,384 tokens, top-8, an empty expert) over
+    """aisp.kits.moe_gather.gather_swiglu at the pair's sizes (16,384 tokens, top-8, an empty expert) over
     device_route's order and schedule: what grouped_swiglu gives on the gathered copy ``x[order // top_k]``
     (the same tiles and products: a relative norm under 1e-3), and ``_grouped_mm`` + ``swiglu`` (under 1e-2)."""
-    fused = load("ch17_moe_fused")
     w = load("baseline_moe_grouped_gemm").WORKLOAD
     gen = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(w.experts, (w.tokens, w.top_k), generator=gen, device="cuda")
     ids[ids == 5] = 6
-    order, _, sched = device_route(ids.reshape(-1), torch.rand(ids.numel(), device="cuda"), w.experts, fused.BM)
+    order, _, sched = device_route(ids.reshape(-1), torch.rand(ids.numel(), device="cuda"), w.experts, swi.BM)
     x = torch.randn(w.tokens, w.dim, generator=gen, device="cuda").bfloat16()
     w1, _ = moe.expert_weights(w.experts, w.dim, w.ffn, gen, torch.device("cuda"), torch.bfloat16)
     xs = x[order.long() // w.top_k]
-    got = fused.gather_swiglu(x, order, w.top_k, w1, sched).float()
+    got = gather_swiglu(x, order, w.top_k, w1, sched).float()
     same = swi.grouped_swiglu(xs, w1, sched).float()
     want = moe.swiglu(torch._grouped_mm(xs, w1, offs=sched[0, 1:]).float())
     assert got.shape == want.shape == (w.tokens * w.top_k, w.ffn)

@@ -1,4 +1,4 @@
-"""Chapter 17's up GEMM with the row gather fused into its x load (ch17/ch17_moe_fused.py) and the _fused_gather
+"""Chapter 17's up GEMM with the row gather fused into its x load (aisp/kits/moe_gather.py) and the _fused_gather
 variants without a GPU: under TRITON_INTERPRET=1 (fp32 CPU tensors) the kernel gives ``swiglu(x[order // top_k]
 @ w[e])`` for every row of every expert (empty experts, blocks ending mid-tile, fewer tiles than programs) and
 what ``grouped_swiglu`` gives on the gathered copy; both variants (device sort, torch sort) verify against the
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERPRETED = """
 import sys, torch
 sys.path[:0] = ["ch17", "tests"]
-from ch17_moe_fused import gather_swiglu
+from aisp.kits.moe_gather import gather_swiglu
 from refill_check import check_refilled_pair, check_two_seeds
 from test_ch17_pairs import build
 from aisp.kits.moe import swiglu
@@ -64,7 +64,7 @@ def test_gather_swiglu_compiles_for_sm90_to_cp_async_x_tma_weights_and_wgmma_wit
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    fn = import_module_at(ROOT / "ch17" / "ch17_moe_fused.py")._gather_swiglu.fn
+    fn = import_module_at(ROOT / "aisp" / "kits" / "moe_gather.py")._gather_swiglu.fn
     consts = {"K": 2048, "TOP_K": 8, "BM": 128, "BN": 128, "BK": 64, "GROUP": 8, "MAX_E": 64}
     sig = {"x_ptr": "*bf16", "order_ptr": "*i32", "b_desc": "tensordesc<bf16[64, 128]>", "h_ptr": "*bf16",
            "sched_ptr": "*i32", "E1": "i32", "F": "i32", "programs": "i32"} | dict.fromkeys(consts, "constexpr")

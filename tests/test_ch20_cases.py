@@ -2,10 +2,11 @@
 stage that can run on a CPU gives the baseline's output on two seeds and on refilled inputs (and
 another seed's answer is rejected), the stages are discovered as variants of one baseline in stage
 order, the GPU-decode stages skip on a CPU with the reason while the channels_last bf16 net still
-matches, the sorted stages sync the host once (s1) or never (s2, s3), and every file documents itself and
-cites its chapter. Stage 3's Triton kernels run under the interpreter (TRITON_INTERPRET=1, fp32 CPU tensors):
-the gather combine against ``ch20_moe.combine``, the whole stage against the baseline on two seeds and on
-refilled inputs; the combine compiles for sm_90 to 16-byte loads without spills."""
+matches, the sorted stages sync the host once (s1) or never (s2-s4), and every file documents itself and
+cites its chapter. Stages 3 and 4's Triton kernels run under the interpreter (TRITON_INTERPRET=1, fp32 CPU
+tensors): the gather combine against ``ch20_moe.combine``, each whole stage against the baseline on two seeds
+and on refilled inputs, stage 4's call (device sort, gathering up GEMM) asking the host for nothing; the
+combine compiles for sm_90 to 16-byte loads without spills."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ SMALL = {
     "vision_pipeline_e2e": dict(pool=6, batch=5, size=32, width=8),
 }
 STAGES = {
-    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm", "s3_fused_swiglu"],
+    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm", "s3_fused_swiglu", "s4_fused_gather"],
     "vision_pipeline_e2e": ["s1_uint8_pinned", "s2_gpu_decode", "s3_channels_last"],
 }
 GPU_ONLY = {"optimized_vision_pipeline_e2e_s2_gpu_decode", "optimized_vision_pipeline_e2e_s3_channels_last"}
@@ -91,16 +92,31 @@ def test_channels_last_bf16_net_matches_the_fp32_net() -> None:
 
 @pytest.mark.parametrize(("module", "syncs"), [("optimized_moe_layer_e2e_s1_sorted_routing", 1),
                                                ("optimized_moe_layer_e2e_s2_grouped_gemm", 0),
-                                               ("optimized_moe_layer_e2e_s3_fused_swiglu", 0)])
-def test_sorted_stages_sync_the_host_once_or_never(module: str, syncs: int, monkeypatch) -> None:
+                                               ("optimized_moe_layer_e2e_s3_fused_swiglu", 0),
+                                               ("optimized_moe_layer_e2e_s4_fused_gather", 0)])
+def test_sorted_stages_sync_the_host_once_or_never(module: str, syncs: int) -> None:
     bench = build(module, 0)
     bench.setup()
-    calls = []
-    for name in ("tolist", "item", "nonzero", "__int__"):
-        real = getattr(torch.Tensor, name)
-        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, r=real, n=name, **k: calls.append(n) or r(self, *a, **k))
-    bench.run()
+    calls = host_reads(bench.run)
     assert len(calls) == syncs, calls
+
+
+def host_reads(call) -> list[str]:
+    """The tensor methods that read device values on the host (and ``bincount``, whose CUDA kernel reads
+    its input's max there) that ``call()`` made, by name, in order."""
+    calls: list[str] = []
+    real = {n: getattr(torch.Tensor, n) for n in ("tolist", "item", "nonzero", "__int__", "cpu")}
+    bincount = torch.bincount
+    for n, f in real.items():
+        setattr(torch.Tensor, n, lambda self, *a, _f=f, _n=n, **k: calls.append(_n) or _f(self, *a, **k))
+    torch.bincount = lambda *a, **k: calls.append("bincount") or bincount(*a, **k)
+    try:
+        call()
+    finally:
+        for n, f in real.items():
+            setattr(torch.Tensor, n, f)
+        torch.bincount = bincount
+    return calls
 
 
 INTERPRETED = """
@@ -109,7 +125,7 @@ sys.path[:0] = ["ch20", "tests"]
 from ch20_moe import combine
 from ch20_moe_combine import combine_gather
 from refill_check import check_refilled_pair, check_two_seeds
-from test_ch20_cases import build
+from test_ch20_cases import build, host_reads
 torch.manual_seed(0)
 for tokens, k, dim, block in ((37, 8, 64, 1024), (5, 2, 256, 128), (9, 1, 32, 32)):
     order = torch.randperm(tokens * k)  # the flat (token, slot) assignments in expert order
@@ -121,10 +137,13 @@ for tokens, k, dim, block in ((37, 8, 64, 1024), (5, 2, 256, 128), (9, 1, 32, 32
     got = combine_gather(yb, order, gates, block)
     want = torch.zeros(tokens, dim).index_add_(0, order // k, yb.float() * gates.reshape(-1)[order, None])
     assert got.dtype == torch.bfloat16 and ((got.float() - want).abs() <= want.abs() * 2 ** -7 + 1e-6).all()
-s3 = "optimized_moe_layer_e2e_s3_fused_swiglu"
-check_two_seeds(build, "baseline_moe_layer_e2e", s3)
-base = build("baseline_moe_layer_e2e", 0)
-check_refilled_pair(base, build(s3, 0), base.workload)
+for stage in ("optimized_moe_layer_e2e_s3_fused_swiglu", "optimized_moe_layer_e2e_s4_fused_gather"):
+    check_two_seeds(build, "baseline_moe_layer_e2e", stage)
+    base = build("baseline_moe_layer_e2e", 0)
+    check_refilled_pair(base, build(stage, 0), base.workload)
+bench = build("optimized_moe_layer_e2e_s4_fused_gather", 0)
+bench.setup()
+assert not host_reads(bench.forward)  # the Triton path (device sort): on a GPU captured whole in one graph
 print("interpreted ok")
 """
 

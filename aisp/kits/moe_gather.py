@@ -1,9 +1,11 @@
-"""Chapter 17's MoE up GEMM with the row gather fused into its A load (optimized_moe_grouped_gemm_fused_gather.py):
-``aisp.kits.moe_swiglu.grouped_swiglu``'s persistent grouped bf16 GEMM with the SwiGLU epilogue, over the same device
-schedule (aisp/kits/moe_schedule.py), whose x tile is read row by row from the unsorted tokens: a block's rows
-are sorted assignments ``order[row0:row0 + BM]``, each the token ``order[r] // top_k``, so the (rows, dim)
-gathered copy of x is never written nor read back. The x rows come by per-thread 16-byte loads that Triton's
-pipeliner turns into cp.async into shared memory (TMA cannot gather rows on sm_90); the weights stay on TMA."""
+"""An MoE up GEMM with the row gather fused into its A load, shared by chapter 17's grouped GEMM
+(optimized_moe_grouped_gemm_fused_gather.py) and chapter 20's MoE case study
+(optimized_moe_layer_e2e_s4_fused_gather.py): ``aisp.kits.moe_swiglu.grouped_swiglu``'s persistent grouped bf16
+GEMM with the SwiGLU epilogue, over the same device schedule (aisp/kits/moe_schedule.py), whose x tile is read
+row by row from the unsorted tokens: a block's rows are sorted assignments ``order[row0:row0 + BM]``, each the
+token ``order[r] // top_k``, so the (rows, dim) gathered copy of x is never written nor read back. The x rows
+come by per-thread 16-byte loads that Triton's pipeliner turns into cp.async into shared memory (TMA cannot
+gather rows on sm_90); the weights stay on TMA."""
 
 from __future__ import annotations
 
