@@ -86,17 +86,31 @@ def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: flo
     and cache (batch, context, latent + rope), latent and rope powers of two of at least 16;
     ``splits`` (a power of two) slices of the context, each a multiple of ``config.block_n`` (the last
     ones may be short or empty). Returns (batch, heads, latent) in q's dtype."""
+    block_n, stages, warps = config
+    parts, ml, split_len = partials(q, cache, rope, splits, block_n, "latent_attention")
+    batch, heads, latent = q.shape[0], q.shape[1], q.shape[2] - rope
+    _slice[(batch, splits)](q, cache, parts, ml, cache.shape[1], scale * math.log2(math.e), SPLIT_LEN=split_len,
+                            HEADS=heads, H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=block_n, num_warps=warps,
+                            num_stages=stages)
+    return merged(q, parts, ml, latent, splits, warps)
+
+
+def partials(q: torch.Tensor, cache: torch.Tensor, rope: int, splits: int, block_n: int,
+             name: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The checked shapes' fp32 partials (acc; max and sum) of ``splits`` slices and the slice length
+    (a multiple of ``block_n``); a ValueError naming ``name`` where the kernels do not apply."""
     (batch, heads, width), ctx = q.shape, cache.shape[1]
     latent = width - rope
     ok = heads <= H_PAD and splits & (splits - 1) == 0 and all(d >= 16 and d & (d - 1) == 0 for d in (latent, rope))
     if not (ok and q.is_contiguous() and cache.is_contiguous() and cache.shape[2] == width and cache.shape[0] == batch):
-        raise ValueError(f"latent_attention: q {tuple(q.shape)}, cache {tuple(cache.shape)}, {splits} splits")
-    block_n, stages, warps = config
+        raise ValueError(f"{name}: q {tuple(q.shape)}, cache {tuple(cache.shape)}, {splits} splits")
     split_len = triton.cdiv(triton.cdiv(ctx, splits), block_n) * block_n
     parts = torch.empty(batch * splits * heads, latent, device=q.device, dtype=torch.float32)
-    ml = torch.empty(batch * splits * heads, 2, device=q.device, dtype=torch.float32)
-    _slice[(batch, splits)](q, cache, parts, ml, ctx, scale * math.log2(math.e), SPLIT_LEN=split_len, HEADS=heads,
-                            H_PAD=H_PAD, LATENT=latent, ROPE=rope, BLOCK_N=block_n, num_warps=warps, num_stages=stages)
-    out = q.new_empty(batch, heads, latent)
-    _merge[(batch * heads,)](parts, ml, out, SPLITS=splits, GROUPS=heads, D=latent, num_warps=warps)
+    return parts, torch.empty(batch * splits * heads, 2, device=q.device, dtype=torch.float32), split_len
+
+
+def merged(q: torch.Tensor, parts: torch.Tensor, ml: torch.Tensor, latent: int, splits: int, warps: int) -> torch.Tensor:
+    """The slices' partials merged (``ch18_decode._merge``) into (batch, heads, latent) in q's dtype."""
+    out = q.new_empty(q.shape[0], q.shape[1], latent)
+    _merge[(q.shape[0] * q.shape[1],)](parts, ml, out, SPLITS=splits, GROUPS=q.shape[1], D=latent, num_warps=warps)
     return out

@@ -17,6 +17,7 @@ printed, fastest first, with the line to put into the variant for the fastest ve
   ``_ahead``'s, ``_tma``'s as the control) and launch config (tiles, warps, stages, register cap),
   each a fresh compile (~3-5 s, estimated); ``_pvwait``'s measured config first.
 Run: python ch18/kernel_sweep.py flexdecoding [--budget 65] [--only 0,3]  |  python ch18/kernel_sweep.py mla
+     python ch18/kernel_sweep.py mla_wgmma
      python ch18/kernel_sweep.py flash [--budget 75]
 """
 
@@ -34,8 +35,9 @@ from types import ModuleType
 
 import torch
 from ch18_graphs import capture
-from ch18_mla_kernel import SliceConfig, latent_attention
+from ch18_mla_kernel import SliceConfig
 from ch18_mla_query import absorbed_query
+from ch18_mla_wgmma import TokenConfig
 
 from aisp.harness.loader import import_module_at
 from aisp.harness.tolerance import VerificationError, compare_tensor
@@ -88,9 +90,21 @@ def flex_paste(setting: FlexSetting) -> str:
     return f"TUNED = {setting.options()}"
 
 
-def mla_paste(config: SliceConfig, splits: int) -> str:
-    """The lines of optimized_mla_absorption_fused_qo.py that make (``config``, ``splits``) its own."""
-    return f"SLICE = {config!r}; SPLITS = {splits}"
+def mla_paste(config: SliceConfig | TokenConfig, splits: int) -> str:
+    """The lines that make (``config``, ``splits``) the variant's: optimized_mla_absorption_fused_qo.py's
+    ``SLICE`` and ``SPLITS``; for a ``TokenConfig``, ch18_mla_wgmma.py's ``TOKENS`` and
+    optimized_mla_absorption_wgmma.py's ``SPLITS``."""
+    name = "TOKENS" if isinstance(config, TokenConfig) else "SLICE"
+    return f"{name} = {config!r}; SPLITS = {splits}"
+
+
+def mla_wgmma_settings(current: tuple[TokenConfig, int]) -> list[tuple[TokenConfig, int]]:
+    """(``_slice_t`` setting, slices) pairs, the current first. sm_90 (Triton 3.6, compiled without a
+    GPU), 64 keys a tile: stages 1 takes 92 KB of shared memory (two programs an SM) at 159 registers
+    (4 warps) or 126 (8 warps: 2 x 256 threads fill the register file); stages 2, 164 KB (one an SM)."""
+    c = TokenConfig
+    tried = [(c(64, 1, 8), 8), (c(64, 1, 4), 8), (c(64, 1, 4), 4), (c(64, 2, 4), 4), (c(64, 1, 4), 16)]
+    return [current, *(t for t in tried if t != current)]
 
 
 def mla_settings(current: tuple[SliceConfig, int]) -> list[tuple[SliceConfig, int]]:
@@ -262,22 +276,26 @@ def sweep_flexdecoding(settings: Sequence[FlexSetting] | None = None, budget_s: 
     return rows
 
 
-def sweep_mla(settings: Sequence[tuple[SliceConfig, int]] | None = None, parts: bool = False) -> list[Row]:
-    """The _fused_qo variant's step per setting (all of ``mla_settings`` by default); ``parts``: then
-    print its sub-steps' times at the variant's own setting."""
-    module = _module("optimized_mla_absorption_fused_qo")
+def sweep_mla(settings: Sequence[tuple[SliceConfig | TokenConfig, int]] | None = None, parts: bool = False,
+              variant: str = "optimized_mla_absorption_fused_qo") -> list[Row]:
+    """``variant``'s step (the query projection to the output projection, captured as one graph) per
+    setting (all of ``mla_settings`` by default); ``parts``: then print its sub-steps' times at the
+    variant's own setting."""
+    module = _module(variant)
     ref = _on_cuda(_module("baseline_mla_absorption").get_benchmark()).run()
     lean = _on_cuda(module.get_benchmark())
+    own = lean.slice_config, lean.splits
     rows, current = [], None
     for config, splits in settings or mla_settings((module.SLICE, module.SPLITS)):
         lean.slice_config, lean.splits = config, splits
-        row, out = measure(f"{config}, {splits} slices", mla_paste(config, splits), lean.run, ref, current, lean.workload)
+        row, out = measure(f"{config}, {splits} slices", mla_paste(config, splits), lambda: lean.front() @ lean.w_o.T,
+                           ref, current, lean.workload)
         current = out if current is None else current
         rows.append(row)
         print(f"  {row.ms:.4f} ms  {row.setting}  {row.verdict}", flush=True)
-    lean.slice_config, lean.splits = module.SLICE, module.SPLITS
+    lean.slice_config, lean.splits = own
     for name, ms in (mla_parts(lean) if parts else {}).items():
-        print(f"  sub-step at {module.SLICE}, {module.SPLITS} slices: {name} {ms * 1e3:.1f} us")
+        print(f"  sub-step at {own[0]}, {own[1]} slices: {name} {ms * 1e3:.1f} us")
     return rows
 
 
@@ -303,12 +321,11 @@ def mla_parts(lean) -> dict[str, float]:
     w = lean.workload
     q = lean.x @ lean.w_q.T
     q_all = absorbed_query(q, lean.w_uk, lean.cos, lean.sin, w.rope)
-    o_lat = latent_attention(q_all, lean.cache, w.rope, lean.scale, lean.splits, lean.slice_config)
+    o_lat = lean.attend(q_all)
     o = torch.bmm(o_lat.transpose(0, 1), lean.w_uv_t).transpose(0, 1).reshape(w.batch, -1)
     parts = {"q projection (x @ W_q^T)": lambda: lean.x @ lean.w_q.T,
              "absorbed_query": lambda: absorbed_query(q, lean.w_uk, lean.cos, lean.sin, w.rope),
-             "latent_attention (_slice + _merge)":
-                 lambda: latent_attention(q_all, lean.cache, w.rope, lean.scale, lean.splits, lean.slice_config),
+             "latent attention (_slice or _slice_t, + _merge)": lambda: lean.attend(q_all),
              "W_UV bmm": lambda: torch.bmm(o_lat.transpose(0, 1), lean.w_uv_t),
              "output projection (o @ W_o^T)": lambda: o @ lean.w_o.T}
     return {name: replay_ms(graphed(fn)[0]) for name, fn in parts.items()}
@@ -326,7 +343,7 @@ def _on_cuda(bench):
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("pair", choices=("flexdecoding", "mla", "flash"), help="which pair's best variant to sweep")
+    parser.add_argument("pair", choices=("flexdecoding", "mla", "mla_wgmma", "flash"), help="which pair's best variant to sweep")
     parser.add_argument("--budget", type=float, default=65.0,
                         help="flexdecoding, flash: seconds after which no new setting starts (~90 s in all)")
     parser.add_argument("--only", default="", help="comma-separated indices into the setting list (0: the current)")
@@ -342,6 +359,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = flash_settings()
         rows = sweep_flash([settings[i] for i in pick] or settings, args.budget)
         gbytes = _module("baseline_flash_attention_triton").WORKLOAD.bytes / 1e9
+    elif args.pair == "mla_wgmma":
+        wgmma, lean = _module("optimized_mla_absorption_wgmma"), _module("optimized_mla_absorption_fused_qo")
+        settings = [*mla_wgmma_settings((wgmma.TOKENS, wgmma.SPLITS)), (lean.SLICE, lean.SPLITS)]
+        rows = sweep_mla([settings[i] for i in pick] or settings, parts=True, variant="optimized_mla_absorption_wgmma")
+        gbytes = _module("baseline_mla_absorption").WORKLOAD.bytes / 1e9
     else:
         lean = _module("optimized_mla_absorption_fused_qo")
         settings = mla_settings((lean.SLICE, lean.SPLITS))

@@ -56,10 +56,13 @@ class LeanFusedLatentMLA(FusedLatentMLA):
         """The step up to the output projection: (batch, heads x v_dim)."""
         w = self.workload
         q_all = absorbed_query(self.x @ self.w_q.T, self.w_uk, self.cos, self.sin, w.rope)
-        o_lat = latent_attention(q_all, self.cache, w.rope, self.scale, self.splits, self.slice_config)
+        o_lat = self.attend(q_all)
         o = o_lat.new_empty(w.batch, w.heads * w.v_dim)
         torch.bmm(o_lat.transpose(0, 1), self.w_uv_t, out=o.view(w.batch, w.heads, w.v_dim).transpose(0, 1))
         return o
+
+    def attend(self, q_all: torch.Tensor) -> torch.Tensor:
+        return latent_attention(q_all, self.cache, self.workload.rope, self.scale, self.splits, self.slice_config)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -24,7 +24,7 @@ from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait", "_ahead"), "split_kv_decode": ("",),
-            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph"), "flexdecoding": ("_split",)}
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph", "_wgmma"), "flexdecoding": ("_split",)}
 pytestmark = pytest.mark.gpu
 
 
@@ -194,6 +194,29 @@ def test_fused_latent_attention_matches_the_two_bmms_and_prints_both_times() -> 
     steps = {f"step: {n}": do_bench(b.run, return_mode="median") for n, b in (("bmms", bmms), ("fused", fused))}
     print({n: f"{t * 1e3:.1f} us, {workload.cache_bytes() / t / 1e9:.2f} TB/s on the cache" for n, t in times.items()},
           {n: f"{t:.4f} ms" for n, t in steps.items()}, f"pair splits: {fused.splits}")
+
+
+def test_wgmma_latent_kernel_matches_slice_and_prints_both_times() -> None:
+    """``_slice_t`` (ch18_mla_wgmma.py: wgmma, a TMA copy a 64-key tile) at the pair's size and at each
+    setting ``kernel_sweep.py mla_wgmma`` times gives ``_slice``'s latent output within bf16 tolerance
+    (``_slice`` at the _fused_qo variant's own setting: the reference); printed (-s): do_bench medians of
+    both attentions (kernel + merge) and their rates on the 302 MB cache."""
+    from ch18_mla_kernel import latent_attention
+    from ch18_mla_wgmma import latent_attention_t
+    from triton.testing import do_bench
+    sweep = import_module_at(CH18 / "kernel_sweep.py")
+    lean, wgmma = cuda_bench("optimized_mla_absorption_fused_qo"), import_module_at(CH18 / "optimized_mla_absorption_wgmma.py")
+    w = lean.workload
+    q_all = torch.randn(w.batch, w.heads, w.latent + w.rope, device="cuda", dtype=torch.bfloat16)
+    ref = latent_attention(q_all, lean.cache, w.rope, lean.scale, lean.splits, lean.slice_config)
+    times = {f"_slice {lean.slice_config}, {lean.splits}": do_bench(lambda: latent_attention(
+        q_all, lean.cache, w.rope, lean.scale, lean.splits, lean.slice_config), return_mode="median")}
+    for config, splits in sweep.mla_wgmma_settings((wgmma.TOKENS, wgmma.SPLITS)):
+        def attend(config=config, splits=splits) -> torch.Tensor:
+            return latent_attention_t(q_all, lean.cache, w.rope, lean.scale, splits, config)
+        compare([("o_lat", ref)], [("o_lat", attend())], w)
+        times[f"_slice_t {config}, {splits}"] = do_bench(attend, return_mode="median")
+    print({n: f"{t * 1e3:.1f} us, {w.cache_bytes() / t / 1e9:.2f} TB/s" for n, t in times.items()})
 
 
 def test_lean_fused_step_runs_fewer_kernels() -> None:

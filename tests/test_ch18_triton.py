@@ -41,14 +41,15 @@ triton = pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
-OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph"))
+OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph",
+                                                                                                  "_wgmma"))
 """Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",
              "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
              "ch18_attention_ws", "optimized_flash_attention_triton_ws", "ch18_attention_pvwait",
              "optimized_flash_attention_triton_pvwait", "ch18_attention_ahead", "optimized_flash_attention_triton_ahead",
-             "ch18_mla_kernel", "ch18_mla_query", *(o for _, o in OTHER_PAIRS))
+             "ch18_mla_kernel", "ch18_mla_query", "ch18_mla_wgmma", *(o for _, o in OTHER_PAIRS))
 
 PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
@@ -187,6 +188,22 @@ for skip in (False, True):
     out = torch.empty(b, h, lat)
     _merge[(b * h,)](parts, ml, out, SPLITS=splits, GROUPS=h, D=lat)
     assert (error(out, ref) > 1e-2) == skip, (skip, error(out, ref))
+
+# the wgmma kernel (keys as the tile's rows, a 3-D TMA descriptor): the same cases at 64 and 16 keys a tile;
+# a context past the last tile (TMA rows past ctx read as 0, never the next sequence's), one slice, empty slices
+from ch18_mla_wgmma import TokenConfig, latent_attention_t
+for b, h, lat, rope, ctx, splits in ((2, 16, 512, 64, 96, 2), (3, 4, 64, 16, 200, 16), (2, 5, 64, 32, 256, 1),
+                                     (1, 3, 32, 16, 7, 4)):
+    q, cache = inputs(b, h, lat, rope, ctx)
+    for config in (TokenConfig(), TokenConfig(16, 1, 4)):
+        err = error(latent_attention_t(q, cache, rope, 0.3, splits, config), reference(q, cache, rope, 0.3))
+        assert err < 2e-5, (b, h, lat, rope, ctx, splits, config, err)
+q, cache = inputs(2, 4, 64, 16, 100)
+cache[1, :28] = float("nan")  # the second sequence's first rows: the first's ragged last tile must not read them
+one = latent_attention_t(q, cache, 16, 0.3, 2)[0]
+assert error(one, reference(q[:1], cache[:1], 16, 0.3)[0]) < 2e-5
+with pytest.raises(ValueError, match="latent_attention_t"):
+    latent_attention_t(torch.randn(1, 4, 80), torch.randn(1, 64, 80), 16, 0.3, 3)
 
 for bad in ((torch.randn(1, 17, 80), torch.randn(1, 64, 80), 16, 3), (torch.randn(1, 4, 80), torch.randn(1, 64, 80), 16, 3),
             (torch.randn(1, 4, 88), torch.randn(1, 64, 88), 24, 2)):
@@ -605,3 +622,35 @@ def test_sweep_table_ranks_verified_rows_fastest_first_and_names_the_best() -> N
     assert "3.16" in lines[1] and "75%" in lines[1]  # 0.537 GB in 0.17 ms, of 4.2 TB/s
     assert lines[-1] == "best verified: fast -> D"
     assert s.table(rows[1:3], 0.537)[-1] == "no setting verified"
+
+
+def wgmma_mla() -> ModuleType:
+    return import_module_at(CH18 / "optimized_mla_absorption_wgmma.py")
+
+
+@pytest.mark.parametrize("setting", sweep().mla_wgmma_settings((wgmma_mla().TOKENS, wgmma_mla().SPLITS)), ids=str)
+def test_sm90_wgmma_latent_kernel_compiles_at_every_sweep_setting(setting) -> None:
+    """``_slice_t`` at the pair's shape and each setting ``kernel_sweep.py mla_wgmma`` times: wgmma
+    (HGMMA) and the latent columns by TMA (cp.async.bulk.tensor), no spills; at one stage (the
+    variant's own) shared memory and registers for two programs an SM (the point of the kernel)."""
+    (block_n, stages, warps), splits = setting
+    sig = {"q_ptr": "*bf16", "c_desc": f"tensordesc<bf16[1, {block_n}, 512]>", "cache_ptr": "*bf16", "o_ptr": "*fp32",
+           "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"}
+    consts = {"SPLIT_LEN": 8192 // splits, "HEADS": 16, "H_PAD": 16, "LATENT": 512, "ROPE": 64, "BLOCK_N": block_n}
+    compiled = compile_sm90("ch18/ch18_mla_wgmma:_slice_t", sig, consts, {"num_warps": warps, "num_stages": stages},
+                            divisible=("ctx",))
+    usage = fits_sm90(compiled)
+    assert "cp.async.bulk.tensor" in compiled.asm["ptx"] and "HGMMA" in cuobjdump(compiled, "-sass")
+    assert (8192 // splits) % block_n == 0 and splits & (splits - 1) == 0
+    if stages == 1:
+        assert 2 * compiled.metadata.shared <= 228 * 1024 - 2 * 1024, compiled.metadata.shared
+        assert 2 * 32 * warps * -(-usage["REG"] // 8) * 8 <= 65536, usage
+
+
+def test_wgmma_sweep_starts_at_the_variants_own_and_pastes_it() -> None:
+    s, own = sweep(), (wgmma_mla().TOKENS, wgmma_mla().SPLITS)
+    settings = s.mla_wgmma_settings(own)
+    assert settings[0] == own and len(set(settings)) == len(settings)
+    pasted: dict = {"TokenConfig": s.TokenConfig}
+    exec(s.mla_paste(*settings[1]), pasted)
+    assert (pasted["TOKENS"], pasted["SPLITS"]) == settings[1]
