@@ -17,6 +17,7 @@ import torch
 from conftest import variant_modules
 from gpu_memory import run_peak_bytes
 from refill_check import check_refilled_pair
+from triton_cpu import verify_pair_interpreted
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -69,6 +70,8 @@ CPU_UNRUNNABLE = {
     "optimized_quantization": "a Triton kernel (verified under TRITON_INTERPRET=1 in test_ch13_quantization.py)",
     "optimized_attention_standard_cudnn": "cuDNN attention (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu)",
     "optimized_long_context_attention_cudnn": "cuDNN attention (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu)",
+    "optimized_sliding_window_attention_triton": "a Triton kernel (verified under TRITON_INTERPRET=1: "
+                                                 "test_triton_window_variant_verifies_under_the_interpreter)",
 }
 """Variants whose code cannot run on a CPU, with why."""
 
@@ -259,6 +262,36 @@ def test_autotuned_window_variant_computes_as_its_parent_on_a_cpu() -> None:
 
     parent, autotuned = outputs(build, "optimized_sliding_window_attention", "optimized_sliding_window_attention_autotuned")
     assert torch.equal(parent, autotuned)
+
+
+FP32_QKV = """
+def fp32(make):
+    return lambda bench: tuple(t.float() for t in make(bench))
+for mod in mods.values():  # bf16 through tensor descriptors comes out garbled in the Triton 3.6 interpreter
+    mod.make_qkv = fp32(mod.make_qkv)
+"""
+
+
+def test_triton_window_variant_verifies_under_the_interpreter() -> None:
+    """aisp.kits.sparse_flash at the pair's CPU size (its own 128 x 64 tiles: partial tiles at both window
+    edges), q, k, v in fp32 on both sides."""
+    verify_pair_interpreted(CH13, "baseline_sliding_window_attention", "optimized_sliding_window_attention_triton",
+                            SMALL["sliding_window_attention"](), FP32_QKV)
+
+
+@pytest.mark.gpu
+def test_triton_window_variant_verifies_at_full_size_on_gpu() -> None:
+    """The kit kernel at the pair's H200 size against the dense-mask baseline, twice (the lists are reused)."""
+    outs = []
+    for module in ("baseline_sliding_window_attention", "optimized_sliding_window_attention_triton"):
+        bench = load(module).get_benchmark()
+        bench.device = torch.device("cuda")
+        bench.setup()
+        outs += [guarded(bench), guarded(bench)]
+        bench.teardown()
+    workload = load("baseline_sliding_window_attention").WORKLOAD
+    for other in outs[1:]:
+        compare(outs[0], other, workload)
 
 
 def test_autotuned_window_variant_compiles_with_max_autotune_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

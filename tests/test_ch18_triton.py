@@ -31,6 +31,8 @@ from triton_cpu import (
     cuobjdump,
     ex2_while_wgmma_in_flight,
     fits_sm90,
+    key_loop_events,
+    ptxas_advisories,
     wgmma_serialized,
 )
 
@@ -351,21 +353,6 @@ def tma_configs() -> list:
             for config in import_module_at(CH18 / f"{module}.py").CONFIGS]
 
 
-def ptxas_advisories(compiled) -> list[str]:
-    """ptxas's performance advisories (C75xx, e.g. C7512: wgmma serialized for lack of registers) on
-    the compiled kernel's PTX, assembled again for sm_90a by Triton's own ptxas (the PTX carries the
-    kernel's ``.maxnreg``); Triton's compile reads that log only when ptxas fails."""
-    from triton import knobs
-    ptx = Path(os.environ.get("TMPDIR", "/tmp")) / f"sm90_{compiled.name}_{os.getpid()}.ptx"
-    ptx.write_text(compiled.asm["ptx"])
-    try:
-        proc = subprocess.run([knobs.nvidia.ptxas.path, "-arch=sm_90a", "-v", str(ptx), "-o", os.devnull],
-                              capture_output=True, text=True, check=True)
-    finally:
-        ptx.unlink()
-    return re.findall(r"\(C75\d\d\).*", proc.stdout + proc.stderr)
-
-
 SERIALIZED = {("tma", 64, 128)}
 """(variant, BLOCK_N, register cap) of the configs ptxas serializes (C7512): ``_tma``'s capped one, kept
 as measured; ``test_sm90_pvwait_loop_keeps_its_wgmma_asynchronous_at_128_registers`` uses it as control."""
@@ -446,24 +433,6 @@ def test_sm90_pvwait_loop_keeps_its_wgmma_asynchronous_at_128_registers() -> Non
     assert fits_sm90(compiled)["REG"] <= 128
     lines = [ln.strip() for ln in compiled.asm["ptx"].splitlines() if "wgmma.commit_group" in ln or "wgmma.wait_group" in ln]
     assert lines == ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"] * 4, lines
-
-
-def key_loop_events(ptx: str) -> list[str]:
-    """The order of the first key loop in a kernel's PTX (the first back edge whose body holds a wgmma),
-    runs of one kind merged: "wait" (a TMA barrier wait), "mma" (a wgmma group committed), "ex2" (the
-    softmax's exp2) and "tma" (a TMA copy issued)."""
-    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
-    for edge in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
-        start = labels.get(edge.group(1))
-        if start is not None and start < edge.start() and "wgmma.mma_async" in ptx[start:edge.start()]:
-            events: list[str] = []
-            for line in ptx[start:edge.start()].splitlines():
-                for key, tag in (("mbarrier.try_wait", "wait"), ("wgmma.commit_group", "mma"), ("ex2.approx", "ex2"),
-                                 ("cp.async.bulk.tensor", "tma")):
-                    if key in line and events[-1:] != [tag]:
-                        events.append(tag)
-            return events
-    raise AssertionError("no key loop with a wgmma in the PTX")
 
 
 def test_sm90_ahead_loop_waits_for_its_k_tile_after_a_softmax_and_a_product() -> None:

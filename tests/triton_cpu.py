@@ -117,3 +117,64 @@ def ex2_while_wgmma_in_flight(code: str, commit: str, wait: str, ex2: str) -> bo
         elif ex2 in line and in_flight:
             return True
     return False
+
+
+def ptxas_advisories(compiled) -> list[str]:
+    """ptxas's performance advisories (C75xx, e.g. C7512: wgmma serialized for lack of registers) on
+    the compiled kernel's PTX, assembled again for sm_90a by Triton's own ptxas (the PTX carries the
+    kernel's ``.maxnreg``); Triton's compile reads that log only when ptxas fails."""
+    from triton import knobs
+    ptx = Path(os.environ.get("TMPDIR", "/tmp")) / f"sm90_{compiled.name}_{os.getpid()}.ptx"
+    ptx.write_text(compiled.asm["ptx"])
+    try:
+        proc = subprocess.run([knobs.nvidia.ptxas.path, "-arch=sm_90a", "-v", str(ptx), "-o", os.devnull],
+                              capture_output=True, text=True, check=True)
+    finally:
+        ptx.unlink()
+    return re.findall(r"\(C75\d\d\).*", proc.stdout + proc.stderr)
+
+
+def key_loop_events(ptx: str) -> list[str]:
+    """The order of the first key loop in a kernel's PTX (the first back edge whose body holds a wgmma),
+    runs of one kind merged: "wait" (a TMA barrier wait), "mma" (a wgmma group committed), "ex2" (the
+    softmax's exp2) and "tma" (a TMA copy issued)."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
+    for edge in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        start = labels.get(edge.group(1))
+        if start is not None and start < edge.start() and "wgmma.mma_async" in ptx[start:edge.start()]:
+            events: list[str] = []
+            for line in ptx[start:edge.start()].splitlines():
+                for key, tag in (("mbarrier.try_wait", "wait"), ("wgmma.commit_group", "mma"), ("ex2.approx", "ex2"),
+                                 ("cp.async.bulk.tensor", "tma")):
+                    if key in line and events[-1:] != [tag]:
+                        events.append(tag)
+            return events
+    raise AssertionError("no key loop with a wgmma in the PTX")
+
+
+PAIR_SCRIPT = """
+import dataclasses, sys
+from pathlib import Path
+import torch
+sys.path[:0] = [{folder!r}, {tests!r}]
+from refill_check import check_refilled_pair, check_two_seeds
+from aisp.harness.loader import import_module_at
+mods = {{m: import_module_at(Path({folder!r}) / f"{{m}}.py") for m in ({baseline!r}, {optimized!r})}}
+{patch}
+def build(module, seed):
+    bench = mods[module].get_benchmark()
+    bench.device, bench.seed = torch.device("cpu"), seed
+    bench.workload = dataclasses.replace(bench.workload, **{sizes!r})
+    return bench
+check_two_seeds(build, {baseline!r}, {optimized!r})
+check_refilled_pair(build({baseline!r}, 0), build({optimized!r}, 0), build({baseline!r}, 0).workload)
+print("interpreted ok")
+"""
+
+
+def verify_pair_interpreted(folder: Path, baseline: str, optimized: str, sizes: dict, patch: str = "") -> None:
+    """The pair's ``optimized`` variant (a Triton kernel) matches ``baseline`` on a CPU under the Triton
+    interpreter at the workload ``sizes``: two seeds, another seed's answer rejected, refilled inputs.
+    ``patch``: source run after the two modules are imported (``mods``: module name to module)."""
+    run_interpreted(PAIR_SCRIPT.format(folder=str(folder), tests=str(ROOT / "tests"), baseline=baseline,
+                                       optimized=optimized, sizes=sizes, patch=patch))

@@ -1,0 +1,265 @@
+"""Block-sparse flash attention forward for Hopper in Triton: each query block walks only its listed key tiles.
+
+What a FlexAttention ``BlockMask`` says, in our own form (``TileLists``, built once from a mask rule):
+per query block of BLOCK_M rows, the key tiles of BLOCK_N keys it sees at all, the full ones (every
+pair visible) first, then the partial ones. The kernel walks that list and evaluates the element
+mask only on the partial tiles. The element mask is a ``Band``: causal, at most ``span`` - 1 keys back,
+and the first ``sink`` keys (a sliding window: sink 0; window plus sink tokens; plain causal: span
+>= seq). ``tile_lists`` classifies the tiles by the caller's own rule and checks that the band is
+that rule, so the tiles the kernel masks are masked by the same definition the list came from.
+
+The kernel is the flash loop of ch18's fastest Triton variant (``ch18_attention_ahead``), written
+again here for listed tiles: Q, K, V, O through device-side TMA descriptors over the
+(batch*heads*seq, head_dim) rows, 128 x 64 tiles, 8 warps, 2 stages, at most 128 registers (two
+programs an SM); each P V wgmma waited for in its iteration through an empty inline-asm statement
+(``_settled``: without it ptxas serializes every wgmma at 128 registers, advisory C7512); and each
+tile's Q K^T issued at the end of the previous tile, so the K copy Triton's pipeliner issues last in an
+iteration is waited for after a softmax and a P V product. Programs go in L2-sized head groups, a
+group's query blocks in the list's launch order (most tiles first), its heads fastest.
+
+What the lists cost at 128 registers (compiled for sm_90a without a GPU, tests/test_kits_sparse_flash.py):
+the tile number is carried from one iteration to the next, one scalar load a tile (loading both
+tiles' numbers each iteration let Triton's pipeliner stage one through shared memory: a cp.async, a
+wait and a fourth bar.sync a tile); the band's span and sink are constexpr, and with the sink a whole
+number of key tiles the mask is two compares an element against per-row bounds (a per-column reach
+kept 16 more registers live and spilled). 342 SASS instructions an unmasked key tile, 509 a masked
+one (ch18 ``_ahead``: 325 and 474); no spills, no ptxas advisory.
+
+Rows that see no key (a query block with an empty list, or rows a partial tile masks whole) give 0,
+as FlexAttention's do: the masked softmax keeps the running max at -inf without NaN, and the final
+division uses 1 for an empty row sum. The Triton interpreter runs the same code on a CPU (inline asm
+aside: there ``_settled`` is the identity).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+from triton import knobs
+
+from aisp.kits.tma import use_torch_scratch
+
+BLOCK_M, BLOCK_N = 128, 64
+"""Hopper, head_dim 128, bf16: ch18 ``_ahead``'s tiles (96 KB of shared memory at 2 stages)."""
+LAUNCH = {"num_warps": 8, "num_stages": 2, "maxnreg": 128}
+"""ch18 ``_ahead``'s launch settings on a GPU: two warpgroups of 64 rows, 2 stages, two programs an SM."""
+L2_SHARE = 16 << 20
+"""Bytes of K/V the resident programs share (a third of the H100/H200 L2)."""
+
+
+@dataclass(frozen=True)
+class Band:
+    """The element mask the kernel applies on partial tiles: key ``kv`` is visible to query ``q`` when
+    kv <= q and (q - kv < span or kv < sink)."""
+
+    span: int
+    sink: int = 0
+
+    def visible(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        return (kv <= q) & ((q - kv < self.span) | (kv < self.sink))
+
+
+@dataclass(frozen=True)
+class TileLists:
+    """Per query block, the key tiles to walk (a CSR over query blocks), as ``tile_lists`` builds them."""
+
+    band: Band
+    seq: int
+    block_m: int
+    block_n: int
+    offsets: torch.Tensor
+    """int32 (blocks + 1,): query block b walks ``indices[offsets[b]:offsets[b + 1]]``."""
+    full: torch.Tensor
+    """int32 (blocks,): how many of them, from the first, are full (no element mask)."""
+    indices: torch.Tensor
+    """int32: key tile numbers (key // block_n), each block's full tiles, then its partial ones."""
+    order: torch.Tensor
+    """int32 (blocks,): the launch order of the query blocks, most tiles first (ties by position)."""
+
+    def counts(self) -> tuple[int, int]:
+        """(tiles, partial tiles) one head computes."""
+        return int(self.offsets[-1]), int(self.offsets[-1]) - int(self.full.sum())
+
+
+def tile_lists(rule: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], band: Band, seq: int,
+               device: torch.device | str, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> TileLists:
+    """The tiles of ``rule`` (``rule(q, kv)``: whether query q sees key kv, broadcasting) at block_m x
+    block_n, evaluated on every pair, a chunk of query blocks at a time. Raises ValueError unless the
+    tiles divide seq and ``band`` is the rule on every pair (the kernel masks partial tiles by it)."""
+    if seq % block_m or seq % block_n:
+        raise ValueError(f"tile_lists: tiles {block_m} x {block_n} do not divide seq {seq}")
+    pos = torch.arange(seq, device=device)
+    n_q, n_k = seq // block_m, seq // block_n
+    step = max(1, (1 << 24) // (block_m * seq))
+    seen, full = [], []
+    for first in range(0, n_q, step):
+        q = pos[first * block_m:(first + step) * block_m, None]
+        mask = rule(q, pos[None, :])
+        if not torch.equal(mask, band.visible(q, pos[None, :])):
+            raise ValueError(f"tile_lists: {band} is not the rule in query blocks {first}..")
+        tiles = mask.view(-1, block_m, n_k, block_n)
+        seen.append(tiles.any(3).any(1))
+        full.append(tiles.all(3).all(1))
+    any_, all_ = torch.cat(seen), torch.cat(full)
+    # sort each block's tiles: full ones first, then partial ones, each by key position
+    key = (torch.arange(n_q, device=device)[:, None] * 2 * n_k + torch.where(all_, 0, n_k)
+           + torch.arange(n_k, device=device))
+    indices = (key[any_].sort().values % n_k).to(torch.int32)
+    counts = any_.sum(1)
+    offsets = torch.zeros(n_q + 1, dtype=torch.int32, device=device)
+    offsets[1:] = counts.cumsum(0)
+    order = torch.sort(counts, descending=True, stable=True).indices.to(torch.int32)
+    return TileLists(band, seq, block_m, block_n, offsets, all_.sum(1).to(torch.int32), indices, order)
+
+
+if knobs.runtime.interpret:
+    @triton.jit
+    def _settled(x):
+        """The interpreter's ``_settled``: the identity (it runs no inline asm)."""
+        return x
+else:
+    @triton.jit
+    def _settled(x):
+        """``x`` unchanged, read by an empty asm statement (output tied to the input register): Triton
+        waits here for the wgmma that produced ``x`` instead of leaving it in flight across the back edge."""
+        return tl.inline_asm_elementwise("", "=r,0", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _rows(ptr, rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    """A descriptor over ``ptr`` seen as (rows, D), contiguous, that moves BLOCK x D tiles."""
+    return tl.make_tensor_descriptor(ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK, D])
+
+
+@triton.jit
+def _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN: tl.constexpr, SINK: tl.constexpr, BLOCK_N: tl.constexpr,
+             MASK: tl.constexpr):
+    """Online softmax (base 2, scale folded in) of key tile ``tile``'s scores s = Q K^T; with MASK the
+    band masks them, and a row with no visible key so far keeps max -inf and p = 0 (no NaN)."""
+    if MASK:
+        keys = (tile * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        if SINK % BLOCK_N == 0:  # a tile holds sink keys only or none: the window's far edge is per row
+            far = tl.where(tile * BLOCK_N < SINK, -1, offs_m - SPAN)[:, None]
+            s = tl.where((keys <= offs_m[:, None]) & (keys > far), s, float("-inf"))
+        else:
+            near = (keys > (offs_m - SPAN)[:, None]) | (keys < SINK)
+            s = tl.where((keys <= offs_m[:, None]) & near, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        m_use = m_new
+    p = tl.exp2(s * qk_scale - m_use[:, None])
+    alpha = tl.exp2(m_i - m_use)
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
+def _pv(acc, p, alpha, v_desc, row):
+    """acc * alpha + P V for the V tile at ``row``, P rounded to V's dtype."""
+    v = v_desc.load([row, 0])
+    return tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+
+
+@triton.jit
+def _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, tile, nxt, qk_scale, SPAN: tl.constexpr,
+                    SINK: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr):
+    """Tile ``tile``'s softmax (its scores ``s``) and P V, then tile ``nxt``'s scores."""
+    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN, SINK, BLOCK_N, MASK)
+    acc = _settled(_pv(acc, p, alpha, v_desc, head_row + tile * BLOCK_N))
+    s = tl.dot(q, k_desc.load([head_row + nxt * BLOCK_N, 0]).T)
+    return acc, m_i, l_i, s
+
+
+@triton.jit
+def _walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, tiles, n_full, n, qk_scale, SPAN: tl.constexpr,
+          SINK: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The ``n`` listed tiles at ``tiles`` in one chain, the first ``n_full`` unmasked; the last always
+    masked (a full tile is all visible under the band, so that costs only instructions). With ``n`` 0
+    (no branch: one costs a register, spilled at 128) the chain runs key tile 0 masked: the band masks
+    it whole, since the block sees no key (``tile_lists`` checked the band is the rule), and the rows
+    give 0."""
+    tile = tl.load(tiles, mask=n > 0, other=0)
+    s = tl.dot(q, k_desc.load([head_row + tile * BLOCK_N, 0]).T)
+    split = tl.minimum(n_full, n - 1)
+    for i in tl.range(0, split):
+        nxt = tl.load(tiles + i + 1)
+        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, tile, nxt, qk_scale,
+                                           SPAN, SINK, BLOCK_N, False)
+        tile = nxt
+    for i in tl.range(split, n - 1):
+        nxt = tl.load(tiles + i + 1)
+        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, tile, nxt, qk_scale,
+                                           SPAN, SINK, BLOCK_N, True)
+        tile = nxt
+    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN, SINK, BLOCK_N, True)
+    return _pv(acc, p, alpha, v_desc, head_row + tile * BLOCK_N), m_i, l_i
+
+
+@triton.jit
+def _sparse_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, offsets, full, indices, order, n_heads, seq, qk_scale,
+                      SPAN: tl.constexpr, SINK: tl.constexpr, D: tl.constexpr, HEAD_GROUP: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program: BLOCK_M queries of one head over their listed key tiles. Heads in groups of
+    HEAD_GROUP, a group's query blocks in ``order``, the group's heads fastest (the last group may be
+    smaller)."""
+    pid = tl.program_id(0)
+    n_blocks = seq // BLOCK_M
+    first = pid // (HEAD_GROUP * n_blocks) * HEAD_GROUP
+    size = tl.minimum(HEAD_GROUP, n_heads - first)
+    r = pid - first * n_blocks
+    head = first + r % size
+    block = tl.load(order + r // size)
+    start = tl.load(offsets + block)
+    n = tl.load(offsets + block + 1) - start
+    rows = n_heads * seq
+    head_row = head * seq
+    q_row = head_row + block * BLOCK_M
+    k_desc, v_desc = _rows(k_ptr, rows, D, BLOCK_N), _rows(v_ptr, rows, D, BLOCK_N)
+    q = _rows(q_ptr, rows, D, BLOCK_M).load([q_row, 0])
+    offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    acc, m_i, l_i = _walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, indices + start, tl.load(full + block),
+                          n, qk_scale, SPAN, SINK, BLOCK_N)
+    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], out.to(o_ptr.dtype.element_ty))
+
+
+def head_group(q: torch.Tensor) -> int:
+    """Heads whose K and V (2 x seq x head_dim each) fit in ``L2_SHARE`` bytes, at least one, at most all."""
+    batch, heads, seq, dim = q.shape
+    return max(1, min(batch * heads, L2_SHARE // (2 * seq * dim * q.element_size())))
+
+
+def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: TileLists) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d), masked by ``tiles``) v for contiguous q, k, v (batch, heads, seq, head_dim)
+    of one shape; every head walks the same lists. Rows that see no key give 0."""
+    batch, heads, seq, dim = q.shape
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()) or not q.shape == k.shape == v.shape:
+        raise ValueError(f"sparse_flash_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: "
+                         "contiguous and equal shapes")
+    if seq != tiles.seq or tiles.indices.device != q.device:
+        raise ValueError(f"sparse_flash_attention: lists for seq {tiles.seq} on {tiles.indices.device}, inputs "
+                         f"seq {seq} on {q.device}")
+    if (dim * q.element_size()) % 16 or any(t.data_ptr() % 16 for t in (q, k, v)):
+        raise ValueError(f"sparse_flash_attention: rows of {dim * q.element_size()} bytes: TMA needs rows and "
+                         "bases aligned to 16 bytes")
+    out = torch.empty_like(q)
+    n_heads = batch * heads
+    launch = {}
+    if q.is_cuda:
+        use_torch_scratch()
+        launch = LAUNCH
+    band = tiles.band
+    _sparse_flash_fwd[(n_heads * (seq // tiles.block_m),)](
+        q, k, v, out, tiles.offsets, tiles.full, tiles.indices, tiles.order, n_heads, seq,
+        math.log2(math.e) / math.sqrt(dim), SPAN=band.span, SINK=band.sink, D=dim, HEAD_GROUP=head_group(q),
+        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, **launch)
+    return out
