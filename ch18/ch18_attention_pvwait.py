@@ -31,25 +31,13 @@ import torch
 import triton
 import triton.language as tl
 from ch18_attention_tma import KeyLoop, _flash_fwd_tma, _pv, _softmax, launch
-from triton import knobs
+
+from aisp.kits.flash_parts import settled as _settled
 
 CONFIGS = [triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2, maxnreg=128)]
 """Hopper, head_dim 128, bf16: ``_tma``'s measured config (128 x 64, 2 stages, 96 KB of shared
 memory, capped at 128 registers: two programs an SM), the one config, so the first call compiles
 once and times nothing. 128-key tiles would need 64 registers for S beside acc's 64."""
-
-if knobs.runtime.interpret:
-    @triton.jit
-    def _settled(x):
-        """The interpreter's ``_settled``: the identity (it runs no inline asm)."""
-        return x
-else:
-    @triton.jit
-    def _settled(x):
-        """``x`` unchanged, read by an empty asm statement (output tied to the input register): Triton
-        waits here for the wgmma that produced ``x`` instead of leaving it in flight."""
-        return tl.inline_asm_elementwise("", "=r,0", [x], dtype=tl.float32, is_pure=True, pack=1)
-
 
 @triton.jit
 def _key_tiles_pvwait(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, lo, hi, qk_scale, BLOCK_N: tl.constexpr,

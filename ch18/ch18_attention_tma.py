@@ -29,6 +29,8 @@ import triton
 import triton.language as tl
 from ch18_attention import check_inputs
 
+from aisp.kits.flash_parts import pv_step as _pv
+from aisp.kits.flash_parts import row_tiles as _rows
 from aisp.kits.tma import use_torch_scratch
 
 CONFIGS = [triton.Config({"BLOCK_M": 128, "BLOCK_N": bn}, num_warps=8, num_stages=s, maxnreg=reg)
@@ -51,12 +53,6 @@ L2_SHARE = 16 << 20
 
 
 @triton.jit
-def _rows(ptr, rows, D: tl.constexpr, BLOCK: tl.constexpr):
-    """A descriptor over ``ptr`` seen as (rows, D), contiguous, that moves BLOCK x D tiles."""
-    return tl.make_tensor_descriptor(ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK, D])
-
-
-@triton.jit
 def _softmax(m_i, l_i, s, offs_m, start, qk_scale, BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr):
     """Online softmax of one key tile (keys start..) given its unscaled scores s = Q K^T: masks key >
     query where ``DIAGONAL``; returns P = exp2(s * c - m_new), alpha = exp2(m_i - m_new), m_new, l_new.
@@ -68,13 +64,6 @@ def _softmax(m_i, l_i, s, offs_m, start, qk_scale, BLOCK_N: tl.constexpr, DIAGON
     p = tl.exp2(s * qk_scale - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
     return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
-
-
-@triton.jit
-def _pv(acc, p, alpha, v_desc, row):
-    """acc * alpha + P V for the V tile at ``row``, P rounded to V's dtype."""
-    v = v_desc.load([row, 0])
-    return tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
 
 
 @triton.jit

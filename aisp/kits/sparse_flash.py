@@ -40,8 +40,10 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-from triton import knobs
 
+from aisp.kits.flash_parts import pv_step as _pv
+from aisp.kits.flash_parts import row_tiles as _rows
+from aisp.kits.flash_parts import settled as _settled
 from aisp.kits.tma import use_torch_scratch
 
 BLOCK_M, BLOCK_N = 128, 64
@@ -117,25 +119,6 @@ def tile_lists(rule: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], band:
     return TileLists(band, seq, block_m, block_n, offsets, all_.sum(1).to(torch.int32), indices, order)
 
 
-if knobs.runtime.interpret:
-    @triton.jit
-    def _settled(x):
-        """The interpreter's ``_settled``: the identity (it runs no inline asm)."""
-        return x
-else:
-    @triton.jit
-    def _settled(x):
-        """``x`` unchanged, read by an empty asm statement (output tied to the input register): Triton
-        waits here for the wgmma that produced ``x`` instead of leaving it in flight across the back edge."""
-        return tl.inline_asm_elementwise("", "=r,0", [x], dtype=tl.float32, is_pure=True, pack=1)
-
-
-@triton.jit
-def _rows(ptr, rows, D: tl.constexpr, BLOCK: tl.constexpr):
-    """A descriptor over ``ptr`` seen as (rows, D), contiguous, that moves BLOCK x D tiles."""
-    return tl.make_tensor_descriptor(ptr, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK, D])
-
-
 @triton.jit
 def _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN: tl.constexpr, SINK: tl.constexpr, BLOCK_N: tl.constexpr,
              MASK: tl.constexpr):
@@ -157,13 +140,6 @@ def _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN: tl.constexpr, SINK: tl.c
     p = tl.exp2(s * qk_scale - m_use[:, None])
     alpha = tl.exp2(m_i - m_use)
     return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
-
-
-@triton.jit
-def _pv(acc, p, alpha, v_desc, row):
-    """acc * alpha + P V for the V tile at ``row``, P rounded to V's dtype."""
-    v = v_desc.load([row, 0])
-    return tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
 
 
 @triton.jit
