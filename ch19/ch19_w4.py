@@ -31,3 +31,22 @@ def dequantize_w4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     n, k = codes.shape
     groups = codes.reshape(n, k // GROUP, GROUP) * scale.float().unsqueeze(-1)
     return groups.reshape(n, k).bfloat16()
+
+
+ROWS, STEP = 32, 128
+"""The tiled format's unit (rows) and step (packed bytes of a row: one group of low and one of high nibbles)."""
+
+
+def tile_w4(packed: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same codes and scales reordered for w4a16_stream.cu's tiled kernel (shapes kept; N a multiple
+    of 32, K of 256): done once, when the weights are packed, as a deployment stores them. Row 32u + 8b + g,
+    step s, bytes 64h + 16t.. go to (((u * K/256 + s) * 2 + h) * 4 + b) * 512 + 16 (4g + t): each 16-byte
+    load of a warp reads 512 contiguous bytes, a step of a unit 4 KB. Scales: lane g's 8 of step s
+    (block b, low or high nibbles) at ((u * 8 + g) * K/256 + s) * 8 + 2b + lohi, one 16-byte load."""
+    n, half = packed.shape
+    if n % ROWS or half % STEP:
+        raise ValueError(f"tile_w4 needs N a multiple of {ROWS} and K of {2 * STEP}; got {n}, {2 * half}")
+    units, steps = n // ROWS, half // STEP
+    tiled = packed.reshape(units, 4, 8, steps, 2, 4, 16).permute(0, 3, 4, 1, 2, 5, 6)
+    scales = scale.reshape(units, 4, 8, 2, steps).permute(0, 2, 4, 1, 3)
+    return tiled.contiguous().reshape(n, half), scales.contiguous().reshape(scale.shape)

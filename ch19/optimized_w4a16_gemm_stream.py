@@ -33,7 +33,9 @@ from aisp.kits import native
 
 LIBRARY = native.Library((Path(__file__).resolve().parent / "w4a16_stream.cu",))
 PTR, INT = ctypes.c_void_p, ctypes.c_int
-SIGNATURES = {"w4a16_stream_gemm": [PTR] * 6 + [INT] * 5 + [PTR], "w4a16_stream_emulate": [PTR] * 6 + [INT] * 5}
+SIGNATURES = {**dict.fromkeys(("w4a16_stream_gemm", "w4a16_tiled_gemm"), [PTR] * 6 + [INT] * 5 + [PTR]),
+              **dict.fromkeys(("w4a16_stream_emulate", "w4a16_tiled_emulate"), [PTR] * 6 + [INT] * 5)}
+"""The library's entry points: the row-major format's, and the tiled format's (optimized_w4a16_gemm_tiled)."""
 ROWS, WARPS, MAX_STEPS, TOKENS = 32, 16, 16, 16
 """As w4a16_stream.cuh: rows per unit, warps per CTA, 128-byte steps per K slice at most, tokens at most."""
 STREAM_WORKLOAD = dataclasses.replace(WORKLOAD, requires=aisp.Requirements(
@@ -79,17 +81,19 @@ def arguments(p: Plan, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tenso
     return [native.ptr(t) for t in tensors] + [p.m, p.n, p.k, p.slices, p.ctas]
 
 
-def stream_matmul(lib: ctypes.CDLL, p: Plan, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``x @ w^T`` (bf16, M x N) by the kernel on x's GPU and current stream."""
+def stream_matmul(lib: ctypes.CDLL, p: Plan, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
+                  entry: str = "w4a16_stream_gemm") -> torch.Tensor:
+    """``x @ w^T`` (bf16, M x N) by the kernel ``entry`` on x's GPU and current stream."""
     y = torch.empty(p.m, p.n, dtype=torch.bfloat16, device=x.device)
-    native.check(lib.w4a16_stream_gemm(*arguments(p, x, packed, scale, y), native.stream(x.device)), "w4a16_stream_gemm")
+    native.check(getattr(lib, entry)(*arguments(p, x, packed, scale, y), native.stream(x.device)), entry)
     return y
 
 
-def emulate(lib: ctypes.CDLL, p: Plan, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The same product by the kernel's CPU emulation (CPU tensors; the library built for any GPU)."""
+def emulate(lib: ctypes.CDLL, p: Plan, x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
+            entry: str = "w4a16_stream_emulate") -> torch.Tensor:
+    """The same product by the kernel's CPU emulation ``entry`` (CPU tensors; the library built for any GPU)."""
     y = torch.zeros(p.m, p.n, dtype=torch.bfloat16)
-    native.check(lib.w4a16_stream_emulate(*arguments(p, x, packed, scale, y)), "w4a16_stream_emulate")
+    native.check(getattr(lib, entry)(*arguments(p, x, packed, scale, y)), entry)
     return y
 
 

@@ -74,6 +74,80 @@ __host__ __device__ inline size_t scale_index(int row, int slice, int step, int 
   return (size_t)row * (p.k / 128) + lohi * (p.k / 256) + slice * p.steps + step;
 }
 
+// ---- the tiled format (optimized_w4a16_gemm_tiled.py; ch19_w4.tile_w4 writes it once, when the weights
+// are packed) ----
+// The same bytes and scales, reordered so that a warp's copies of a step are one 4 KB run in the order
+// its lanes take them: unit u (rows 32u..32u + 31; N a multiple of 32), global step s (K / 256 of them),
+// half h, row block b (rows 8b + g), lane (g, t): the 16 bytes the row-major format holds at
+// weight_offset(32u + 8b + g, step s, h, t) sit at (((u * K/256 + s) * 2 + h) * 4 + b) * 512 + 16 * lane.
+// A warp's copy instruction then reads 512 contiguous bytes (4 whole 128-byte lines, where the row-major
+// format gives 64 bytes of each of 8 rows 8 KB apart) and a warp's K slice of a unit is one 64 KB run.
+// Scales: lane g's 8 of step s, (block b, low or high) at ((u * 8 + g) * K/256 + s) * 8 + 2b + lohi: one
+// 16-byte load a step, and a 128-byte line holds 8 steps' (L1 hits after the first, as in the row-major
+// format, where a row's 32-byte sector holds 16 steps' scales of one nibble half).
+constexpr int kTiledStep = kRows * kStep;  // bytes of one unit's step: 4 KB
+
+// Byte offset in `packed` of the lane's first copy (block 0, half 0) of a unit at its slice's first step.
+template <bool kTiled>
+__host__ __device__ inline size_t lane_start(int unit, int lane, int slice, const Plan& p) {
+  if constexpr (kTiled) return ((size_t)unit * (p.k / 256) + slice * p.steps) * kTiledStep + 16 * lane;
+  return weight_offset(window_row0(unit, p) + lane / 4, slice, 0, 0, lane & 3, p);
+}
+
+// Bytes from a lane's copy of block 0 to block b (8b rows down), of half 0 to half h, of a step to the next.
+template <bool kTiled>
+__host__ __device__ inline size_t block_offset(int b, const Plan& p) {
+  return kTiled ? (size_t)512 * b : (size_t)(8 * b) * (p.k / 2);
+}
+template <bool kTiled>
+__host__ __device__ constexpr int half_offset(int h) { return (kTiled ? 4 * 512 : 64) * h; }
+template <bool kTiled>
+__host__ __device__ constexpr int step_bytes() { return kTiled ? kTiledStep : kStep; }
+
+// Index in `scale` of the lane's first scale of a unit at its slice's first step.
+template <bool kTiled>
+__host__ __device__ inline size_t scale_start(int unit, int lane, int slice, const Plan& p) {
+  if constexpr (kTiled) return (((size_t)unit * 8 + lane / 4) * (p.k / 256) + slice * p.steps) * 8;
+  return scale_index(window_row0(unit, p) + lane / 4, slice, 0, 0, p);
+}
+
+__host__ __device__ inline uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+__host__ __device__ inline float float_bits(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+// The lane's 8 scales of a step, s[block r][row g or g + 8][low or high nibbles] in fp32, from `at`
+// (scale_start's element): 8 two-byte loads (row-major) or one 16-byte load (tiled).
+template <bool kTiled>
+__host__ __device__ inline void step_scales(const __nv_bfloat16* at, int step, const Plan& p, float (&s)[2][2][2]) {
+  if constexpr (kTiled) {
+    const uint4* v16 = reinterpret_cast<const uint4*>(at + 8 * step);
+#ifdef __CUDA_ARCH__
+    const uint4 v = __ldg(v16);
+#else
+    const uint4 v = *v16;
+#endif
+#pragma unroll
+    for (int i = 0; i < 8; ++i)  // element i = 4r + 2rh + lohi: bf16 (i & 1) of word i / 2
+      s[i >> 2][(i >> 1) & 1][i & 1] = float_bits(i & 1 ? word(v, i >> 1) & 0xFFFF0000u : word(v, i >> 1) << 16);
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh)
+#pragma unroll
+        for (int lohi = 0; lohi < 2; ++lohi)
+          s[r][rh][lohi] = __bfloat162float(at[(size_t)(16 * r + 8 * rh) * (p.k / 128) + lohi * (p.k / 256) + step]);
+  }
+}
+
 __host__ __device__ inline uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
 #ifdef __CUDA_ARCH__
   return __byte_perm(a, b, selector);

@@ -33,7 +33,8 @@ def test_cast_transpose_matches_torch_rounding_on_gpu(persistent: bool) -> None:
     assert float(out.scale) == pytest.approx(9.0 / 448.0, rel=1e-6)
 
 
-@pytest.mark.parametrize("module", ["optimized_w4a16_gemm", "optimized_w4a16_gemm_prmt", "optimized_w4a16_gemm_stream"])
+@pytest.mark.parametrize("module", ["optimized_w4a16_gemm", "optimized_w4a16_gemm_prmt", "optimized_w4a16_gemm_stream",
+                                    "optimized_w4a16_gemm_tiled"])
 @pytest.mark.parametrize("tokens", [16, 5])
 def test_w4a16_kernel_matches_dequantize_then_gemm_on_gpu(tokens: int, module: str) -> None:
     w4 = load("ch19_w4")

@@ -1,4 +1,5 @@
-"""Chapter 19's streaming w4a16 kernel (ch19/w4a16_stream.cu, pair variant optimized_w4a16_gemm_stream).
+"""Chapter 19's streaming w4a16 kernel (ch19/w4a16_stream.cu, pair variants optimized_w4a16_gemm_stream and,
+for the tiled weight format of ch19_w4.tile_w4, optimized_w4a16_gemm_tiled).
 
 On a CPU (nvcc, no GPU): the library's host emulation runs the kernel's loop lane by lane through the
 kernel's own helpers (w4a16_stream.cuh: work split, load offsets, nibble decode, x staging, last-slice
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import itertools
 import json
 import re
 import shutil
@@ -34,10 +36,20 @@ SHAPES = [  # m, n, k, SMs, steps per slice at most
     (16, 1056, 1024, 2, 2),   # 2 slices x 1 CTA: 16 warps walk 33 units
     (3, 96, 4096, 132, 4),    # 4 slices of 4 steps
 ]
+TILED_SHAPES = [shape if shape[1] % 32 == 0 else (5, 224, 1024, 4, 1) for shape in SHAPES]
+"""The tiled format holds whole 32-row units: N = 224 (7 units over 4 CTAs' 64 warps) for the tail shape."""
 
 
 def stream():
     return import_module_at(CH19 / "optimized_w4a16_gemm_stream.py")
+
+
+def tiled():
+    return import_module_at(CH19 / "optimized_w4a16_gemm_tiled.py")
+
+
+def w4():
+    return import_module_at(CH19 / "ch19_w4.py")
 
 
 def load_library(mod, fault: int = 0) -> ctypes.CDLL:
@@ -61,9 +73,8 @@ def built(tmp_path_factory: pytest.TempPathFactory):
 
 def problem(m: int, n: int, k: int, device: str = "cpu", seed: int = 0):
     """x (bf16), the packed weights and scales of a random w, and the exact product x @ w^T in fp32."""
-    w4 = import_module_at(CH19 / "ch19_w4.py")
     gen = torch.Generator().manual_seed(seed)
-    packed, scale = w4.quantize_w4(torch.randn(n, k, generator=gen) * 0.02)
+    packed, scale = w4().quantize_w4(torch.randn(n, k, generator=gen) * 0.02)
     x = torch.randn(m, k, generator=gen).bfloat16()
     codes = torch.cat([packed & 0xF, packed >> 4], 1).float() - 8
     exact = (codes.reshape(n, k // 128, 128) * scale.float()[..., None]).reshape(n, k)
@@ -88,6 +99,43 @@ def test_emulated_kernel_matches_the_exact_product(built, shape) -> None:
     assert misses(y, ref) == 0, f"{misses(y, ref)} of {y.numel()} outputs off"
     assert not p.sums.any() and not p.tickets.any(), "the workspace must be zeros again after a call"
     assert torch.equal(mod.emulate(build(), p, x, packed, scale), y), "a second call must repeat the first"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_emulated_tiled_kernel_matches_the_exact_product(built, shape) -> None:
+    """The tiled instantiation through its own entry, on tile_w4's bytes and scales; the row-major bytes
+    fed to it instead (the layout mixed up) make the check fire."""
+    _, build = built
+    mod = tiled()
+    m, n, k, sms, max_steps = shape
+    x, packed, scale, ref = problem(m, n, k)
+    p = mod.tiled_plan(m, n, k, sms, torch.device("cpu"), max_steps)
+    y = mod.tiled_emulate(build(), p, x, *w4().tile_w4(packed, scale))
+    assert misses(y, ref) == 0, f"{misses(y, ref)} of {y.numel()} outputs off"
+    assert not p.sums.any() and not p.tickets.any(), "the workspace must be zeros again after a call"
+    assert misses(mod.tiled_emulate(build(), p, x, packed, scale), ref) > y.numel() // 2
+
+
+def test_tile_w4_puts_each_lanes_16_bytes_and_scales_where_the_tiled_kernel_reads_them() -> None:
+    """Every 16-byte piece and every scale against the formulas of w4a16_stream.cuh's tiled format, written
+    out here independently of tile_w4's reshapes; shapes and N not a multiple of 32 refused."""
+    n, k, gen = 64, 1024, torch.Generator().manual_seed(3)
+    packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
+    scale = torch.randn(n, k // 128, generator=gen).bfloat16()
+    tp, ts = w4().tile_w4(packed, scale)
+    assert tp.shape == packed.shape and ts.shape == scale.shape
+    steps, flat, flat_scale = k // 256, tp.flatten(), ts.flatten()
+    for u, s, h, b, g, t in itertools.product(range(n // 32), range(steps), range(2), range(4), range(8), range(4)):
+        at = (((u * steps + s) * 2 + h) * 4 + b) * 512 + 16 * (4 * g + t)
+        col = s * 128 + 64 * h + 16 * t
+        assert torch.equal(flat[at:at + 16], packed[32 * u + 8 * b + g, col:col + 16]), (u, s, h, b, g, t)
+    for u, g, s, b, lohi in itertools.product(range(n // 32), range(8), range(steps), range(4), range(2)):
+        assert flat_scale[((u * 8 + g) * steps + s) * 8 + 2 * b + lohi] == scale[32 * u + 8 * b + g, lohi * steps + s]
+    with pytest.raises(ValueError, match="multiple of 32"):
+        w4().tile_w4(packed[:48], scale[:48])
+    with pytest.raises(ValueError, match="w4a16_tiled needs N a multiple of 32"):
+        tiled().tiled_plan(16, 200, 1024, 132, torch.device("cpu"))
 
 
 @needs_nvcc
@@ -141,9 +189,13 @@ def test_the_c_entry_refuses_a_bad_plan_and_wrong_tensors_are_refused(built) -> 
         mod.emulate(build(), p, torch.cat([x.flatten(), x.flatten()[:1]])[1:].view(4, 512), packed, scale)
 
 
-def kernel_sass() -> str:
+KERNELS = {"row-major": "w4a16_streamILb0E", "tiled": "w4a16_streamILb1E"}
+"""The kernel's two instantiations (template <bool kTiled>), by their mangled names."""
+
+
+def kernel_sass(layout: str = "row-major") -> str:
     sass = stream().LIBRARY.sass("90")
-    [body] = [part for part in sass.split("Function : ")[1:] if "w4a16_stream" in part.split()[0]]
+    [body] = [part for part in sass.split("Function : ")[1:] if KERNELS[layout] in part.split()[0]]
     return body
 
 
@@ -185,12 +237,13 @@ def streaming_problems(ins: list[tuple[int, str, str]]) -> list[str]:
 
 
 @needs_sass
-def test_sm90_kernel_copies_each_step_a_step_ahead_without_spills_or_loop_barriers() -> None:
+@pytest.mark.parametrize("layout", KERNELS)
+def test_sm90_kernel_copies_each_step_a_step_ahead_without_spills_or_loop_barriers(layout: str) -> None:
     usage = stream().LIBRARY.resource_usage("90")
-    [(regs, stack, local)] = re.findall(r"Function \S*w4a16_stream\S*:\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)",
+    [(regs, stack, local)] = re.findall(rf"Function \S*{KERNELS[layout]}\S*:\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)",
                                         usage)
     assert int(regs) <= 128 and int(stack) == int(local) == 0, usage  # 16 warps x 128 registers fill the SM
-    assert streaming_problems(instructions(kernel_sass())) == []
+    assert streaming_problems(instructions(kernel_sass(layout))) == []
 
 
 @needs_sass
@@ -209,11 +262,12 @@ def test_a_refill_sunk_to_the_end_of_the_step_is_caught() -> None:
 
 
 @needs_sass
-def test_sm90_step_fits_its_issue_budget() -> None:
+@pytest.mark.parametrize("layout", KERNELS)
+def test_sm90_step_fits_its_issue_budget(layout: str) -> None:
     """A step (4 KB a warp) stays under 72 instructions per 512 bytes: at 80% of 4.2 TB/s an SM takes in
     12.9 B a clock, so 72 per 512 B is ~45% of its 4 issue slots (README); the decode is 2 PRMT and 2 HADD2
     per 4 weights, and the packed bytes go straight into HMMA (no conversion instruction)."""
-    loop = [op for _, op, _ in step_loop(instructions(kernel_sass()))]
+    loop = [op for _, op, _ in step_loop(instructions(kernel_sass(layout)))]
     assert loop.count("PRMT") == 128 and loop.count("HADD2.BF16_V2") == 128, "2 of each per 4 weights"
     assert not [op for op in loop if op.startswith(("I2F", "F2F", "HMUL", "FMUL"))]
     assert len(loop) / 8 < 72, len(loop)
@@ -234,13 +288,28 @@ def test_stream_kernel_matches_the_exact_product_on_gpu(shape) -> None:
 
 
 @pytest.mark.gpu
-def test_stream_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth() -> None:
+@pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_tiled_kernel_matches_the_exact_product_on_gpu(shape) -> None:
+    mod = tiled()
+    m, n, k, _, max_steps = shape
+    x, packed, scale, ref = problem(m, n, k, "cuda")
+    p = mod.tiled_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
+    lib, stored = mod.LIBRARY.load(x.device, mod.SIGNATURES), w4().tile_w4(packed, scale)
+    for _ in range(2):  # the second call needs the workspace the first one cleared
+        y = mod.tiled_matmul(lib, p, x, *stored)
+        assert misses(y, ref) == 0 and not p.sums.any() and not p.tickets.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["stream", "tiled"])
+def test_stream_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth(variant: str) -> None:
     """The harness's checked call (inputs, the zeroed workspace included, left unchanged) and its
     tolerance at 16 x 16384 -> 32768, then 7 samples of 50 calls back to back."""
     from aisp.harness.execute import guarded_run
     from aisp.harness.verify import compare
 
-    base, opt = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark(), stream().get_benchmark()
+    module = stream() if variant == "stream" else tiled()
+    base, opt = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark(), module.get_benchmark()
     for bench in (base, opt):
         bench.device = torch.device("cuda")
         bench.setup()
@@ -256,5 +325,5 @@ def test_stream_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_band
         times.append(start.elapsed_time(end) / 50)
     ms = sorted(times)[len(times) // 2]
     peak = json.loads((CH19.parent / "peaks" / "peak_h200.json").read_text())["measurements"]["memory_copy"]["value"]
-    print(f"w4a16_stream: {ms:.4f} ms, {opt.workload.bytes / ms / 1e6:.0f} GB/s on {opt.workload.bytes / 1e6:.0f} MB, "
+    print(f"w4a16_{variant}: {ms:.4f} ms, {opt.workload.bytes / ms / 1e6:.0f} GB/s on {opt.workload.bytes / 1e6:.0f} MB, "
           f"{100 * opt.workload.bytes / ms / 1e6 / peak:.1f}% of the H200's {peak:.0f} GB/s copy peak")
