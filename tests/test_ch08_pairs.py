@@ -33,7 +33,7 @@ ENTRY_POINTS = {"softmax_smem.cu": ("softmax_init", "softmax_run", "softmax_bloc
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-VARIANTS = ["optimized_register_spill_strip64"]
+VARIANTS = ["optimized_half2_math_ilp", "optimized_register_spill_strip64"]
 """Further optimized files of a pair, measured beside the pair's optimized file."""
 MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")] + VARIANTS
 
@@ -49,6 +49,7 @@ def test_discovery_finds_exactly_the_chapter_pairs() -> None:
 def test_variants_belong_to_their_pairs() -> None:
     found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH08)}
     assert found["register_spill"] == {"optimized_register_spill", "optimized_register_spill_strip64"}
+    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp"}
 
 
 def test_register_spill_strip_variant_fits_the_kernel() -> None:
@@ -126,9 +127,47 @@ def test_predication_select_issues_half_the_ffma_of_the_branch() -> None:
 
 @needs_sass
 def test_half2_math_uses_packed_hfma2() -> None:
-    fp32, half2 = kernel("half2_poly.cu", "poly_fp32"), kernel("half2_poly.cu", "poly_half2")
+    fp32, half2 = kernel("half2_poly.cu", "poly_fp32"), kernel("half2_poly.cu", "poly_half2PK")
     assert count(fp32, "FFMA") == 256
     assert count(half2, "HFMA2") >= 128 and count(half2, "FFMA") == 0
+
+
+@needs_nvcc
+def test_half2_run_refuses_what_it_cannot_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused (-1) before any CUDA call: mode 2's uint4 vectors need 16-byte pointers, modes 0 and 1
+    four; an unknown mode is refused, not run as another. What passes the checks reaches CUDA, which
+    on a machine without a GPU answers a CUDA error code, never -1."""
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    run = ctypes.CDLL(str(native.Library((CH08 / "half2_poly.cu",)).build("90"))).half2_run
+    run.argtypes, run.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p], ctypes.c_int
+    for mode, x, y, n in [(2, 4096 + 4, 8192, 64), (2, 4096, 8192 + 8, 64), (1, 4096 + 2, 8192, 64), (0, 4096, 8192, 63),
+                          (3, 4096, 8192, 64), (-1, 4096, 8192, 64)]:
+        assert run(mode, x, y, n, None) == -1, (mode, x, y, n)
+    if not torch.cuda.is_available():
+        assert all(run(mode, 4096, 8192, 64, None) not in (0, -1) for mode in (0, 1, 2))
+
+
+@needs_sass
+def test_half2_ilp_loop_is_four_packed_chains() -> None:
+    """poly_half2_ilp's loop: 4 chains of 128 HFMA2, half in each form (both fp16 pipes), at least 93%
+    of the loop; one 16-byte load, issued with at least 3 chains' HFMA2 still to run (the next
+    vector's, ahead of the chains), one 16-byte store. poly_half2's one chain: 64 + 65 of the two forms."""
+    loop = hot_loop(kernel("half2_poly.cu", "poly_half2_ilp"))
+    text = "\n".join(loop)
+    hfma2, mma = count(text, r"HFMA2(\.MMA)?"), count(text, r"HFMA2\.MMA")
+    assert hfma2 == 4 * 128 and mma == 2 * 128 and hfma2 >= 0.93 * len(loop), f"{hfma2} HFMA2 of {len(loop)}"
+    loads = [k for k, op in enumerate(loop) if re.search(r"\bLDG\.E\.128\b", op)]
+    assert len(loads) == 1 and count(text, r"LDG[.\w]*") == 1 and count(text, r"STG\.E\.128") == 1, loads
+    assert count("\n".join(loop[loads[0]:]), r"HFMA2(\.MMA)?") >= 3 * 128
+    one = kernel("half2_poly.cu", "poly_half2PK")  # the mangled name: not poly_half2_ilp
+    assert (count(one, r"HFMA2\.MMA"), count(one, r"HFMA2(?!\.MMA)")) == (65, 64)
+
+
+@needs_sass
+def test_half2_ilp_blocks_fill_an_sm() -> None:
+    usage = native.Library((CH08 / "half2_poly.cu",)).resource_usage("90")
+    ilp = re.search(r"poly_half2_ilp.*\n.*REG:(\d+) STACK:(\d+)", usage)
+    assert ilp and int(ilp.group(1)) <= 32 and ilp.group(2) == "0", usage
 
 
 @needs_sass
