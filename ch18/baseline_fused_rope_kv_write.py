@@ -34,6 +34,10 @@ from aisp.kits.llm.rope import rotate_, rotation
 FUSED_KERNELS = 4
 """Kernels of the optimized run(): the QKV GEMM, the Triton RoPE/write kernel and the two gathers
 that read K and V back (tests/test_latency_ceilings.py recounts the three torch ones on a CPU)."""
+FUSED_DEPENDENT = 2
+"""Of those, the kernels that read what the kernel before them wrote: the RoPE/write kernel (the GEMM's
+qkv) and the K gather (the K the RoPE kernel stored). The GEMM reads the input; the V gather the V the
+RoPE kernel stored, not the K the gather before it read."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +65,8 @@ def _workload() -> RopeWorkload:
     # 5.84 us; as a graph ~6 us, under the ~12 us of its bytes at HBM speed, so HBM stays the ceiling).
     return RopeWorkload(flops=2.0 * w.tokens * dim * width, bytes=2.0 * moved, items=w.tokens, item_unit="tokens",
                         precision="bf16", requires=aisp.Requirements(cuda=True, packages=("triton",)),
-                        latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=FUSED_KERNELS),
+                        latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=FUSED_KERNELS - FUSED_DEPENDENT,
+                                                   dependent_graph_nodes=FUSED_DEPENDENT),
                         ceiling_note="profiled (torch profiler, H200): GPU busy 4% of a 0.67 ms window under the profiler: "
                                      "4 kernels, 27 us (QKV GEMM 16 us, ~3.1 TB/s); host gaps 541 us a call",
                         window="idle")

@@ -244,6 +244,42 @@ def test_every_latency_count_has_a_floor() -> None:
     assert set(COUNT_FLOORS) == {f.name for f in fields(LatencyCounts)}
 
 
+def _dependent_chain(floor: float | None) -> dict:
+    """PEAKS with ``launch_graph_node_dependent`` at ``floor`` (None: not measured, as in the H200 file)."""
+    extra = {} if floor is None else {"launch_graph_node_dependent": {"value": floor}}
+    return {**PEAKS, "latency": {**PEAKS["latency"], **extra}}
+
+
+def test_dependent_graph_nodes_are_priced_as_graph_nodes_until_their_floor_is_measured() -> None:
+    plain = ceiling(timed(1.0), {"latency": {"graph_launches": 1, "graph_nodes": 200}}, PEAKS)
+    chain = ceiling(timed(1.0), {"latency": {"graph_launches": 1, "dependent_graph_nodes": 200}}, _dependent_chain(None))
+    assert chain["kind"] == "latency" and chain["time_ms"] == plain["time_ms"] == pytest.approx(0.202)
+    assert chain["percent"] == plain["percent"] and "unpriced" not in chain
+    assert "200 dependent_graph_nodes x 1.00 us (no launch_graph_node_dependent measured)" in chain["detail"]
+    # the H200 file as committed: the same ceiling as with graph_nodes, no floor reported missing
+    h200 = json.loads((Path(__file__).parents[1] / "peaks" / "peak_h200.json").read_text())
+    counts = {"graph_launches": 1, "graph_nodes": 1, "dependent_graph_nodes": 199}
+    assert "launch_graph_node_dependent" not in h200["latency"]
+    assert ceiling(timed(1.0), {"latency": counts}, h200)["time_ms"] == pytest.approx(
+        ceiling(timed(1.0), {"latency": {"graph_launches": 1, "graph_nodes": 200}}, h200)["time_ms"])
+
+
+def test_dependent_graph_nodes_are_priced_at_the_slower_of_their_floors() -> None:
+    counts = {"latency": {"graph_launches": 1, "graph_nodes": 1, "dependent_graph_nodes": 199}}
+    found = ceiling(timed(1.0), counts, _dependent_chain(1.6))  # 2 + 1 x 1.0 + 199 x 1.6 us
+    assert found["value"] == pytest.approx(321.4) and found["percent"] == pytest.approx(32.14)
+    assert "199 dependent_graph_nodes x 1.60 us" in found["detail"] and "measured)" not in found["detail"]
+    assert ceiling(timed(1.0), counts, _dependent_chain(0.7))["value"] == pytest.approx(202)  # never below an empty node
+
+
+def test_dependent_graph_nodes_without_either_floor_are_unpriced() -> None:
+    bare = {**PEAKS, "latency": {k: v for k, v in PEAKS["latency"].items() if k != "launch_graph_node"}}
+    out = add_ceiling(_result({"dependent_graph_nodes": 300}), bare)
+    assert "no launch_graph_node, launch_graph_node_dependent latency floor" in out["no_ceiling"]
+    kept = ceiling(timed(1.0), {"bytes": 2e9, "latency": {"dependent_graph_nodes": 300}}, bare)
+    assert kept["kind"] == "memory" and kept["unpriced"] == ["dependent_graph_nodes"]
+
+
 def test_a_one_gpu_pair_of_a_four_gpu_run_takes_the_one_gpu_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run on a 4 x H200 host has the key 4x_h200; its one-GPU pairs are held to peak_h200.json (no
     peaks were found for all 159 pairs of such a run before)."""

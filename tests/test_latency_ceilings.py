@@ -24,6 +24,7 @@ import pytest
 import torch
 from conftest import REPO
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import aisp
 from aisp.harness.loader import load_benchmark
@@ -32,10 +33,12 @@ from aisp.kits.llm import DenseKVCache, build_decoder
 from aisp.report.ceilings import bounds, ceiling, rows
 
 CPU = torch.device("cpu")
-FLOORS_US = {"launch_eager": 5.0, "launch_graph": 3.0, "launch_graph_node": 0.5, "sync_roundtrip": 11.0,
-             "copy_h2d_small": 7.0, "copy_d2h_small": 6.0, "copy_d2d_small": 9.0, "dispatch_torch_op": 2.0}
+FLOORS_US = {"launch_eager": 5.0, "launch_graph": 3.0, "launch_graph_node": 0.5, "launch_graph_node_dependent": 0.8,
+             "sync_roundtrip": 11.0, "copy_h2d_small": 7.0, "copy_d2h_small": 6.0, "copy_d2d_small": 9.0,
+             "dispatch_torch_op": 2.0}
 """Synthetic latency floors, distinct so a count priced at the wrong floor shows."""
 PRICES = {"launches": "launch_eager", "graph_launches": "launch_graph", "graph_nodes": "launch_graph_node",
+          "dependent_graph_nodes": "launch_graph_node_dependent",
           "syncs": "sync_roundtrip", "device_copies": "copy_d2d_small", "dispatches": "dispatch_torch_op"}
 """Each count the pairs here declare and its floor (``copies``/``messages`` are not declared here)."""
 
@@ -60,6 +63,30 @@ def kernels(fn: Callable[[], object]) -> int:
     return counter.count
 
 
+class _Chain(_Kernels):
+    """Counts them, and those of them that read a tensor the op before them wrote (its storage)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dependent, self.last = 0, set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if not func.is_view:
+            read = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+            self.dependent += bool(read & self.last)
+            self.last = {t.untyped_storage().data_ptr() for t in tree_leaves(out) if isinstance(t, torch.Tensor)}
+        return out
+
+
+def dependent_kernels(fn: Callable[[], object]) -> tuple[int, int]:
+    """(kernels, dependent): the non-view aten ops ``fn()`` dispatches, and how many of them read the
+    output of the op dispatched just before (graph nodes priced as ``dependent_graph_nodes``)."""
+    with _Chain() as chain:
+        fn()
+    return chain.count, chain.dependent
+
+
 def _bench(chapter: str, name: str) -> aisp.Benchmark:
     bench = load_benchmark(REPO / chapter / name)
     bench.device, bench.seed = CPU, 0
@@ -76,6 +103,21 @@ def test_the_counter_counts_kernels_not_views():
     x = torch.ones(4, 4)
     assert kernels(lambda: x.view(16)[:3].t()) == 0
     assert kernels(lambda: (x + 1).sum()) == 2
+
+
+def test_the_chain_counter_counts_ops_on_their_predecessors_output():
+    x, y = torch.ones(4), torch.ones(4)
+    assert dependent_kernels(lambda: (x + 1).mul_(2).sum()) == (3, 2)
+    assert dependent_kernels(lambda: (x + 1, y + 1, y * 2)) == (3, 0)  # each reads an input, not the last op's output
+
+
+def test_cuda_graphs_counts_every_layer_kernel_but_the_first_as_dependent():
+    bench = _bench("ch01", "baseline_cuda_graphs.py")
+    bench.setup()
+    total, dependent = dependent_kernels(bench.layers)
+    assert (total, dependent) == (2 * bench.workload.layers, 2 * bench.workload.layers - 1)
+    assert bench.workload.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=total - dependent,
+                                                        dependent_graph_nodes=dependent)
 
 
 def test_decode_cuda_graph_counts_one_graph_of_its_steps():
@@ -98,7 +140,9 @@ def test_gpu_sampling_counts_the_optimized_run_as_one_graph():
     assert per_step == baseline.SAMPLING_KERNELS
     stack = 1
     assert kernels(bench.run) == w.steps * per_step + stack
-    assert w.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=w.steps * per_step + stack)
+    total, dependent = dependent_kernels(bench.run)
+    assert total - dependent == w.steps * baseline.SAMPLING_INDEPENDENT
+    assert w.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=total - dependent, dependent_graph_nodes=dependent)
 
 
 def test_cudagraph_bucketing_counts_a_replay_and_an_input_copy_per_step():
@@ -123,8 +167,9 @@ def test_fused_rope_kv_write_counts_its_gemm_kernel_and_read_back():
     triton_launches = len(re.findall(r"_rope_write\[", rope))
     expected = torch_kernels + triton_launches
     assert expected == _module(bench, "baseline_fused_rope_kv_write").FUSED_KERNELS
+    dependent = _module(bench, "baseline_fused_rope_kv_write").FUSED_DEPENDENT
     assert load_benchmark(REPO / "ch18" / "baseline_fused_rope_kv_write.py").workload.latency == \
-        aisp.LatencyCounts(graph_launches=1, graph_nodes=expected)
+        aisp.LatencyCounts(graph_launches=1, graph_nodes=expected - dependent, dependent_graph_nodes=dependent)
 
 
 def test_async_scheduling_counts_a_replay_of_its_paged_step_a_step():

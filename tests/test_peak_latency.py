@@ -5,6 +5,8 @@ back-to-back all-reduce burst on two gloo ranks; on a GPU, the probes for real."
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +16,9 @@ import torch
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
+from aisp.kits import native
 from aisp.peak import allreduce, latency
-from aisp.peak.measure import latency_figure, measure_peaks, save_peaks
+from aisp.peak.measure import latency_figure, measure_peaks, probe_names, save_peaks
 from aisp.peak.probes import PeakConfig, ProbeSkipped
 
 CPU = torch.device("cpu")
@@ -50,6 +53,7 @@ def test_the_dispatch_probe_runs_on_a_cpu() -> None:
 
 @pytest.mark.parametrize(("probe", "why"), [
     (lambda: latency.launches(CPU, 10, 2), "no GPU: kernel launch latency"),
+    (lambda: latency.dependent_nodes(CPU, 10, 2), "no GPU: dependent graph node latency"),
     (lambda: latency.sync_roundtrip(CPU, 10, 2), "no GPU: the sync round trip"),
     (lambda: latency.small_copies(CPU, 10, 2), "no GPU: small-copy latency"),
 ])
@@ -61,9 +65,31 @@ def test_gpu_latency_probes_say_why_they_skip_on_a_cpu(probe, why) -> None:
 def test_peaks_hold_a_latency_section_and_explain_each_missing_figure() -> None:
     peaks = measure_peaks(TINY, CPU)
     assert set(peaks["latency"]) == {"dispatch_torch_op"}
-    for probe in ("launch", "sync", "small_copy", "allreduce_latency"):
+    for probe in ("launch", "launch_dependent", "sync", "small_copy", "allreduce_latency"):
         assert peaks["skipped"][probe]
     assert peaks["errors"] == {}
+
+
+def test_the_dependent_node_probe_is_listed_and_skips_alone_on_a_cpu() -> None:
+    """``aisp peak --only launch_dependent`` measures it alone (merged into a file measured before it)."""
+    names = probe_names()
+    assert names.index("launch_dependent") == names.index("launch") + 1
+    peaks = measure_peaks(TINY, CPU, only=["launch_dependent"])
+    assert "no GPU" in peaks["skipped"]["launch_dependent"] and peaks["latency"] == {} and peaks["errors"] == {}
+    shown = CliRunner().invoke(app, ["peak", "--only", "launch_dependent_x"])
+    assert shown.exit_code == 2 and "launch_dependent" in shown.output
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None, reason="needs nvcc and cuobjdump")
+def test_the_dependent_node_kernel_loads_adds_and_stores_one_value() -> None:
+    """Each node reads what the one before it stored and stores what the next reads: one load, one add,
+    one store in its sm_90 SASS (built on a CPU with nvcc), no loop."""
+    sass = latency.DEPENDENT_NODE.sass("90")
+    body = next(part for part in re.split(r"\n\s*Function : ", sass)[1:] if part.startswith("_Z4bumpPi"))
+    ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", body)
+    assert [op.split(".")[0] for op in ops if op.split(".")[0] in ("LDG", "STG", "IADD3", "BRA")][:3] == \
+        ["LDG", "IADD3", "STG"], ops
+    assert sum(op.startswith("LDG") for op in ops) == 1 and sum(op.startswith("STG") for op in ops) == 1
 
 
 def test_latency_figures_are_read_from_new_and_old_files() -> None:
@@ -189,6 +215,18 @@ def test_gpu_latency_probes_measure_every_figure() -> None:
                           "copy_h2d_small", "copy_d2h_small", "copy_d2d_small"}
     assert all(m["unit"] == "us" and m["value"] > 0 for m in found.values())
     print(json.dumps(found, indent=1))
+
+
+@pytest.mark.gpu
+def test_a_dependent_graph_node_costs_at_least_an_empty_one() -> None:
+    """The chain of one-element read-modify-writes, each node on the last one's output, against empty
+    nodes in a graph of as many nodes on the same device (the adds are counted inside the probe)."""
+    device = torch.device("cuda", 0)
+    empty = latency.launches(device, 1000, 5)["launch_graph_node"]
+    found = latency.dependent_nodes(device, 1000, 5)["launch_graph_node_dependent"]
+    assert found["unit"] == "us" and "1000-node graph of a one-thread *x += 1" in found["detail"]
+    assert found["value"] >= empty["value"] > 0, (found, empty)
+    print(json.dumps({"launch_graph_node": empty, "launch_graph_node_dependent": found}, indent=1))
 
 
 @pytest.mark.multigpu

@@ -22,7 +22,7 @@ def peak(
 ) -> None:
     """Measure this machine's ceilings (matmul per dtype, SIMT FFMA and HFMA2 rates, HBM, L2 and
     host<->device bandwidths, compile time; latency floors of a kernel launch, a graph launch and node,
-    a device-side tail launch and graph launch, a WHILE node's pass, a sync, small copies and a torch
+    a graph node on its predecessor's output, a device-side tail launch and graph launch, a WHILE node's pass, a sync, small copies and a torch
     op's dispatch; with 2+ GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small
     all-reduce and all-to-all latency; the host's memory copy and fill, page-cache read and first-touch
     page-fault rates). Exit 2: an unknown probe in --only, or --only without cached peaks to merge into."""

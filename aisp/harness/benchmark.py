@@ -63,6 +63,10 @@ class LatencyCounts:
     """CUDA graph replays (``launch_graph``: one launch of a one-kernel graph)."""
     graph_nodes: int = 0
     """Kernels inside replayed graphs (``launch_graph_node``: each node of a large graph)."""
+    dependent_graph_nodes: int = 0
+    """Graph nodes that read what the node before them wrote (a chain of tiny kernels, each on the last
+    one's output), priced at the slower of ``launch_graph_node`` and ``launch_graph_node_dependent``
+    (each node of a graph of one-element read-modify-writes): as ``graph_nodes`` where the peaks lack the latter."""
     syncs: int = 0
     """Host waits on the GPU: ``.item()``, ``synchronize()``, a blocking copy (``sync_roundtrip``)."""
     copies: int = 0

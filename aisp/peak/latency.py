@@ -1,4 +1,4 @@
-"""Latency ceilings: what one launch, sync, small copy, small all-reduce or torch op dispatch costs.
+"""Latency ceilings: what one launch, graph node, sync, small copy, small all-reduce or torch op dispatch costs.
 
 The bandwidth and FLOP ceilings say nothing about a lesson whose time goes to launching many tiny
 kernels, waiting on the GPU or sending small messages; these figures are the floor of each such
@@ -10,17 +10,20 @@ sync's own round trip to every figure); the median of ``repeats`` windows. All i
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from aisp.harness.timing import gc_disabled, synchronize
+from aisp.kits import native
 from aisp.kits.collectives import size_label
 from aisp.peak.allreduce import sweep
-from aisp.peak.probes import ProbeSkipped, captured_graph, require_gpu
+from aisp.peak.probes import ProbeSkipped, captured_graph, gpu_library, require_gpu
 
 SMALL_COPY_BYTES = 8
 """Size of the small copies: one 8-byte scalar, a flag or a token id moved between host and GPU."""
@@ -28,6 +31,8 @@ ALLREDUCE_LATENCY_BYTES = (8, 1024, 64 << 10)
 """Message sizes of the small all-reduce latency figures; the 8-byte one is ``allreduce_latency``."""
 GRAPH_SWEEP_S = 120.0
 """Time limit of the graph-captured sweep: a capture that hangs falls back to the eager figures."""
+DEPENDENT_NODE = native.Library((Path(__file__).with_name("dependent_node.cu"),))
+"""The one-thread read-modify-write kernel of :func:`dependent_nodes`."""
 
 
 def host_us_per_call(fn: Callable[[], Any], device: torch.device, calls: int, repeats: int) -> float:
@@ -92,6 +97,32 @@ def launches(device: torch.device, kernels: int, repeats: int) -> dict[str, dict
             "launch_graph_node": figure(host_us_per_call(many.replay, device, 1, repeats) / kernels,
                                         f"one replay of a {kernels}-empty-kernel graph / {kernels}, {how}"),
         }
+
+
+def dependent_nodes(device: torch.device, kernels: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """Each node of a ``kernels``-node graph whose every node reads the value the node before it wrote
+    and writes the one the next reads: ``dependent_node.cu``'s one-thread ``*x += 1`` on one int32,
+    captured ``kernels`` times (a dependent read-modify-write chain), one replay / ``kernels``, timed as
+    ``launch_graph_node`` is.
+
+    An empty node is a floor no real kernel beats; a node on its predecessor's output also waits for
+    that grid's completion and the flush of its store, then loads it: this is that floor, the one a
+    chain of tiny dependent kernels (``dependent_graph_nodes``) is priced at. A hand-written kernel, not
+    a torch op: torch's elementwise kernel costs more per node (a graph of 1,000 in-place ``x.mul_`` on
+    256 floats read 1.20 µs a node on an H200, ``ch12:graph_replay``'s own kernels 0.98-1.03 µs), and a
+    floor above a real chain would not be one. The adds are counted."""
+    lib = gpu_library(device, DEPENDENT_NODE, {"bump_launch": [ctypes.c_void_p, ctypes.c_void_p]},
+                      "dependent graph node latency")
+    with torch.cuda.device(device):
+        x = torch.zeros(1, dtype=torch.int32, device=device)
+        graph = captured_graph(device, lambda: native.check(lib.bump_launch(native.ptr(x), native.stream(device)),
+                                                            "bump_launch"), kernels)
+        x.zero_()  # the capture's warm-up call added one
+        us = host_us_per_call(graph.replay, device, 1, repeats) / kernels
+        check_counted(int(x.item()), kernels, 1, repeats, "dependent graph nodes")
+    return {"launch_graph_node_dependent": figure(
+        us, f"one replay of a {kernels}-node graph of a one-thread *x += 1 on one int32 (each node reads what the "
+            f"last wrote) / {kernels}, median of {repeats} windows")}
 
 
 def sync_roundtrip(device: torch.device, calls: int, repeats: int) -> dict[str, dict[str, Any]]:

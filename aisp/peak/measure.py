@@ -1,8 +1,9 @@
 """This machine's measured ceilings, cached per hardware key with their provenance.
 
 ``peaks/peak_<key>.json`` holds ``measurements`` (name -> value, unit, detail: rates and
-bandwidths, the host's among them), ``latency`` (name -> value in µs, unit, detail: launch, sync, small copy, small
-all-reduce, op dispatch and dependent-FMA floors; absent from files written before it existed, which still load),
+bandwidths, the host's among them), ``latency`` (name -> value in µs, unit, detail: launch, dependent graph node,
+sync, small copy, small all-reduce, op dispatch and dependent-FMA floors; absent from files written before it
+existed, which still load),
 ``skipped`` (probe -> reason), ``errors`` (probe -> message) and ``provenance`` (date, GPU, driver,
 versions, commit). Lookup order: ``$AISP_PEAK_DIR``, then the repository's ``peaks/`` folder.
 """
@@ -103,6 +104,7 @@ def _probes(device: torch.device, cfg: PeakConfig) -> list[Probe]:
                ("measurements", "nccl_allreduce", partial(probes.nccl_allreduce, cfg, device)),
                ("measurements", "compile", partial(probes.compile_time, cfg, device)),
                ("latency", "launch", partial(latency.launches, device, cfg.launch_kernels, repeats)),
+               ("latency", "launch_dependent", partial(latency.dependent_nodes, device, cfg.launch_kernels, repeats)),
                ("latency", "sync", partial(latency.sync_roundtrip, device, calls, repeats)),
                ("latency", "small_copy", partial(latency.small_copies, device, calls, repeats)),
                ("latency", "allreduce_latency", partial(latency.allreduce, device, calls, repeats)),

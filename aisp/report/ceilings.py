@@ -45,13 +45,15 @@ from aisp.report.roofline import (
 REACHED_PCT = 80.0
 """A pair at or above this % of its ceiling has reached it; below, it should say why."""
 COUNT_FLOORS = {"launches": ("launch_eager",), "graph_launches": ("launch_graph",),
-                "graph_nodes": ("launch_graph_node",), "syncs": ("sync_roundtrip",),
+                "graph_nodes": ("launch_graph_node",),
+                "dependent_graph_nodes": ("launch_graph_node", "launch_graph_node_dependent"), "syncs": ("sync_roundtrip",),
                 "copies": ("copy_h2d_small", "copy_d2h_small"), "device_copies": ("copy_d2d_small",),
                 "messages": ("allreduce_latency",), "dispatches": ("dispatch_torch_op",),
                 "device_launches": ("launch_device_tail",), "device_graph_launches": ("launch_device_graph",),
                 "all_to_alls": ("alltoall_latency",), "while_iterations": ("graph_while_iteration",),
                 "dependent_fmas": ("fma_dependent",)}
-"""Each latency count and the floor(s) it is priced at (the slower where two are named)."""
+"""Each latency count and the floor(s) it is priced at: the slower of those the peaks hold, so a count
+whose second floor is not measured yet is priced at its first (``dependent_graph_nodes`` as ``graph_nodes``)."""
 
 
 class MissingPeak(KeyError):
@@ -77,20 +79,24 @@ def latency_seconds(counts: dict[str, Any], peaks: dict[str, Any]) -> tuple[floa
     for name, count in counts.items():
         if not count:
             continue
-        floors = [latency_figure(peaks, f) for f in COUNT_FLOORS[name]]
-        if any(f is None for f in floors):
+        floors = {f: latency_figure(peaks, f) for f in COUNT_FLOORS[name]}
+        found = [v for v in floors.values() if v is not None]
+        if not found:
             missing = ", ".join(COUNT_FLOORS[name])
             raise MissingPeak(f"the peaks hold no {missing} latency floor; re-run 'aisp peak --refresh'")
-        floor = max(f for f in floors if f is not None)
+        floor = max(found)
         total += count * floor * 1e-6
-        parts.append(f"{count:g} {name} x {floor:.2f} us" if floor >= 0.1 else f"{count:g} {name} x {floor:.3g} us")
+        part = f"{count:g} {name} x {floor:.2f} us" if floor >= 0.1 else f"{count:g} {name} x {floor:.3g} us"
+        if lacking := [f for f, v in floors.items() if v is None]:
+            part += f" (no {', '.join(lacking)} measured)"
+        parts.append(part)
     return total, " + ".join(parts)
 
 
 def unpriced(counts: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
-    """The declared latency counts whose floor the peaks lack (a file measured before the floor existed)."""
+    """The declared latency counts none of whose floors the peaks hold (a file measured before they existed)."""
     return [name for name, count in counts.items()
-            if count and any(latency_figure(peaks, f) is None for f in COUNT_FLOORS[name])]
+            if count and all(latency_figure(peaks, f) is None for f in COUNT_FLOORS[name])]
 
 
 def unpriced_reason(names: list[str]) -> str:
