@@ -93,6 +93,18 @@ def built_on_cuda(path: Path, seed: int = 0):
     return bench
 
 
+def assert_replay_follows_new_tokens(bench, workload) -> None:
+    """A benchmark whose call is a CUDA graph captured in setup (``aisp.kits.graphs.GraphReplay``):
+    replayed after new tokens are written into its ``x`` in place, it gives what the eager
+    ``forward()`` gives for them (``workload``'s tolerance)."""
+    from aisp.harness.verify import compare, detach_copy
+
+    assert bench.graph is not None
+    bench.x.copy_(bench.x.roll(1, 0) * 0.5)
+    replayed = detach_copy(bench.run())
+    compare(detach_copy(bench.forward()), replayed, workload)
+
+
 def verify_stages_on_cuda(folder: Path, baseline: str, stages: list[str]) -> None:
     """Each stage's output against the baseline's, one benchmark on the GPU at a time (the pair's
     tolerance; the errors are printed)."""
