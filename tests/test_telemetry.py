@@ -7,33 +7,25 @@ import json
 import time
 from pathlib import Path
 
-from aisp.harness.telemetry import Reading, Telemetry, reason_names
+from aisp.harness.telemetry import SAMPLE_PERIOD_S, Reading, Telemetry, reason_names
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "timing" / "nvml_h100_gemm.json"
 
 
-def _fake(throttle_after: float):
-    t0 = time.perf_counter()
-
-    def read() -> Reading:
-        now = time.perf_counter()
-        hot = now - t0 > throttle_after
-        return Reading(t=now, sm_clock_mhz=1200 if hot else 1980, mem_clock_mhz=2619, temperature_c=85 if hot else 60,
-                       power_w=690, reasons=0x40 if hot else 0x0)
-    return read
+def _reading(t: float, hot: bool) -> Reading:
+    return Reading(t=t, sm_clock_mhz=1200 if hot else 1980, mem_clock_mhz=2619, temperature_c=85 if hot else 60,
+                   power_w=690, reasons=0x40 if hot else 0x0)
 
 
 def test_samples_in_throttled_window_are_flagged():
-    with Telemetry(_fake(throttle_after=0.15)) as tel:
-        a0 = time.perf_counter()
-        time.sleep(0.05)
-        a1 = time.perf_counter()
-        time.sleep(0.2)
-        b0 = time.perf_counter()
-        time.sleep(0.05)
-        b1 = time.perf_counter()
-    assert tel.throttled(a0, a1) == []
-    assert tel.throttled(b0, b1) == ["hw_thermal_slowdown"]
+    """Readings every sample period, hot from t = 0.15 s: a window well before is clean, one after is
+    flagged, and a window's edges reach one sample period out (no thread, no clock: the readings are given)."""
+    tel = Telemetry(lambda: _reading(0.0, False))
+    tel.readings = [_reading(k * SAMPLE_PERIOD_S, k * SAMPLE_PERIOD_S > 0.15) for k in range(20)]
+    assert tel.throttled(0.0, 0.05) == []
+    assert tel.throttled(0.25, 0.30) == ["hw_thermal_slowdown"]
+    assert tel.throttled(0.10, 0.145) == ["hw_thermal_slowdown"]  # the hot reading at 0.16 is within a period
+    assert tel.throttled(0.10, 0.12) == []
     summary = tel.summary()
     assert summary["sm_clock_mhz_min"] == 1200 and summary["sm_clock_mhz_max"] == 1980
     assert summary["throttle_reasons_seen"] == ["hw_thermal_slowdown"]
@@ -58,15 +50,17 @@ def test_power_capped_gemm_recorded_on_an_h100_is_flagged():
 
 
 def test_a_failing_read_loses_one_reading_not_the_run():
+    """The sampler thread keeps reading after an NVML error (waits on its progress, not on a clock)."""
     calls = {"n": 0}
-    good = _fake(10)
 
     def flaky() -> Reading:
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("NVML hiccup")
-        return good()
+        return _reading(time.perf_counter(), False)
 
     with Telemetry(flaky) as tel:
-        time.sleep(0.1)
-    assert len(tel.readings) >= 3
+        give_up = time.monotonic() + 60
+        while calls["n"] < 4 and time.monotonic() < give_up:
+            time.sleep(0.01)
+    assert calls["n"] >= 4 and len(tel.readings) == calls["n"] - 1  # every call but the failed one, and the last
