@@ -11,8 +11,8 @@ SM; each expert's 128-row blocks found from the device schedule of aisp/kits/moe
 wgmma): a tile accumulates 128 gate and the matching 128 up columns of the stored ``w_gate_up`` (the
 kit's (experts, dim, 2 ffn) layout, gate first, as ch17's: no re-layout) from one x tile and stores
 silu(gate) * up: the (rows, 2 ffn) intermediate is never written (268 MB stored, not 537 + the SwiGLU's
-1.34 GB). The down GEMM stays ``_grouped_mm``. (2) The combine is ``ch20_moe_combine.combine_gather``:
-each token's 8 rows read once, gate-weighted and summed in fp32 (no reordered copy, no ``bmm``).
+1.34 GB). The down GEMM stays ``_grouped_mm``. (2) The combine is ``aisp.kits.moe_combine.gather_combine``
+(ch17's): each token's 8 rows read once, gate-weighted and summed in fp32 (no reordered copy, no ``bmm``).
 (3) Nothing waits for the host, so setup captures the call as one CUDA graph (the harness refills x in
 place): no launch gaps (0.40 ms a call in stage 2's profile).
 Expect: measured, H200, 2026-11-29 (two runs): 3.1194 and 3.0814 ms, 530-537 TFLOP/s, 67.7% and 68.5%
@@ -56,8 +56,7 @@ class FusedSwiGLU(GraphReplay, GroupedExperts):
     def forward(self) -> torch.Tensor:
         if not (self.x.is_cuda or INTERPRET):
             return GroupedExperts.run(self)  # stage 2's arithmetic in torch (CPU tests without Triton)
-        from ch20_moe_combine import combine_gather  # Triton, imported where it runs
-
+        from aisp.kits.moe_combine import gather_combine  # Triton, imported where it runs
         from aisp.kits.moe_swiglu import BK, BM, BN, grouped_swiglu
 
         w = self.workload
@@ -67,7 +66,7 @@ class FusedSwiGLU(GraphReplay, GroupedExperts):
         tile = (BM, BN, BK) if self.x.is_cuda else (16, 16, 16)  # the interpreter: the CPU tests' small shapes
         h = grouped_swiglu(xs, self.w_gate_up, schedule(counts, tile[0]), tile)  # silu(gate) * up, (rows, ffn)
         y = torch._grouped_mm(h, self.w_down, offs=counts.cumsum(0).to(torch.int32))
-        return combine_gather(y, order, gates)
+        return gather_combine(y, order, gates)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -43,8 +43,7 @@ class FusedGather(FusedSwiGLU):
     def forward(self) -> torch.Tensor:
         if not (self.x.is_cuda or INTERPRET):
             return GroupedExperts.run(self)  # stage 2's arithmetic in torch (CPU tests without Triton)
-        from ch20_moe_combine import combine_gather  # Triton, imported where it runs
-
+        from aisp.kits.moe_combine import gather_combine  # Triton, imported where it runs
         from aisp.kits.moe_gather import BK, BM, BN, gather_swiglu
 
         w = self.workload
@@ -53,7 +52,7 @@ class FusedGather(FusedSwiGLU):
         order, _, sched = device_route(ids.reshape(-1), gates.reshape(-1), w.experts, tile[0], chunk=CHUNK)
         h = gather_swiglu(self.x, order, w.top_k, self.w_gate_up, sched, tile)  # silu(gate) * up, (rows, ffn)
         y = torch._grouped_mm(h, self.w_down, offs=sched[0, 1:])  # each expert's end row, on the device
-        return combine_gather(y, order.long(), gates)
+        return gather_combine(y, order.long(), gates)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -19,7 +19,7 @@ import pytest
 import torch
 from conftest import variant_modules
 from refill_check import check_refilled_pair, check_two_seeds
-from triton_cpu import compile_sm90, fits_sm90, run_interpreted
+from triton_cpu import run_interpreted
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -38,7 +38,7 @@ STAGES = {
 }
 GPU_ONLY = {"optimized_vision_pipeline_e2e_s2_gpu_decode", "optimized_vision_pipeline_e2e_s3_channels_last"}
 MINE = [(b, o) for b, o in variant_modules(CH20) if b.removeprefix("baseline_") in SMALL]
-OWN_FILES = sorted(p for p in CH20.glob("*.py") if any(n in p.stem for n in SMALL) or p.stem in ("ch20_moe", "ch20_moe_combine", "ch20_vision"))
+OWN_FILES = sorted(p for p in CH20.glob("*.py") if any(n in p.stem for n in SMALL) or p.stem in ("ch20_moe", "ch20_vision"))
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -123,7 +123,7 @@ INTERPRETED = """
 import sys, torch
 sys.path[:0] = ["ch20", "tests"]
 from ch20_moe import combine
-from ch20_moe_combine import combine_gather
+from aisp.kits.moe_combine import gather_combine as combine_gather
 from refill_check import check_refilled_pair, check_two_seeds
 from test_ch20_cases import build, host_reads
 torch.manual_seed(0)
@@ -150,19 +150,6 @@ print("interpreted ok")
 
 def test_fused_stage_and_gather_combine_under_the_interpreter() -> None:
     run_interpreted(INTERPRETED)
-
-
-def test_gather_combine_compiles_for_sm90_to_vector_loads_without_spills() -> None:
-    """As stage 3 launches it (dim 2,048 in 1,024-column blocks, top-8, bf16 rows, 4 warps): each thread
-    loads its 8 columns of the 8 rows as eight 16-byte loads (plus the 8 gates: 2 more), no 2-byte load,
-    stores once 16 bytes, no spills."""
-    sig = {"y_ptr": "*bf16", "row_ptr": "*i64", "gate_ptr": "*fp32", "out_ptr": "*bf16"}
-    k = compile_sm90("ch20/ch20_moe_combine:_combine_tile", sig, {"D": 2048, "K": 8, "BLOCK": 1024},
-                     {"num_warps": 4, "num_stages": 1})
-    fits_sm90(k)
-    ptx = k.asm["ptx"]
-    assert ptx.count("ld.global.v4.b32") == 8 + 2 and ptx.count("st.global.v4.b32") == 1, "not 16-byte accesses"
-    assert not re.search(r"ld\.global(\.\w+)*\.[bu]16", ptx), "2-byte loads"
 
 
 @pytest.mark.parametrize("path", OWN_FILES, ids=lambda p: p.stem)

@@ -56,10 +56,12 @@ def test_fused_stage_replays_new_tokens(module: str) -> None:
 
 
 def test_gather_combine_matches_the_bmm_combine_at_the_pair_shapes() -> None:
-    """ch20_moe_combine.combine_gather against ch20_moe.combine (16,384 tokens, top-8, dim 2,048, bf16
-    rows): fp32 gates and sum against bf16 gates in the ``bmm``, a relative norm under 1e-2."""
+    """Stages 3 and 4's combine (aisp.kits.moe_combine.gather_combine) against ch20_moe.combine (16,384
+    tokens, top-8, dim 2,048, bf16 rows): fp32 gates and sum against bf16 gates in the ``bmm``, a relative
+    norm under 1e-2."""
     combine = import_module_at(CH20 / "ch20_moe.py").combine
-    combine_gather = import_module_at(CH20 / "ch20_moe_combine.py").combine_gather
+    from aisp.kits.moe_combine import gather_combine as combine_gather
+
     gen = torch.Generator(device="cuda").manual_seed(0)
     order = torch.randperm(16384 * 8, generator=gen, device="cuda")
     gates = torch.softmax(torch.randn(16384, 8, generator=gen, device="cuda"), -1)
