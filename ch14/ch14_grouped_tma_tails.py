@@ -131,6 +131,8 @@ def grouped_mm_tma_tails(a: torch.Tensor, b: torch.Tensor, table: TailTable, out
     args = (a, b, out, table.group, table.start, table.end, table.items, table.bounds, a.shape[0], experts, n, k)
     grid = (table.bounds.shape[0],)
     if tiling is None and a.is_cuda:
+        if table.bn != BN:
+            raise ValueError(f"grouped_mm_tma_tails: the autotuned configs are {BN} columns wide, the table {table.bn}")
         check_tma_operands(a, b, out, max(c.kwargs["BK"] for c in TAIL_CONFIGS), table.bn)
         use_torch_scratch()
         _grouped_gemm_tails_tuned[grid](*args, BM=BM)
