@@ -6,8 +6,9 @@ masks list exactly the tiles with a visible pair (the decode one, built from pos
 compiled kernel too; the document one, built from document ids, equal to create_block_mask's on
 edge cases, and compiling nothing but the kernel, once), weight absorption stays within bf16 tolerance in bf16, the bucketed engine
 captures its buckets only while the lazy one captures each size it meets.
-The Triton pairs of the chapter, and mla_absorption's fused Triton variant (here: skipped with the
-reason on a CPU without the interpreter), are tested in test_ch18_triton.py."""
+The Triton pairs of the chapter, and mla_absorption's and flex_document_mask's Triton variants (here:
+skipped with the reason on a CPU without the interpreter; the document kernel's tiles at the pair's
+size counted for its estimate), are tested in test_ch18_triton.py."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def load(module: str) -> ModuleType:
 
 def pair_of(module: str) -> str:
     name = module.split("_", 1)[1]
-    for variant in ("_fold", "_graph", "_fused_qo", "_fused", "_split", "_autotuned", "_wgmma"):
+    for variant in ("_fold", "_graph", "_fused_qo", "_fused", "_split", "_autotuned", "_wgmma", "_triton"):
         name = name.removesuffix(variant)
     return name
 
@@ -62,7 +63,7 @@ def build(module: str, seed: int) -> aisp.Benchmark:
 
 
 TRITON_VARIANTS = ("optimized_mla_absorption_fused", "optimized_mla_absorption_fused_qo",
-                   "optimized_mla_absorption_graph", "optimized_mla_absorption_wgmma")
+                   "optimized_mla_absorption_graph", "optimized_mla_absorption_wgmma", "optimized_flex_document_mask_triton")
 """Variants that launch a Triton kernel: verified under the interpreter in test_ch18_triton.py."""
 
 
@@ -78,7 +79,7 @@ def test_the_harness_discovers_every_pair_and_variant() -> None:
                  ("baseline_flex_document_mask", "optimized_flex_document_mask_autotuned")}
     assert expected <= found
     assert len(my_variants()) == len(expected)
-    assert {("baseline_mla_absorption", o) for o in TRITON_VARIANTS} <= found
+    assert {(f"baseline_{pair_of(o)}", o) for o in TRITON_VARIANTS} <= found
 
 
 @pytest.mark.parametrize("module", TRITON_VARIANTS)
@@ -348,3 +349,15 @@ def test_autotuned_document_variant_compiles_with_max_autotune_on_a_gpu(monkeypa
     doc = f.document_starts(w.documents(), torch.device("cpu")).cumsum(-1)
     mask = f.document_block_mask(doc, f.causal_document_mask(doc))
     assert not rows_guaranteed_safe(mask) and not blocks_are_contiguous(mask)
+
+
+def test_document_kernel_walks_the_tiles_its_estimate_counts() -> None:
+    """The Triton variant's estimate: at the pair's size its kernel walks 2,576 tiles of 128 x 64 a head
+    across the 4 rows, 1,097 masked, 27% more pairs than the visible ones (aisp.kits.sparse_flash)."""
+    from aisp.kits.sparse_flash import BLOCK_M, BLOCK_N, document_layout, document_tiles
+
+    f, w = flex(), load("baseline_flex_document_mask").WORKLOAD
+    first, full_from, diagonal = document_tiles(document_layout(f.document_starts(w.documents(), torch.device("cpu")))[0])
+    tiles = int((diagonal + BLOCK_M // BLOCK_N - first).sum())
+    assert (tiles, tiles - int((diagonal - full_from).sum())) == (2576, 1097)
+    assert round(tiles * BLOCK_M * BLOCK_N / w.visible_pairs(), 2) == 1.27

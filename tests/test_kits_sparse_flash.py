@@ -8,9 +8,16 @@ plain causal and a short last head group (fp32: bf16 through tensor descriptors 
 the Triton 3.6 interpreter, ch18's causal kernel alike); and its sm_90a code at both pairs' bands:
 wgmma, TMA, at most 128 registers, no spills, no ptxas advisory, no serialized wgmma, and ch18
 ``_ahead``'s key-loop order (the K tile waited for after a softmax and a P V product).
-GPU: bf16 at a pair-like shape (and empty blocks) against SDPA with the dense mask in fp32."""
+The document mode: the starts and launch order from the flags, the tiles a block walks are exactly
+those with a visible pair and the full ones exactly the all-visible ones, the kernel against an fp64
+reference under the interpreter (documents longer than a tile, boundaries inside tiles and blocks,
+one-token documents, rows with no flag), and its sm_90a code held to the band kernel's checks.
+GPU: bf16 at a pair-like shape (and empty blocks), and packed documents, against SDPA with the dense
+mask in fp32."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -25,7 +32,7 @@ from triton_cpu import (
     wgmma_serialized,
 )
 
-from aisp.kits.sparse_flash import BLOCK_M, BLOCK_N, LAUNCH, Band, tile_lists
+from aisp.kits.sparse_flash import BLOCK_M, BLOCK_N, LAUNCH, Band, document_layout, document_tiles, tile_lists
 
 PAIR_BANDS = {"sliding_window_attention": Band(1024), "block_sparse_attention": Band(1024, 128)}
 """The two pairs' masks at 8,192 tokens (ch13: window 1,024; ch16: window 1,024 and 128 sink tokens)."""
@@ -141,6 +148,157 @@ def test_sm90_kernel_keeps_aheads_loop_in_128_registers(band: Band) -> None:
     assert ptxas_advisories(compiled) == []
     assert not wgmma_serialized(cuobjdump(compiled, "-sass"))
     assert key_loop_events(compiled.asm["ptx"]) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
+
+
+def flags(lengths: list[list[int]]) -> torch.Tensor:
+    """(rows, seq) bool: True at each document's first token."""
+    out = torch.zeros(len(lengths), sum(lengths[0]), dtype=torch.bool)
+    for row, docs in enumerate(lengths):
+        out[row, torch.tensor([0, *docs[:-1]]).cumsum(0)] = True
+    return out
+
+
+def document_mask(starts: torch.Tensor) -> torch.Tensor:
+    """(rows, seq, seq) bool: query t sees keys starts[t] .. t."""
+    pos = torch.arange(starts.shape[1])
+    return (pos[None, None, :] >= starts[:, :, None]) & (pos[None, None, :] <= pos[None, :, None])
+
+
+def random_packing(gen: torch.Generator, rows: int, seq: int, longest: int) -> list[list[int]]:
+    out = []
+    for _ in range(rows):
+        docs: list[int] = []
+        while sum(docs) < seq:
+            docs.append(min(int(torch.randint(1, longest + 1, (1,), generator=gen)), seq - sum(docs)))
+        out.append(docs)
+    return out
+
+
+def test_document_layout_gives_each_tokens_start_and_the_longest_blocks_first() -> None:
+    f = flags([[3, 120, 5, 128], [256]])
+    f[1, 0] = False  # a row whose first flag is missing: its first tokens start at 0 (cumsum's id 0)
+    f[1, 70] = True
+    starts, order = document_layout(f, 32)
+    assert starts.dtype == torch.int32 and order.shape == (16,)
+    expect = [[0] * 3 + [3] * 120 + [123] * 5 + [128] * 128, [0] * 70 + [70] * 186]
+    assert starts.tolist() == expect
+    ids = f.cumsum(-1)
+    assert torch.equal(ids.gather(1, starts.long()), ids)  # a start is in its token's document
+    since = (torch.arange(0, 256, 32) - starts[:, ::32]).flatten()
+    assert sorted(order.tolist()) == list(range(16))
+    assert since[order].tolist() == sorted(since.tolist(), reverse=True)
+
+
+@pytest.mark.parametrize(("bm", "bn"), [(BLOCK_M, BLOCK_N), (32, 8), (64, 64)])
+def test_document_tiles_are_those_with_a_visible_pair_and_full_ones_all_visible(bm: int, bn: int) -> None:
+    gen = torch.Generator().manual_seed(1)
+    for lengths in ([[1024]], [[1] * 3 + [1021]], random_packing(gen, 3, 1024, 300), random_packing(gen, 2, 1024, 40)):
+        starts, _ = document_layout(flags(lengths), bm)
+        rows, seq = starts.shape
+        tiles = document_mask(starts).view(rows, seq // bm, bm, seq // bn, bn)
+        seen, full = tiles.any(4).any(2), tiles.all(4).all(2)
+        first, full_from, diagonal = document_tiles(starts, bm, bn)
+        k = torch.arange(seq // bn)
+        walked = (k >= first[..., None]) & (k < diagonal[..., None] + bm // bn)
+        unmasked = (k >= full_from[..., None]) & (k < diagonal[..., None])
+        assert torch.equal(walked, seen) and torch.equal(unmasked, full), lengths
+
+
+INTERPRETED_DOCUMENTS = """
+import torch
+import pytest
+from aisp.kits.sparse_flash import document_flash_attention, document_layout
+from test_kits_sparse_flash import document_mask, flags
+gen = torch.Generator().manual_seed(5)
+
+def reference(q, k, v, starts):
+    s = (q.double() @ k.double().transpose(-1, -2)) / q.shape[-1] ** 0.5
+    return torch.softmax(s.masked_fill(~document_mask(starts)[:, None], float("-inf")), -1) @ v.double()
+
+# (rows' documents, tiles, heads): a document longer than a block and several tiles, boundaries inside a
+# tile and inside a block (blocks whose tiles before them are all masked), one-token documents, a row of
+# one document (plain causal), 8-key tiles, a block of one diagonal tile; a row with no flag at 0
+cases = [([[40, 3, 50, 35], [128]], (32, 16), 2), ([[5, 1, 1, 60, 61], [96, 32]], (32, 8), 1),
+         ([[7, 200, 49], [1, 255]], (64, 16), 2), ([[100, 28], [17, 111]], (16, 16), 1)]
+for lengths, (bm, bn), h in cases:
+    f = flags(lengths)
+    if bm == 16:
+        f[1, 0] = False
+    b, seq = f.shape
+    q, k, v = (torch.randn(b, h, seq, 32, generator=gen) for _ in range(3))
+    starts, order = document_layout(f, bm)
+    ref = reference(q, k, v, starts)
+    err = (document_flash_attention(q, k, v, starts, order, bm, bn).double() - ref).abs().max().item()
+    assert err < 2e-5, (lengths, bm, bn, err)
+    backwards = order.flip(0).contiguous()  # any order of the entries gives the same answer
+    assert (document_flash_attention(q, k, v, starts, backwards, bm, bn).double() - ref).abs().max() < 2e-5
+f = flags([[40, 3, 50, 35]])
+q, k, v = (torch.randn(1, 1, 128, 32, generator=gen) for _ in range(3))
+starts, order = document_layout(f, 32)
+other, _ = document_layout(flags([[43, 50, 35]]), 32)
+err = (document_flash_attention(q, k, v, other, order, 32, 16).double() - reference(q, k, v, starts)).abs().max()
+assert err > 1e-2, "another packing's answer passed"
+with pytest.raises(ValueError, match="int32"):
+    document_flash_attention(q, k, v, starts.long(), order, 32, 16)
+with pytest.raises(ValueError, match="do not divide"):
+    document_flash_attention(q, k, v, starts, order[:2], 64, 48)
+print("interpreted ok")
+"""
+
+
+def test_document_kernel_matches_fp64_under_the_interpreter() -> None:
+    run_interpreted("import sys; sys.path.insert(0, 'tests')\n" + INTERPRETED_DOCUMENTS)
+
+
+DOCUMENT_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "starts": "*i32",
+                "order": "*i64", "n_heads": "i32", "heads": "i32", "seq": "i32", "qk_scale": "fp32"}
+
+
+def test_sm90_document_kernel_keeps_aheads_loop_in_128_registers() -> None:
+    """The document mode at the kit's tiles and launch settings: the band kernel's checks, and its two
+    loops (unmasked, masked) within 5% of ``_ahead``'s 325 and 474 SASS instructions a tile."""
+    consts = {"D": 128, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}
+    compiled = compile_sm90("aisp/kits/sparse_flash:_document_flash_fwd", DOCUMENT_SIG, consts, LAUNCH,
+                            divisible=("seq", "heads", "n_heads"))
+    assert_tma_and_wgmma(compiled, "K/V")
+    assert fits_sm90(compiled)["REG"] <= 128
+    assert 2 * compiled.metadata.shared <= 228 * 1024, compiled.metadata.shared
+    assert ptxas_advisories(compiled) == []
+    sass = cuobjdump(compiled, "-sass")
+    assert not wgmma_serialized(sass)
+    assert key_loop_events(compiled.asm["ptx"]) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
+    unmasked, masked = loop_bodies(sass)[:2]
+    assert unmasked <= 1.05 * 325 and masked <= 1.05 * 474, (unmasked, masked)
+
+
+def loop_bodies(sass: str) -> list[int]:
+    """SASS instructions of each backward branch's body (target to branch), in code order: the key
+    loops first (then the barrier waits' retry stubs, which jump back into the code)."""
+    out = []
+    for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?P\d\s+)?BRA\s+0x([0-9a-f]+)", sass):
+        at, to = int(m.group(1), 16), int(m.group(2), 16)
+        if to < at:
+            out.append((at - to) // 16 + 1)
+    return out
+
+
+@pytest.mark.gpu
+def test_document_kernel_matches_masked_sdpa_on_a_gpu() -> None:
+    """bf16, 3 packed rows of 4,096 tokens (documents of 1 to 1,500 tokens), 4 heads of 128, at the kit's
+    tiles, against SDPA on the dense document mask in fp32."""
+    import torch.nn.functional as F
+
+    from aisp.kits.sparse_flash import document_flash_attention
+
+    gen = torch.Generator().manual_seed(2)
+    f = flags(random_packing(gen, 3, 4096, 1500)).cuda()
+    cuda = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(3, 4, 4096, 128, generator=cuda, device="cuda").bfloat16() for _ in range(3))
+    starts, order = document_layout(f)
+    out = document_flash_attention(q, k, v, starts, order)
+    mask = document_mask(starts.cpu()).cuda()[:, None]
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.gpu

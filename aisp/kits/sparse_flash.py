@@ -25,6 +25,19 @@ number of key tiles the mask is two compares an element against per-row bounds (
 kept 16 more registers live and spilled). 342 SASS instructions an unmasked key tile, 509 a masked
 one (ch18 ``_ahead``: 325 and 474); no spills, no ptxas advisory.
 
+Packed documents (``document_flash_attention``): query t of a packed row sees keys s(t) .. t, s(t) its
+document's first token (``document_layout`` makes s from the start flags, a running max, and a launch
+order). No lists: s only grows along a row, so a program finds its own tiles from s at its block's
+first and last queries (r0, r1): key tiles s(r0) // BLOCK_N up to the diagonal block's last, the ones
+before the block full where they begin at or after s(r1), all others (the documents' edges, the
+diagonal block) masked by start <= key <= query, the start per row loaded once. The walk is the
+band's: full tiles first, then the partial ones (their numbers computed, not loaded), one chain.
+Every tile it visits holds a visible pair and every row sees itself. Compiled for sm_90a (same
+tiles and launch settings): 128 registers, no spills, no ptxas advisory, 334 SASS instructions an
+unmasked key tile, 484 a masked one (a third loop, masking the tiles before the block by the start
+alone, spilled 16-64 bytes across the loops). The band kernel's code is unchanged by this mode (SASS
+compared with addresses stripped).
+
 Rows that see no key (a query block with an empty list, or rows a partial tile masks whole) give 0,
 as FlexAttention's do: the masked softmax keeps the running max at -inf without NaN, and the final
 division uses 1 for an empty row sum. The Triton interpreter runs the same code on a CPU (inline asm
@@ -36,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 import triton
@@ -52,6 +66,8 @@ LAUNCH = {"num_warps": 8, "num_stages": 2, "maxnreg": 128}
 """ch18 ``_ahead``'s launch settings on a GPU: two warpgroups of 64 rows, 2 stages, two programs an SM."""
 L2_SHARE = 16 << 20
 """Bytes of K/V the resident programs share (a third of the H100/H200 L2)."""
+DOCUMENT: tl.constexpr = tl.constexpr(2)
+"""``_softmax``'s mask on a packed document's partial tiles: the row's document start <= key <= query."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +136,17 @@ def tile_lists(rule: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], band:
 
 
 @triton.jit
-def _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN: tl.constexpr, SINK: tl.constexpr, BLOCK_N: tl.constexpr,
+def _softmax(m_i, l_i, s, offs_m, lower, tile, qk_scale, SPAN: tl.constexpr, SINK: tl.constexpr, BLOCK_N: tl.constexpr,
              MASK: tl.constexpr):
-    """Online softmax (base 2, scale folded in) of key tile ``tile``'s scores s = Q K^T; with MASK the
-    band masks them, and a row with no visible key so far keeps max -inf and p = 0 (no NaN)."""
+    """Online softmax (base 2, scale folded in) of key tile ``tile``'s scores s = Q K^T. MASK: 0 (False)
+    none; 1 (True) the band; ``DOCUMENT`` lower <= key <= query (``lower``: per row, its document's
+    first token; read in that mode only). Masked, a row with no visible key so far keeps max -inf and
+    p = 0 (no NaN)."""
     if MASK:
         keys = (tile * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
-        if SINK % BLOCK_N == 0:  # a tile holds sink keys only or none: the window's far edge is per row
+        if MASK == DOCUMENT:
+            s = tl.where((keys <= offs_m[:, None]) & (keys >= lower[:, None]), s, float("-inf"))
+        elif SINK % BLOCK_N == 0:  # a tile holds sink keys only or none: the window's far edge is per row
             far = tl.where(tile * BLOCK_N < SINK, -1, offs_m - SPAN)[:, None]
             s = tl.where((keys <= offs_m[:, None]) & (keys > far), s, float("-inf"))
         else:
@@ -143,10 +163,10 @@ def _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN: tl.constexpr, SINK: tl.c
 
 
 @triton.jit
-def _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, tile, nxt, qk_scale, SPAN: tl.constexpr,
-                    SINK: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr):
+def _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, lower, tile, nxt, qk_scale,
+                    SPAN: tl.constexpr, SINK: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr):
     """Tile ``tile``'s softmax (its scores ``s``) and P V, then tile ``nxt``'s scores."""
-    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN, SINK, BLOCK_N, MASK)
+    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, lower, tile, qk_scale, SPAN, SINK, BLOCK_N, MASK)
     acc = _settled(_pv(acc, p, alpha, v_desc, head_row + tile * BLOCK_N))
     s = tl.dot(q, k_desc.load([head_row + nxt * BLOCK_N, 0]).T)
     return acc, m_i, l_i, s
@@ -165,16 +185,28 @@ def _walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, tiles, n_full, n, 
     split = tl.minimum(n_full, n - 1)
     for i in tl.range(0, split):
         nxt = tl.load(tiles + i + 1)
-        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, tile, nxt, qk_scale,
-                                           SPAN, SINK, BLOCK_N, False)
+        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, offs_m, tile, nxt,
+                                           qk_scale, SPAN, SINK, BLOCK_N, False)
         tile = nxt
     for i in tl.range(split, n - 1):
         nxt = tl.load(tiles + i + 1)
-        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, tile, nxt, qk_scale,
-                                           SPAN, SINK, BLOCK_N, True)
+        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, offs_m, tile, nxt,
+                                           qk_scale, SPAN, SINK, BLOCK_N, True)
         tile = nxt
-    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, tile, qk_scale, SPAN, SINK, BLOCK_N, True)
+    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, offs_m, tile, qk_scale, SPAN, SINK, BLOCK_N, True)
     return _pv(acc, p, alpha, v_desc, head_row + tile * BLOCK_N), m_i, l_i
+
+
+@triton.jit
+def _program_start(q_ptr, k_ptr, v_ptr, rows, q_row, block, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr):
+    """A program's K and V descriptors over the (rows, D) rows, its Q tile (rows q_row..), its queries'
+    positions in the sequence, and the empty softmax state (max -inf, sum 0, acc 0)."""
+    k_desc, v_desc = _rows(k_ptr, rows, D, BLOCK_N), _rows(v_ptr, rows, D, BLOCK_N)
+    q = _rows(q_ptr, rows, D, BLOCK_M).load([q_row, 0])
+    offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    return k_desc, v_desc, q, offs_m, m_i, tl.zeros((BLOCK_M,), tl.float32), tl.zeros((BLOCK_M, D), tl.float32)
 
 
 @triton.jit
@@ -196,16 +228,71 @@ def _sparse_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, offsets, full, indices, order,
     rows = n_heads * seq
     head_row = head * seq
     q_row = head_row + block * BLOCK_M
-    k_desc, v_desc = _rows(k_ptr, rows, D, BLOCK_N), _rows(v_ptr, rows, D, BLOCK_N)
-    q = _rows(q_ptr, rows, D, BLOCK_M).load([q_row, 0])
-    offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
-    l_i = tl.zeros((BLOCK_M,), tl.float32)
-    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    k_desc, v_desc, q, offs_m, m_i, l_i, acc = _program_start(q_ptr, k_ptr, v_ptr, rows, q_row, block, D, BLOCK_M, BLOCK_N)
     acc, m_i, l_i = _walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, indices + start, tl.load(full + block),
                           n, qk_scale, SPAN, SINK, BLOCK_N)
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], out.to(o_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _document_tile(i, n_full, lead, first, full_from, diagonal):
+    """The ``i``-th key tile a document block walks: its full tiles (``full_from`` on), then its ``lead``
+    partial tiles before the block (``first`` on), then the diagonal block's."""
+    k = i - n_full
+    return tl.where(i < n_full, full_from + i, tl.where(k < lead, first + k, diagonal + k - lead))
+
+
+@triton.jit
+def _document_walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, lower, first, full_from, diagonal, qk_scale,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Key tiles ``first`` .. the diagonal block's last in one chain, each tile's Q K^T issued at the end
+    of the previous one (ch18 ``_ahead``): [full_from, diagonal) unmasked, then [first, full_from) and
+    the diagonal block's BLOCK_M // BLOCK_N tiles masked by the rows' document starts and causality."""
+    n_full = diagonal - full_from
+    lead = full_from - first
+    n = n_full + lead + BLOCK_M // BLOCK_N
+    tile = _document_tile(0, n_full, lead, first, full_from, diagonal)
+    s = tl.dot(q, k_desc.load([head_row + tile * BLOCK_N, 0]).T)
+    for i in tl.range(0, n_full):
+        nxt = _document_tile(i + 1, n_full, lead, first, full_from, diagonal)
+        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, lower, tile, nxt,
+                                           qk_scale, 0, 0, BLOCK_N, False)
+        tile = nxt
+    for i in tl.range(n_full, n - 1):
+        nxt = _document_tile(i + 1, n_full, lead, first, full_from, diagonal)
+        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, lower, tile, nxt,
+                                           qk_scale, 0, 0, BLOCK_N, DOCUMENT)
+        tile = nxt
+    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, lower, tile, qk_scale, 0, 0, BLOCK_N, DOCUMENT)
+    return _pv(acc, p, alpha, v_desc, head_row + tile * BLOCK_N), m_i, l_i
+
+
+@triton.jit
+def _document_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, starts, order, n_heads, heads, seq, qk_scale, D: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program: BLOCK_M queries of one head of one packed row over the key tiles of their documents,
+    found from ``starts`` (per token, its document's first token; non-decreasing along a row, at most
+    the token): the first query's start's tile up to the diagonal; a tile before the block is full when
+    it begins at or after the last query's start. Programs take the (row, query block) entries of
+    ``order`` in turn, the row's heads fastest."""
+    pid = tl.program_id(0)
+    n_blocks = seq // BLOCK_M
+    entry = tl.load(order + pid // heads).to(tl.int32)
+    row = entry // n_blocks
+    block = entry - row * n_blocks
+    head_row = (row * heads + pid % heads) * seq
+    q_row = head_row + block * BLOCK_M
+    row_starts = starts + row * seq + block * BLOCK_M
+    lower = tl.load(row_starts + tl.arange(0, BLOCK_M))
+    first = tl.load(row_starts) // BLOCK_N
+    diagonal = block * (BLOCK_M // BLOCK_N)
+    full_from = tl.minimum(tl.maximum((tl.load(row_starts + BLOCK_M - 1) + BLOCK_N - 1) // BLOCK_N, first), diagonal)
+    rows = n_heads * seq
+    k_desc, v_desc, q, offs_m, m_i, l_i, acc = _program_start(q_ptr, k_ptr, v_ptr, rows, q_row, block, D, BLOCK_M, BLOCK_N)
+    acc, m_i, l_i = _document_walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, lower, first, full_from, diagonal,
+                                   qk_scale, BLOCK_M, BLOCK_N)
+    _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
 
 
 def head_group(q: torch.Tensor) -> int:
@@ -214,19 +301,23 @@ def head_group(q: torch.Tensor) -> int:
     return max(1, min(batch * heads, L2_SHARE // (2 * seq * dim * q.element_size())))
 
 
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, name: str) -> None:
+    """Raises ValueError unless q, k, v are contiguous, of one shape, with rows and bases TMA can move."""
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()) or not q.shape == k.shape == v.shape:
+        raise ValueError(f"{name}: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: contiguous and equal shapes")
+    if (q.shape[-1] * q.element_size()) % 16 or any(t.data_ptr() % 16 for t in (q, k, v)):
+        raise ValueError(f"{name}: rows of {q.shape[-1] * q.element_size()} bytes: TMA needs rows and bases aligned "
+                         "to 16 bytes")
+
+
 def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: TileLists) -> torch.Tensor:
     """softmax(q k^T / sqrt(d), masked by ``tiles``) v for contiguous q, k, v (batch, heads, seq, head_dim)
     of one shape; every head walks the same lists. Rows that see no key give 0."""
     batch, heads, seq, dim = q.shape
-    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()) or not q.shape == k.shape == v.shape:
-        raise ValueError(f"sparse_flash_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: "
-                         "contiguous and equal shapes")
+    _check(q, k, v, "sparse_flash_attention")
     if seq != tiles.seq or tiles.indices.device != q.device:
         raise ValueError(f"sparse_flash_attention: lists for seq {tiles.seq} on {tiles.indices.device}, inputs "
                          f"seq {seq} on {q.device}")
-    if (dim * q.element_size()) % 16 or any(t.data_ptr() % 16 for t in (q, k, v)):
-        raise ValueError(f"sparse_flash_attention: rows of {dim * q.element_size()} bytes: TMA needs rows and "
-                         "bases aligned to 16 bytes")
     out = torch.empty_like(q)
     n_heads = batch * heads
     launch = {}
@@ -238,4 +329,57 @@ def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ti
         q, k, v, out, tiles.offsets, tiles.full, tiles.indices, tiles.order, n_heads, seq,
         math.log2(math.e) / math.sqrt(dim), SPAN=band.span, SINK=band.sink, D=dim, HEAD_GROUP=head_group(q),
         BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, **launch)
+    return out
+
+
+@cache
+def _positions(seq: int, device: torch.device) -> torch.Tensor:
+    """int32 0 .. seq - 1 on ``device`` (a constant of the shape, made once)."""
+    return torch.arange(seq, dtype=torch.int32, device=device)
+
+
+def document_layout(flags: torch.Tensor, block_m: int = BLOCK_M) -> tuple[torch.Tensor, torch.Tensor]:
+    """From (rows, seq) bool flags, True at each document's first token (tokens before a row's first
+    flag start at 0): each token's document start, int32 (rows, seq), by a running max of the flagged
+    positions; and the launch order of the (row, query block) entries, int64 (rows * seq // block_m,),
+    longest first: by the tokens from the block's first query back to its document's start (ties by
+    position). Four small ops, no pass over the (seq, seq) pairs."""
+    rows, seq = flags.shape
+    pos = _positions(seq, flags.device)
+    starts = torch.where(flags, pos, 0).cummax(-1).values
+    order = (starts[:, ::block_m] - pos[::block_m]).flatten().argsort(stable=True)
+    return starts, order
+
+
+def document_tiles(starts: torch.Tensor, block_m: int = BLOCK_M,
+                   block_n: int = BLOCK_N) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per (row, query block) of ``starts`` (rows, seq), the key tiles the document kernel walks, as it
+    finds them: (first, full_from, diagonal), tiles first .. full_from - 1 and the diagonal block's
+    masked, full_from .. diagonal - 1 full. For tests and estimates (the kernel derives them itself)."""
+    first = starts[:, ::block_m] // block_n
+    diagonal = (torch.arange(0, starts.shape[1], block_m, device=starts.device) // block_n).expand_as(first)
+    full_from = torch.minimum(torch.maximum(-(-starts[:, block_m - 1::block_m] // block_n), first), diagonal)
+    return first, full_from, diagonal
+
+
+def document_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: torch.Tensor,
+                             order: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> torch.Tensor:
+    """Packed-document causal attention: query t of row b sees keys ``starts[b, t]`` .. t, for contiguous
+    q, k, v (rows, heads, seq, head_dim) of one shape; ``starts`` and ``order`` as ``document_layout``
+    makes them (any order of all entries is correct; longest first balances the SMs)."""
+    batch, heads, seq, dim = q.shape
+    _check(q, k, v, "document_flash_attention")
+    if starts.shape != (batch, seq) or starts.dtype != torch.int32 or order.numel() != batch * (seq // block_m):
+        raise ValueError(f"document_flash_attention: starts {tuple(starts.shape)} {starts.dtype}, order {order.numel()}:"
+                         f" int32 ({batch}, {seq}) and {batch * (seq // block_m)} entries")
+    if seq % block_m or block_m % block_n:
+        raise ValueError(f"document_flash_attention: tiles {block_m} x {block_n} do not divide seq {seq}")
+    out = torch.empty_like(q)
+    launch = {}
+    if q.is_cuda:
+        use_torch_scratch()
+        launch = LAUNCH
+    _document_flash_fwd[(batch * heads * (seq // block_m),)](
+        q, k, v, out, starts.contiguous(), order, batch * heads, heads, seq, math.log2(math.e) / math.sqrt(dim), D=dim,
+        BLOCK_M=block_m, BLOCK_N=block_n, **launch)
     return out
