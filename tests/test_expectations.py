@@ -396,13 +396,19 @@ def _update_until_killed(path: Path) -> None:
 def test_killed_mid_update_leaves_a_whole_file(tmp_path):
     """A writer SIGKILLed at five moments of its updates leaves the last whole file. The writer is a
     child forked from this process (aisp already imported: it updates from its first millisecond,
-    where a new Python spent 2 s importing before it wrote anything)."""
+    where a new Python spent 2 s importing before it wrote anything). Each kill comes the given delay
+    after the child's first update replaced the file (on a busy host a child can get no CPU for
+    longer than any fixed sleep)."""
     path = tmp_path / "expectations_h100.json"
     expectations.store_noise(path, "first", {"speedup_rel": 0.02}, "h100")
     for delay in (0.2, 0.3, 0.4, 0.5, 0.6):
+        written = (path.stat().st_ino, path.stat().st_mtime_ns)
         pid = os.fork()
         if pid == 0:
             _update_until_killed(path)
+        deadline = time.monotonic() + 60  # a bound for a broken test only
+        while (path.stat().st_ino, path.stat().st_mtime_ns) == written and time.monotonic() < deadline:
+            time.sleep(0.005)
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)

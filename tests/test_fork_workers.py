@@ -53,7 +53,8 @@ def test_each_forked_worker_is_a_new_process_of_the_zygote(tmp_path):
 
 @pytest.mark.parametrize("name, verdicts", [("hangs_with_child", ("timeout",))])
 def test_a_forked_worker_that_times_out_leaves_nothing(name, verdicts, tmp_path, monkeypatch):
-    """The pair's 8 s limit halved: a forked worker imports nothing before its setup starts the sleeper."""
+    """The pair's 8 s limit halved: a forked worker imports nothing but the pair's files (the fixture
+    records the worker and its sleeper before the worker reports that limit)."""
     from conftest import REPO
     from test_processes import PROCESSES, recorded, running
 

@@ -97,16 +97,17 @@ def test_a_thread_sharing_its_cpu_with_five_spinning_processes_reads_as_starved(
     is asserted: the ratio is the scheduler's share)."""
     import subprocess
     import sys
-    import time
 
     if not hasattr(os, "sched_setaffinity") or host.schedstat() is None:
         pytest.skip("no per-thread schedstat or CPU affinity here")
     cpu = min(os.sched_getaffinity(0))
-    spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(5)]
+    spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nprint('spinning', flush=True)\nwhile True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True) for _ in range(5)]
     allowed = os.sched_getaffinity(0)
     try:
-        time.sleep(0.5)  # the spinners are running
+        # each spinner is on the CPU (a fixed sleep was no proof on a busy host: a late spinner's
+        # Python still starting left this thread a larger share than the rule's limit)
+        assert [proc.stdout.readline().strip() for proc in spinners] == ["spinning"] * 5
         os.sched_setaffinity(0, {cpu})
         before = host.schedstat()
         while (after := host.schedstat())[0] - before[0] < 0.2e9:  # until this process ran 0.2 s of CPU

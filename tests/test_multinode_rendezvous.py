@@ -16,8 +16,24 @@ from conftest import REPO
 CHECK = Path(__file__).resolve().parent / "rendezvous_check.py"
 
 
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A port free now, below the kernel's ephemeral range where it can: bind(0) and outgoing
+    connections take their ports from that range, so no other test's socket (gloo's, torchrun's) can
+    take this one between this check and the rendezvous's bind, as it could a port bind(0) had just
+    handed out and this function let go."""
+    low = int(EPHEMERAL.read_text().split()[0]) if EPHEMERAL.exists() else 32768
+    first = 20000 + os.getpid() % 5000  # two runs of this test at once (two checkouts) start apart
+    for port in [*range(first, min(low, 29000)), *range(20000, min(first, low))]:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # no port below the range here: one the kernel hands out
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -117,12 +118,43 @@ def test_a_graph_burst_needs_cuda_and_fails_the_sweep_on_gloo() -> None:
         allreduce.sweep(2, "cpu", [8], samples=2, timeout_s=120, burst=5, graph=True)
 
 
-def test_a_sweep_past_its_limit_ends_its_ranks_too() -> None:
+def test_a_sweep_past_its_limit_ends_its_ranks_too(monkeypatch) -> None:
+    """The sweep's time runs out once both ranks run (their own Pythons, in sessions of their own),
+    not at a fixed second: at 1 s a busy host's torchrun had often started no rank yet, which left
+    nothing to end, or was starting one as the sweep ended the others. The ranks' million samples
+    keep them running until then."""
+    import time
+
     import psutil
 
     marker = "7777771"  # a message size no other test uses: finds this sweep's processes
+
+    def ranks() -> list[psutil.Process]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            line = " ".join(p.info["cmdline"] or [])
+            if marker in line and "aisp.peak.allreduce" in line and "torch.distributed.run" not in line:
+                found.append(p)
+        return found
+
+    seen: list[int] = []
+
+    class OutOfTimeOnceRanksRun(subprocess.Popen):
+        def communicate(self, input=None, timeout=None):
+            if seen:  # the sweep's read of the killed launch's output
+                return super().communicate(input, timeout)
+            deadline = time.monotonic() + 120  # a bound for a broken test only
+            while len(ranks()) < 2 and self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.append(len(ranks()))
+            raise subprocess.TimeoutExpired(self.args, timeout)
+
+    monkeypatch.setattr(allreduce, "subprocess", SimpleNamespace(
+        Popen=OutOfTimeOnceRanksRun, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT,
+        TimeoutExpired=subprocess.TimeoutExpired))
     with pytest.raises(RuntimeError, match="ran past 1 s"):
-        allreduce.sweep(2, "cpu", [int(marker)], samples=2, timeout_s=1.0, burst=5)
+        allreduce.sweep(2, "cpu", [int(marker)], samples=10**6, timeout_s=1.0, burst=5)
+    assert seen == [2], "both ranks were running when the sweep ran out of time"
     left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
     assert left == []
 

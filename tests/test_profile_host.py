@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
+from aisp.profile import host
 from aisp.profile.host import MISSING, record_command, recording, summarize
 
 FOLDED = """process 11:"python train.py";<module> (train.py:9);epoch (train.py:5);_next_data (dataloader.py:1327) 30
@@ -23,12 +27,14 @@ not a stack line
 """
 
 STUB = """#!{python}
-import pathlib, signal, sys, time
+import os, pathlib, signal, sys, time
 args = sys.argv[1:]
 out = pathlib.Path(args[args.index("-o") + 1])
 folded = pathlib.Path({folded!r}).read_text()
 if "--pid" in args:  # attached: sample until SIGINT, then write, as py-spy does
     signal.signal(signal.SIGINT, lambda *_: (out.write_text(folded), sys.exit(0)))
+    with open({attached!r}, "a") as said:  # the tests' attach wait: its handler is set
+        print(os.getpid(), file=said)
     while True:
         time.sleep(0.05)
 out.write_text(folded)
@@ -44,16 +50,41 @@ def test_folded_stacks_give_each_frame_and_process_its_share() -> None:
     assert summarize("") == {"samples": 0, "top_self": [], "processes": []}
 
 
+def attach_until_ready(monkeypatch: pytest.MonkeyPatch, attached: Path) -> None:
+    """recording()'s attach wait (ATTACH_S, time a real py-spy needs to attach) made a wait on the stub
+    py-spy it started: until the stub has set its SIGINT handler (its pid in ``attached``) or has
+    exited. The stub is a Python: a busy host can take longer than any fixed wait to start it, and
+    a SIGINT before its handler killed it, with no samples written."""
+    started: list[subprocess.Popen] = []
+
+    class Tracked(subprocess.Popen):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    def attach(_seconds: float) -> None:
+        spy, deadline = started[-1], time.monotonic() + 60  # a bound for a broken test only
+        while time.monotonic() < deadline and spy.poll() is None:
+            if attached.exists() and str(spy.pid) in attached.read_text().split():
+                return
+            time.sleep(0.01)
+
+    monkeypatch.setattr(host, "subprocess", SimpleNamespace(Popen=Tracked, STDOUT=subprocess.STDOUT,
+                                                            TimeoutExpired=subprocess.TimeoutExpired))
+    monkeypatch.setattr(host, "time", SimpleNamespace(sleep=attach))
+
+
 @pytest.fixture
 def stub_pyspy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "folded.txt").write_text(FOLDED)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     spy = bin_dir / "py-spy"
-    spy.write_text(STUB.format(python=sys.executable, folded=str(tmp_path / "folded.txt")))
+    spy.write_text(STUB.format(python=sys.executable, folded=str(tmp_path / "folded.txt"),
+                               attached=str(tmp_path / "attached.txt")))
     spy.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("aisp.profile.host.ATTACH_S", 0.2)
+    attach_until_ready(monkeypatch, tmp_path / "attached.txt")
     return spy
 
 
@@ -95,7 +126,7 @@ def test_a_pyspy_that_cannot_attach_is_an_error_with_its_log(tmp_path: Path, mon
     (bin_dir / "py-spy").write_text(f"#!{sys.executable}\nimport sys\nprint('Permission denied (os error 13)')\nsys.exit(1)\n")
     (bin_dir / "py-spy").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr("aisp.profile.host.ATTACH_S", 0.2)
+    attach_until_ready(monkeypatch, tmp_path / "attached.txt")  # this py-spy never attaches: until it exits
     ran = []
     with recording(tmp_path / "w") as found:
         ran.append(True)

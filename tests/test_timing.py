@@ -317,22 +317,39 @@ def test_the_speedup_averages_each_turn_of_the_rotation():
 
 
 class Logged(aisp.Benchmark):
-    """Appends (its name, perf_counter) to a shared log at each call; sleeps ``delay_s``."""
+    """Appends (its name, the clock) to a shared log at each call; takes ``delay_s``: on a
+    :class:`FakeClock` it moves that clock on, else it sleeps."""
 
-    def __init__(self, name: str, log: list, delay_s: float = 0.0) -> None:
+    def __init__(self, name: str, log: list, delay_s: float = 0.0, clock: FakeClock | None = None) -> None:
         super().__init__()
-        self.name, self.log, self.delay_s, self.device = name, log, delay_s, CPU
+        self.name, self.log, self.delay_s, self.device, self.clock = name, log, delay_s, CPU, clock
 
     def run(self) -> int:
-        self.log.append((self.name, time.perf_counter()))
-        time.sleep(self.delay_s)
+        if self.clock is None:
+            self.log.append((self.name, time.perf_counter()))
+            time.sleep(self.delay_s)
+        else:
+            self.log.append((self.name, self.clock.now))
+            self.clock.now += self.delay_s
         return 0
 
 
-def _variants(log: list, delay_s: float = 0.0) -> list[Variant]:
+class FakeClock:
+    """perf_counter for the harness's timing code (execute's and timing's ``time``), moved on only by
+    the calls: what a loop does in a given time does not depend on how busy this host is (a 10 ms
+    sleep took 15 ms and more on a loaded 2-core host)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1024.0
+        clock = SimpleNamespace(perf_counter=lambda: self.now)
+        monkeypatch.setattr(execute, "time", clock)
+        monkeypatch.setattr(timing, "time", clock)
+
+
+def _variants(log: list, delay_s: float = 0.0, clock: FakeClock | None = None) -> list[Variant]:
     variants = [Variant(Path("baseline_x.py")), Variant(Path("optimized_x.py"))]
     for var in variants:
-        var.bench = Logged(var.name, log, delay_s)
+        var.bench = Logged(var.name, log, delay_s, clock)
     return variants
 
 
@@ -348,26 +365,28 @@ def test_rotation_starts_at_a_random_variant():
     assert firsts == {"baseline_x", "optimized_x"}
 
 
-def test_warmup_lasts_warmup_s_as_well_as_warmup_calls():
-    log: list = []
-    warm_up(_variants(log, 0.01), RunOptions(warmup=1, warmup_s=0.3), CPU, 0)
-    assert log[-1][1] - log[0][1] >= 0.3 - 0.03 and len(log) >= 2 * 10
+def test_warmup_lasts_warmup_s_as_well_as_warmup_calls(monkeypatch):
+    """Calls of 2**-7 s (exact in binary) on a fake clock: 0.3 s of warm-up is 20 rotations of two
+    calls, the last starting before 0.3 s were up; 3 warm-up calls and no seconds, 3 rotations."""
+    clock, log = FakeClock(monkeypatch), []
+    warm_up(_variants(log, 2.0**-7, clock), RunOptions(warmup=1, warmup_s=0.3), CPU, 0)
+    assert len(log) == 2 * 20 and log[-2][1] - log[0][1] < 0.3 <= clock.now - log[0][1]
     log.clear()
-    warm_up(_variants(log, 0.01), RunOptions(warmup=3, warmup_s=0.0), CPU, 0)
+    warm_up(_variants(log, 2.0**-7, clock), RunOptions(warmup=3, warmup_s=0.0), CPU, 0)
     assert len(log) == 2 * 3
 
 
 def test_sustained_timing_runs_calls_back_to_back_per_sample(monkeypatch):
-    """Sustained: one sample is many calls (about SUSTAINED_BATCH_S of them), its time per call. The
-    batch is 0.2 s here: a loaded CI host stretched the 1 ms probe call past the default 20 ms."""
-    monkeypatch.setattr(execute, "SUSTAINED_BATCH_S", 0.2)
-    log: list = []
-    variants = _variants(log, 0.001)
+    """Sustained: one sample is many calls (about SUSTAINED_BATCH_S of them), its time per call. On a
+    fake clock each call takes 2**-9 s (1.953125 ms, exact in binary): 20 ms is round(10.24) = 10 calls
+    a sample. (On the real clock a loaded CI host stretched the 1 ms calls, and the samples with them.)"""
+    clock, log = FakeClock(monkeypatch), []
+    variants = _variants(log, 2.0**-9, clock)
     time_interleaved(variants, RunOptions(iterations=3, warmup=0, warmup_s=0.0, timing="sustained", device="cpu"),
                      CPU)
     calls = sum(1 for name, _ in log if name == "baseline_x") - IDLE_PROBES  # less the untimed calls
-    assert calls >= 3 * 2 and calls % 3 == 0
-    assert all(1.0 <= s < 10.0 for s in variants[0].samples_ms)  # per call, not per ~20 ms sample
+    assert calls == 3 * round(execute.SUSTAINED_BATCH_S / 2.0**-9) == 3 * 10
+    assert variants[0].samples_ms == pytest.approx([1.953125] * 3)  # per call, not per ~20 ms sample
     assert variants[0].samples_ms == variants[0].host_samples_ms
 
 
