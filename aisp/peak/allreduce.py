@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -24,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import psutil
 import torch
 import torch.distributed as dist
 
 from aisp.harness.distributed import NVLS_OFF
+from aisp.harness.proctree import kill_tree
 from aisp.kits.collectives import Row, collective, measure, row
 from aisp.kits.multirank import script_init, time_slowest, world_and_rank
 
@@ -78,23 +77,11 @@ def sweep(ranks: int, device: str, sizes: list[int], samples: int, timeout_s: fl
 
 def end_tree(proc: subprocess.Popen, marker: str) -> None:
     """SIGKILL to torchrun and every process under it or whose command line holds ``marker`` (a rank
-    forked while this ran). torchrun starts each rank in a session of its own, so its process group
-    alone misses them; a rank left alive (hung in NCCL) would hold its GPU for whatever runs next, and
-    the pipe it inherited, so reading torchrun's output would never end."""
-    try:
-        tree = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        tree = []
-    for each in psutil.process_iter(["cmdline"]):
-        if marker in " ".join(each.info["cmdline"] or []) and each.pid not in {p.pid for p in tree}:
-            tree.append(each)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    for each in tree:
-        with contextlib.suppress(psutil.Error):
-            each.kill()
-    psutil.wait_procs(tree, timeout=10)
-    proc.kill()
+    forked while this ran), frozen first (:func:`aisp.harness.proctree.kill_tree`). torchrun starts each
+    rank in a session of its own, so its process group alone misses them; a rank left alive (hung in
+    NCCL) would hold its GPU for whatever runs next, and the pipe it inherited, so reading torchrun's
+    output would never end."""
+    kill_tree(proc, marker)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.communicate(timeout=10)
 

@@ -6,18 +6,15 @@ process group, killed with the group and every process under it when it outlives
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import psutil
+from aisp.harness.proctree import kill_tree
 
 STANDALONE_ARGS = ("--iterations", "2", "--warmup", "1")
 LOG_TAIL = 2000
@@ -31,23 +28,15 @@ def standalone_command(pair_file: Path) -> list[str]:
 def run_logged(cmd: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None) -> int | None:
     """Run ``cmd`` (in ``env``, default this environment) with stdout and stderr to ``log``; its exit
     code, or None after a timeout, when its process group and every process under it are killed
-    (torchrun starts each rank in a session of its own, which the group alone would miss)."""
+    (torchrun starts each rank in a session of its own, which the group alone would miss; see
+    :func:`aisp.harness.proctree.kill_tree`)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            try:
-                tree = psutil.Process(proc.pid).children(recursive=True)
-            except psutil.Error:
-                tree = []
-            os.killpg(proc.pid, signal.SIGKILL)
-            for each in tree:
-                with contextlib.suppress(psutil.Error):
-                    each.kill()
-            psutil.wait_procs(tree, timeout=10)
-            proc.wait()
+            kill_tree(proc)  # frozen first: a child started meanwhile is killed too
             return None
 
 
