@@ -36,7 +36,7 @@ STREAM = StreamConfig(requests=32, prompt_mean=256, output_mean=24, spread=0.6, 
 def _workload(w: StreamWorkload) -> StreamWorkload:
     reqs, m = w.requests(), w.model
     tokens = sum(r.output_len for r in reqs)
-    prefill = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
+    prefill = sum(m.prefill_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
     decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
     steps = tokens / w.slots  # decode steps with every slot busy: the least that serves the stream
     return StreamWorkload(stream=w.stream, slots=w.slots, flops=prefill + decode, bytes=steps * weight_bytes(m),

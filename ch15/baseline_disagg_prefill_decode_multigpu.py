@@ -39,7 +39,7 @@ def disagg_workload(w: DisaggWorkload, requires: aisp.Requirements, precision: s
     (the optimized's one decode GPU); the baseline's two 8-slot replicas stream them twice as often."""
     reqs, m = w.requests(), w.model
     tokens = sum(r.output_len for r in reqs)
-    prefill = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
+    prefill = sum(m.prefill_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
     decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
     return DisaggWorkload(model=m, stream=w.stream, slots=w.slots, stream_seed=w.stream_seed, group=w.group,
                           prefill_budget=w.prefill_budget, flops=prefill + decode,

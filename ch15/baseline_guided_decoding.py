@@ -51,7 +51,7 @@ class GuidedWorkload(aisp.Workload):
 
 def _workload(w: GuidedWorkload = GuidedWorkload()) -> GuidedWorkload:
     m = w.model
-    flops = m.forward_flops(w.batch * w.prompt, w.prompt / 2) + sum(
+    flops = m.prefill_flops(w.batch * w.prompt, w.prompt / 2, w.batch) + sum(
         m.forward_flops(w.batch, w.prompt + t) for t in range(1, w.steps))
     kv = sum(w.batch * (w.prompt + t) * m.kv_bytes_per_token() for t in range(1, w.steps))
     return GuidedWorkload(flops=flops, bytes=(w.steps - 1) * weight_bytes(m) + kv, items=w.batch * w.steps,

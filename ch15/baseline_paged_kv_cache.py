@@ -94,7 +94,7 @@ def resident_bytes(w: PagedWorkload) -> float:
 def _workload(w: PagedWorkload = PagedWorkload(stream=STREAM, slots=32)) -> PagedWorkload:
     reqs, m = w.requests(), w.model
     tokens = sum(r.output_len for r in reqs)
-    prefill = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
+    prefill = sum(m.prefill_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
     decode = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
     return PagedWorkload(stream=w.stream, slots=w.slots, max_context=w.max_context, page_size=w.page_size,
                          prefill_budget=w.prefill_budget,

@@ -11,7 +11,8 @@ planned at setup from a calibration batch's routing counts (an expert goes to th
 most tokens, 8 per rank): ~13% of the assignments cross, ~70 MB each way. Same experts, same routing,
 same math per assignment: only where each expert runs changes. Metrics: ``remote_share`` and
 ``link_mb_per_rank`` of the last call.
-Ceiling: NVLink bytes (the expert GEMMs, ~0.83 TFLOP per rank, are the same on both sides).
+Ceiling: bf16 tensor cores: the router and expert FLOPs of both ranks' tokens, 1.65 TFLOP (2 x 32,768 x
+4,096 x 16 + 6 x 65,536 x 4,096 x 1,024), at 2 x 783 TFLOP/s: 1.06 ms. The link saving is the lesson.
 Expect (measured, 2 x H200, 2026-11-27): 6.328 -> 5.995 ms, 1.05x [1.04, 1.07] (estimated ~2.6-3.2 ->
 ~2.0-2.4 ms, 1.2-1.4x): remote share 49% -> 12%, 263 -> 64 MB over NVLink per rank, but the expert
 GEMMs and the routing take most of the 6 ms (131 -> 138 TFLOP/s, 17% of bf16), so the link saving is

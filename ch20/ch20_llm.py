@@ -63,7 +63,7 @@ def e2e_workload(**kw: object) -> E2EWorkload:
     (the last stage's HBM floor; each stage's GB/s is then its share of that floor's rate)."""
     w = E2EWorkload(**kw)
     reqs, m = w.requests(), w.model
-    prefill_flops = sum(m.forward_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
+    prefill_flops = sum(m.prefill_flops(len(r.prompt), len(r.prompt) / 2) for r in reqs)
     decode_flops = sum(m.forward_flops(r.output_len - 1, len(r.prompt) + r.output_len / 2) for r in reqs)
     return E2EWorkload(**kw, flops=prefill_flops + decode_flops, bytes=w.fewest_steps() * weight_bytes(m, 1.0),
                        items=sum(r.output_len for r in reqs), item_unit="tokens")

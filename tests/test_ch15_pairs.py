@@ -352,3 +352,16 @@ def test_lowpeak_variant_peaks_lower_by_its_transients(monkeypatch: pytest.Monke
     w = load("baseline_paged_kv_cache").WORKLOAD
     setup = 2 * w.model.params() + 8 * len(w.requests()) * w.stream.max_prompt
     assert w.resident_bytes / (setup + new) > 0.82 > 0.78 > w.resident_bytes / (setup + old)
+
+
+def test_prefills_declare_the_lm_head_on_each_prompts_last_token_only() -> None:
+    """A prefill returns the next token's logits only (the kit's ``prefill``), so its declared FLOPs
+    hold the LM head once a prompt: prefix_caching's 2.50 TFLOP, not 3.17 with the head on every token."""
+    w = load("baseline_prefix_caching").WORKLOAD
+    m = w.model
+    blocks = m.params() - 2 * m.vocab * m.dim  # every weight but the embedding and the head
+    prefix = 2.0 * w.system * blocks + 4.0 * w.system * w.system / 2 * m.dim * m.layers
+    users = (2.0 * w.requests * w.user * blocks + 2.0 * w.requests * m.vocab * m.dim
+             + 4.0 * w.requests * w.user * (w.system + w.user / 2) * m.dim * m.layers)
+    assert w.flops == pytest.approx(prefix + users) and 2.49e12 < w.flops < 2.51e12
+    assert m.prefill_flops(10, 5.0, 2) == m.forward_flops(10, 5.0) - 2.0 * 8 * m.vocab * m.dim

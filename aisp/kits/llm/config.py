@@ -41,3 +41,10 @@ class LLMConfig:
         2 per weight per token (embedding excluded) plus QK^T and PV (4 * dim per key)."""
         weights = self.params() - self.vocab * self.dim
         return 2.0 * tokens * weights + 4.0 * tokens * context * self.dim * self.layers
+
+    def prefill_flops(self, tokens: int, context: float, logit_rows: int = 1) -> float:
+        """FLOPs of a prefill of ``tokens`` prompt tokens attending to ``context`` keys on average:
+        :meth:`forward_flops` with the LM head on ``logit_rows`` tokens only (one a prompt: its last,
+        the next token's logits, all the kit's ``prefill`` computes; 0 for a prefix whose logits no one
+        reads), not on every token: 2 * vocab * dim FLOPs less for each of the others."""
+        return self.forward_flops(tokens, context) - 2.0 * (tokens - logit_rows) * self.vocab * self.dim

@@ -84,7 +84,8 @@ class LongPromptWorkload(Workload):
         FLOPs, the bf16 weights each decode step reads, tokens; headline: the p99 decode gap."""
         assert self.long % self.chunk == 0 and self.arrive + self.long // self.chunk <= self.steps
         m = self.model
-        flops = (m.forward_flops(self.running * self.context, self.context / 2) + m.forward_flops(self.long, self.long / 2)
+        flops = (m.prefill_flops(self.running * self.context, self.context / 2, self.running)
+                 + m.prefill_flops(self.long, self.long / 2)
                  + m.forward_flops(self.running * (self.steps - 1), self.context + self.steps / 2))
         return dict(flops=flops, bytes=(self.steps - 1) * weight_bytes(m), items=self.running * self.steps,
                     item_unit="tokens", precision="bf16", headline="metric:decode_gap_p99_ms")
