@@ -13,6 +13,8 @@ Expect: on an H200, batch 5.5-6x, graphs 7-7.5x, combined 30-50x (the eager base
 with the host); pinned and prealloc 1.0-1.06x, within noise: the micro-batches are 32 KiB, and
 their copies and allocations are a small part of a loop whose time goes to the host driving
 eager autograd (~0.8 ms per micro-batch). Baseline goodput ~7%, combined ~70%.
+Ceiling: the loop's 5.37 GFLOP (forward 2, weight gradients 2, the hidden layer's input gradient 2
+FLOPs a MAC; x needs no gradient) at the fp32 matmul peak, 0.105 ms on an H200.
 Run: python ch01/baseline_performance.py  |  aisp bench run -t ch01:performance
 """
 
@@ -47,8 +49,11 @@ def _train_workload() -> TrainWorkload:
     params = shape.d_in * shape.hidden + shape.hidden * shape.d_out
     steps = shape.samples // shape.step_samples
     data = shape.samples * (shape.d_in + shape.d_out)
-    # Forward 2 FLOPs per MAC, backward 4; fewest bytes: the data once, weights read+written per step.
-    return TrainWorkload(flops=6.0 * shape.samples * params, bytes=4.0 * (data + 2 * steps * params),
+    # Forward 2 FLOPs per MAC; backward 2 for every weight gradient and 2 for the input gradient of the
+    # second layer only (the batch x needs none): 2 x 2,048 x (2 x 256 x 1,024 + 3 x 1,024 x 256) = 5.37 GFLOP.
+    # Fewest bytes: the data once, weights read+written per step.
+    macs1, macs2 = shape.d_in * shape.hidden, shape.hidden * shape.d_out
+    return TrainWorkload(flops=2.0 * shape.samples * (2 * macs1 + 3 * macs2), bytes=4.0 * (data + 2 * steps * params),
                          items=shape.samples, item_unit="samples", precision="fp32",
                          ceiling_note="profiled (torch profiler, H200): GPU busy 64% of a 1.50 ms window; 220 kernels a call, 96% under 10 us; FFMA GEMMs 51% of the 0.83 ms of kernels",
                          window="idle")

@@ -24,7 +24,7 @@ from ch04_dataparallel import DataParallelStep
 
 import aisp
 
-WORKLOAD = step_workload(ceiling_note="2 ranks at 236 TFLOP/s each (30% of one H200's bf16); 134 MB of grads all-reduced (>= 0.42 ms at 319 GB/s); not profiled")
+WORKLOAD = step_workload(ceiling_note="2 ranks at 226 TFLOP/s each (29% of one H200's bf16); 134 MB of grads all-reduced (>= 0.42 ms at 319 GB/s); not profiled")
 
 
 class Baseline(DataParallelStep):

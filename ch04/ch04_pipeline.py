@@ -35,11 +35,13 @@ class PipelineWorkload(aisp.Workload):
 
 def pp_workload(requires: aisp.Requirements = TWO_RANKS, **kw: object) -> PipelineWorkload:
     """FLOPs summed over the ranks: forward and backward of every stage (one a rank) over every
-    micro-batch, held to world x one GPU's peak, so the bubble shows; memory headline, its capacity
-    floor per rank (:func:`stage_resident_bytes`)."""
+    micro-batch, held to world x one GPU's peak, so the bubble shows: per weight per sample forward 2,
+    weight gradient 2 and input gradient 2, less the first stage's first layer's input gradient (the
+    batch x needs none): 2 x samples x width^2 x (3 x layers - 1) over all the stages' layers.
+    Memory headline, its capacity floor per rank (:func:`stage_resident_bytes`)."""
     w = PipelineWorkload(**kw)
-    samples, stages = w.micro_batches * w.micro_batch, requires.world_size
-    return PipelineWorkload(**kw, flops=6.0 * samples * stages * w.layers_per_stage * w.width**2, items=samples,
+    samples, layers = w.micro_batches * w.micro_batch, requires.world_size * w.layers_per_stage
+    return PipelineWorkload(**kw, flops=2.0 * samples * w.width**2 * (3 * layers - 1), items=samples,
                             item_unit="samples", precision=w.dtype, headline="memory", requires=requires,
                             resident_bytes=stage_resident_bytes(w), timeout_s=240)
     # Judged by capacity only on runs whose peaks count the gradients an earlier call left and this one
