@@ -25,9 +25,9 @@ import aisp
 
 WORLD = 2
 LOW, HIGH = 0.75, 1.5
-"""Declared / counted over the ranks: a summed declaration lands near 1 (the count leaves out the
-first layer's input gradient, counts masked attention in full, a replicated LM head twice); one
-rank's lands near 1 / WORLD = 0.5."""
+"""Declared / counted over the ranks: a summed declaration lands near 1 (the counter counts masked
+attention in full and a replicated LM head twice; ch04's step declarations leave out the first
+layer's input gradient, as autograd does, since 2026-11-29); one rank's lands near 1 / WORLD = 0.5."""
 GLOO = aisp.Requirements(ranks=WORLD)
 Case = Callable[[Callable[[str, str], Any]], tuple[type, aisp.Workload]]
 
