@@ -26,8 +26,9 @@ import aisp
 WORLD = 2
 LOW, HIGH = 0.75, 1.5
 """Declared / counted over the ranks: a summed declaration lands near 1 (the counter counts masked
-attention in full and a replicated LM head twice; ch04's step declarations leave out the first
-layer's input gradient, as autograd does, since 2026-11-29); one rank's lands near 1 / WORLD = 0.5."""
+attention in full and a replicated LM head twice; the first layer's input gradient, which autograd
+does not compute, neither counts nor, since 2026-11-29, ch04's declarations); one rank's lands near
+1 / WORLD = 0.5."""
 GLOO = aisp.Requirements(ranks=WORLD)
 Case = Callable[[Callable[[str, str], Any]], tuple[type, aisp.Workload]]
 
