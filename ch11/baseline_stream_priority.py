@@ -53,7 +53,9 @@ def _workload() -> PriorityWorkload:
     # The longest chain of dependent FMAs is the chain job's: each of its `chain_steps` kernels reads the
     # one before's output (chain(): src -> dst), so an element's value goes through every kernel's
     # `chain_iters` dependent FMAs in turn: chain_steps x chain_iters. The bulk passes run beside it.
-    return PriorityWorkload(bytes=bulk_bytes, flops=chain_flops + bulk_bytes / 8, precision="fp32",
+    # fp32_simt: the chain's FFMAs and the bulk's multiplies run on the CUDA cores (no matmul), as in
+    # concurrent_kernels and legacy_default_stream; same fp32 tolerance.
+    return PriorityWorkload(bytes=bulk_bytes, flops=chain_flops + bulk_bytes / 8, precision="fp32_simt",
                             requires=native.REQUIRES,
                             latency=aisp.LatencyCounts(dependent_fmas=s.chain_steps * s.chain_iters),
                             ceiling_note="profiled (torch profiler, H200): the chain's fma_chain kernels run 39.3 us each (30.7 us of "

@@ -47,7 +47,8 @@ def _workload() -> ReplayWorkload:
     # 200 dependent fp32 FMAs per element: ~1e-5 relative error against float64.
     # element_tol: 1e-4 absolute at max |out| ~3.1 (same kernels, the same math).
     # Latency: each affine_step but the first (which reads x) reads the out the one before it wrote.
-    return ReplayWorkload(flops=2.0 * s.n * s.steps, bytes=8.0 * s.n * s.steps, items=s.steps,
+    # Bytes: each of the 200 passes reads and writes the 16 KB vector, which L2 holds: link l2, not hbm.
+    return ReplayWorkload(flops=2.0 * s.n * s.steps, bytes=8.0 * s.n * s.steps, link="l2", items=s.steps,
                           latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=1, dependent_graph_nodes=s.steps - 1),
                           item_unit="kernels", precision="fp32", element_tol=3.2e-5, requires=native.REQUIRES,
                           ceiling_note="profiled (torch profiler, H200): the 200 kernels span 218 us on the GPU, 1.0 us each "

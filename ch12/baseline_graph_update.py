@@ -45,7 +45,9 @@ def _workload() -> UpdateWorkload:
     # element_tol: 1e-4 absolute at max |out| ~4.8 (same kernels, the same math).
     # Latency: every kernel but the call's first (which reads the input copy) updates, in place, the out the
     # kernel before it wrote (the last of the previous launch for a launch's first).
-    return UpdateWorkload(flops=2.0 * s.n * kernels, bytes=8.0 * s.n * kernels, items=kernels, item_unit="kernels",
+    # Bytes: each of the 128 kernels reads and writes the 16 KB vector, which L2 holds: link l2, not hbm.
+    return UpdateWorkload(flops=2.0 * s.n * kernels, bytes=8.0 * s.n * kernels, link="l2", items=kernels,
+                          item_unit="kernels",
                           latency=aisp.LatencyCounts(graph_launches=s.steps, graph_nodes=1, dependent_graph_nodes=kernels - 1),
                           precision="fp32", element_tol=2e-5, requires=native.REQUIRES,
                           ceiling_note="profiled (torch profiler, H200): a call spans 268 us on the GPU: 128 kernels of "
