@@ -47,7 +47,9 @@ def _workload() -> IfWorkload:
     # that sets the condition (the norm kernel could set it), the clips the data take, the input copy.
     # Each norm but the first (which reads the input copy) reads the x the grow before it wrote; a grow
     # follows the IF node, and the x it reads was written by the clip (if taken) or the previous grow.
-    return IfWorkload(bytes=12.0 * s.n * len(s.ratios), items=len(s.ratios), item_unit="stages",
+    # Bytes: per stage x read twice (norm, grow) and written once, 12 B a float on a 128 KB vector that L2
+    # holds: an L2 pass (link "l2"), not HBM traffic (audit 2026-11-29; the latency bound binds either way).
+    return IfWorkload(bytes=12.0 * s.n * len(s.ratios), link="l2", items=len(s.ratios), item_unit="stages",
                       latency=aisp.LatencyCounts(graph_launches=1, graph_nodes=len(s.ratios) + 1,
                                                  dependent_graph_nodes=len(s.ratios) - 1),
                       precision="fp32", element_tol=2e-5, requires=native.REQUIRES,

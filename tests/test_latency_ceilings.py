@@ -195,7 +195,7 @@ PAIRS = [("ch16", "baseline_decode_cuda_graph.py"), ("ch16", "baseline_gpu_sampl
 def test_the_latency_ceiling_is_the_counts_at_their_floors(chapter: str, name: str):
     workload = dataclasses.asdict(load_benchmark(Path(REPO / chapter / name)).workload)
     huge = {"value": 1e12, "unit": "x", "detail": "synthetic: so FLOPs and bytes bound nothing"}
-    peaks = {"measurements": {k: huge for k in ("matmul_fp32", "matmul_bf16", "memory_copy", "d2h_pinned")},
+    peaks = {"measurements": {k: huge for k in ("matmul_fp32", "matmul_bf16", "memory_copy", "l2_bandwidth", "d2h_pinned")},
              "latency": {k: {"value": v, "unit": "us", "detail": "synthetic"} for k, v in FLOORS_US.items()}}
     expected_us = sum(n * FLOORS_US[PRICES[k]] for k, n in workload["latency"].items() if n)
     found = ceiling({"summary": {"median": 2 * expected_us * 1e-3}}, workload, peaks)
