@@ -14,7 +14,7 @@ Expect (measured, H200, 2026-11-26): 2.91x [2.35, 3.60], 167.1 -> 57.09 ms with 
 (2026-11-23: 207.3 -> 126.2 ms, 1.72x; a first run with 32 tokens: 414 -> 171 ms, 2.4x). The
 baseline recomputes ~56 TFLOP (the harness's 27.6 TFLOP/s divided the optimized variant's work by the
 baseline's time, declared 4.6 TFLOP then: the LM head on every prompt token; 3.54 TFLOP since
-2026-11-30, the head on each prompt's last token only). The optimized call is the prefill (~3.5 TFLOP) plus 15 eager decode steps;
+2026-11-29, the head on each prompt's last token only). The optimized call is the prefill (~3.5 TFLOP) plus 15 eager decode steps;
 between the two runs the kit's eager steps shed ~30% of their host ops and the call more than
 halved, but it is still launch-bound (100 GB/s, 2% of HBM), and its p10-p90 spread (53.9-67.2 ms) in
 that host-bound loop keeps the interval wide. CUDA graphs take it next (ch16 decode_cuda_graph,
