@@ -264,7 +264,7 @@ def test_the_step_a_pair_is_in_reaches_the_display(tmp_path):
     assert written and all(path.read_text() == "" for path in written)  # the worker wrote it, and left every phase
 
     # The runner's side, without racing a real worker: each poll of the process, the worker "moves on".
-    files = runner_mod._Files(*(tmp_path / f"w.{ext}" for ext in ("spec.json", "result.json", "log", "timeout", "phase")))
+    files = runner_mod._Files.write({}, tmp_path / "poll", "w")  # the files the runner watches, as it lays them out
     ahead = iter(["setup", "setup", "verify > setup", "timed"])
 
     class Worker:

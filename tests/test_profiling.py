@@ -96,9 +96,12 @@ def test_run_logged_also_kills_a_child_in_a_session_of_its_own(tmp_path, monkeyp
     log = tmp_path / "log"
 
     class OutOfTimeOnceStarted(subprocess.Popen):
+        ran_out = False
+
         def wait(self, timeout=None):
-            if timeout is None:  # run_logged's wait for the killed tool
-                return super().wait()
+            if self.ran_out:  # kill_tree's wait for the killed tool
+                return super().wait(timeout)
+            self.ran_out = True
             deadline = time.monotonic() + 60  # a bound for a broken test only
             while not log.read_text().strip() and self.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
