@@ -604,8 +604,8 @@ def wgmma_mla() -> ModuleType:
 @pytest.mark.parametrize("setting", sweep().mla_wgmma_settings((wgmma_mla().TOKENS, wgmma_mla().SPLITS)), ids=str)
 def test_sm90_wgmma_latent_kernel_compiles_at_every_sweep_setting(setting) -> None:
     """``_slice_t`` at the pair's shape and each setting ``kernel_sweep.py mla_wgmma`` times: wgmma
-    (HGMMA) and the latent columns by TMA (cp.async.bulk.tensor), no spills; at one stage (the
-    variant's own) shared memory and registers for two programs an SM (the point of the kernel)."""
+    (HGMMA) and the latent columns by TMA (cp.async.bulk.tensor), no spills; at the variant's own
+    setting shared memory and registers for two programs an SM (the point of the kernel)."""
     (block_n, stages, warps), splits = setting
     sig = {"q_ptr": "*bf16", "c_desc": f"tensordesc<bf16[1, {block_n}, 512]>", "cache_ptr": "*bf16", "o_ptr": "*fp32",
            "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"}
@@ -615,7 +615,7 @@ def test_sm90_wgmma_latent_kernel_compiles_at_every_sweep_setting(setting) -> No
     usage = fits_sm90(compiled)
     assert "cp.async.bulk.tensor" in compiled.asm["ptx"] and "HGMMA" in cuobjdump(compiled, "-sass")
     assert (8192 // splits) % block_n == 0 and splits & (splits - 1) == 0
-    if stages == 1:
+    if (block_n, stages, warps) == tuple(wgmma_mla().TOKENS):
         assert 2 * compiled.metadata.shared <= 228 * 1024 - 2 * 1024, compiled.metadata.shared
         assert 2 * 32 * warps * -(-usage["REG"] // 8) * 8 <= 65536, usage
 
