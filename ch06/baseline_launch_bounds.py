@@ -61,7 +61,8 @@ class FreeRegistersPolynomial(aisp.Benchmark):
     inputs = ("x",)
     scratch = ("y",)
     kernel = 0
-    """launch_bounds.cu's kernel: 0 horner_free, 1 horner_bounded, 2 horner_fitted."""
+    """launch_bounds.cu's kernel: 0 horner_free, 1 horner_bounded, 2 horner_fitted,
+    3 horner_pipelined, 4 horner_async."""
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

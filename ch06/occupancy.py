@@ -55,7 +55,7 @@ RECORDED = (Kernel("add_per_element", 12, 0), Kernel("add_grid_stride", 31, 0),
             Kernel("dequantize", 32, 32768), Kernel("dequantize4", 32, 32768), Kernel("affine_rows", 32, 0, 0, 256),
             Kernel("horner_free", 64, 0),
             Kernel("horner_bounded", 32, 0, 32, 256), Kernel("horner_fitted", 30, 192, 0, 256),
-            Kernel("horner_pipelined", 32, 192, 0, 256),
+            Kernel("horner_pipelined", 32, 192, 0, 256), Kernel("horner_async", 32, 24768, 0, 256),
             Kernel("scores_swizzled", 48, 16384, 0, 128))
 """From ``cuobjdump -res-usage`` of the sm_90 builds (nvcc 13.0); tests/test_ch06_sass.py re-reads them."""
 

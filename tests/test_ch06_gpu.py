@@ -25,6 +25,7 @@ PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_
 VARIANTS = (("vectorized_ops", "optimized_vectorized_ops_native"), ("vectorized_ops", "optimized_vectorized_ops_wave"),
             ("occupancy_api", "optimized_occupancy_api_ilp"),
             ("launch_bounds", "optimized_launch_bounds_fitted"), ("launch_bounds", "optimized_launch_bounds_pipelined"),
+            ("launch_bounds", "optimized_launch_bounds_async"),
             ("bank_conflicts", "optimized_bank_conflicts_swizzled"))
 """(pair, further optimized file) of every variant beside the pair's optimized file."""
 
@@ -88,11 +89,13 @@ def horner(kernel: int, x: torch.Tensor, coef: torch.Tensor, out: torch.Tensor) 
     return status
 
 
-@pytest.mark.parametrize("kernel", [2, 3])
-@pytest.mark.parametrize("n", [1, 3, 4, 1027, (1 << 22) + 3, (1 << 24) + 5])
-def test_horner_fitted_and_pipelined_match_horner_free_on_odd_sizes(n: int, kernel: int) -> None:
+@pytest.mark.parametrize("kernel", [2, 3, 4])
+@pytest.mark.parametrize("n", [1, 3, 4, 1027, 4 * 512 * 1500 + 4 * 300 + 3, (1 << 22) + 3, (1 << 24) + 5])
+def test_horner_fitted_pipelined_and_async_match_horner_free_on_odd_sizes(n: int, kernel: int) -> None:
     """The float4 loop (horner_pipelined's: threads with an odd and an even count of groups, and
-    none) and the n % 4 tail; fewer elements than threads. kernel 2: horner_fitted, 3: horner_pipelined."""
+    none; horner_async's: blocks with 0, 1, 2 and 7-8 full tiles of 512 float4, the copies ahead cut at
+    the last, then a partial tile) and the n % 4 tail; fewer elements than threads. kernel 2:
+    horner_fitted, 3: horner_pipelined, 4: horner_async."""
     gen = torch.Generator(device="cuda").manual_seed(n)
     x = torch.rand(n, device="cuda", generator=gen) * 2 - 1
     coef = torch.randn(48, device="cuda", generator=gen) / torch.arange(1, 49, device="cuda")
@@ -101,7 +104,7 @@ def test_horner_fitted_and_pipelined_match_horner_free_on_odd_sizes(n: int, kern
     assert torch.equal(out, ref)
 
 
-@pytest.mark.parametrize("kernel", [2, 3])
+@pytest.mark.parametrize("kernel", [2, 3, 4])
 def test_horner_fitted_and_pipelined_refuse_unaligned_vectors(kernel: int) -> None:
     x = torch.zeros(9, device="cuda")
     assert horner(kernel, x[1:], torch.zeros(48, device="cuda"), torch.empty(8, device="cuda")) == -1
@@ -245,8 +248,8 @@ def test_occupancy_api_picks_full_occupancy_for_dequantize() -> None:
 
 def test_grids_fill_every_sm_as_the_headers_say() -> None:
     lb = load("baseline_launch_bounds").LIBRARY.load()
-    assert [lb.horner_grid(k) for k in range(4)] == [4 * sms(), 8 * sms(), 8 * sms(), 8 * sms()]
-    assert lb.horner_grid(4) == -1
+    assert [lb.horner_grid(k) for k in range(5)] == [4 * sms(), 8 * sms(), 8 * sms(), 8 * sms(), 8 * sms()]
+    assert lb.horner_grid(5) == -1
     assert load("baseline_bank_conflicts").LIBRARY.load().scores_swizzled_blocks_per_sm() == 10
     assert load("ch06_common").VECTOR_LIBRARY.load().grid_stride_blocks() == 8 * sms()
 

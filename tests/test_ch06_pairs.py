@@ -28,7 +28,7 @@ PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_
          "bank_conflicts", "unified_memory_prefetch")
 CUDA_PAIRS = PAIRS[1:]
 VARIANTS = ("optimized_vectorized_ops_native", "optimized_vectorized_ops_wave", "optimized_occupancy_api_ilp", "optimized_launch_bounds_fitted",
-            "optimized_launch_bounds_pipelined", "optimized_bank_conflicts_swizzled")
+            "optimized_launch_bounds_pipelined", "optimized_launch_bounds_async", "optimized_bank_conflicts_swizzled")
 """Further optimized files of a pair (CUDA C++), measured beside the pair's optimized file."""
 LIBRARIES = {"baseline_occupancy_api": "dequantize4_launch", "optimized_vectorized_ops_native": "affine_rows_run", "baseline_launch_bounds": "horner_grid",
              "baseline_ilp_accumulators": "ilp_run", "baseline_bank_conflicts": "scores_run",
@@ -105,7 +105,7 @@ def test_variants_belong_to_their_pairs() -> None:
                                        "optimized_vectorized_ops_wave"}
     assert found["occupancy_api"] == {"optimized_occupancy_api", "optimized_occupancy_api_ilp"}
     assert found["launch_bounds"] == {"optimized_launch_bounds", "optimized_launch_bounds_fitted",
-                                      "optimized_launch_bounds_pipelined"}
+                                      "optimized_launch_bounds_pipelined", "optimized_launch_bounds_async"}
     assert found["bank_conflicts"] == {"optimized_bank_conflicts", "optimized_bank_conflicts_swizzled"}
 
 

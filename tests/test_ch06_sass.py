@@ -108,6 +108,44 @@ def test_pipelined_horner_loads_the_next_group_before_the_fmas() -> None:
     assert loads.count("LDG.E.128.STRONG.SYS") == 2 and stores.count("STG.E.128") == 2, (loads, stores)
 
 
+def async_code(sass: str) -> str:
+    """pipeline_code's letters, plus G for an LDGSTS (cp.async), c for its commit and W for a wait."""
+    ops = re.findall(r"\b(LDGSTS\S*|LDGDEPBAR|DEPBAR\S*|LDG\.E\S*|LDS\.128|FFMA|STG\.E\S*)\b", sass)
+    letter = {"LDS.128": "s", "FFMA": "f", "LDGDEPBAR": "c"}
+    return "".join(letter.get(op) or {"LDGS": "G", "DEPB": "W", "STG.": "S"}.get(op[:4], "L") for op in ops)
+
+
+ASYNC_LOOP = re.compile(r"GGcWss(s[f]{24}(?:s[f]{32}){11})SS")
+"""horner_async's loop: the two cp.async of the tile two steps ahead, their commit, the wait for this
+tile, its two LDS.128 of x, 12 coefficient LDS.128 each ahead of 32 FFMAs (8 elements; 24 the first),
+the two STG.128."""
+
+
+def test_async_code_finds_the_loop() -> None:
+    loop = "GGcWss" + "s" + "f" * 24 + ("s" + "f" * 32) * 11 + "SS"
+    assert ASYNC_LOOP.search("GLGcGGc" + loop + "cW")
+    assert not ASYNC_LOOP.search("GGcss" + loop[5:])  # no wait before reading the tile back
+    assert async_code("LDGSTS.E.BYPASS.128 [R1], desc[UR4][R2.64] ;\nLDGDEPBAR ;\nDEPBAR.LE SB0, 0x2 ;\n"
+                      "LDS.128 R4, [R0] ;\nFFMA R1, R2, R3, R4 ;\nSTG.E.128 [R2.64], R4 ;") == "GcWsfS"
+
+
+def test_async_horner_stages_x_through_shared_memory_without_spill() -> None:
+    """optimized_launch_bounds_async's kernel: the same bound (32 registers, no spill), 24 KiB of x
+    stages plus the coefficients in shared memory, and in SASS the loop copies the tile two steps ahead
+    with cp.async (LDGSTS.E.BYPASS.128, no register held) before it waits for this one; 8 elements a
+    step, so 376 FFMAs for 12 coefficient LDS.128."""
+    regs, stack, shared = kernel(resources("launch_bounds.cu"), "horner_async")
+    assert regs <= 32 and stack == 0 and shared >= 3 * 512 * 16 + 192, (regs, stack, shared)
+    sass = function(functions("launch_bounds.cu"), "horner_async")
+    sass = re.sub(r"@!PT LDS RZ, \[RZ\]", "", sass)  # never-executed padding ptxas puts after LDGSTS
+    assert not re.search(r"\b(LDL|STL)\b", sass) and not re.search(r"\bLDS\b(?!\.128)", sass)
+    assert ASYNC_LOOP.search(async_code(sass)), async_code(sass)
+    assert re.findall(r"\bLDGSTS\S*", sass) == ["LDGSTS.E.BYPASS.128"] * 6  # 2 stages ahead, then 1 a step
+    assert len(re.findall(r"\bFFMA\b", sass)) == 8 * 47 + 4 * 47 + 47  # the loop, the partial tile, n % 4
+    occupancy = import_module_at(CH06 / "occupancy.py")
+    assert occupancy.blocks_per_sm(occupancy.Kernel("a", regs, shared - 1024), 256, occupancy.SmLimits())[0] == 8
+
+
 def test_swizzled_scores_read_16_bytes_a_time_without_spill() -> None:
     """optimized_bank_conflicts_swizzled's kernel: shared memory only through 16-byte accesses
     (8 LDS.128 in its loop over d, 8 STS.128 staging the tiles), float4 global loads and stores,
