@@ -13,14 +13,15 @@ attention): TMA, 128 x 64 tiles, 8 warps, 2 stages, 128 registers, two programs 
 FlexAttention kernel runs one (235 registers, 2 warps a scheduler, tensor pipe 29%). Compiled for
 sm_90a without a GPU: 128 registers, no spills, no ptxas advisory, 334 SASS instructions an unmasked
 tile, 484 a masked one (``_ahead``: 325, 474). One compile at the first call.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): 0.36-0.45 ms against the
-autotuned FlexAttention's 0.656 ms (31-45% less; 39-48% of the bf16 peak on the 0.136 TFLOP of
-visible pairs). Tiles from the workload's documents (tests/test_kits_sparse_flash.py): 2,576 tiles of
-128 x 64 per head across the 4 rows, 1,097 of them masked (27% more pairs than the visible ones);
-x 16 heads over 132 SMs at ``_ahead``'s measured 0.966 us a tile an SM: full tiles 173 us, masked
-128 us x 1.2-1.45 (45% more instructions), 4,096 programs of ~10 tiles (``_ahead``: 33) 15-30 us of
-prologues, ~10 us for the four small ops; the longest-first order keeps the tail within a few
-percent in a list-scheduling simulation (block order: ~9% longer).
+Expect: measured, H200, 2026-11-29: 0.534 and 0.5339 ms in two runs, 15.57x [15.53, 15.61] and 15.48x
+[15.44, 15.52], 33% of the bf16 peak on the visible pairs; 18% under the autotuned FlexAttention's
+0.652 and 0.6512 in the same runs, but slower than the 0.36-0.45 ms estimate (39-48%), which took
+``_ahead``'s per-tile rate. Nsight Compute: the kernel 477 us at tensor pipe 38.3%, DRAM 57.1% (1.31 GB,
+rate x duration: 2.4x q, k, v and o once; the band kernels of ch13 and ch16 ran at DRAM 17-19%), top
+stalls barrier 3.43 and long_scoreboard 2.55: it waits on K/V loads (an inference: the longest-first
+order runs a document's query blocks far apart, so its K/V tiles leave L2 between them); and
+``document_layout``'s running max (a cummax scan) took 23.6 us, where the estimate gave the four small
+ops ~10 us.
 Run: python ch18/optimized_flex_document_mask_triton.py  |  aisp bench run -t ch18:flex_document_mask
 """
 
