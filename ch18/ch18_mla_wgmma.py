@@ -15,9 +15,9 @@ memory (no registers), rows past the context zero-filled by the 3-D descriptor; 
 (8 KB) by plain loads one tile ahead. At ``stages`` 1 (the default) a program waits for each copy, but
 it takes 92 KB of shared memory and 184 registers (sm_90 compile, Triton 3.6, 4 warps): TWO programs an
 SM, each with a 64 KB copy in flight while the other multiplies (_slice: 2 x 36 KB). At 2 stages the
-compile keeps 92 KB but takes 244 registers, one program an SM (measured slower, 0.118 ms at 4 slices).
+compile keeps 92 KB but takes 244 registers, one program an SM (measured slower: a step 0.118 ms at 4 slices).
 The measured result (H200): 0.106 ms a step in the pair against ``_graph``'s 0.110; the kernel and merge
-alone 0.104 ms against ``_slice``'s 0.107, 3.15 TB/s, 75% of HBM: the transposed scores save 3%.
+alone (do_bench) 90.9 us against ``_slice``'s 92.8, 3.32 TB/s, 79% of HBM copy: the transposed scores save 2%.
 Same partial layout and merge (``ch18_decode._merge``) as ``_slice``.
 """
 
@@ -43,7 +43,7 @@ class TokenConfig(NamedTuple):
 
 TOKENS = TokenConfig()
 """64 rows, no software pipeline (two programs an SM), 4 warps: the best of ``kernel_sweep.py mla_wgmma``
-(H200, 2026-11-29: 0.104 ms, 3.15 TB/s with the merge; ``_slice`` 0.107 ms; 8 warps 0.161, 2 stages 0.118)."""
+(H200, 2026-11-29, whole steps: 0.104 ms; ``_slice``'s 0.107; 8 warps 0.161, 2 stages at 4 slices 0.118)."""
 
 
 @triton.jit

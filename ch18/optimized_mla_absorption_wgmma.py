@@ -14,10 +14,10 @@ its 16 columns): the tensor cores read the query once a warpgroup, the chain is 
 each 64-key tile's 512 latent columns arrive by one 64 KB TMA copy (RoPE columns by plain loads
 one tile ahead); 92 KB of shared memory and 184 registers (sm_90 compile): two programs an SM,
 up to 2 x 64 KB in flight. Same bytes (the cache once, 8 slices' fp32 partials), same merge.
-Expect: measured, H200, 2026-11-29: 0.1059 and 0.1072 ms (51.2x and 52.7x) against ``_graph``'s
-0.1099 in the same run: 3-4% faster, 72% of its memory ceiling (the estimate had said 71-75%). Alone, kernel
-and merge take 0.104 ms against ``_slice``'s 0.107 (3.15 TB/s): the DRAM stream, not the query's
-shared-memory traffic, bounds both.
+Expect: measured, H200, 2026-11-29: 0.1059 and 0.1072 ms (53.1x and 52.7x) against ``_graph``'s
+0.1099 in the same run: 3-4% faster, 72% of its memory ceiling (the estimate had said 71-75%). Kernel
+and merge alone (do_bench, GPU test): 90.9 us against ``_slice``'s 92.8 (3.32 TB/s): the DRAM
+stream, not the query's shared-memory traffic, bounds both.
 Run: python ch18/optimized_mla_absorption_wgmma.py  |  aisp bench run -t ch18:mla_absorption
 """
 

@@ -256,12 +256,14 @@ def test_dependent_graph_nodes_are_priced_as_graph_nodes_until_their_floor_is_me
     assert chain["kind"] == "latency" and chain["time_ms"] == plain["time_ms"] == pytest.approx(0.202)
     assert chain["percent"] == plain["percent"] and "unpriced" not in chain
     assert "200 dependent_graph_nodes x 1.00 us (no launch_graph_node_dependent measured)" in chain["detail"]
-    # the H200 file as committed: the same ceiling as with graph_nodes, no floor reported missing
-    h200 = json.loads((Path(__file__).parents[1] / "peaks" / "peak_h200.json").read_text())
+    # the H200 file as committed has the floor (measured 2026-11-29): a dependent node costs more than an empty one
+    h200 = json.loads((Path(__file__).parents[1] / "peaks" / "peak_h200.json").read_text())["latency"]
+    lat = {k: v["value"] for k, v in h200.items()}
     counts = {"graph_launches": 1, "graph_nodes": 1, "dependent_graph_nodes": 199}
-    assert "launch_graph_node_dependent" not in h200["latency"]
-    assert ceiling(timed(1.0), {"latency": counts}, h200)["time_ms"] == pytest.approx(
-        ceiling(timed(1.0), {"latency": {"graph_launches": 1, "graph_nodes": 200}}, h200)["time_ms"])
+    assert lat["launch_graph_node_dependent"] > lat["launch_graph_node"]
+    expected = lat["launch_graph"] + lat["launch_graph_node"] + 199 * lat["launch_graph_node_dependent"]
+    found = ceiling(timed(1.0), {"latency": counts}, {"latency": h200})
+    assert found["value"] == pytest.approx(expected)
 
 
 def test_dependent_graph_nodes_are_priced_at_the_slower_of_their_floors() -> None:
