@@ -7,7 +7,9 @@ buffers (their addresses never change: the harness refills inputs in place). Eac
 cudaGraphLaunch on the caller's stream: one host call instead of 200, and the GPU front end
 launches each node without waiting for the host.
 Expect (measured, H200, 2026-11-23): 3.70x [3.56, 3.85]; 0.98 us per node, under the 1.2 us measured
-for a graph node of the launch probe.
+for a graph node of the launch probe. Measured again (H200, 2026-11-29): 0.9948 -> 0.2185 ms, 4.54x
+[4.22, 4.89], 1.09 us per node: 69% of its latency ceiling (150 us: one graph launch, one node and 199
+dependent nodes at the measured 0.73 us a one-thread node; 48% when they were priced as empty nodes).
 Run: python ch12/optimized_graph_replay.py  |  aisp bench run -t ch12:graph_replay
 """
 

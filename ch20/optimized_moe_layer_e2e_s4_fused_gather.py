@@ -16,11 +16,14 @@ made. (2) The routing is ``aisp.kits.moe_schedule.device_route`` at 256 assignme
 two-kernel counting sort, argsort's order exactly) which also writes the tile schedule, in place of the
 stable ``argsort``, the ``index_add_`` count, the schedule's torch ops and the offsets' cumsum; the down
 ``_grouped_mm`` reads its offsets from the schedule. The combine and the graph are stage 3's.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): ~2.85-2.95 ms, ~71-74% of the bf16
-peak, ~1.04-1.09x over stage 3: its 3.04 ms of kernels - 0.263 (the gather) + 0.12 (the GEMM with x by
-cp.async: 1.676 ms in ch17's profile against 1.555 by TMA) - ~0.045 (the sort: 0.035 ms in ch17's profile
-against the radix sort and most index ops here) = ~2.85 ms of kernels, plus stage 3's ~0.05 ms of graph
-overhead; ch17's same kernels (2.82 ms profiled, 14 a call) measured 2.876-2.885 ms.
+Expect: measured, H200, 2026-11-29 (two runs): 2.8316 and 2.8681 ms, 584 and 577 TFLOP/s, 74.5% and 73.6%
+of the bf16 peak, 7.37x [6.84, 7.95] and 7.74x [5.79, 10.34] over the baseline (20.06 / 22.53 ms); stage 3
+read 3.0504 / 3.1174 ms in the same runs, so this stage is 1.08-1.09x over it, at the fast end of the
+estimate (~2.85-2.95 ms, ~71-74%, 1.04-1.09x: stage 3's 3.04 ms of kernels - 0.263 (the gather) + 0.12 (x
+by cp.async, ch17's 1.676 ms against 1.555) - ~0.045 (the sort)). Profiled (torch profiler, H200,
+2026-11-29): 2.77 ms of kernels a call (14 kernels; stage 3 3.03 ms, 52): ``_gather_swiglu`` 1.642 ms (stage
+3's GEMM 1.554 plus 0.088 for x by cp.async, the 0.266 ms gather gone), the down ``_grouped_mm`` 0.843, the
+combine 0.141, top-k 0.056, ``_sort`` 0.036; ~0.06-0.10 ms of the call is outside the kernels.
 Run: python ch20/optimized_moe_layer_e2e_s4_fused_gather.py  |  aisp bench run -t ch20:moe_layer_e2e
 """
 

@@ -1,6 +1,6 @@
 """Chapter 14's kernels on a GPU against PyTorch, at ragged sizes the pairs do not use, and the
 custom-op pair's graph counts with the real Triton kernels; the TMA grouped GEMM at the pair's size
-beside the pointer kernel, and the split and tails TMA variants beside the TMA one (run with -s to see the times)."""
+beside the pointer kernel, and the split TMA variant beside the TMA one (run with -s to see the times)."""
 
 from __future__ import annotations
 
@@ -53,25 +53,20 @@ def test_grouped_gemm_with_uneven_and_empty_groups() -> None:
 
 
 def grouped_tma_launcher(variant: str, rows: list[int], device: torch.device) -> tuple:
-    """(launch function, its table for ``rows``, its autotune configs) of a TMA variant: "tma",
-    "tma_split" or "tma_tails" (its schedule for 7 programs and 512 columns)."""
+    """(launch function, its table for ``rows``, its autotune configs) of a TMA variant: "tma" or
+    "tma_split"."""
     tma = load("ch14_grouped_tma")
     if variant == "tma":
         return tma.grouped_mm_tma, load("optimized_triton_grouped_gemm").block_table(rows, tma.BM, device), tma.CONFIGS
-    if variant == "tma_tails":
-        tails = load("ch14_grouped_tma_tails")
-        table = tails.tail_schedule(rows, tma.BM, 512 // tails.BN, 7, device)
-        return (lambda a, b, t, out, _programs, tiling: tails.grouped_mm_tma_tails(a, b, t, out, tiling),
-                table, tails.TAIL_CONFIGS)
     split = load("ch14_grouped_tma_split")
     return split.grouped_mm_tma_split, split.split_block_table(rows, tma.BM, device), tma.CONFIGS
 
 
-@pytest.mark.parametrize("variant", ["tma", "tma_split", "tma_tails"])
+@pytest.mark.parametrize("variant", ["tma", "tma_split"])
 def test_grouped_gemm_tma_each_config_with_uneven_and_empty_groups(variant: str) -> None:
     """Every autotune config of a TMA kernel launched on its own, then the autotuned launch: bands
     whose blocks read the next band's rows (dropped by the store), a last band past a's end, and
-    band tails of 0, 1, 64 and 65 rows (the split and tails kernels' 64-row blocks hold 1-64)."""
+    band tails of 0, 1, 64 and 65 rows (the split kernel's 64-row blocks hold 1-64)."""
     mod, ptr = load("ch14_grouped_tma"), load("optimized_triton_grouped_gemm")
     rows = [1, 300, 0, 129, 128, 64, 65, 320, 77]
     a, b = randn(sum(rows), 512), randn(len(rows), 512, 512) / 512**0.5
@@ -123,7 +118,7 @@ def loop_tma_and(variant: str) -> tuple[list, list, float]:
 
 
 def beside_tma(variant: str, tuned_name: str) -> tuple[list, float]:
-    """The pair's loop, its TMA variant and ``variant`` ("tma_split", "tma_tails") at the pair's size: both
+    """The pair's loop, its TMA variant and ``variant`` ("tma_split") at the pair's size: both
     TMA variants against the loop (the harness's comparison); printed: their times, TFLOP/s of the real
     rows, the multiplied rows' padding, the configs their autotuners (``variant``'s kernel module's
     ``tuned_name``) chose. Returns (benchmarks, seconds of the variant's first call)."""
@@ -144,15 +139,6 @@ def test_grouped_gemm_tma_and_tma_split_at_full_size_match_the_loop_and_print_bo
     """The split TMA variant (64-row blocks for the bands' short tails, a branch per tile) beside the
     TMA variant, as beside_tma checks and prints. No assertion on the times."""
     beside_tma("tma_split", "_grouped_gemm_split_tuned")
-
-
-def test_grouped_gemm_tma_tails_at_full_size_matches_the_loop_and_prints_it_beside_tma() -> None:
-    """The tails variant (64-row tail tiles in their own flattened loop, on a static schedule) beside
-    the TMA variant, as beside_tma checks and prints, and its schedule's modelled length. No
-    assertion on the times; its first call (compile of two configs and autotune) under a minute."""
-    benches, first_s = beside_tma("tma_tails", "_grouped_gemm_tails_tuned")
-    print(f"tails schedule: {benches[2].table.makespan:.2f} 128-row tiles a program, modelled")
-    assert first_s < 60, f"compile + autotune took {first_s:.0f} s"
 
 
 def test_fp8_quantization_and_gemm() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
-import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,14 +37,14 @@ def pair_modules() -> list[Path]:
     return sorted(CH14.glob("baseline_*.py")) + sorted(CH14.glob("optimized_*.py"))
 
 
-def test_discovery_finds_the_seven_pairs_three_compile_modes_four_grouped_gemms_two_flex() -> None:
+def test_discovery_finds_the_seven_pairs_three_compile_modes_three_grouped_gemms_two_flex() -> None:
     pairs = {p.name: p for p in pairs_in(CH14)}
     assert sorted(pairs) == PAIRS
     modes = sorted(p.stem for p in CH14.glob("optimized_compile_modes_*.py"))
     assert modes == [f"optimized_compile_modes_{m}" for m in ("default", "max_autotune", "reduce_overhead")]
     grouped = sorted(p.stem for p in pairs["triton_grouped_gemm"].optimized)
     assert grouped == ["optimized_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma",
-                       "optimized_triton_grouped_gemm_tma_split", "optimized_triton_grouped_gemm_tma_tails"]
+                       "optimized_triton_grouped_gemm_tma_split"]
     assert [p.stem for p in pairs["flex_score_mod"].optimized] == ["optimized_flex_score_mod",
                                                                    "optimized_flex_score_mod_autotuned"]
 
@@ -149,52 +148,6 @@ def test_split_block_table_covers_every_row_once_with_64_row_tails(routing: str)
     multiplied = sum(n // 128 * 128 + (64 if 0 < n % 128 <= 64 else 128 * (n % 128 > 0)) for n in rows)
     assert split.padded_fraction(rows, 128) == pytest.approx(1 - sum(rows) / multiplied)
     assert split.padded_fraction(rows, 128) < 1 - sum(rows) / (128 * sum((n + 127) // 128 for n in rows))
-
-
-def tile_starts(table, f_tail: float, switch: float) -> dict[int, float]:
-    """Each tile's start in the schedule's model (128-row tiles 1, 64-row f_tail / 2, a loop switch)."""
-    starts, items, cost = {}, table.items.tolist(), (1.0, f_tail / 2, 1.0)
-    for bounds in table.bounds.tolist():
-        t = 0.0
-        for run, (lo, hi) in enumerate(itertools.pairwise(bounds)):
-            t += switch if hi > lo and t > 0 else 0.0
-            for item in items[lo:hi]:
-                starts[item], t = t, t + cost[run]
-    return starts
-
-
-@pytest.mark.skipif(not HAS_TRITON, reason="needs Triton")
-@pytest.mark.parametrize("routing", ["pair", "tails"])
-def test_tail_schedule_runs_every_tile_once_in_runs_of_one_height_beside_its_band(routing: str) -> None:
-    """The tails variant's schedule: every tile of split_block_table's blocks exactly once; a program's
-    middle run holds exactly the 64-row blocks' tiles, at most ceil(tails / programs) of them; on the
-    pair's routing (132 programs, 128 x 256 tiles) its modelled end is well under _tma's 10 rounds
-    (9.36: 242 us at 25.9 us a tile) and, at any 64-row tile's true cost of 0.5-0.7 tile, each tail
-    tile starts within 2 rounds (0.8 on average) of a 128-row tile that reads the same expert's columns."""
-    base, split, tails = load("baseline_triton_grouped_gemm"), load("ch14_grouped_tma_split"), load("ch14_grouped_tma_tails")
-    rows = base.group_rows(base.WORKLOAD) if routing == "pair" else [128, 0, 129, 64, 65, 320, 1, 193, 0, 37]
-    tiles_n, programs = (8, 132) if routing == "pair" else (2, 5)
-    table = tails.tail_schedule(rows, 128, tiles_n, programs, torch.device("cpu"))
-    _, _, _, height = split.split_block_table(rows, 128, torch.device("cpu"))
-    items, bounds = table.items.tolist(), table.bounds.tolist()
-    assert sorted(items) == list(range(height.numel() * tiles_n)) and bounds[-1][3] == len(items)
-    short = {b * tiles_n + c for b in range(height.numel()) if height[b] == 64 for c in range(tiles_n)}
-    middle = [i for b0, b1, b2, b3 in bounds for i in items[b1:b2]]
-    assert set(middle) == short and len(middle) == len(short)
-    assert max(b2 - b1 for _, b1, b2, _ in bounds) == -(-len(short) // programs)
-    assert all(b0 <= b1 <= b2 <= b3 for b0, b1, b2, b3 in bounds)
-    if routing == "pair":
-        assert table.makespan < 9.4
-        group = table.group.tolist()
-        for f_tail in (1.0, 1.2, 1.4):
-            starts = tile_starts(table, f_tail, tails.SWITCH)
-            tall_at: dict[tuple[int, int], list[float]] = {}
-            for item, t in starts.items():
-                if item not in short:
-                    tall_at.setdefault((group[item // tiles_n], item % tiles_n), []).append(t)
-            gaps = [min(abs(starts[i] - t) for t in tall_at[(group[i // tiles_n], i % tiles_n)])
-                    for i in short if (group[i // tiles_n], i % tiles_n) in tall_at]
-            assert max(gaps) < 2 and sum(gaps) / len(gaps) < 0.8, (f_tail, max(gaps), sum(gaps) / len(gaps))
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="needs Triton")

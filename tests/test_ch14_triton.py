@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, fits_sm90, ptxas_advisories
+from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, fits_sm90
 
 from aisp.harness.loader import import_module_at
 
@@ -123,45 +123,6 @@ def test_grouped_gemm_tma_split_matches_fp64_on_band_tails_of_0_1_64_and_65_rows
     """)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_grouped_gemm_tma_tails_matches_fp64_on_bands_of_0_to_64_65_to_127_and_128_multiples(dtype: str) -> None:
-    """The three-loop kernel at the GPU's 128-row blocks on its static schedule: bands of 0, 1, 37
-    (< 64), 64, 65, 100 (64-127), 128, 256 rows and longer ones with each kind of remainder, a last
-    band past the end of ``a``; 1, 3, 5 and 100 programs (one program doing every run, programs
-    without tiles), then 16-row blocks. Then a schedule that puts a 100-row block's tiles in the
-    64-row run: only its first 64 rows are written, so that run does multiply 64-row tiles."""
-    interpret(f"""
-        from optimized_triton_grouped_gemm import Tiling
-        from ch14_grouped_tma_tails import grouped_mm_tma_tails, tail_schedule
-        dt = torch.{dtype}
-        def check(rows, bm, bn, programs):
-            a, b = torch.randn(sum(rows), 64).to(dt), torch.randn(len(rows), 64, 64).to(dt)
-            starts = [sum(rows[:g]) for g in range(len(rows))]
-            ref = torch.cat([a[s:s + n].double() @ b[g].double() for g, (s, n) in enumerate(zip(starts, rows))])
-            for p in programs:
-                table = tail_schedule(rows, bm, 64 // bn, p, a.device, bn=bn)
-                out = torch.full((sum(rows), 64), float("nan")).to(dt)
-                grouped_mm_tma_tails(a, b, table, out, Tiling(bm=bm, bn=bn, bk=32))
-                err = (out.double() - ref).abs().max().item()
-                assert err < (1e-5 if dt == torch.float32 else 2e-3) * ref.abs().max().item(), (bm, p, err)
-            return a, b
-        check([128, 0, 1, 37, 64, 65, 100, 256, 320, 193, 0, 37], 128, 32, (1, 3, 5, 100))
-        check([5, 40, 17, 0, 33, 16, 8, 9, 7], 16, 16, (3,))
-        a, b = check([100, 30], 128, 32, (1,))
-        table = tail_schedule([100, 30], 128, 2, 1, a.device, bn=32)
-        assert table.bounds.tolist() == [[0, 2, 4, 4]] and table.items.tolist() == [0, 1, 2, 3], table
-        lying = table._replace(bounds=torch.tensor([[0, 0, 4, 4]], dtype=torch.int32))
-        out = torch.full((130, 64), float("nan")).to(dt)
-        grouped_mm_tma_tails(a, b, lying, out, Tiling(bm=128, bn=32, bk=32))
-        assert not out[:64].isnan().any() and out[64:100].isnan().all() and not out[100:].isnan().any()
-        try:
-            grouped_mm_tma_tails(a, b, table, out, Tiling(bm=128, bn=64, bk=32))
-            raise AssertionError("a tiling wider than the table's tiles was accepted")
-        except ValueError:
-            pass
-    """)
-
-
 def test_grouped_gemm_tma_refuses_what_tma_cannot_address() -> None:
     mod = import_module_at(REPO / "ch14" / "ch14_grouped_tma.py")
     table = import_module_at(REPO / "ch14" / "optimized_triton_grouped_gemm.py").block_table([3, 5], 16, "cpu")
@@ -205,11 +166,11 @@ for base, opt in PAIRS:
 
 
 def test_grouped_gemm_variants_verify_against_the_loop_under_the_interpreter() -> None:
-    """Each optimized variant of the pair (pointer, TMA, split and tails TMA kernels, default tiles) against the
+    """Each optimized variant of the pair (pointer, TMA and split TMA kernels, default tiles) against the
     torch.mm loop as the harness checks it: two seeds, another seed's answer rejected, refilled inputs."""
     from conftest import variant_modules
     pairs = [(b, o) for b, o in variant_modules(REPO / "ch14") if b == "baseline_triton_grouped_gemm"]
-    assert len(pairs) == 4
+    assert len(pairs) == 3
     interpret(f"PAIRS = {pairs!r}\n" + PAIR_SCRIPT)
 
 
@@ -263,14 +224,9 @@ GROUPED_TMA_SIG = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "blk_gr
 GROUPED_SPLIT_SIG = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "blk_group": "*i32", "blk_start": "*i32",
                      "blk_end": "*i32", "blk_height": "*i32", "blocks": "i32", "programs": "i32", "rows": "i32",
                      "experts": "i32", "N": "i32", "K": "i32"}
-GROUPED_TAILS_SIG = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "blk_group": "*i32", "blk_start": "*i32",
-                     "blk_end": "*i32", "items": "*i32", "bounds": "*i32", "rows": "i32", "experts": "i32", "N": "i32",
-                     "K": "i32"}
 GROUPED_KERNELS = {"tma": ("ch14/ch14_grouped_tma:_grouped_gemm_tma", GROUPED_TMA_SIG),
-                   "tma_split": ("ch14/ch14_grouped_tma_split:_grouped_gemm_tma_split", GROUPED_SPLIT_SIG),
-                   "tma_tails": ("ch14/ch14_grouped_tma_tails:_grouped_gemm_tma_tails", GROUPED_TAILS_SIG)}
-"""The grouped TMA kernels and their runtime signatures (the split kernel's table has a fourth column,
-the tails kernel takes its schedule instead of a tile count)."""
+                   "tma_split": ("ch14/ch14_grouped_tma_split:_grouped_gemm_tma_split", GROUPED_SPLIT_SIG)}
+"""The grouped TMA kernels and their runtime signatures (the split kernel's table has a fourth column)."""
 
 
 def grouped_tma_configs() -> list:
@@ -304,21 +260,13 @@ def tile_loops(ptx: str) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("stages", [3, 4])
-def test_sm90_tails_kernel_runs_three_flattened_tile_loops_as_tma_does_and_split_does_not(stages: int) -> None:
+def test_sm90_tma_flattens_its_tile_loop_and_split_does_not(stages: int) -> None:
     """A tile loop flattened into its K loop (``flatten=True``) issues one K step's two TMA copies
     (A and B) a trip, the next tile's among them; one that is not holds the K loop's prologue too
     (2 x stages copies: it drains and refills its pipeline at every tile). ``_tma`` has one
-    flattened tile loop; the tails kernel three (128-row tiles, 64-row with m64n128 wgmmas, 128-row),
-    and registers no more than ``_tma``'s + 8; ``_tma_split``'s branch per tile leaves its loop
-    unflattened (why it measured no faster than ``_tma``)."""
+    flattened tile loop; ``_tma_split``'s branch per tile leaves its loop unflattened (why it
+    measured no faster than ``_tma``)."""
     consts, options = {"BM": 128, "BN": 256, "BK": 64}, {"num_warps": 8, "num_stages": stages}
-    compiled = {k: compile_sm90(*GROUPED_KERNELS[k], consts, options) for k in ("tma", "tma_split", "tma_tails")}
+    compiled = {k: compile_sm90(*GROUPED_KERNELS[k], consts, options) for k in ("tma", "tma_split")}
     assert tile_loops(compiled["tma"].asm["ptx"]) == [(2, 4)]
-    assert tile_loops(compiled["tma_tails"].asm["ptx"]) == [(2, 4)] * 3
     assert tile_loops(compiled["tma_split"].asm["ptx"])[0][0] == 2 * stages
-    shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", compiled["tma_tails"].asm["ptx"])
-    assert sorted(set(shapes)) == ["m64n128k16", "m64n256k16"]
-    regs = {k: fits_sm90(c)["REG"] for k, c in compiled.items() if k != "tma_split"}
-    assert regs["tma_tails"] <= regs["tma"] + 8, regs
-    assert compiled["tma_tails"].metadata.shared == compiled["tma"].metadata.shared  # the loops share buffers
-    assert not ptxas_advisories(compiled["tma_tails"])
