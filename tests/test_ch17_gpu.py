@@ -106,8 +106,27 @@ def test_gather_swiglu_matches_the_up_gemm_on_the_gathered_rows_at_the_pair_shap
     assert ((got - want).norm() / want.norm()).item() < 1e-2
 
 
+def test_topk_route_matches_torch_topk_and_the_stable_sort_at_the_pair_shapes() -> None:
+    """aisp.kits.moe_topk_route at the pair's sizes on the pair's bf16 router logits (~4% of tokens hold equal
+    logits at the 8th place): each token's 8 experts are the ones ``torch.topk`` picks on CUDA (the tie rule),
+    their gates ``route``'s, the order argsort's (stable), its inverse, the schedule ``schedule``'s."""
+    from aisp.kits.moe_topk_route import topk_route
+    bench = cuda_bench("baseline_moe_grouped_gemm")
+    w = bench.workload
+    want_ids, want_gates = moe.route(bench.x, bench.w_router, w.top_k)
+    ids, gates, order, row, sched = topk_route(bench.x @ bench.w_router, w.top_k, swi.BM)
+    got_ids, i = ids.long().sort(dim=1)
+    ref_ids, j = want_ids.sort(dim=1)
+    assert torch.equal(got_ids, ref_ids), (got_ids != ref_ids).any(dim=1).sum().item()
+    torch.testing.assert_close(gates.gather(1, i), want_gates.gather(1, j), rtol=1e-5, atol=1e-6)
+    flat = ids.reshape(-1).long()
+    assert torch.equal(order.long(), flat.argsort(stable=True))
+    assert torch.equal(row[order.long()], torch.arange(flat.numel(), device="cuda", dtype=torch.int32))
+    assert torch.equal(sched, schedule(torch.bincount(flat, minlength=w.experts), swi.BM))
+
+
 @pytest.mark.parametrize("module", ["optimized_moe_grouped_gemm_graph", "optimized_moe_grouped_gemm_fused_swiglu",
-                                    "optimized_moe_grouped_gemm_fused_gather"])
+                                    "optimized_moe_grouped_gemm_fused_gather", "optimized_moe_grouped_gemm_fused_route"])
 def test_graphed_moe_replays_new_tokens(module: str) -> None:
     """The call captured in setup, replayed after new tokens are written into x in place, gives what the
     eager call gives for them."""

@@ -100,3 +100,63 @@ def test_device_route_at_256_assignments_a_program_spills_far_less_at_64_experts
                            options={"num_warps": 4})
         stack[chunk] = resource_usage(k)["STACK"]
     assert stack[256] * 10 < stack[1024], stack
+
+
+ROUTE_INTERPRETED = """
+import sys, torch
+sys.path[:0] = ["ch17", "tests"]
+from aisp.kits.moe_combine import gather_combine
+from aisp.kits.moe_schedule import schedule
+from aisp.kits.moe_topk_route import combine_rows, topk_route
+from refill_check import check_refilled_pair, check_two_seeds
+from test_ch17_pairs import build
+torch.manual_seed(0)
+for tokens, experts, k, bm in ((70, 8, 2, 16), (600, 8, 2, 16), (33, 64, 8, 128), (5, 6, 3, 4)):
+    logits = (torch.randn(tokens, experts) * 4).round() / 4  # coarse values: equal logits at the k-th place
+    ids, gates, order, row, sched = topk_route(logits, k, bm, tokens_per_program=8)
+    want = torch.sort(-logits, dim=1, stable=True).indices[:, :k]  # descending, equal logits lowest expert first
+    assert torch.equal(ids.long(), want), (ids, want)
+    assert torch.allclose(gates, torch.softmax(logits.gather(1, want), -1), rtol=1e-5, atol=1e-6)
+    flat = want.reshape(-1)
+    assert torch.equal(order.long(), flat.argsort(stable=True))
+    assert torch.equal(row[order.long()], torch.arange(tokens * k, dtype=torch.int32))
+    assert torch.equal(sched, schedule(torch.bincount(flat, minlength=experts), bm))
+    y = torch.randn(tokens * k, 40).to(torch.bfloat16)
+    assert torch.equal(combine_rows(y, row, gates, block=32), gather_combine(y, order.long(), gates, block=32))
+variant = "optimized_moe_grouped_gemm_fused_route"
+check_two_seeds(build, "baseline_moe_grouped_gemm", variant)
+base = build("baseline_moe_grouped_gemm", 0)
+check_refilled_pair(base, build(variant, 0), base.workload)
+seen = []
+bench = build(variant, 0)
+bench.setup()
+for name in ("nonzero", "item", "tolist", "cpu"):
+    real = getattr(torch.Tensor, name)
+    setattr(torch.Tensor, name, lambda self, *a, _n=name, _r=real, **k: seen.append(_n) or _r(self, *a, **k))
+bench.forward()
+assert not seen, seen  # on a GPU the call is captured whole in one CUDA graph
+print("interpreted ok")
+"""
+
+
+def test_topk_route_and_the_fused_route_variant_under_the_interpreter() -> None:
+    """aisp.kits.moe_topk_route: top-k ids as a stable descending sort gives them (equal logits: the lowest expert
+    first, as torch.topk on CUDA), the softmax of the k, argsort's stable order, its inverse, device_route's
+    schedule (more programs than the scan's 64-row step), the combine given the inverse equal to gather_combine;
+    the _fused_route variant verifies against the baseline and asks the host for nothing."""
+    run_interpreted(ROUTE_INTERPRETED)
+
+
+def test_topk_route_kernels_compile_for_sm90_without_spills() -> None:
+    """As topk_route launches them at the pair's sizes (64 experts, top-8, 32 tokens a program, 4 warps each)."""
+    from triton_cpu import compile_sm90
+    i32 = "*i32"
+    for kernel, sig, consts in (
+            ("_topk_count", {"logit_ptr": "*bf16", "ids_ptr": i32, "gate_ptr": "*fp32", "part_ptr": i32, "tokens": "i32"},
+             {"E": 64, "EP2": 64, "K": 8, "KP2": 8, "BT": 32}),
+            ("_scan", {"part_ptr": i32, "base_ptr": i32, "sched_ptr": i32, "parts": "i32"},
+             {"E": 64, "EP2": 64, "QB": 64, "BM": 128}),
+            ("_place", {"ids_ptr": i32, "base_ptr": i32, "order_ptr": i32, "row_ptr": i32, "ROWS": "i32"},
+             {"EP2": 64, "CHUNK": 256, "CP2": 256})):
+        fits_sm90(compile_sm90(f"aisp/kits/moe_topk_route:{kernel}", sig, consts, {"num_warps": 4},
+                               divisible=(next(a for a, t in sig.items() if t == "i32"),)))

@@ -61,7 +61,7 @@ def one_gpu_pairs() -> list[tuple[str, str]]:
 def test_the_harness_discovers_every_pair_and_variant() -> None:
     found = {p.name: sorted(o.stem for o in p.optimized) for p in pairs_in(CH17)}
     assert sorted(found) == sorted([*SMALL, *MULTIRANK])
-    assert len(found["moe_grouped_gemm"]) == 7 and len(found["prefill_decode_priority"]) == 3
+    assert len(found["moe_grouped_gemm"]) == 8 and len(found["prefill_decode_priority"]) == 3
     assert len(found["decode_batching_roofline"]) == 4
 
 
