@@ -38,7 +38,8 @@ def _workload() -> Half2Workload:
                          # fp16_simt: the best variant's packed HFMA2 chain bounds the pair (the baseline's FFMAs on
                          # fp16 data peak at half that rate); a per-element polynomial has no tensor-core form
                          precision="fp16_simt", requires=native.REQUIRES,
-                         ceiling_note="ncu: FMA pipe 45.8%, issue 53%, top stall wait 10.9: one dependent HFMA2 chain a thread (latency, not a pipe); 48% of the 123.7 TFLOP/s fp16 SIMT peak")
+                         ceiling_note="ncu (H200): _ilp 182 us, SM 77%, MMA pipe 73% (HFMA2.MMA), top stall math_pipe_throttle: "
+                                      "ptxas runs the MMA-pipe chains first, then the FMA ones")
 
 
 WORKLOAD = _workload()
@@ -52,7 +53,8 @@ class Fp32MathOnHalf(aisp.Benchmark):
     inputs = ("x",)
     scratch = ("y",)
     mode = 0
-    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread (half2_poly.cu)."""
+    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: 12 chains, coefficients from a
+    __constant__ table (half2_poly.cu)."""
 
     def setup(self) -> None:
         w = self.workload

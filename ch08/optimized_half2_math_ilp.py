@@ -13,10 +13,10 @@ chain (1,067), so a warp offers ~4x the independent HFMA2s. A persistent grid of
 256 (20 registers: a full SM, whole waves) strides over the vectors, each next one loaded before
 this one's 512 HFMA2; the ~0.1% left under one round go one __half2 a thread. Same clamp and
 HFMA2s in the same order per element as ``poly_half2``: the same bits (a GPU test checks it).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): issue-bound, the loop caps the
-HFMA2 rate at 95.2% of the 123.7 TFLOP/s fp16 SIMT peak (117.7, 0.146 ms); at 80-90% of the peak
-(tail_effect's like-built FFMA loop reaches 91% of its rate) 0.155-0.175 ms, vs 0.290 ms for
-``poly_half2`` (1.7-1.9x) and 0.328 ms for the baseline (1.9-2.1x). 17.2 GFLOP, 256 MiB per call.
+Expect: measured on an H200 (2026-11-29, two runs): 0.1829 / 0.1851 ms, 1.79x / 1.76x the baseline
+(0.3266 / 0.3277 ms; poly_half2 0.2893 / 0.2899), 93.9 / 92.8 TFLOP/s: 76% / 75% of the 123.7 TFLOP/s
+fp16 SIMT ceiling. Nsight Compute: 182.2 us, SM 77.3%, MMA pipe 73.2%, top stall math_pipe_throttle
+4.41: the pipes in turn, not both at once (optimized_half2_math_balanced.py). 17.2 GFLOP, 256 MiB.
 Run: python ch08/optimized_half2_math_ilp.py  |  aisp bench run -t ch08:half2_math
 """
 
