@@ -17,7 +17,8 @@ blocks per SM. Same FMAs in the same order: bitwise the same answer as the basel
 Expect: measured, H200, 2026-11-29: 0.2634 -> 0.1624 ms, 1.61x [1.54, 1.69], 78% of HBM copy; the
 fitted kernel 0.1712 ms in the same run (0.1643-0.1654 in earlier ones). The estimate was 0.143-0.158
 ms (81-90%): hiding the DRAM wait gained ~2-5%, so issue (~107-121 us of FFMAs and LDS) and HBM
-(128 us) still do not overlap fully. Not profiled.
+(128 us) still do not overlap fully. Profiled later (ncu, 2026-11-29): 159.6 us, DRAM 67.3%, SM 71.8%,
+stalls not_selected 6.54 then long_scoreboard 3.74. The async variant (0.1493-0.1497 ms) beat it.
 Run: python ch06/optimized_launch_bounds_pipelined.py  |  aisp bench run -t ch06:launch_bounds
 """
 
