@@ -53,8 +53,7 @@ class Fp32MathOnHalf(aisp.Benchmark):
     inputs = ("x",)
     scratch = ("y",)
     mode = 0
-    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: 12 chains, coefficients from a
-    __constant__ table (half2_poly.cu)."""
+    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread (half2_poly.cu)."""
 
     def setup(self) -> None:
         w = self.workload

@@ -14,50 +14,12 @@
 //          one __half2 a thread. Same operations per element in the same order as half2: the
 //          same bits. ILP is a second technique on top of the packed math (the lesson), the one
 //          ilp_vs_occupancy teaches.
-//   half2_balanced  half2_ilp with 12 chains a thread (3 vectors a step) and the coefficients read
-//          from a __constant__ table (LDC.64, two pairs a load) instead of immediates: with
-//          immediates ptxas gives each chain one pipe and runs the HFMA2.MMA chains first (a
-//          stretch of ~120 HFMA2.MMA alone in half2_ilp's loop: math_pipe_throttle); with register
-//          operands it alternates HFMA2 / HFMA2.MMA through the loop, as the peak probe's loop does.
-//          Same clamp and HFMA2s per element, the same fp16 coefficients: the same bits.
 // fp16 math rounds at every step: the results differ from the fp32 path by a few fp16 ulps.
 #include "ch08_check.cuh"
 #include "ch08_poly.cuh"
 
 constexpr int kTerms = 128, kThreads = 256;
 constexpr int kChains = 4, kIlpBlocks = 8;  // half2_ilp: 8 x 256 threads, a full SM, at <= 32 registers
-constexpr int kBalVecs = 3;                 // half2_balanced: 16-byte vectors a thread a step (12 chains)
-
-// fp16 bits of f rounded to nearest even, at compile time; normal fp16 values only (the table's
-// coefficients lie in [1/256, 1]); what __float2half_rn gives for them.
-__host__ __device__ constexpr unsigned half_bits(float f) {
-  double x = f < 0 ? -(double)f : (double)f;
-  int e = 0;
-  while (x >= 2.0) x /= 2.0, ++e;
-  while (x < 1.0) x *= 2.0, --e;
-  const double m = x * 1024.0;  // [1024, 2048): exact, x is a float scaled by powers of two
-  long long q = (long long)m;
-  const double frac = m - (double)q;
-  if (frac > 0.5 || (frac == 0.5 && (q & 1))) ++q;
-  if (q == 2048) q = 1024, ++e;
-  return (f < 0 ? 0x8000u : 0u) | (unsigned)(e + 15) << 10 | (unsigned)(q - 1024);
-}
-
-struct Half2Table {
-  unsigned v[kTerms];  // each (c, c) as a packed __half2: __float2half2_rn(kCoef.v[k])
-};
-
-constexpr Half2Table make_half2_table() {
-  Half2Table t{};
-  for (int k = 0; k < kTerms; ++k) t.v[k] = half_bits(series_coef(k)) * 0x10001u;
-  return t;
-}
-
-static_assert(half_bits(1.0f) == 0x3C00 && half_bits(-0.5f) == 0xB800 && half_bits(1.0f / 3) == 0x3555,
-              "half_bits disagrees with fp16 round to nearest even");
-// Not constexpr on purpose: a __constant__ table is read with LDC, so the coefficients reach the
-// HFMA2s in registers (see half2_balanced above); the compiler folds a constexpr one into immediates.
-__constant__ Half2Table kCoefH2 = make_half2_table();
 
 __global__ void __launch_bounds__(kThreads) poly_fp32(const __half2* __restrict__ x, __half2* __restrict__ y,
                                                      long n2) {
@@ -81,8 +43,8 @@ __global__ void __launch_bounds__(kThreads) poly_half2(const __half2* __restrict
 }
 
 // poly2's clamp and chain on C __half2 at once (in place), unrolled side by side: step k of every
-// chain before step k + 1 of any. The coefficients: immediates (kTable false), or read from kCoefH2.
-template <int C, bool kTable>
+// chain before step k + 1 of any; the coefficients are immediates.
+template <int C>
 __device__ __forceinline__ void poly2_chains(__half2 (&v)[C]) {
   __half2 acc[C];
   const __half2 one = __float2half2_rn(1.0f);
@@ -93,11 +55,7 @@ __device__ __forceinline__ void poly2_chains(__half2 (&v)[C]) {
   }
 #pragma unroll
   for (int k = kTerms - 1; k >= 0; --k) {
-    __half2 coef = __float2half2_rn(kCoef.v[k]);
-    if constexpr (kTable) {
-      const unsigned bits = kCoefH2.v[k];
-      memcpy(&coef, &bits, sizeof(bits));
-    }
+    const __half2 coef = __float2half2_rn(kCoef.v[k]);
 #pragma unroll
     for (int c = 0; c < C; ++c) acc[c] = __hfma2(acc[c], v[c], coef);
   }
@@ -105,11 +63,11 @@ __device__ __forceinline__ void poly2_chains(__half2 (&v)[C]) {
   for (int c = 0; c < C; ++c) v[c] = acc[c];
 }
 
-// The kChains = 4 chains of one 16-byte vector (4 __half2), immediate coefficients.
+// The kChains = 4 chains of one 16-byte vector (4 __half2).
 __device__ __forceinline__ uint4 poly2_x4(uint4 in) {
   __half2 v[kChains];
   memcpy(v, &in, sizeof(in));
-  poly2_chains<kChains, false>(v);
+  poly2_chains<kChains>(v);
   uint4 out;
   memcpy(&out, v, sizeof(out));
   return out;
@@ -137,48 +95,6 @@ __global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_ilp(const __h
   for (long j = steps * round * kChains + first; j < n2; j += round) y[j] = poly2(x[j]);
 }
 
-// The same with kBalVecs vectors a thread a step: step s of thread t of block b is vectors
-// b * kThreads * kBalVecs + t + j * kThreads (j < kBalVecs) + s * (threads in the grid x kBalVecs), the
-// last at most steps * round - 1 < n2 / 4; the next step's vectors loaded in this step (the last
-// step reloads its own; at 32 registers ptxas issues them after this step's chains, and the SM's
-// other warps cover their latency). Vectors under one round go one a thread (4 chains), the last
-// n2 % 4 __half2 one a thread (poly2).
-__global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_balanced(const __half2* __restrict__ x,
-                                                                            __half2* __restrict__ y, long n2) {
-  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(x);
-  uint4* __restrict__ yv = reinterpret_cast<uint4*>(y);
-  const long nv = n2 / kChains, threads = (long)gridDim.x * kThreads, round = threads * kBalVecs;
-  const long tid = (long)blockIdx.x * kThreads + threadIdx.x;
-  const long steps = nv / round;
-  if (steps > 0) {
-    long i = (long)blockIdx.x * kThreads * kBalVecs + threadIdx.x;
-    uint4 in[kBalVecs];
-#pragma unroll
-    for (int j = 0; j < kBalVecs; ++j) in[j] = xv[i + j * kThreads];
-    for (long s = 1; s <= steps; ++s, i += round) {
-      __half2 h[kBalVecs * kChains];
-      memcpy(h, in, sizeof(in));
-      const long next = i + (s < steps ? round : 0);
-#pragma unroll
-      for (int j = 0; j < kBalVecs; ++j) in[j] = xv[next + j * kThreads];
-      poly2_chains<kBalVecs * kChains, true>(h);
-      uint4 out[kBalVecs];
-      memcpy(out, h, sizeof(out));
-#pragma unroll
-      for (int j = 0; j < kBalVecs; ++j) yv[i + j * kThreads] = out[j];
-    }
-  }
-  for (long j = steps * round + tid; j < nv; j += threads) {
-    uint4 v = xv[j];
-    __half2 h[kChains];
-    memcpy(h, &v, sizeof(v));
-    poly2_chains<kChains, true>(h);
-    memcpy(&v, h, sizeof(v));
-    yv[j] = v;
-  }
-  for (long j = nv * kChains + tid; j < n2; j += threads) y[j] = poly2(x[j]);
-}
-
 // Blocks of `kernel` resident at once on the whole GPU (SMs x blocks per SM), found once into
 // `blocks`: 0, or the occupancy query's CUDA error.
 template <class Kernel>
@@ -193,11 +109,10 @@ int persistent_grid(Kernel kernel, int& blocks, int* grid) {
   return blocks > 0 ? 0 : -1;
 }
 
-// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: packed, 12 chains a
-// thread, coefficients from kCoefH2. x, y: n fp16 values (n even; 4-byte aligned, 16-byte for modes 2
-// and 3).
+// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread. x, y: n fp16 values (n
+// even; 4-byte aligned, 16-byte for mode 2).
 extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t s) {
-  if (n <= 0 || n % 2 || ((size_t)x | (size_t)y) % (mode >= 2 ? 16 : 4)) return -1;
+  if (n <= 0 || n % 2 || ((size_t)x | (size_t)y) % (mode == 2 ? 16 : 4)) return -1;
   const long n2 = n / 2;
   const unsigned blocks = (unsigned)((n2 + kThreads - 1) / kThreads);
   const __half2* in = static_cast<const __half2*>(x);
@@ -206,17 +121,11 @@ extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t 
     poly_fp32<<<blocks, kThreads, 0, s>>>(in, out, n2);
   } else if (mode == 1) {
     poly_half2<<<blocks, kThreads, 0, s>>>(in, out, n2);
-  } else if (mode == 2 || mode == 3) {
-    static int ilp_blocks = 0, balanced_blocks = 0;
+  } else if (mode == 2) {
+    static int ilp_blocks = 0;
     int grid = 0;
-    const int err = mode == 2 ? persistent_grid(poly_half2_ilp, ilp_blocks, &grid)
-                              : persistent_grid(poly_half2_balanced, balanced_blocks, &grid);
-    if (err) return err;
-    if (mode == 2) {
-      poly_half2_ilp<<<grid, kThreads, 0, s>>>(in, out, n2);
-    } else {
-      poly_half2_balanced<<<grid, kThreads, 0, s>>>(in, out, n2);
-    }
+    if (const int err = persistent_grid(poly_half2_ilp, ilp_blocks, &grid)) return err;
+    poly_half2_ilp<<<grid, kThreads, 0, s>>>(in, out, n2);
   } else {
     return -1;
   }

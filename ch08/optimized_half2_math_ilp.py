@@ -16,7 +16,9 @@ HFMA2s in the same order per element as ``poly_half2``: the same bits (a GPU tes
 Expect: measured on an H200 (2026-11-29, two runs): 0.1829 / 0.1851 ms, 1.79x / 1.76x the baseline
 (0.3266 / 0.3277 ms; poly_half2 0.2893 / 0.2899), 93.9 / 92.8 TFLOP/s: 76% / 75% of the 123.7 TFLOP/s
 fp16 SIMT ceiling. Nsight Compute: 182.2 us, SM 77.3%, MMA pipe 73.2%, top stall math_pipe_throttle
-4.41: the pipes in turn, not both at once (optimized_half2_math_balanced.py). 17.2 GFLOP, 256 MiB.
+4.41: the pipes in turn, not both at once. A variant that made ptxas alternate them (coefficients
+from a __constant__ table, 12 chains) measured slower, 0.2019 / 0.2022 ms against this file's 0.1831 /
+0.1829 in the same runs, and was removed (README, section 7). 17.2 GFLOP, 256 MiB.
 Run: python ch08/optimized_half2_math_ilp.py  |  aisp bench run -t ch08:half2_math
 """
 
