@@ -15,10 +15,11 @@ schedule in place of the stable ``argsort``, the ``index_add_`` count, the sched
 the offsets' cumsum; the down ``_grouped_mm`` reads its offsets from the schedule. The down GEMM and the combine are unchanged.
 Variant ``_fused_gather_torch_sort``: the same with _fused_swiglu's torch sort (the sort's ablation).
 Expect: measured, H200, 2026-11-29 (two runs): 2.8848 and 2.8758 ms, ~573-575 TFLOP/s, 73.2% and 73.4%
-of the bf16 peak, 5.40x [4.86, 6.00] and 5.26x [4.52, 6.12] over the baseline: the pair's best; in the
-same runs _fused_swiglu read 3.0737 / 3.1205 ms and the torch-sort variant 2.952 / 2.9592. Estimated
-before (arithmetic): ~2.7-2.8 ms, 75-79%: 3.051 - 0.26 (the gather) - 0.03-0.06 (routing ops, graph
-nodes) + 0-0.08 (x by cp.async instead of TMA); it came in 0.08-0.18 ms above that.
+of the bf16 peak, 5.40x [4.86, 6.00] and 5.26x [4.52, 6.12] over the baseline, the pair's best until
+_fused_route (2.786-2.794 ms, 3.6-4.1% faster); in its two runs _fused_swiglu read 3.0737 / 3.1205 ms and
+the torch-sort variant 2.952 / 2.9592. Estimated before (arithmetic): ~2.7-2.8 ms, 75-79%: 3.051 - 0.26
+(the gather) - 0.03-0.06 (routing ops, graph nodes) + 0-0.08 (x by cp.async instead of TMA); it came in
+0.08-0.18 ms above that.
 Run: python ch17/optimized_moe_grouped_gemm_fused_gather.py  |  aisp bench run -t ch17:moe_grouped_gemm
 """
 

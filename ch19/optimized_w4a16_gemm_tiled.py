@@ -16,10 +16,12 @@ lane: 4 whole 128-byte lines per warp instruction, 4 KB per warp step, a warp's 
 64 KB run (half the L2 requests, no reliance on the 256-byte prefetch). A lane's 8 scales of a step are
 one 16-byte load (8 two-byte loads before). Decode, mma, x staging, split-K 4 x 33 CTAs, the in-kernel
 sum and the per-call work are the stream variant's: same launch, same bytes (278 MB).
-Expect (measured, H200, 2026-11-29, two runs): 0.0885 / 0.0897 ms, 7.25x / 7.19x, 74% / 73% of the HBM copy
-ceiling on the declared 278 MB, the pair's best (stream 0.1058 / 0.1077, prmt 0.1249 / 0.1181 ms); the
-estimate had said 0.075-0.095 ms. ncu: 88.6 us, DRAM 66.5%, L2 82.6%, SM 48.5%, tensor pipe 33%, no
-dominant stall (math_pipe_throttle 1.58); the folded variant takes the loop's HADD2 out.
+Expect (measured, H200, 2026-11-29): 0.0885 / 0.0897 ms, 7.25x / 7.19x, 74% / 73% of the HBM copy ceiling
+on the declared 278 MB (stream 0.1058 / 0.1077, prmt 0.1249 / 0.1181 ms); two later runs 0.0900 / 0.0897 ms,
+7.21x / 7.24x by medians, 73.3% / 73.5%: the pair's best; the estimate had said 0.075-0.095 ms. ncu: 88.6 us,
+DRAM 66.5%, L2 82.6%, SM 48.5%, tensor pipe 33%, no dominant stall (math_pipe_throttle 1.58). A folded
+variant (the loop's 128 HADD2 a step taken out: 395 instructions a step, 528) tied it at 0.0897 ms and was
+removed: issue slots are not what bounds this kernel.
 Run: python ch19/optimized_w4a16_gemm_tiled.py  |  aisp bench run -t ch19:w4a16_gemm
 """
 
@@ -62,12 +64,11 @@ def tiled_emulate(lib: ctypes.CDLL, p: Plan, x: torch.Tensor, packed: torch.Tens
     return emulate(lib, p, x, packed, scale, EMULATE)
 
 
-def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, entry: str = GEMM) -> torch.Tensor:
-    """``x @ w^T`` from ch19_w4's row-major format (tiled here, each call: for tests, not for timing) by
-    the kernel ``entry`` (this variant's, or the folded variant's)."""
+def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x @ w^T`` from ch19_w4's row-major format (tiled here, each call: for tests, not for timing)."""
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     p = tiled_plan(x.shape[0], packed.shape[0], x.shape[1], sms, x.device)
-    return stream_matmul(LIBRARY.load(x.device, SIGNATURES), p, x, *tile_w4(packed, scale), entry)
+    return tiled_matmul(LIBRARY.load(x.device, SIGNATURES), p, x, *tile_w4(packed, scale))
 
 
 class TiledW4A16(StreamW4A16):
