@@ -1,6 +1,6 @@
 """Baseline MoE layer, end to end: a per-expert Python loop with a boolean mask and a host sync per expert.
 
-Case study, stage 0 of 4. An MoE FFN forward over a 16,384-token prefill batch (width 2,048; 64
+Case study, stage 0 of 5. An MoE FFN forward over a 16,384-token prefill batch (width 2,048; 64
 SwiGLU experts of width 1,024; top-8, so 131,072 token-expert assignments, ~2,048 per expert; bf16).
 Both sides route the same way (one router GEMM, one top-8, softmax over the 8 logits). Then, as a
 first MoE layer is written: for each expert, ``(ids == e).nonzero()`` finds its tokens (a mask over
@@ -15,6 +15,7 @@ Optimized, cumulatively (each file's header names the chapter the technique come
                      graph (ch17, ch14, ch12)
   s4_fused_gather    the row gather inside the gate/up GEMM (cp.async x rows), the sort and tile schedule
                      on the device (ch17, ch19)
+  s5_device_route    top-8, softmax, the sort, its inverse and the schedule in three Triton kernels (ch17)
 (An earlier fp8 stage 3, e4m3 experts through ``_scaled_grouped_mm``, measured slower than stage 2 and was
 dropped: see the README.)
 Ceiling: the expert GEMMs on the tensor cores: 1.65 TFLOP per call, ~2.1 ms at 783 TFLOP/s bf16.

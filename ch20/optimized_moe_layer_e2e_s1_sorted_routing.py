@@ -1,4 +1,4 @@
-"""Optimized MoE layer, stage 1 of 4: vectorized routing, tokens sorted by expert once (technique
+"""Optimized MoE layer, stage 1 of 5: vectorized routing, tokens sorted by expert once (technique
 from ch17: moe_grouped_gemm's sort-by-expert; one host sync instead of one per expert, ch17/ch11).
 
 Baseline (baseline_moe_layer_e2e.py): per expert a boolean mask over all 131,072 assignments,

@@ -1,4 +1,4 @@
-"""Optimized MoE layer, stage 2 of 4: every expert in one grouped GEMM, no host sync (technique from
+"""Optimized MoE layer, stage 2 of 5: every expert in one grouped GEMM, no host sync (technique from
 ch17: moe_grouped_gemm; one launch for many small GEMMs, as ch09's tiling fills the SMs).
 
 Baseline (baseline_moe_layer_e2e.py): a mask, a host sync and two GEMMs per expert. Stage 1 sorted

@@ -1,4 +1,4 @@
-"""Optimized MoE layer, stage 3 of 4: SwiGLU in the gate/up GEMM's epilogue, the combine one gather pass,
+"""Optimized MoE layer, stage 3 of 5: SwiGLU in the gate/up GEMM's epilogue, the combine one gather pass,
 the call one CUDA graph (technique from ch17: moe_grouped_gemm's fused_swiglu variant, measured at 69% of
 the bf16 peak at this shape; a persistent Triton GEMM as in ch14, a graph as in ch12).
 

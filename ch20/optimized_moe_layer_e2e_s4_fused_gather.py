@@ -1,4 +1,4 @@
-"""Optimized MoE layer, stage 4 of 4: the row gather inside the gate/up GEMM, the sort and schedule on the
+"""Optimized MoE layer, stage 4 of 5: the row gather inside the gate/up GEMM, the sort and schedule on the
 device (technique from ch17: moe_grouped_gemm's fused_gather variant, measured at 73% of the bf16 peak at
 this shape; ch19's counting sort, as ch17 uses it).
 

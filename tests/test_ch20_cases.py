@@ -33,7 +33,7 @@ SMALL = {
     "vision_pipeline_e2e": dict(pool=6, batch=5, size=32, width=8),
 }
 STAGES = {
-    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm", "s3_fused_swiglu", "s4_fused_gather"],
+    "moe_layer_e2e": ["s1_sorted_routing", "s2_grouped_gemm", "s3_fused_swiglu", "s4_fused_gather", "s5_device_route"],
     "vision_pipeline_e2e": ["s1_uint8_pinned", "s2_gpu_decode", "s3_channels_last"],
 }
 GPU_ONLY = {"optimized_vision_pipeline_e2e_s2_gpu_decode", "optimized_vision_pipeline_e2e_s3_channels_last"}
@@ -93,7 +93,8 @@ def test_channels_last_bf16_net_matches_the_fp32_net() -> None:
 @pytest.mark.parametrize(("module", "syncs"), [("optimized_moe_layer_e2e_s1_sorted_routing", 1),
                                                ("optimized_moe_layer_e2e_s2_grouped_gemm", 0),
                                                ("optimized_moe_layer_e2e_s3_fused_swiglu", 0),
-                                               ("optimized_moe_layer_e2e_s4_fused_gather", 0)])
+                                               ("optimized_moe_layer_e2e_s4_fused_gather", 0),
+                                               ("optimized_moe_layer_e2e_s5_device_route", 0)])
 def test_sorted_stages_sync_the_host_once_or_never(module: str, syncs: int) -> None:
     bench = build(module, 0)
     bench.setup()
@@ -137,19 +138,72 @@ for tokens, k, dim, block in ((37, 8, 64, 1024), (5, 2, 256, 128), (9, 1, 32, 32
     got = combine_gather(yb, order, gates, block)
     want = torch.zeros(tokens, dim).index_add_(0, order // k, yb.float() * gates.reshape(-1)[order, None])
     assert got.dtype == torch.bfloat16 and ((got.float() - want).abs() <= want.abs() * 2 ** -7 + 1e-6).all()
-for stage in ("optimized_moe_layer_e2e_s3_fused_swiglu", "optimized_moe_layer_e2e_s4_fused_gather"):
+for stage in ("optimized_moe_layer_e2e_s3_fused_swiglu", "optimized_moe_layer_e2e_s4_fused_gather",
+              "optimized_moe_layer_e2e_s5_device_route"):
     check_two_seeds(build, "baseline_moe_layer_e2e", stage)
     base = build("baseline_moe_layer_e2e", 0)
     check_refilled_pair(base, build(stage, 0), base.workload)
-bench = build("optimized_moe_layer_e2e_s4_fused_gather", 0)
-bench.setup()
-assert not host_reads(bench.forward)  # the Triton path (device sort): on a GPU captured whole in one graph
+for stage in ("optimized_moe_layer_e2e_s4_fused_gather", "optimized_moe_layer_e2e_s5_device_route"):
+    bench = build(stage, 0)
+    bench.setup()
+    assert not host_reads(bench.forward)  # the Triton path (device sort): on a GPU captured whole in one graph
 print("interpreted ok")
 """
 
 
 def test_fused_stage_and_gather_combine_under_the_interpreter() -> None:
     run_interpreted(INTERPRETED)
+
+
+ROUTE_INTERPRETED = """
+import sys, torch
+sys.path[:0] = ["ch20", "tests"]
+from aisp.kits.moe import route
+from aisp.kits.moe_schedule import device_route, schedule
+from aisp.kits.moe_topk_route import topk_route
+from test_ch20_cases import build
+torch.manual_seed(0)
+# ch20's routing shapes as stage 5 launches them (32 tokens a program): the CPU tests' 8 experts, top-2 and the
+# H200's 64 experts, top-8, bm 128, past the scan's 64-program step (65 programs, the last one partial)
+for tokens, experts, k, bm in ((96, 8, 2, 16), (2070, 64, 8, 128)):
+    logits = (torch.randn(tokens, experts) * 4).round() / 4  # coarse values: equal logits at the k-th place
+    ids, gates, order, row, sched = topk_route(logits, k, bm)
+    want = torch.sort(-logits, dim=1, stable=True).indices[:, :k]  # descending, equal logits lowest expert first
+    assert torch.equal(ids.long(), want), (ids.long() != want).any(1).sum()
+    assert torch.allclose(gates, torch.softmax(logits.gather(1, want), -1), rtol=1e-5, atol=1e-6)
+    flat = want.reshape(-1)
+    assert torch.equal(order.long(), flat.argsort(stable=True))
+    assert torch.equal(row[order.long()], torch.arange(tokens * k, dtype=torch.int32))
+    assert torch.equal(sched, schedule(torch.bincount(flat, minlength=experts), bm))
+# on the stage's own inputs: stage 5's routing is stage 4's (route + device_route at 256 a program)
+bench = build("optimized_moe_layer_e2e_s5_device_route", 0)
+bench.setup()
+w = bench.workload
+ids4, gates4 = route(bench.x, bench.w_router, w.top_k)
+order4, _, sched4 = device_route(ids4.reshape(-1), gates4.reshape(-1), w.experts, 16, chunk=256)
+ids, gates, order, row, sched = topk_route(bench.x @ bench.w_router, w.top_k, 16)
+assert torch.equal(ids.long(), ids4) and torch.allclose(gates, gates4, rtol=1e-5, atol=1e-6)
+assert torch.equal(order, order4) and torch.equal(sched, sched4)
+assert torch.equal(row[order.long()], torch.arange(order.numel(), dtype=torch.int32))
+print("interpreted ok")
+"""
+
+
+def test_device_route_stage_routes_as_stage_4_under_the_interpreter() -> None:
+    """Stage 5's routing (aisp.kits.moe_topk_route, ch17's kit) at ch20's shapes: the top-k as a stable
+    descending sort gives it (equal logits: the lowest expert first, as torch.topk on CUDA), the softmax of
+    the k, argsort's stable order, its inverse, the schedule; on the stage's inputs, stage 4's ids, gates,
+    order and schedule exactly."""
+    run_interpreted(ROUTE_INTERPRETED)
+
+
+def test_device_route_stage_runs_at_the_shape_ch17_compiles_its_kit_for() -> None:
+    """The kit's sm_90 compile test (tests/test_ch17_moe_fused.py: 64 experts, top-8, 32 tokens a program, 4
+    warps) covers stage 5 only while ch20's H200 workload routes the same sizes as ch17's."""
+    ch20 = import_module_at(CH20 / "baseline_moe_layer_e2e.py").WORKLOAD
+    ch17 = import_module_at(CH20.parent / "ch17" / "baseline_moe_grouped_gemm.py").WORKLOAD
+    sizes = ("tokens", "dim", "ffn", "experts", "top_k")
+    assert [getattr(ch20, f) for f in sizes] == [getattr(ch17, f) for f in sizes] == [16384, 2048, 1024, 64, 8]
 
 
 @pytest.mark.parametrize("path", OWN_FILES, ids=lambda p: p.stem)

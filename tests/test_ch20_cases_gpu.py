@@ -1,7 +1,8 @@
 """Chapter 20's MoE-layer and vision-pipeline case studies on a GPU: every stage verifies against its
 baseline at the H200 size (the pair's tolerance; the harness does the timing; the errors are printed),
 the grouped and fused stages never sync the host (the graphed stages' eager calls too), the graphed stages replay new tokens as
-their eager call computes them, the gather combine matches ``ch20_moe.combine`` at the pair's shapes, and the GPU-decode stages decode with nvJPEG (or skip with
+their eager call computes them, the gather combine matches ``ch20_moe.combine`` at the pair's shapes, stage 5's
+routing kernels pick the baseline's experts (torch.topk's ties) and stage 4's order, and the GPU-decode stages decode with nvJPEG (or skip with
 the reason where torchvision is missing)."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from aisp.harness.loader import import_module_at
 CH20 = Path(__file__).resolve().parents[1] / "ch20"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 MOE = ["optimized_moe_layer_e2e_s1_sorted_routing", "optimized_moe_layer_e2e_s2_grouped_gemm",
-       "optimized_moe_layer_e2e_s3_fused_swiglu", "optimized_moe_layer_e2e_s4_fused_gather"]
+       "optimized_moe_layer_e2e_s3_fused_swiglu", "optimized_moe_layer_e2e_s4_fused_gather",
+       "optimized_moe_layer_e2e_s5_device_route"]
 VISION = ["optimized_vision_pipeline_e2e_s1_uint8_pinned", "optimized_vision_pipeline_e2e_s2_gpu_decode",
           "optimized_vision_pipeline_e2e_s3_channels_last"]
 
@@ -68,6 +70,34 @@ def test_gather_combine_matches_the_bmm_combine_at_the_pair_shapes() -> None:
     y = torch.randn(16384 * 8, 2048, generator=gen, device="cuda").bfloat16()
     got, want = combine_gather(y, order, gates).float(), combine(y, order, gates).float()
     assert ((got - want).norm() / want.norm()).item() < 1e-2
+
+
+def test_device_route_matches_the_baselines_routing_at_the_pair_shapes() -> None:
+    """Stage 5's routing (aisp.kits.moe_topk_route) on the baseline's own bf16 router logits (16,384 tokens, 64
+    experts, top-8): each token's 8 experts are the ones ``route``'s ``torch.topk`` picks on CUDA (equal logits
+    at the 8th place decided alike: the tie rule), their gates ``route``'s; the order and schedule as stage 4's
+    device_route sorts the same ids (stable: argsort's), and the order's inverse."""
+    from aisp.kits.moe import route
+    from aisp.kits.moe_gather import BM
+    from aisp.kits.moe_schedule import device_route
+    from aisp.kits.moe_topk_route import topk_route
+
+    base = built("baseline_moe_layer_e2e")
+    w = base.workload
+    logits = base.x @ base.w_router
+    top = logits.float().sort(dim=1, descending=True).values
+    print("tokens with equal logits at the 8th/9th place:", int((top[:, w.top_k - 1] == top[:, w.top_k]).sum()))
+    want_ids, want_gates = route(base.x, base.w_router, w.top_k)
+    ids, gates, order, row, sched = topk_route(logits, w.top_k, BM)
+    got_ids, i = ids.long().sort(dim=1)
+    ref_ids, j = want_ids.sort(dim=1)
+    assert torch.equal(got_ids, ref_ids), (got_ids != ref_ids).any(dim=1).sum().item()
+    torch.testing.assert_close(gates.gather(1, i), want_gates.gather(1, j), rtol=1e-5, atol=1e-6)
+    flat = ids.reshape(-1)
+    order4, _, sched4 = device_route(flat, gates.reshape(-1), w.experts, BM, chunk=256)
+    assert torch.equal(order, order4) and torch.equal(sched, sched4)
+    assert torch.equal(order.long(), flat.long().argsort(stable=True))
+    assert torch.equal(row[order.long()], torch.arange(flat.numel(), device="cuda", dtype=torch.int32))
 
 
 def test_gpu_decode_matches_pil_pixels() -> None:
