@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aisp.harness.results import assemble
 from aisp.harness.streams import MARKER, SPACER, beside_spacer_us, leftover_us, spacer_covered
-from aisp.harness.timing import left_on_streams, tail_overruled, unseen_work
+from aisp.harness.timing import idle_tail_overruled, left_on_streams, tail_overruled, unseen_work
 
 
 def _kernel(name, ts, dur, stream, correlation, device=0, cat="kernel"):
@@ -124,6 +124,33 @@ def test_a_sync_tail_the_gpus_timestamps_contradict_is_host_jitter_not_an_error(
         assert result["speedup"] is None
 
 
+def _idle_jitter(name, leftover, timed_tail=0.008):
+    """ch19:w4a16_gemm's one-stream kernel in an H200 run (2026-11-29): calls from idle of 0.212 ms whose
+    sync tail read 0.026 ms past an empty call's (the allowance: 10% of 0.212 ms), timed calls of 0.107 ms
+    with a quiet tail; ``leftover``: the GPU's timestamps (None: not read)."""
+    return {**_jittery(name, leftover), "samples_ms": [0.107] * 20, "tail_samples_ms": [timed_tail] * 20,
+            "idle_probe_ms": [0.212] * 3, "idle_tail_ms": [0.033] * 3}
+
+
+def test_an_idle_calls_tail_the_gpus_timestamps_contradict_is_host_jitter_not_an_error():
+    idle, empty, timed = ([0.033] * 3, [0.212] * 3), [0.007] * 5, ([0.008] * 20, [0.107] * 20)
+    assert unseen_work(*idle, empty_ms=empty) is not None  # the idle calls' tail alone fires
+    note = idle_tail_overruled(*idle, empty, *timed, 0.0)
+    assert note.startswith("its calls from idle read a sync tail of 0.026 ms past their events")
+    assert idle_tail_overruled(*idle, empty, *timed, None) is None  # timestamps not read: the tail stands
+    assert idle_tail_overruled(*idle, empty, *timed, 28.0) is None  # the timestamps see work left behind
+    assert idle_tail_overruled(*idle, empty, [0.03] * 20, timed[1], 0.0) is None  # the timed calls see it too
+    assert idle_tail_overruled([0.008] * 3, idle[1], empty, *timed, 0.0) is None  # the idle rule does not fire
+
+    base = {**_jittery("baseline_w4a16", 0.0), "samples_ms": [0.6] * 20, "tail_samples_ms": [0.008] * 20}
+    result = assemble({"name": "w4a16"}, {}, [base, _idle_jitter("optimized_w4a16", 0.0)])
+    assert result["variants"][0]["verdict"] != "error" and result["speedup"] is not None
+    for leftover, timed_tail in ((None, 0.008), (28.0, 0.008), (0.0, 0.03)):
+        result = assemble({"name": "w4a16"}, {}, [base, _idle_jitter("optimized_w4a16", leftover, timed_tail)])
+        bad = result["variants"][0]
+        assert bad["verdict"] == "error" and "work outside the timed stream" in bad["reason"], (leftover, timed_tail)
+
+
 def test_confirm_tails_reads_the_timestamps_only_where_the_tail_fires(monkeypatch):
     import torch
 
@@ -153,6 +180,12 @@ def test_confirm_tails_reads_the_timestamps_only_where_the_tail_fires(monkeypatc
     assert len(calls) == execute.TRACE_CONFIRMS and quiet.stream_leftover_us is None
     assert jittery.stream_leftover_us == 3.0
     assert any("host wake-up jitter" in n for n in jittery.evidence.notes)
+    calls.clear()
+    idle_jittery = variant([0.008] * 20)  # the timed tail quiet, the calls from idle's over its allowance
+    idle_jittery.idle_probe_ms, idle_jittery.idle_tail_ms = [0.212] * 3, [0.033] * 3
+    execute.confirm_tails([idle_jittery], RunOptions(), torch.device("cuda"))
+    assert len(calls) == execute.TRACE_CONFIRMS and idle_jittery.stream_leftover_us == 3.0
+    assert any("its calls from idle read a sync tail" in n for n in idle_jittery.evidence.notes)
     calls.clear()
     execute.confirm_tails([variant([0.021] * 20)], RunOptions(), torch.device("cpu"))
     assert not calls  # no GPU timestamps on a CPU

@@ -33,6 +33,7 @@ from aisp.harness.timing import (
     gc_disabled,
     graph_replay,
     grown_spacer,
+    idle_tail_overruled,
     l2_flusher,
     outran,
     spacer_ms,
@@ -366,22 +367,23 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
 
 
 TRACE_CONFIRMS = 3
-"""Profiled calls that read, from the GPU's timestamps, a variant whose timed samples' sync tail said
+"""Profiled calls that read, from the GPU's timestamps, a variant whose timed or idle calls' sync tail said
 it left work outside its events (:func:`confirm_tails`)."""
 
 
 def confirm_tails(live: list[Variant], options: RunOptions, device: torch.device) -> None:
-    """For each variant whose timed samples' sync tail (a host-timed device-wide sync) says it left work
-    outside its events, read the work on other streams from the GPU's own timestamps in TRACE_CONFIRMS
+    """For each variant whose timed samples' sync tail (a host-timed device-wide sync), or its calls from
+    idle's, says it left work outside its events, read the work on other streams from the GPU's own timestamps in TRACE_CONFIRMS
     profiled calls (``stream_leftover_us``: the longest). The host-timed tail also reads the host's
     wake-up jitter: under load, 10-40 µs past an empty call's tail on a decode kernel whose work is all
-    on one stream (4 x H200, 2026-11-28). Where the timestamps show nothing and the tail of the calls
-    from idle agrees, the results read the variant as timed right, with a note
-    (:func:`aisp.harness.timing.tail_overruled`)."""
+    on one stream (4 x H200, 2026-11-28). Where the timestamps show nothing and the other tail agrees,
+    the results read the variant as timed right, with a note (:func:`aisp.harness.timing.tail_overruled`,
+    :func:`aisp.harness.timing.idle_tail_overruled`)."""
     if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
         return
     for var in live:
-        if not unseen_work(var.tail_samples_ms, var.samples_ms, empty_ms=var.empty_tail_ms):
+        if not unseen_work(var.tail_samples_ms, var.samples_ms, empty_ms=var.empty_tail_ms) \
+                and not unseen_work(var.idle_tail_ms, var.idle_probe_ms, empty_ms=var.empty_tail_ms):
             continue
         longest: float | None = 0.0
         for _ in range(TRACE_CONFIRMS):
@@ -395,7 +397,9 @@ def confirm_tails(live: list[Variant], options: RunOptions, device: torch.device
         if longest is not None:
             var.stream_leftover_us = max(longest, var.stream_leftover_us or 0.0)
             overruled = tail_overruled(var.tail_samples_ms, var.samples_ms, var.empty_tail_ms, var.idle_tail_ms,
-                                       var.idle_probe_ms, var.stream_leftover_us)
+                                       var.idle_probe_ms, var.stream_leftover_us) or idle_tail_overruled(
+                var.idle_tail_ms, var.idle_probe_ms, var.empty_tail_ms, var.tail_samples_ms, var.samples_ms,
+                var.stream_leftover_us)
             if overruled:
                 var.evidence.notes.append(f"{var.name}: {overruled}")
 

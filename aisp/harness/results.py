@@ -6,7 +6,7 @@ from typing import Any
 
 from aisp.harness.execute import UNCHECKED
 from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
-from aisp.harness.timing import host_bound, left_on_streams, tail_overruled, unseen_work
+from aisp.harness.timing import host_bound, idle_tail_overruled, left_on_streams, tail_overruled, unseen_work
 
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
                  "error", "timeout")
@@ -45,8 +45,9 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     leftover = raw.get("stream_leftover_us")
     sampled = None if tail_overruled(tails, samples, empty, idle_tails, probes, leftover) else unseen_work(
         tails, samples, empty_ms=empty)
-    unseen = sampled or unseen_work(idle_tails, probes, "untimed calls from idle", empty) \
-        or left_on_streams(leftover, probes or samples)
+    idle = None if idle_tail_overruled(idle_tails, probes, empty, tails, samples, leftover) else unseen_work(
+        idle_tails, probes, "untimed calls from idle", empty)
+    unseen = sampled or idle or left_on_streams(leftover, probes or samples)
     if unseen and raw.get("verdict") in (None, "pending", "ok"):
         result["verdict"], result["reason"] = "error", unseen
     result["host_bound"] = host_bound(raw.get("issue_samples_ms") or [], raw.get("samples_ms") or [],

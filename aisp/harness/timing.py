@@ -274,6 +274,23 @@ def tail_overruled(tail_ms: Sequence[float], device_ms: Sequence[float], empty_m
             "from idle none: host wake-up jitter, not unseen work; timed by its events")
 
 
+def idle_tail_overruled(idle_tail_ms: Sequence[float], idle_probe_ms: Sequence[float], empty_ms: Sequence[float],
+                        tail_ms: Sequence[float], device_ms: Sequence[float], leftover_us: float | None) -> str | None:
+    """Why the calls from idle's sync tail is not read as unseen work (a note), or None where it stands:
+    the mirror of :func:`tail_overruled`. It is overruled only where the GPU's own timestamps were read
+    and show no work on other streams outside the current stream's, and the timed samples' tail shows
+    none either (``ch19:w4a16_gemm``'s one-stream kernel read 0.026 ms past an empty call from idle,
+    over a 0.021 ms allowance, in one of two H200 runs, 2026-11-29)."""
+    if unseen_work(idle_tail_ms, idle_probe_ms, "untimed calls from idle", empty_ms) is None or leftover_us is None:
+        return None
+    if unseen_work(tail_ms, device_ms, empty_ms=empty_ms) or left_on_streams(leftover_us, idle_probe_ms):
+        return None
+    tail = float(np.median(idle_tail_ms)) - (float(np.median(empty_ms)) if len(empty_ms) else 0.0)
+    return (f"its calls from idle read a sync tail of {tail:.3f} ms past their events, but the GPU's timestamps "
+            f"of profiled calls show {leftover_us:.1f} µs of work on other streams and the timed calls none: "
+            "host wake-up jitter, not unseen work")
+
+
 STREAM_FLOOR_US = 5.0
 """Work on another stream that ends up to 5 µs after the current stream's last kernel (GPU
 timestamps, :mod:`aisp.harness.streams`) is left to timestamp rounding and launch order."""
