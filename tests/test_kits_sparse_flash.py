@@ -346,7 +346,7 @@ def loop_bodies(sass: str) -> list[int]:
 @pytest.mark.gpu
 def test_document_kernel_matches_masked_sdpa_on_a_gpu() -> None:
     """bf16, 3 packed rows of 4,096 tokens (documents of 1 to 1,500 tokens), 4 heads of 128, at the kit's
-    tiles, against SDPA on the dense document mask in fp32."""
+    tiles, launched in turn and in head groups, against SDPA on the dense document mask in fp32."""
     import torch.nn.functional as F
 
     from aisp.kits.sparse_flash import document_flash_attention
@@ -355,11 +355,12 @@ def test_document_kernel_matches_masked_sdpa_on_a_gpu() -> None:
     f = flags(random_packing(gen, 3, 4096, 1500)).cuda()
     cuda = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(3, 4, 4096, 128, generator=cuda, device="cuda").bfloat16() for _ in range(3))
-    starts, order = document_layout(f)
-    out = document_flash_attention(q, k, v, starts, order)
+    starts = document_layout(f)[0]
     mask = document_mask(starts.cpu()).cuda()[:, None]
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
-    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
+    for grouped in (False, True):  # in turn, and in head groups (2 MB of K/V a head: all 4 heads one group)
+        out = document_flash_attention(q, k, v, starts, document_layout(f, grouped=grouped)[1], grouped=grouped)
+        torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.gpu
