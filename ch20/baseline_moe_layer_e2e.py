@@ -37,7 +37,7 @@ from aisp.kits.moe import MoEWorkload, masked_moe, moe_inputs
 
 WORKLOAD = case_workload(aisp.Requirements(cuda=True),
                          ceiling_note="profiled (torch profiler, H200): s4 2.77 ms of kernels: gate/up GEMM + row gather 1.64 ms "
-                                      "(~85%), down GEMM 0.84 (~83%), combine 0.14; s5's routing 0.04 of 0.15",
+                                      "(~85%), down GEMM 0.84 (~83%), combine 0.14; s5 routing 0.04 of 0.15",
                          window="idle")
 """Sized for an H100/H200; tests/test_ch20_cases.py runs the same code at tiny sizes on a CPU."""
 

@@ -3,7 +3,8 @@ harness does the timing), the kernels match SDPA in bf16 at the pairs' shapes (t
 them in fp32 under the interpreter), the flash kernel's autotune stays within its compile budget,
 and its speed is within reach of SDPA's best backend (printed: run with -s to see the TFLOP/s); the fused
 MLA latent kernel matches the two-bmm attention and is timed beside it (printed); the document-mask Triton
-variant verifies against its dense-mask baseline at the pair's size."""
+variants (``_triton``, and ``_triton_grouped``'s launch in head groups) verify against their dense-mask
+baseline at the pair's size."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from aisp.harness.verify import compare
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait", "_ahead"), "split_kv_decode": ("",),
             "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph", "_wgmma"), "flexdecoding": ("_split",),
-            "flex_document_mask": ("_triton",)}
+            "flex_document_mask": ("_triton", "_triton_grouped")}
 pytestmark = pytest.mark.gpu
 
 

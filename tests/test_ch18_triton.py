@@ -46,7 +46,7 @@ CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
 OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph",
                                                                                                   "_wgmma"))
-OTHER_PAIRS += (("baseline_flex_document_mask", "optimized_flex_document_mask_triton"),)
+OTHER_PAIRS += tuple(("baseline_flex_document_mask", f"optimized_flex_document_mask_triton{v}") for v in ("", "_grouped"))
 """Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
              "optimized_flash_attention_triton_sdpa", "optimized_flash_attention_triton_cudnn", "ch18_attention_tma",

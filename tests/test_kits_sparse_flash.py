@@ -11,7 +11,9 @@ wgmma, TMA, at most 128 registers, no spills, no ptxas advisory, no serialized w
 The document mode: the starts and launch order from the flags, the tiles a block walks are exactly
 those with a visible pair and the full ones exactly the all-visible ones, the kernel against an fp64
 reference under the interpreter (documents longer than a tile, boundaries inside tiles and blocks,
-one-token documents, rows with no flag), and its sm_90a code held to the band kernel's checks.
+one-token documents, rows with no flag; and launched in head groups, a group short), the grouped
+order and program mapping (every entry and head once, in groups), and its sm_90a code held to the
+band kernel's checks, in turn and in head groups.
 GPU: bf16 at a pair-like shape (and empty blocks), and packed documents, against SDPA with the dense
 mask in fp32."""
 
@@ -189,6 +191,48 @@ def test_document_layout_gives_each_tokens_start_and_the_longest_blocks_first() 
     assert since[order].tolist() == sorted(since.tolist(), reverse=True)
 
 
+def test_grouped_layout_gives_each_row_its_blocks_longest_first_the_longest_row_first() -> None:
+    f = flags([[3, 120, 5, 128], [256], [40, 200, 16], [100, 100, 56]])
+    starts, order = document_layout(f, 32, grouped=True)
+    assert torch.equal(starts, document_layout(f, 32)[0]) and order.dtype == torch.int64
+    since = torch.arange(0, 256, 32) - starts[:, ::32]
+    chunks = order.view(4, 8)
+    rows = (chunks // 8).tolist()
+    assert all(len(set(r)) == 1 for r in rows) and [r[0] for r in rows] == [1, 2, 0, 3]
+    for r, chunk in zip(rows, chunks.tolist(), strict=True):
+        assert sorted(chunk) == list(range(r[0] * 8, r[0] * 8 + 8))
+        assert since[r[0], torch.tensor(chunk) % 8].tolist() == sorted(since[r[0]].tolist(), reverse=True)
+
+
+def grouped_programs(rows: int, heads: int, n_blocks: int, group: int) -> list[tuple[int, int]]:
+    """``_document_flash_fwd``'s mapping at HEAD_GROUP ``group``, in integers: per program id, its
+    (position in ``order``, head)."""
+    out = []
+    for pid in range(rows * heads * n_blocks):
+        chunk = pid // (heads * n_blocks)
+        p = pid - chunk * (heads * n_blocks)
+        first = p // (group * n_blocks) * group
+        size = min(group, heads - first)
+        r = p - first * n_blocks
+        out.append((chunk * n_blocks + r // size, first + r % size))
+    return out
+
+
+@pytest.mark.parametrize(("rows", "heads", "n_blocks", "group"), [(4, 16, 64, 4), (3, 5, 7, 2), (2, 3, 4, 3), (1, 7, 5, 4),
+                                                                  (2, 1, 3, 1), (4, 16, 64, 16), (2, 6, 4, 4)])
+def test_grouped_mapping_runs_every_entry_and_head_once_a_groups_heads_fastest(rows: int, heads: int, n_blocks: int,
+                                                                              group: int) -> None:
+    programs = grouped_programs(rows, heads, n_blocks, group)
+    assert sorted(programs) == [(e, h) for e in range(rows * n_blocks) for h in range(heads)]
+    for chunk in range(rows):  # a chunk's programs: its entries only, head groups in turn, entries in order in each
+        mine = programs[chunk * heads * n_blocks:(chunk + 1) * heads * n_blocks]
+        assert all(e // n_blocks == chunk for e, _ in mine)
+        for first in range(0, heads, group):
+            size = min(group, heads - first)
+            run = mine[first * n_blocks:(first + size) * n_blocks]
+            assert run == [(chunk * n_blocks + j, first + h) for j in range(n_blocks) for h in range(size)]
+
+
 @pytest.mark.parametrize(("bm", "bn"), [(BLOCK_M, BLOCK_N), (32, 8), (64, 64)])
 def test_document_tiles_are_those_with_a_visible_pair_and_full_ones_all_visible(bm: int, bn: int) -> None:
     gen = torch.Generator().manual_seed(1)
@@ -207,6 +251,7 @@ def test_document_tiles_are_those_with_a_visible_pair_and_full_ones_all_visible(
 INTERPRETED_DOCUMENTS = """
 import torch
 import pytest
+from aisp.kits import sparse_flash as sf
 from aisp.kits.sparse_flash import document_flash_attention, document_layout
 from test_kits_sparse_flash import document_mask, flags
 gen = torch.Generator().manual_seed(5)
@@ -232,6 +277,20 @@ for lengths, (bm, bn), h in cases:
     assert err < 2e-5, (lengths, bm, bn, err)
     backwards = order.flip(0).contiguous()  # any order of the entries gives the same answer
     assert (document_flash_attention(q, k, v, starts, backwards, bm, bn).double() - ref).abs().max() < 2e-5
+# grouped launch: rows' chunks, heads in L2-sized groups (forced small: 2 heads a group of 3 or 5, the last short)
+gen = torch.Generator().manual_seed(6)
+for lengths, (bm, bn), h in [([[40, 3, 50, 35], [128], [1, 90, 37]], (32, 16), 3), ([[7, 200, 49], [1, 255]], (64, 16), 5),
+                             ([[5, 1, 1, 60, 61], [96, 32]], (32, 8), 2)]:
+    f = flags(lengths)
+    b, seq = f.shape
+    q, k, v = (torch.randn(b, h, seq, 32, generator=gen) for _ in range(3))
+    starts, order = document_layout(f, bm, grouped=True)
+    sf.L2_SHARE = 2 * seq * 32 * 4 * 2
+    assert sf.document_head_group(q) == 2
+    out = document_flash_attention(q, k, v, starts, order, bm, bn, grouped=True)
+    sf.L2_SHARE = 16 << 20
+    err = (out.double() - reference(q, k, v, starts)).abs().max().item()
+    assert err < 2e-5, (lengths, bm, bn, h, err)
 f = flags([[40, 3, 50, 35]])
 q, k, v = (torch.randn(1, 1, 128, 32, generator=gen) for _ in range(3))
 starts, order = document_layout(f, 32)
@@ -254,10 +313,12 @@ DOCUMENT_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "
                 "order": "*i64", "n_heads": "i32", "heads": "i32", "seq": "i32", "qk_scale": "fp32"}
 
 
-def test_sm90_document_kernel_keeps_aheads_loop_in_128_registers() -> None:
-    """The document mode at the kit's tiles and launch settings: the band kernel's checks, and its two
-    loops (unmasked, masked) within 5% of ``_ahead``'s 325 and 474 SASS instructions a tile."""
-    consts = {"D": 128, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}
+@pytest.mark.parametrize("group", [0, 4, 3])
+def test_sm90_document_kernel_keeps_aheads_loop_in_128_registers(group: int) -> None:
+    """The document mode at the kit's tiles and launch settings, in turn and in head groups (the pair's 4,
+    and 3: not a power of two): the band kernel's checks, and its two loops (unmasked, masked) within 5%
+    of ``_ahead``'s 325 and 474 SASS instructions a tile."""
+    consts = {"D": 128, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "HEAD_GROUP": group}
     compiled = compile_sm90("aisp/kits/sparse_flash:_document_flash_fwd", DOCUMENT_SIG, consts, LAUNCH,
                             divisible=("seq", "heads", "n_heads"))
     assert_tma_and_wgmma(compiled, "K/V")
@@ -285,7 +346,7 @@ def loop_bodies(sass: str) -> list[int]:
 @pytest.mark.gpu
 def test_document_kernel_matches_masked_sdpa_on_a_gpu() -> None:
     """bf16, 3 packed rows of 4,096 tokens (documents of 1 to 1,500 tokens), 4 heads of 128, at the kit's
-    tiles, against SDPA on the dense document mask in fp32."""
+    tiles, launched in turn and in head groups, against SDPA on the dense document mask in fp32."""
     import torch.nn.functional as F
 
     from aisp.kits.sparse_flash import document_flash_attention
@@ -294,11 +355,12 @@ def test_document_kernel_matches_masked_sdpa_on_a_gpu() -> None:
     f = flags(random_packing(gen, 3, 4096, 1500)).cuda()
     cuda = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(3, 4, 4096, 128, generator=cuda, device="cuda").bfloat16() for _ in range(3))
-    starts, order = document_layout(f)
-    out = document_flash_attention(q, k, v, starts, order)
+    starts = document_layout(f)[0]
     mask = document_mask(starts.cpu()).cuda()[:, None]
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
-    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
+    for grouped in (False, True):  # in turn, and in head groups (2 MB of K/V a head: all 4 heads one group)
+        out = document_flash_attention(q, k, v, starts, document_layout(f, grouped=grouped)[1], grouped=grouped)
+        torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.gpu

@@ -36,7 +36,11 @@ Every tile it visits holds a visible pair and every row sees itself. Compiled fo
 tiles and launch settings): 128 registers, no spills, no ptxas advisory, 334 SASS instructions an
 unmasked key tile, 484 a masked one (a third loop, masking the tiles before the block by the start
 alone, spilled 16-64 bytes across the loops). The band kernel's code is unchanged by this mode (SASS
-compared with addresses stripped).
+compared with addresses stripped). ``grouped=True`` launches the programs as the band mode does (its
+``HEAD_GROUP``; ``document_layout(grouped=True)`` orders a row's blocks together, the rows by their
+longest block): a row at a time, its heads in L2-sized groups, a group's blocks longest first, its heads
+fastest, so the resident programs walk the same documents' K/V tiles; the default mapping compiles to
+the same SASS as before the option (compared by hand), the grouped one to 128 registers, no spills.
 
 Rows that see no key (a query block with an empty list, or rows a partial tile masks whole) give 0,
 as FlexAttention's do: the masked softmax keeps the running max at -inf without NaN, and the final
@@ -270,18 +274,31 @@ def _document_walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, lower, fi
 
 @triton.jit
 def _document_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, starts, order, n_heads, heads, seq, qk_scale, D: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_GROUP: tl.constexpr = 0):
     """One program: BLOCK_M queries of one head of one packed row over the key tiles of their documents,
     found from ``starts`` (per token, its document's first token; non-decreasing along a row, at most
     the token): the first query's start's tile up to the diagonal; a tile before the block is full when
-    it begins at or after the last query's start. Programs take the (row, query block) entries of
-    ``order`` in turn, the row's heads fastest."""
+    it begins at or after the last query's start. HEAD_GROUP 0: programs take the (row, query block)
+    entries of ``order`` in turn, the row's heads fastest. HEAD_GROUP > 0: ``order`` in chunks of
+    seq // BLOCK_M entries (``document_layout(grouped=True)``: a row's blocks each), a chunk's heads in
+    groups of HEAD_GROUP (the last one may be smaller), a group's entries in turn, its heads fastest."""
     pid = tl.program_id(0)
     n_blocks = seq // BLOCK_M
-    entry = tl.load(order + pid // heads).to(tl.int32)
+    if HEAD_GROUP == 0:
+        entry = tl.load(order + pid // heads).to(tl.int32)
+    else:
+        chunk = pid // (heads * n_blocks)
+        p = pid - chunk * (heads * n_blocks)
+        first_head = p // (HEAD_GROUP * n_blocks) * HEAD_GROUP
+        size = tl.minimum(HEAD_GROUP, heads - first_head)
+        r = p - first_head * n_blocks
+        head = first_head + r % size
+        entry = tl.load(order + chunk * n_blocks + r // size).to(tl.int32)
     row = entry // n_blocks
     block = entry - row * n_blocks
-    head_row = (row * heads + pid % heads) * seq
+    if HEAD_GROUP == 0:
+        head = pid % heads
+    head_row = (row * heads + head) * seq
     q_row = head_row + block * BLOCK_M
     row_starts = starts + row * seq + block * BLOCK_M
     lower = tl.load(row_starts + tl.arange(0, BLOCK_M))
@@ -338,17 +355,22 @@ def _positions(seq: int, device: torch.device) -> torch.Tensor:
     return torch.arange(seq, dtype=torch.int32, device=device)
 
 
-def document_layout(flags: torch.Tensor, block_m: int = BLOCK_M) -> tuple[torch.Tensor, torch.Tensor]:
+def document_layout(flags: torch.Tensor, block_m: int = BLOCK_M, grouped: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """From (rows, seq) bool flags, True at each document's first token (tokens before a row's first
     flag start at 0): each token's document start, int32 (rows, seq), by a running max of the flagged
     positions; and the launch order of the (row, query block) entries, int64 (rows * seq // block_m,),
     longest first: by the tokens from the block's first query back to its document's start (ties by
-    position). Four small ops, no pass over the (seq, seq) pairs."""
+    position). Four small ops, no pass over the (seq, seq) pairs. ``grouped``: the order in chunks of a
+    row's blocks each, each chunk longest first, the rows by their longest block (ties by row), for
+    ``document_flash_attention(grouped=True)`` (three more small ops)."""
     rows, seq = flags.shape
     pos = _positions(seq, flags.device)
     starts = torch.where(flags, pos, 0).cummax(-1).values
-    order = (starts[:, ::block_m] - pos[::block_m]).flatten().argsort(stable=True)
-    return starts, order
+    since = starts[:, ::block_m] - pos[::block_m]
+    if not grouped:
+        return starts, since.flatten().argsort(stable=True)
+    ranked = since.amin(1).argsort(stable=True)
+    return starts, (since[ranked].argsort(dim=1, stable=True) + ranked[:, None] * since.shape[1]).flatten()
 
 
 def document_tiles(starts: torch.Tensor, block_m: int = BLOCK_M,
@@ -362,11 +384,20 @@ def document_tiles(starts: torch.Tensor, block_m: int = BLOCK_M,
     return first, full_from, diagonal
 
 
+def document_head_group(q: torch.Tensor) -> int:
+    """Heads of one row whose K and V fit in ``L2_SHARE`` bytes (``head_group``'s rule), at most the row's."""
+    return min(q.shape[1], head_group(q))
+
+
 def document_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: torch.Tensor,
-                             order: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> torch.Tensor:
+                             order: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N,
+                             grouped: bool = False) -> torch.Tensor:
     """Packed-document causal attention: query t of row b sees keys ``starts[b, t]`` .. t, for contiguous
     q, k, v (rows, heads, seq, head_dim) of one shape; ``starts`` and ``order`` as ``document_layout``
-    makes them (any order of all entries is correct; longest first balances the SMs)."""
+    makes them (any order of all entries is correct; longest first balances the SMs). ``grouped``:
+    programs go by ``order``'s chunks of seq // block_m entries (``document_layout(grouped=True)``: one
+    row's blocks), each chunk's heads in groups of ``document_head_group`` (their K/V fit the L2 share),
+    a group's entries in order, its heads fastest: the resident programs walk the same documents."""
     batch, heads, seq, dim = q.shape
     _check(q, k, v, "document_flash_attention")
     if starts.shape != (batch, seq) or starts.dtype != torch.int32 or order.numel() != batch * (seq // block_m):
@@ -381,5 +412,5 @@ def document_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
         launch = LAUNCH
     _document_flash_fwd[(batch * heads * (seq // block_m),)](
         q, k, v, out, starts.contiguous(), order, batch * heads, heads, seq, math.log2(math.e) / math.sqrt(dim), D=dim,
-        BLOCK_M=block_m, BLOCK_N=block_n, **launch)
+        BLOCK_M=block_m, BLOCK_N=block_n, HEAD_GROUP=document_head_group(q) if grouped else 0, **launch)
     return out
