@@ -105,9 +105,9 @@ def test_device_route_at_256_assignments_a_program_spills_far_less_at_64_experts
 ROUTE_INTERPRETED = """
 import sys, torch
 sys.path[:0] = ["ch17", "tests"]
-from aisp.kits.moe_combine import gather_combine
+from aisp.kits.moe_combine import combine_rows, gather_combine
 from aisp.kits.moe_schedule import schedule
-from aisp.kits.moe_topk_route import combine_rows, topk_route
+from aisp.kits.moe_topk_route import topk_route
 from refill_check import check_refilled_pair, check_two_seeds
 from test_ch17_pairs import build
 torch.manual_seed(0)
