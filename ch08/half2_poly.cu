@@ -42,34 +42,24 @@ __global__ void __launch_bounds__(kThreads) poly_half2(const __half2* __restrict
   y[i] = poly2(x[i]);
 }
 
-// poly2's clamp and chain on C __half2 at once (in place), unrolled side by side: step k of every
-// chain before step k + 1 of any; the coefficients are immediates.
-template <int C>
-__device__ __forceinline__ void poly2_chains(__half2 (&v)[C]) {
-  __half2 acc[C];
+// The kChains = 4 chains of one 16-byte vector (4 __half2), unrolled side by side: step k of every
+// chain before step k + 1 of any.
+__device__ __forceinline__ uint4 poly2_x4(uint4 in) {
+  __half2 v[kChains], acc[kChains];
+  memcpy(v, &in, sizeof(in));
   const __half2 one = __float2half2_rn(1.0f);
 #pragma unroll
-  for (int c = 0; c < C; ++c) {
+  for (int c = 0; c < kChains; ++c) {
     v[c] = __hmin2(__hmax2(v[c], __hneg2(one)), one);
     acc[c] = __float2half2_rn(0.0f);
   }
 #pragma unroll
   for (int k = kTerms - 1; k >= 0; --k) {
-    const __half2 coef = __float2half2_rn(kCoef.v[k]);
 #pragma unroll
-    for (int c = 0; c < C; ++c) acc[c] = __hfma2(acc[c], v[c], coef);
+    for (int c = 0; c < kChains; ++c) acc[c] = __hfma2(acc[c], v[c], __float2half2_rn(kCoef.v[k]));
   }
-#pragma unroll
-  for (int c = 0; c < C; ++c) v[c] = acc[c];
-}
-
-// The kChains = 4 chains of one 16-byte vector (4 __half2).
-__device__ __forceinline__ uint4 poly2_x4(uint4 in) {
-  __half2 v[kChains];
-  memcpy(v, &in, sizeof(in));
-  poly2_chains<kChains>(v);
   uint4 out;
-  memcpy(&out, v, sizeof(out));
+  memcpy(&out, acc, sizeof(out));
   return out;
 }
 
@@ -95,13 +85,13 @@ __global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_ilp(const __h
   for (long j = steps * round * kChains + first; j < n2; j += round) y[j] = poly2(x[j]);
 }
 
-// Blocks of `kernel` resident at once on the whole GPU (SMs x blocks per SM), found once into
-// `blocks`: 0, or the occupancy query's CUDA error.
-template <class Kernel>
-int persistent_grid(Kernel kernel, int& blocks, int* grid) {
+// Blocks of poly_half2_ilp resident at once on the whole GPU (SMs x blocks per SM), found once:
+// 0, or the occupancy query's CUDA error.
+int ilp_grid(int* grid) {
+  static int blocks = 0;
   if (blocks == 0) {
     int per_sm = 0;
-    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, poly_half2_ilp, kThreads, 0);
     if (err != cudaSuccess) return (int)err;
     blocks = per_sm * sm_count();
   }
@@ -122,9 +112,8 @@ extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t 
   } else if (mode == 1) {
     poly_half2<<<blocks, kThreads, 0, s>>>(in, out, n2);
   } else if (mode == 2) {
-    static int ilp_blocks = 0;
     int grid = 0;
-    if (const int err = persistent_grid(poly_half2_ilp, ilp_blocks, &grid)) return err;
+    if (const int err = ilp_grid(&grid)) return err;
     poly_half2_ilp<<<grid, kThreads, 0, s>>>(in, out, n2);
   } else {
     return -1;

@@ -38,8 +38,9 @@ class FusedRoute(FusedGather):
         """The router GEMM (cuBLAS, bf16 logits as ``route``'s), topk_route's 3 kernels, the 2 GEMMs, the combine."""
         if not (self.x.is_cuda or INTERPRET):
             return GatherCombine.run(self)  # CPU tests without the interpreter: the same arithmetic in torch
+        from aisp.kits.moe_combine import combine_rows
         from aisp.kits.moe_gather import BK, BM, BN, gather_swiglu  # Triton, imported where it runs
-        from aisp.kits.moe_topk_route import combine_rows, topk_route
+        from aisp.kits.moe_topk_route import topk_route
 
         k, tile = self.workload.top_k, (BM, BN, BK) if self.x.is_cuda else (16, 16, 16)  # interpreter: small tiles
         _, gates, order, row, sched = topk_route(self.x @ self.w_router, k, tile[0])

@@ -38,8 +38,9 @@ class DeviceRoute(FusedGather):
         """The router GEMM (cuBLAS: bf16 logits, as ``route``'s), topk_route's 3 kernels, stage 4's 2 GEMMs, the combine."""
         if not (self.x.is_cuda or INTERPRET):
             return GroupedExperts.run(self)  # stage 2's arithmetic in torch (CPU tests without Triton)
+        from aisp.kits.moe_combine import combine_rows
         from aisp.kits.moe_gather import BK, BM, BN, gather_swiglu  # Triton, imported where it runs
-        from aisp.kits.moe_topk_route import combine_rows, topk_route
+        from aisp.kits.moe_topk_route import topk_route
 
         k = self.workload.top_k
         tile = (BM, BN, BK) if self.x.is_cuda else (16, 16, 16)  # the interpreter: the CPU tests' small shapes

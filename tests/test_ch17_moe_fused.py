@@ -105,24 +105,8 @@ def test_device_route_at_256_assignments_a_program_spills_far_less_at_64_experts
 ROUTE_INTERPRETED = """
 import sys, torch
 sys.path[:0] = ["ch17", "tests"]
-from aisp.kits.moe_combine import gather_combine
-from aisp.kits.moe_schedule import schedule
-from aisp.kits.moe_topk_route import combine_rows, topk_route
 from refill_check import check_refilled_pair, check_two_seeds
 from test_ch17_pairs import build
-torch.manual_seed(0)
-for tokens, experts, k, bm in ((70, 8, 2, 16), (600, 8, 2, 16), (33, 64, 8, 128), (5, 6, 3, 4)):
-    logits = (torch.randn(tokens, experts) * 4).round() / 4  # coarse values: equal logits at the k-th place
-    ids, gates, order, row, sched = topk_route(logits, k, bm, tokens_per_program=8)
-    want = torch.sort(-logits, dim=1, stable=True).indices[:, :k]  # descending, equal logits lowest expert first
-    assert torch.equal(ids.long(), want), (ids, want)
-    assert torch.allclose(gates, torch.softmax(logits.gather(1, want), -1), rtol=1e-5, atol=1e-6)
-    flat = want.reshape(-1)
-    assert torch.equal(order.long(), flat.argsort(stable=True))
-    assert torch.equal(row[order.long()], torch.arange(tokens * k, dtype=torch.int32))
-    assert torch.equal(sched, schedule(torch.bincount(flat, minlength=experts), bm))
-    y = torch.randn(tokens * k, 40).to(torch.bfloat16)
-    assert torch.equal(combine_rows(y, row, gates, block=32), gather_combine(y, order.long(), gates, block=32))
 variant = "optimized_moe_grouped_gemm_fused_route"
 check_two_seeds(build, "baseline_moe_grouped_gemm", variant)
 base = build("baseline_moe_grouped_gemm", 0)
@@ -139,11 +123,9 @@ print("interpreted ok")
 """
 
 
-def test_topk_route_and_the_fused_route_variant_under_the_interpreter() -> None:
-    """aisp.kits.moe_topk_route: top-k ids as a stable descending sort gives them (equal logits: the lowest expert
-    first, as torch.topk on CUDA), the softmax of the k, argsort's stable order, its inverse, device_route's
-    schedule (more programs than the scan's 64-row step), the combine given the inverse equal to gather_combine;
-    the _fused_route variant verifies against the baseline and asks the host for nothing."""
+def test_the_fused_route_variant_under_the_interpreter() -> None:
+    """The _fused_route variant (aisp.kits.moe_topk_route's routing, checked in tests/test_kits_moe_topk_route.py)
+    verifies against the baseline and asks the host for nothing."""
     run_interpreted(ROUTE_INTERPRETED)
 
 

@@ -39,11 +39,16 @@ def _gather_combine(y_ptr, row_ptr, gate_ptr, out_ptr, dim, K: tl.constexpr, BLO
     tl.store(out_ptr + t.to(tl.int64) * dim + cols, acc.to(out_ptr.dtype.element_ty), mask=live)
 
 
-def gather_combine(y: torch.Tensor, order: torch.Tensor, gates: torch.Tensor, block: int = 1024) -> torch.Tensor:
-    """(tokens, dim) in y's dtype: for each token, its top_k expert rows of ``y`` (rows in ``order``, the
-    sorted flat assignments) weighted by ``gates`` (tokens, top_k) and summed in fp32."""
+def combine_rows(y: torch.Tensor, row: torch.Tensor, gates: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """(tokens, dim) in y's dtype: for each token, the rows ``row[t, s]`` of ``y`` (its top_k assignments'
+    rows: the sort's inverse) weighted by ``gates`` (tokens, top_k) and summed in fp32. A router that
+    already has the inverse (``aisp.kits.moe_topk_route.topk_route``) calls this directly."""
     tokens, k = gates.shape
-    row = sorted_rows(order)  # assignment (token, slot) -> its row of y
     out = torch.empty(tokens, y.shape[1], device=y.device, dtype=y.dtype)
     _gather_combine[(tokens, triton.cdiv(y.shape[1], block))](y, row, gates.contiguous(), out, y.shape[1], k, block)
     return out
+
+
+def gather_combine(y: torch.Tensor, order: torch.Tensor, gates: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """``combine_rows`` from ``order`` (the sorted flat assignments), its inverse computed here."""
+    return combine_rows(y, sorted_rows(order), gates, block)  # assignment (token, slot) -> its row of y

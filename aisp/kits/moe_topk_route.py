@@ -18,8 +18,6 @@ import torch
 import triton
 import triton.language as tl
 
-from aisp.kits.moe_combine import _gather_combine
-
 TOKENS = 32
 """Tokens a routing program: 256 assignments at top-8 (512 programs at 16,384 tokens)."""
 
@@ -118,12 +116,3 @@ def topk_route(logits: torch.Tensor, top_k: int, bm: int = 128, tokens_per_progr
     _place[(parts,)](ids, base, order, row, rows, EP2=ep2, CHUNK=bt * top_k, CP2=triton.next_power_of_2(bt * top_k),
                      num_warps=4)
     return ids, gates, order, row, sched.view(2, n_exp + 1)
-
-
-def combine_rows(y: torch.Tensor, row: torch.Tensor, gates: torch.Tensor, block: int = 1024) -> torch.Tensor:
-    """``aisp.kits.moe_combine.gather_combine`` with the sort's inverse ``row`` given (``topk_route``'s), so its
-    ``sorted_rows`` (three kernels) is not run: (tokens, dim) in y's dtype, the same kernel and sums."""
-    tokens, k = gates.shape
-    out = torch.empty(tokens, y.shape[1], device=y.device, dtype=y.dtype)
-    _gather_combine[(tokens, triton.cdiv(y.shape[1], block))](y, row, gates, out, y.shape[1], k, block)
-    return out

@@ -214,6 +214,16 @@ def _program_start(q_ptr, k_ptr, v_ptr, rows, q_row, block, D: tl.constexpr, BLO
 
 
 @triton.jit
+def _head_group_entry(p, n_heads, n_blocks, HEAD_GROUP: tl.constexpr):
+    """Program ``p`` of ``n_heads`` heads x ``n_blocks`` entries a head, the heads in groups of HEAD_GROUP
+    (the last group may be smaller), a group's entries in turn, its heads fastest: (head, entry index)."""
+    first = p // (HEAD_GROUP * n_blocks) * HEAD_GROUP
+    size = tl.minimum(HEAD_GROUP, n_heads - first)
+    r = p - first * n_blocks
+    return first + r % size, r // size
+
+
+@triton.jit
 def _sparse_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, offsets, full, indices, order, n_heads, seq, qk_scale,
                       SPAN: tl.constexpr, SINK: tl.constexpr, D: tl.constexpr, HEAD_GROUP: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -222,11 +232,8 @@ def _sparse_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, offsets, full, indices, order,
     smaller)."""
     pid = tl.program_id(0)
     n_blocks = seq // BLOCK_M
-    first = pid // (HEAD_GROUP * n_blocks) * HEAD_GROUP
-    size = tl.minimum(HEAD_GROUP, n_heads - first)
-    r = pid - first * n_blocks
-    head = first + r % size
-    block = tl.load(order + r // size)
+    head, i = _head_group_entry(pid, n_heads, n_blocks, HEAD_GROUP)
+    block = tl.load(order + i)
     start = tl.load(offsets + block)
     n = tl.load(offsets + block + 1) - start
     rows = n_heads * seq
@@ -289,11 +296,8 @@ def _document_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, starts, order, n_heads, head
     else:
         chunk = pid // (heads * n_blocks)
         p = pid - chunk * (heads * n_blocks)
-        first_head = p // (HEAD_GROUP * n_blocks) * HEAD_GROUP
-        size = tl.minimum(HEAD_GROUP, heads - first_head)
-        r = p - first_head * n_blocks
-        head = first_head + r % size
-        entry = tl.load(order + chunk * n_blocks + r // size).to(tl.int32)
+        head, i = _head_group_entry(p, heads, n_blocks, HEAD_GROUP)
+        entry = tl.load(order + chunk * n_blocks + i).to(tl.int32)
     row = entry // n_blocks
     block = entry - row * n_blocks
     if HEAD_GROUP == 0:
