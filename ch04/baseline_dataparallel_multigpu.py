@@ -24,7 +24,8 @@ from ch04_dataparallel import DataParallelStep
 
 import aisp
 
-WORKLOAD = step_workload(ceiling_note="2 ranks at 226 TFLOP/s each (29% of one H200's bf16); 134 MB of grads all-reduced (>= 0.42 ms at 319 GB/s); not profiled")
+WORKLOAD = step_workload(ceiling_note="profiled (torch profiler, 2xH200): rank 1's kernels 2.72 ms a step: GEMMs 1.10, fp32 grad "
+                                      "all-reduce 0.89 (5 calls), GELU, casts and copies 0.7")
 
 
 class Baseline(DataParallelStep):

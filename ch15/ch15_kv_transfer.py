@@ -81,7 +81,7 @@ class TransferBench(aisp.Benchmark):
 
     def output(self) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Rank 0: the gathered pages; rank 1: the received pages and a checksum per pool page of
-        both pools (what the scatter wrote where; ~0.13 ms of reads at the H200 size, both variants)."""
+        both pools (what the scatter wrote where; both variants: 0.43 ms of kernels on an H200, torch profiler, 2026-11-29)."""
         if self.rank == SENDER:
             return self.staging
         sums = [pool.sum(dim=(0, 2, 3, 4), dtype=torch.float32) for pool in (self.dst_k, self.dst_v)]

@@ -28,7 +28,8 @@ from ch17_ep import ExpertParallel, ep_workload, uniform_owner
 import aisp
 
 WORKLOAD = ep_workload(
-    ceiling_note="the expert GEMMs and routing, not the link")
+    ceiling_note="profiled (torch profiler, 2xH200): expert GEMMs 1.13 of 5.0 ms of kernels; index_add "
+                 "0.91, gathers 0.92, sends 0.63-1.2, copies and routing the rest")
 
 
 class RoundRobinExperts(ExpertParallel):
