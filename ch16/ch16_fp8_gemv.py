@@ -1,14 +1,19 @@
 """A weight-only fp8 (e4m3) GEMV for decode: y = x @ (w8 * scale[:, None])^T for at most 16 rows of x,
 written for the memory-bound small-M regime of ``fp8_weight_decode``'s ``_gemv`` variant.
 
-At 8 rows each weight byte feeds 8 multiply-adds (4.2 TB/s of e4m3: ~67 TFLOP/s, all an H200's
-fp32 FMA), so the products run on the tensor cores with the operands swapped (y^T = w @ x^T): the
-weights are the MMA's M side (BLOCK_N output channels, K contiguous, loaded 16 bytes a thread and
-widened to fp16 two a instruction), the 8 token rows its N side (down to 8: no padding to 16 rows
-as ``aisp.kits.fp8`` pads them). x is cast to fp16 in registers. Layers with too few output blocks
-for the SMs split K into fp32 partials that a second small kernel (or a fused one) sums and scales:
-no atomics, no zeroing; the workspace is the caching allocator's (the graph's pool when captured). PDL (``ch16_pdl``): each row's first bytes go to L2 before the wait for the kernel before;
-the next kernel may launch once every program has run its K loop. Chapter-local (ch13 measured the kit's).
+At 8 rows each weight byte feeds 8 multiply-adds: 4.2 TB/s of e4m3 would need ~67 TFLOP/s of fp32
+FMA, all an H200's CUDA cores have, so the products still run on the tensor cores, but with the
+operands swapped (y^T = w @ x^T): the weights are the MMA's M side (BLOCK_N output channels, K
+contiguous as the MMA wants them, so each thread loads 16 bytes at a time and widens them to fp16
+in registers, two values per instruction), and the 8 token rows are its N side, which the MMA takes
+down to 8 (no padding to 16 rows as ``aisp.kits.fp8`` pads them). x is read in its own dtype and cast
+to fp16 in registers (no cast kernel). Layers with too few output blocks to cover the SMs split K
+over programs that write fp32 partial sums to a workspace; a second small kernel adds them, applies
+the scale and writes x's dtype: no atomics, no zeroing pass. Both kernels allocate nothing the CUDA
+graph cannot hold (the workspace comes from the caching allocator, the graph's pool when captured).
+
+Chapter-local: ch13:quantization's figures are the kit's kernel (``aisp.kits.fp8``); this one moves
+to the kit once an H200 has measured it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-from ch16_pdl import PREFETCH, gdc_launch_dependents, gdc_wait, pdl_kwargs, prefetch_l2
 
 from aisp.kits.fp8_layers import FP8Linear
 
@@ -35,7 +39,8 @@ class GemvConfig:
     block_k: int = 128
     """K columns per loop step: block_n x block_k bytes of e4m3 (16 KB) per stage."""
     stages: int = 5
-    """Loop stages (copies issued ahead): 4 x 18 KB buffers (72 KB: 3 programs an SM), ~200 KB in flight an SM."""
+    """Loop stages (global -> shared copies issued ahead): 4 x 18 KB buffers (72 KB of shared
+    memory, so 3 programs fit an SM), up to ~200 KB of weights in flight per SM."""
     warps: int = 4
     max_split: int = 8
     """Most K splits (each split's partials are M x N x 4 bytes, written and read through L2)."""
@@ -48,7 +53,7 @@ SMS = 132
 
 @triton.jit
 def _gemv_fp8(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, K_SPLIT, ROWS: tl.constexpr, PARTIAL: tl.constexpr,
-              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GLU: tl.constexpr = False, PDL: tl.constexpr = False):
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GLU: tl.constexpr = False):
     """Program (n-block, k-split): acc[BLOCK_N, ROWS] = w[n-block, k-range] @ x[:M, k-range]^T.
     PARTIAL: acc to y (fp32, (splits, M, N)) unscaled; else acc * scale to y (M, N) in y's dtype.
     GLU: x is (M, 2K), [gate | up], and the product reads silu(gate) * up (each rounded to x's
@@ -61,9 +66,6 @@ def _gemv_fp8(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, K_SPLIT, ROWS: tl.constexpr, 
     w_ptrs = w_ptr + offs_n[:, None] * K + offs_k[None, :]
     x_ptrs = x_ptr + offs_m[None, :] * (2 * K if GLU else K) + offs_k[:, None]
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
-    if PDL:  # the weights need no wait: each row's first bytes start into L2 while the kernel before ends
-        prefetch_l2(w_ptr + (tl.minimum(offs_n, N - 1) * K + pid_k * K_SPLIT), tl.minimum(K_SPLIT, PREFETCH))
-        gdc_wait()
     for _ in range(0, K_SPLIT, BLOCK_K):
         w = tl.load(w_ptrs, mask=in_n[:, None], other=0.0).to(tl.float16)
         if GLU:
@@ -74,9 +76,8 @@ def _gemv_fp8(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, K_SPLIT, ROWS: tl.constexpr, 
         else:
             x = tl.load(x_ptrs, mask=in_m[None, :], other=0.0).to(tl.float16)
         acc = tl.dot(w, x, acc)
-        w_ptrs, x_ptrs = w_ptrs + BLOCK_K, x_ptrs + BLOCK_K
-    if PDL:
-        gdc_launch_dependents()
+        w_ptrs += BLOCK_K
+        x_ptrs += BLOCK_K
     mask = in_n[:, None] & in_m[None, :]
     if PARTIAL:
         tl.store(y_ptr + pid_k * M * N + offs_m[None, :] * N + offs_n[:, None], acc, mask=mask)
@@ -109,10 +110,10 @@ def k_splits(n: int, k: int, cfg: GemvConfig = CONFIG, sms: int = SMS) -> int:
 
 
 def gemv_launch(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, partial: bool, glu: bool = False,
-                cfg: GemvConfig = CONFIG, pdl: bool = False) -> torch.Tensor:
-    """The GEMV kernel alone: (M, N) in x's dtype, scaled, where K is not split and not ``partial``; else
-    the splits' unscaled fp32 partials (splits, M, N) for the caller (``fp8_gemv``'s sum or a fused one).
-    ``glu``: x is (M, 2K), silu(gate) * up is the GEMV's input. ``pdl``: launched with PDL (sm_90+)."""
+                cfg: GemvConfig = CONFIG) -> torch.Tensor:
+    """The GEMV kernel alone: (M, N) in x's dtype, scaled, where K is not split and not ``partial``;
+    else the splits' unscaled fp32 partials (splits, M, N) for the caller to sum (``fp8_gemv``'s
+    second kernel, or a fused one). ``glu``: x is (M, 2K), silu(gate) * up is the GEMV's input."""
     (m, kx), n = x.shape, w8.shape[0]
     k = kx // 2 if glu else kx
     if (not 0 < m <= MAX_ROWS or w8.shape[1] != k or kx != k * (1 + glu) or k % cfg.block_k or n * kx >= 2**31
@@ -124,14 +125,13 @@ def gemv_launch(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, partial:
     out = torch.empty(split, m, n, device=x.device, dtype=torch.float32 if partial else x.dtype)
     _gemv_fp8[(triton.cdiv(n, cfg.block_n), split)](
         x, w8, scale, out, m, n, k, k // split, ROWS=rows, PARTIAL=partial, BLOCK_N=cfg.block_n,
-        BLOCK_K=cfg.block_k, GLU=glu, num_warps=cfg.warps, num_stages=cfg.stages, **pdl_kwargs(pdl))
+        BLOCK_K=cfg.block_k, GLU=glu, num_warps=cfg.warps, num_stages=cfg.stages)
     return out if partial else out[0]
 
 
-def fp8_gemv(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, cfg: GemvConfig = CONFIG,
-             pdl: bool = False) -> torch.Tensor:
-    """x (M <= 16, K), any float dtype; w8 e4m3 (N, K), scale fp32 (N,) -> (M, N) (a split's sum: no PDL)."""
-    out = gemv_launch(x, w8, scale, False, cfg=cfg, pdl=pdl)
+def fp8_gemv(x: torch.Tensor, w8: torch.Tensor, scale: torch.Tensor, cfg: GemvConfig = CONFIG) -> torch.Tensor:
+    """x (M <= 16, K) in any float dtype, w8 e4m3 (N, K), scale fp32 (N,) -> (M, N) in x's dtype."""
+    out = gemv_launch(x, w8, scale, False, cfg=cfg)
     if out.dim() == 2:
         return out
     split, m, n = out.shape  # K split: sum the partials, scale

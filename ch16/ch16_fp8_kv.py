@@ -25,7 +25,6 @@ import math
 import torch
 import triton
 import triton.language as tl
-from ch16_pdl import pdl_enter
 
 BLOCK_N = 64
 """Keys per inner step (64 x 128 e4m3 = 8 KB of K and of V)."""
@@ -71,9 +70,8 @@ def _attend(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN
 
 @triton.jit
 def _combine(o_ptr, ml_ptr, vs_ptr, out_ptr, KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUPS: tl.constexpr,
-             D: tl.constexpr, PDL: tl.constexpr = False):
+             D: tl.constexpr):
     """Program (row * KV_HEADS + head) * GROUPS + g: merges the splits' partial outputs, times the V scale."""
-    pdl_enter(PDL)
     pid = tl.program_id(0)
     bh, g = pid // GROUPS, pid % GROUPS
     offs_s, offs_d = tl.arange(0, SPLITS), tl.arange(0, D)

@@ -13,14 +13,12 @@ as 21 kernels instead of ~75, the fp8 GEMVs (``ch16_fp8_gemv``) with four Triton
   feedback (``tok`` <- token, ``pos`` += 1) in one kernel (no topk, cast and four copy kernels).
 SwiGLU runs in the down projection's x load (``GLU``). Intermediate values round to the
 activations' dtype where the eager step rounds them, so both steps compute the same thing.
-``PDL`` (the ``_pdl`` variant, ``ch16_pdl``): each kernel lets the next launch, then waits.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from ch16_pdl import pdl_enter
 
 SPLIT_LEN, BLOCK_KEYS = 128, 64
 """Keys per attention program (a context slice) and per inner step."""
@@ -28,10 +26,9 @@ SPLIT_LEN, BLOCK_KEYS = 128, 64
 
 @triton.jit
 def _add_norm(p_ptr, s_ptr, x_ptr, tok_ptr, w_ptr, xo_ptr, xn_ptr, MN, N, eps, SPLITS: tl.constexpr,
-              EMBED: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+              EMBED: tl.constexpr, BLOCK: tl.constexpr):
     """Row r: x = EMBED ? table[tok[r]] : x[r] + round(scale * sum of SPLITS partials); xo[r] = x;
     xn[r] = RMSNorm(x) * w."""
-    pdl_enter(PDL)
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     inside = offs < N
@@ -52,12 +49,11 @@ def _add_norm(p_ptr, s_ptr, x_ptr, tok_ptr, w_ptr, xo_ptr, xn_ptr, MN, N, eps, S
 
 @triton.jit
 def _rope_cache(p_ptr, s_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, MN, N, max_len, log2_base, SPLITS: tl.constexpr,
-                HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr, PDL: tl.constexpr = False):
+                HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr):
     """Program (row, head) of the QKV output (HEADS query, KV_HEADS key, KV_HEADS value heads):
     summed, scaled, rounded; query and key heads rotated (x * cos + (second, first half) * signed
     sin, as ``aisp.kits.llm.rope.rotate_`` in the activations' dtype); queries to q (rows, HEADS, D),
     keys and values to the cache (rows, KV_HEADS, max_len, D) at the row's position."""
-    pdl_enter(PDL)
     row, head = tl.program_id(0), tl.program_id(1)
     half: tl.constexpr = D // 2
     offs = tl.arange(0, D)
@@ -91,10 +87,9 @@ def _rope_cache(p_ptr, s_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, MN, N, max_len, log2
 @triton.jit
 def _attend(q_ptr, k_ptr, v_ptr, pos_ptr, o_ptr, ml_ptr, max_len, qk_scale, KV_HEADS: tl.constexpr,
             GROUPS: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr, SPLIT_LEN: tl.constexpr,
-            BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
+            BLOCK_N: tl.constexpr):
     """Program (row * KV_HEADS + head, slice): ``ch16_fp8_kv._attend`` (products in fp16) over the
     slice's keys at or before the row's position (none: max -inf, sum 0, for ``_combine``)."""
-    pdl_enter(PDL)
     bh, split, splits = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     offs_g, offs_d = tl.arange(0, G_PAD), tl.arange(0, D)
     q = tl.load(q_ptr + (bh * GROUPS + offs_g[:, None]) * D + offs_d[None, :], mask=offs_g[:, None] < GROUPS,
@@ -126,11 +121,9 @@ def _attend(q_ptr, k_ptr, v_ptr, pos_ptr, o_ptr, ml_ptr, max_len, qk_scale, KV_H
 
 
 @triton.jit
-def _top_feedback(logits_ptr, top_ptr, next_ptr, tok_ptr, pos_ptr, V, TOP: tl.constexpr, BLOCK: tl.constexpr,
-                  PDL: tl.constexpr = False):
+def _top_feedback(logits_ptr, top_ptr, next_ptr, tok_ptr, pos_ptr, V, TOP: tl.constexpr, BLOCK: tl.constexpr):
     """Row r: its TOP largest logits (descending, fp32) and the greedy token (the lowest index of
     the largest); next[r] = tok[r] = token, pos[r] += 1."""
-    pdl_enter(PDL)
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     x = tl.load(logits_ptr + row * V + offs, mask=offs < V, other=float("-inf")).to(tl.float32)

@@ -25,7 +25,6 @@ import torch
 import triton
 from baseline_fp8_weight_decode import BF16Decode
 from ch16_decode import StepGraph
-from ch16_pdl import pdl_kwargs, pdl_supported
 
 import aisp
 from aisp.kits.fp8_layers import to_fp8
@@ -34,10 +33,7 @@ from aisp.kits.llm import TOP, Decoder, DenseKVCache
 
 class FusedStep:
     """``GraphedDecode``'s interface (``tok``, ``pos`` in; ``next_tok``, ``top`` out; a call replays
-    one step; warm-up and capture at position ``kv_len - 1``) over ``model``'s ``GemvFP8Linear`` layers.
-    ``pdl``: every kernel but the first launched with PDL (``ch16_pdl``; the ``_pdl`` variant), on sm_90+."""
-
-    pdl = False
+    one step; warm-up and capture at position ``kv_len - 1``) over ``model``'s ``GemvFP8Linear`` layers."""
 
     def __init__(self, model: Decoder, cache: DenseKVCache, batch: int, kv_len: int, top: int) -> None:
         device = cache.k.device
@@ -45,8 +41,6 @@ class FusedStep:
         self.tok, self.pos, self.next_tok = (torch.zeros(batch, dtype=torch.long, device=device) for _ in range(3))
         self.top = torch.zeros(batch, top, device=device)
         self.ones = torch.ones(self.cfg.kv_heads, device=device)  # _combine's V scales
-        self.pdl = self.pdl and pdl_supported(device)
-        self.kw = pdl_kwargs(self.pdl)  # each kernel's PDL keywords
         self.step = StepGraph(self._step, self._prime, device)
 
     def _prime(self) -> None:
@@ -63,8 +57,7 @@ class FusedStep:
         source = self.model.embed.weight if p is None else x
         _add_norm[(rows,)](x if p is None else p, norm.weight if scale is None else scale, source, self.tok,
                            norm.weight, x, xn, rows * dim, dim, eps, SPLITS=1 if p is None else p.shape[0],
-                           EMBED=p is None, BLOCK=triton.next_power_of_2(dim), num_warps=8,
-                           **pdl_kwargs(self.pdl, launch=p is not None))
+                           EMBED=p is None, BLOCK=triton.next_power_of_2(dim), num_warps=8)
         return xn
 
     def _attention(self, layer: int, xn: torch.Tensor, qkv: torch.nn.Module) -> torch.Tensor:
@@ -74,21 +67,20 @@ class FusedStep:
 
         cfg, (rows, dim), k, v = self.cfg, xn.shape, self.cache.k[layer], self.cache.v[layer]
         groups, hd, max_len = cfg.heads // cfg.kv_heads, cfg.head_dim, k.shape[2]
-        p = gemv_launch(xn, qkv.w8.view(torch.float8_e4m3fn), qkv.scale, True, pdl=self.pdl)
+        p = gemv_launch(xn, qkv.w8.view(torch.float8_e4m3fn), qkv.scale, True)
         q = torch.empty(rows, cfg.heads, hd, device=xn.device, dtype=xn.dtype)
         _rope_cache[(rows, cfg.heads + 2 * cfg.kv_heads)](
             p, qkv.scale, self.pos, q, k, v, rows * p.shape[2], p.shape[2], max_len, math.log2(cfg.rope_base),
-            SPLITS=p.shape[0], HEADS=cfg.heads, KV_HEADS=cfg.kv_heads, D=hd, num_warps=1, **self.kw)
+            SPLITS=p.shape[0], HEADS=cfg.heads, KV_HEADS=cfg.kv_heads, D=hd, num_warps=1)
         splits = triton.next_power_of_2(triton.cdiv(self.kv_len, SPLIT_LEN))
         parts = torch.empty(rows * cfg.heads * splits, hd, device=xn.device, dtype=torch.float32)
         ml = torch.empty(rows * cfg.heads * splits, 2, device=xn.device, dtype=torch.float32)
         _attend[(rows * cfg.kv_heads, splits)](
             q, k, v, self.pos, parts, ml, max_len, math.log2(math.e) / hd**0.5, KV_HEADS=cfg.kv_heads,
-            GROUPS=groups, G_PAD=G_PAD, D=hd, SPLIT_LEN=SPLIT_LEN, BLOCK_N=BLOCK_KEYS, num_warps=4, num_stages=2,
-            **self.kw)
+            GROUPS=groups, G_PAD=G_PAD, D=hd, SPLIT_LEN=SPLIT_LEN, BLOCK_N=BLOCK_KEYS, num_warps=4, num_stages=2)
         out = torch.empty(rows, dim, device=xn.device, dtype=xn.dtype)
         _combine[(rows * cfg.heads,)](parts, ml, self.ones, out, KV_HEADS=cfg.kv_heads, SPLITS=splits, GROUPS=groups,
-                                      D=hd, num_warps=4, **self.kw)
+                                      D=hd, num_warps=4)
         return out
 
     def _step(self) -> None:
@@ -101,23 +93,21 @@ class FusedStep:
         xn = self._norm(None, None, x, blocks[0].norm1)
         for i, blk in enumerate(blocks):
             out = blk.attn.out
-            p = gemv_launch(self._attention(i, xn, blk.attn.qkv), out.w8.view(e4m3), out.scale, True, pdl=self.pdl)
+            p = gemv_launch(self._attention(i, xn, blk.attn.qkv), out.w8.view(e4m3), out.scale, True)
             xn = self._norm(p, out.scale, x, blk.norm2)
-            gate_up = fp8_gemv(xn, blk.gate_up.w8.view(e4m3), blk.gate_up.scale, pdl=self.pdl)
-            p = gemv_launch(gate_up, blk.down.w8.view(e4m3), blk.down.scale, True, glu=True, pdl=self.pdl)
+            gate_up = fp8_gemv(xn, blk.gate_up.w8.view(e4m3), blk.gate_up.scale)
+            p = gemv_launch(gate_up, blk.down.w8.view(e4m3), blk.down.scale, True, glu=True)
             xn = self._norm(p, blk.down.scale, x, blocks[i + 1].norm1 if i + 1 < len(blocks) else model.norm)
-        logits = fp8_gemv(xn, model.head.w8.view(e4m3), model.head.scale, pdl=self.pdl)
+        logits = fp8_gemv(xn, model.head.w8.view(e4m3), model.head.scale)
         rows, vocab = logits.shape
         _top_feedback[(rows,)](logits, self.top, self.next_tok, self.tok, self.pos, vocab, TOP=self.top.shape[1],
-                               BLOCK=triton.next_power_of_2(vocab), num_warps=16, **self.kw)
+                               BLOCK=triton.next_power_of_2(vocab), num_warps=16)
 
     def __call__(self) -> None:
         self.step()
 
 
 class FP8FusedDecode(BF16Decode):
-    step_type = FusedStep
-
     def prepare(self) -> None:
         from ch16_fp8_gemv import GemvFP8Linear
 
@@ -125,7 +115,7 @@ class FP8FusedDecode(BF16Decode):
 
     def make_step(self) -> FusedStep:
         w = self.workload
-        return self.step_type(self.model, self.cache, w.batch, w.prompt + w.steps, TOP)
+        return FusedStep(self.model, self.cache, w.batch, w.prompt + w.steps, TOP)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -184,23 +184,3 @@ def test_fused_decode_step_matches_the_gemv_step_at_full_size() -> None:
     print(f"top-4 logits: max difference {err:.3f} (rms {top.pow(2).mean().sqrt().item():.2f})")
     compare(*outs.values(), load("baseline_fp8_weight_decode").WORKLOAD)
     assert err < 1.0, err
-
-
-def test_pdl_decode_step_gives_the_fused_steps_tokens_and_logits_at_full_size() -> None:
-    """``_pdl`` (``_fused``'s kernels launched with PDL, the GEMVs' weights prefetched to L2 before their
-    wait) against ``_fused``: the same kernels and math in the same order, so the same tokens and
-    bitwise the same top logits, on three calls (a missing wait would race); both calls' times
-    printed (run with -s)."""
-    outs = {}
-    for variant in ("optimized_fp8_weight_decode_fused", "optimized_fp8_weight_decode_pdl"):
-        bench = cuda_bench(variant)
-        assert bench.step.pdl == variant.endswith("_pdl"), "PDL off on this GPU"
-        outs[variant] = [guarded_run(bench) for _ in range(3)]
-        ms = timed_ms(bench.run, reps=20)
-        print(f"\n{variant}: {ms:.3f} ms a call (16 steps), {bench.workload.bytes / ms / 1e9:.2f} TB/s")
-        bench.teardown()
-    reference = outs["optimized_fp8_weight_decode_fused"][0]
-    for variant, calls in outs.items():
-        for call, out in enumerate(calls):
-            for (name, ref), (_, got) in zip(reference, out, strict=True):
-                assert torch.equal(ref, got), (variant, call, name, (ref.float() - got.float()).abs().max().item())

@@ -69,7 +69,7 @@ def check_pair(name, sizes, mods, variant):
 
 for name, sizes in SMALL.items():
     variants = [opt for base, opt in variant_modules(Path({ch16!r})) if base == "baseline_" + name]
-    assert len(variants) == {{"fp8_kv_cache": 2, "fp8_weight_decode": 4}}[name], variants
+    assert len(variants) == {{"fp8_kv_cache": 2, "fp8_weight_decode": 3}}[name], variants
     for variant in variants:
         check_pair(name, sizes, [import_module_at(Path({ch16!r}) / f"{{module}}.py")
                                  for module in ("baseline_" + name, variant)], variant)
@@ -100,7 +100,7 @@ def test_fp8_pairs_verify_under_the_triton_interpreter() -> None:
                           check=False)
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
     for variant in ("optimized_fp8_kv_cache_v_blocks", "optimized_fp8_weight_decode_gemv",
-                    "optimized_fp8_weight_decode_fused", "optimized_fp8_weight_decode_pdl"):  # _pdl: PDL off on a CPU
+                    "optimized_fp8_weight_decode_fused"):
         assert f"verified {variant}" in proc.stdout, proc.stdout
 
 
@@ -395,72 +395,3 @@ def test_sm90_swiglu_gemv_keeps_the_weight_path() -> None:
     assert compiled.metadata.shared <= SMEM_PER_BLOCK / 2, compiled.metadata.shared
     sass = cuobjdump(compiled, "-sass")
     assert "LDGSTS.E.BYPASS.128" in sass and "F2FP.F16.E4M3.UNPACK_B" in sass and "HMMA.16816.F32" in sass
-
-
-PDL_KERNELS = {  # FUSED_KERNELS and the ones in other modules, as the ``_pdl`` step launches them
-    **{name: (f"ch16/ch16_fused_decode:{name}", *spec) for name, spec in FUSED_KERNELS.items()},
-    "_combine": ("ch16/ch16_fp8_kv:_combine", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "vs_ptr": "*fp32", "out_ptr": BF16},
-                 {"KV_HEADS": 8, "SPLITS": 8, "GROUPS": 4, "D": 128}, {"num_warps": 4}, ()),
-    "_gemv_fp8": ("ch16/ch16_fp8_gemv:_gemv_fp8", GEMV_SIG | {"y_ptr": "*fp32"},
-                  {"ROWS": 8, "PARTIAL": True, "BLOCK_N": 128, "BLOCK_K": 128, "GLU": True}, {"num_warps": 4, "num_stages": 5},
-                  ("N", "K", "K_SPLIT")),
-}
-
-
-@pytest.mark.parametrize("name", sorted(PDL_KERNELS))
-def test_sm90_pdl_kernels_wait_before_they_read_what_a_kernel_wrote(name: str) -> None:
-    """Each kernel with ``PDL`` on (the ``_pdl`` step) compiled for sm_90: ``griddepcontrol.wait`` before
-    its first global load; the small kernels let the next kernel launch first (launch_dependents before
-    the wait); the GEMV prefetches its weights into L2 before the wait, lets the next launch only after
-    its K loop, and keeps the registers (no spills) and shared memory of its PDL-less build."""
-    kernel, sig, consts, options, divisible = PDL_KERNELS[name]
-    compiled = compile_sm90(kernel, sig, consts | {"PDL": True}, options, divisible=divisible)
-    usage = resource_usage(compiled)
-    assert usage["LOCAL"] == 0 and usage["STACK"] <= (32 if name == "_rope_cache" else 0), usage
-    ptx = compiled.asm["ptx"]
-    wait, launch = ptx.find("griddepcontrol.wait"), ptx.find("griddepcontrol.launch_dependents")
-    first_read = min(i for i in (ptx.find("ld.global"), ptx.find("cp.async.c")) if i >= 0)
-    assert 0 <= wait < first_read, "a global load before the wait"
-    if name != "_gemv_fp8":
-        assert 0 <= launch < wait
-        return
-    prefetch = ptx.find("cp.async.bulk.prefetch.L2.global")
-    assert 0 <= prefetch < wait < ptx.rfind("mma.sync") < launch, "prefetch, wait, K loop, launch: out of order"
-    plain = compile_sm90(kernel, sig, consts, options, divisible=divisible)
-    assert compiled.metadata.shared == plain.metadata.shared
-    assert usage["REG"] <= resource_usage(plain)["REG"] + 8, (usage, resource_usage(plain))
-
-
-def test_pdl_step_launches_every_kernel_after_the_first_with_the_attribute(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``_pdl``'s step with its launches recorded instead of run (a CPU, sm_90 assumed): ``_fused``'s 21
-    kernels; every one launched with the PDL attribute (all but the first, the embedding's norm:
-    nothing before it in the graph) also has its ``PDL`` instructions on (so it waits before it reads);
-    ``_fused`` launches none with either. A K split's sum kernel (no wait) is never launched with PDL."""
-    import torch
-    import triton
-
-    mod = import_module_at(CH16 / "optimized_fp8_weight_decode_pdl.py")
-    fused, gemv = sys.modules["optimized_fp8_weight_decode_fused"], sys.modules["ch16_fp8_gemv"]
-    from aisp.kits.fp8_layers import to_fp8
-    from aisp.kits.llm import TOP, DenseKVCache, LLMConfig, build_decoder
-
-    launches = []
-
-    def record(self, *args, grid, warmup, **kwargs):
-        launches.append((self.fn.__name__, kwargs.get("PDL", False), kwargs.get("launch_pdl", False)))
-
-    monkeypatch.setattr(triton.runtime.jit.JITFunction, "run", record)
-    monkeypatch.setattr(fused, "pdl_supported", lambda device: True)
-    cfg, cpu = LLMConfig(vocab=300, dim=128, layers=2, heads=4, kv_heads=2, ffn=128), torch.device("cpu")
-    for step_type, pdl in ((mod.PDLFusedStep, True), (fused.FusedStep, False)):
-        model = build_decoder(cfg, 0, cpu, torch.float32)
-        to_fp8(model, layer=gemv.GemvFP8Linear)
-        launches.clear()
-        step_type(model, DenseKVCache(cfg, 3, 160, cpu, torch.float32), 3, 160, TOP)()
-        assert len(launches) == 3 + 9 * cfg.layers, launches
-        assert launches[0] == ("_add_norm", pdl, False)
-        assert all(p == launch == pdl for _, p, launch in launches[1:]), launches
-    launches.clear()
-    w8 = torch.zeros(256, 1024, dtype=torch.float8_e4m3fn)
-    gemv.fp8_gemv(torch.zeros(8, 1024), w8, torch.ones(256), pdl=True)  # 2 output blocks: K split
-    assert launches == [("_gemv_fp8", True, True), ("_sum_splits", False, False)], launches
