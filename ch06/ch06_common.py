@@ -47,7 +47,8 @@ class VectorAdd(aisp.Benchmark):
         self.lib = VECTOR_LIBRARY.load(self.device, {
             "add_one_block_run": [PTR, PTR, PTR, LONG, PTR],
             "add_grid_stride_run": [PTR, PTR, PTR, LONG, INT, PTR],
-            "add_per_element_run": [PTR, PTR, PTR, LONG, INT, PTR]})
+            "add_per_element_run": [PTR, PTR, PTR, LONG, INT, PTR],
+            "add_blocked4_run": [PTR, PTR, PTR, LONG, PTR]})
         self.lib.grid_stride_blocks.restype = ctypes.c_int
         self.a = torch.randn(n, device=self.device, generator=gen)
         self.b = torch.randn(n, device=self.device, generator=gen)

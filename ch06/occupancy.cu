@@ -22,6 +22,7 @@ static const KernelEntry kKernels[] = {
     {"add_one_block", (const void*)add_one_block},
     {"add_grid_stride", (const void*)add_grid_stride},
     {"add_per_element", (const void*)add_per_element},
+    {"add_blocked4", (const void*)add_blocked4},
     {"dequantize", (const void*)dequantize},
     {"dequantize4", (const void*)dequantize4},
     {"affine_rows", (const void*)affine_rows},

@@ -7,13 +7,17 @@
 //                 from the occupancy API), each thread stepping by the whole grid's width.
 //   per_element   <<<ceil(n / block), block>>>: one element per thread with a chosen block size
 //                 (the block_size pair: 32 vs 256 threads).
+//   blocked4      <<<ceil(n / 2048), 256>>>: the block_size pair's 256-thread blocks, each thread
+//                 2 float4s (8 elements) of a and of b, all 4 loads issued before the first store
+//                 (ch06/optimized_block_size_float4.py).
 //
 // All read 8 bytes and write 4 per element; the answer is bitwise the same. one_block and
 // grid_stride move float4s (128-bit LDG.E.128 / STG.E.128, n % 4 == 0 and 16-byte-aligned
 // pointers, else -1): their pair differs only in the grid. Scalar loads held the grid-stride kernel
 // to 77% of the HBM copy ceiling on the H200 (changed after that measurement, not yet re-measured).
-// per_element stays scalar: one 4-byte element per thread is what the block_size pair is about.
-// Python: ch06/baseline_vector_add.py, ch06/baseline_block_size.py
+// per_element stays scalar: one 4-byte element per thread is what the block_size pair is about;
+// blocked4 (float4 too, same -1 rule) is that pair's variant with 8 elements per thread.
+// Python: ch06/baseline_vector_add.py, ch06/baseline_block_size.py, ch06/optimized_block_size_float4.py
 #include "ch06_check.cuh"
 
 constexpr int kThreads = 256;
@@ -48,6 +52,32 @@ __global__ void add_per_element(const float* __restrict__ a, const float* __rest
   if (i < n) c[i] = a[i] + b[i];
 }
 
+constexpr int kBlocked4 = 2;  // float4s of each input per thread in add_blocked4
+
+// Block j owns float4s [j * 512, j * 512 + 512): thread t the ones at t and t + 256, so each warp
+// load is 512 contiguous bytes. Both float4s of a and of b are loaded before any store (4
+// LDG.E.128 in a row): 64 B in flight per thread, 128 KiB per SM at 8 blocks of 256, against
+// add_per_element's 8 B and 16 KiB; and 8x fewer blocks (16,384 for 32M elements, not 131,072).
+// Every access is guarded by i < n4, so a partial last block reads and writes nothing past n4.
+__global__ void __launch_bounds__(kThreads, 8)
+    add_blocked4(const float4* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ c, long n4) {
+  const long first = (long)blockIdx.x * (kThreads * kBlocked4) + threadIdx.x;
+  float4 x[kBlocked4], y[kBlocked4];
+#pragma unroll
+  for (int k = 0; k < kBlocked4; ++k) {
+    const long i = first + (long)k * kThreads;
+    if (i < n4) {
+      x[k] = a[i];
+      y[k] = b[i];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kBlocked4; ++k) {
+    const long i = first + (long)k * kThreads;
+    if (i < n4) c[i] = add4(x[k], y[k]);
+  }
+}
+
 // float4 views of a, b, c, or false when n or an address does not allow them.
 static bool as_float4(const float* a, const float* b, const float* c, long n) {
   return n % 4 == 0 && ((size_t)a | (size_t)b | (size_t)c) % 16 == 0;
@@ -79,5 +109,14 @@ extern "C" int add_per_element_run(const float* a, const float* b, float* c, lon
                                    cudaStream_t s) {
   if (block <= 0 || block > 1024) return -1;
   add_per_element<<<(unsigned)((n + block - 1) / block), block, 0, s>>>(a, b, c, n);
+  return launch_status();
+}
+
+// Blocks of kThreads x kBlocked4 float4s that cover n / 4; -1 unless float4 access is possible
+// (n % 4 == 0, 16-byte-aligned pointers), n > 0 and the grid fits gridDim.x.
+extern "C" int add_blocked4_run(const float* a, const float* b, float* c, long n, cudaStream_t s) {
+  const long per_block = (long)kThreads * kBlocked4, blocks = (n / 4 + per_block - 1) / per_block;
+  if (n <= 0 || !as_float4(a, b, c, n) || blocks > 0x7fffffffL) return -1;
+  add_blocked4<<<(unsigned)blocks, kThreads, 0, s>>>(F4(a), F4(b), reinterpret_cast<float4*>(c), n / 4);
   return launch_status();
 }

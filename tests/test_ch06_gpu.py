@@ -26,7 +26,7 @@ VARIANTS = (("vectorized_ops", "optimized_vectorized_ops_native"), ("vectorized_
             ("occupancy_api", "optimized_occupancy_api_ilp"),
             ("launch_bounds", "optimized_launch_bounds_fitted"), ("launch_bounds", "optimized_launch_bounds_pipelined"),
             ("launch_bounds", "optimized_launch_bounds_async"),
-            ("bank_conflicts", "optimized_bank_conflicts_swizzled"))
+            ("bank_conflicts", "optimized_bank_conflicts_swizzled"), ("block_size", "optimized_block_size_float4"))
 """(pair, further optimized file) of every variant beside the pair's optimized file."""
 
 
@@ -67,9 +67,10 @@ def test_variant_matches_baseline_also_on_refilled_inputs(name: str, variant: st
     check_refilled_pair(base, opt, base.workload)
 
 
-@pytest.mark.parametrize(("name", "variant"), [v for v in VARIANTS if v[0] in ("launch_bounds", "bank_conflicts")])
+@pytest.mark.parametrize(("name", "variant"), [v for v in VARIANTS if v[0] in ("launch_bounds", "bank_conflicts",
+                                                                          "block_size")])
 def test_fitted_pipelined_and_swizzled_variants_are_bitwise_the_baseline(name: str, variant: str) -> None:
-    """Same FMAs in the same order per element as the baseline kernel: the same bits."""
+    """Same FMAs (FADDs for block_size) in the same order per element as the baseline kernel: the same bits."""
     outs = []
     for module in (f"baseline_{name}", variant):
         bench = load(module).get_benchmark()
@@ -127,6 +128,32 @@ def test_scores_swizzled_matches_padded_on_odd_tile_counts(tiles: int) -> None:
     assert scores(1, q, k, ref) == 0 and scores(2, q, k, out[:tiles]) == 0
     assert torch.equal(out[:tiles], ref) and bool(out[tiles].isnan().all())
     assert scores(2, q, k, torch.empty(tiles * 1024 + 1, device="cuda")[1:].view(tiles, 32, 32)) == -1
+
+
+def blocked4(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> int:
+    lib = load("ch06_common").VECTOR_LIBRARY.load()
+    lib.add_blocked4_run.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_void_p]
+    status = lib.add_blocked4_run(a.data_ptr(), b.data_ptr(), c.data_ptr(), c.numel(), native.stream())
+    torch.cuda.synchronize()
+    return status
+
+
+@pytest.mark.parametrize("n", [4, 1020, 2044, 2048, 2052, 4 * (512 * 3 + 257), 4 * (512 * 1056 + 3), 1 << 25])
+def test_add_blocked4_matches_on_partial_blocks_and_writes_nothing_past_n(n: int) -> None:
+    """optimized_block_size_float4's kernel: one float4 (n = 4), a partial first block, whole blocks,
+    a last block whose threads have 1, 2 or no float4s, the pair's 32M; the float past n stays NaN."""
+    gen = torch.Generator(device="cuda").manual_seed(n)
+    a, b = (torch.randn(n, device="cuda", generator=gen) for _ in range(2))
+    out = torch.full((n + 4,), float("nan"), device="cuda")
+    assert blocked4(a, b, out[:n]) == 0
+    assert torch.equal(out[:n], a + b) and bool(out[n:].isnan().all())
+
+
+def test_add_blocked4_refuses_what_float4_cannot_read() -> None:
+    x = torch.zeros(12, device="cuda")
+    assert blocked4(x[:6], x[:6], torch.empty(6, device="cuda")) == -1  # n % 4
+    assert blocked4(x[1:9], x[:8], torch.empty(8, device="cuda")) == -1  # a misaligned
+    assert blocked4(x[:0], x[:0], torch.empty(0, device="cuda")) == -1  # nothing to add
 
 
 @pytest.mark.parametrize("module", ["optimized_vectorized_ops_native", "optimized_vectorized_ops_wave"])

@@ -28,7 +28,8 @@ PAIRS = ("vectorized_ops", "vector_add", "block_size", "occupancy_api", "launch_
          "bank_conflicts", "unified_memory_prefetch")
 CUDA_PAIRS = PAIRS[1:]
 VARIANTS = ("optimized_vectorized_ops_native", "optimized_vectorized_ops_wave", "optimized_occupancy_api_ilp", "optimized_launch_bounds_fitted",
-            "optimized_launch_bounds_pipelined", "optimized_launch_bounds_async", "optimized_bank_conflicts_swizzled")
+            "optimized_launch_bounds_pipelined", "optimized_launch_bounds_async", "optimized_bank_conflicts_swizzled",
+            "optimized_block_size_float4")
 """Further optimized files of a pair (CUDA C++), measured beside the pair's optimized file."""
 LIBRARIES = {"baseline_occupancy_api": "dequantize4_launch", "optimized_vectorized_ops_native": "affine_rows_run", "baseline_launch_bounds": "horner_grid",
              "baseline_ilp_accumulators": "ilp_run", "baseline_bank_conflicts": "scores_run",
@@ -107,6 +108,7 @@ def test_variants_belong_to_their_pairs() -> None:
     assert found["launch_bounds"] == {"optimized_launch_bounds", "optimized_launch_bounds_fitted",
                                       "optimized_launch_bounds_pipelined", "optimized_launch_bounds_async"}
     assert found["bank_conflicts"] == {"optimized_bank_conflicts", "optimized_bank_conflicts_swizzled"}
+    assert found["block_size"] == {"optimized_block_size", "optimized_block_size_float4"}
 
 
 @pytest.mark.parametrize("module", VARIANTS)
@@ -252,6 +254,17 @@ def test_vector_add_declares_the_size_it_moves() -> None:
     for side in ("baseline", "optimized"):
         bench = import_module_at(CH06 / f"{side}_vector_add.py").get_benchmark()
         assert bench.workload.n == 1 << 27 and bench.workload.bytes == 12.0 * (1 << 27)
+
+
+def test_block_size_float4_variant_keeps_the_pairs_workload_and_block() -> None:
+    """The float4 variant is rated by the pair's bytes (12 per element of the same 32M) and keeps the
+    256-thread block the lesson recommends; only the launch differs."""
+    base, full, vec = (load(m).get_benchmark() for m in ("baseline_block_size", "optimized_block_size",
+                                                          "optimized_block_size_float4"))
+    assert vec.workload == base.workload and vec.workload.bytes == 12.0 * vec.workload.n
+    assert vec.workload.n % 4 == 0  # add_blocked4 reads float4s
+    assert vec.block == full.block == 256
+    assert type(vec).launch is not type(full).launch
 
 
 def passes(words: list[int]) -> int:

@@ -229,6 +229,21 @@ def test_vector_add_grids_move_float4s_and_per_element_stays_scalar() -> None:
     assert regs <= 32 and stack == 0, (regs, stack)  # 8 blocks of 256 per SM, no spill
 
 
+def test_add_blocked4_issues_four_float4_loads_before_its_first_store() -> None:
+    """optimized_block_size_float4's kernel: 4 LDG.E.128 (2 float4s of a and of b) before the first
+    STG.E.128, every global access 128-bit, the add as FADD (bitwise the scalar kernel's), and at most
+    32 registers without spill: 8 blocks of 256 per SM, the lesson's occupancy."""
+    sass = function(functions("vector_add.cu"), "add_blocked4")
+    loads, stores = memory_ops(sass)
+    assert loads == ["LDG.E.128.CONSTANT"] * 4 and stores == ["STG.E.128"] * 2, (loads, stores)
+    assert loads_before_first_store(sass, "LDG.E.128") == 4
+    assert len(re.findall(r"\bFADD\b", sass)) == 8 and not re.search(r"\b(FFMA|LDL|STL)\b", sass)
+    regs, stack, _ = kernel(resources("vector_add.cu"), "add_blocked4")
+    assert regs <= 32 and stack == 0, (regs, stack)
+    occupancy = import_module_at(CH06 / "occupancy.py")
+    assert occupancy.blocks_per_sm(occupancy.Kernel("b", regs, 0), 256, occupancy.SmLimits()) == (8, "threads")
+
+
 def test_dequantize_reads_one_code_and_writes_one_float_per_element() -> None:
     """The scalar kernel is kept: the 128-bit-load version measured slower (1.39x vs 2.16x on the H200)."""
     loads, stores = memory_ops(function(functions("occupancy_api.cu"), "dequantize"))

@@ -19,6 +19,8 @@ KERNELS = {k.name: k for k in occupancy.RECORDED}
 @pytest.mark.parametrize(("name", "block", "blocks", "binding"), [
     ("add_per_element", 32, 32, "blocks/SM"),      # the block_size baseline: 50% occupancy
     ("add_per_element", 256, 8, "threads"),
+    ("add_blocked4", 256, 8, "threads"),            # block_size's float4 variant: 27 registers
+    ("add_blocked4", 512, 0, "block > max threads"),
     ("dequantize", 128, 6, "shared memory"),       # the occupancy_api baseline: 37.5%
     ("dequantize", 1024, 2, "threads"),            # what the occupancy API picks
     ("dequantize4", 1024, 2, "threads"),           # the same for the ILP variant's kernel
