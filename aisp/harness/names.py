@@ -8,6 +8,12 @@ from typing import Literal, get_args
 Link = Literal["hbm", "l2", "h2d", "d2h", "nvlink", "nvlink_one_way", "host_memory", "page_cache", "page_faults"]
 LINKS: tuple[str, ...] = get_args(Link)
 """The values of ``Workload.link``: each is priced by a figure of ``aisp peak``."""
+HOST_RATE_LINKS = frozenset({"h2d", "d2h", "host_memory", "page_cache", "page_faults"})
+"""Links whose rate the host sets (its memory, PCIe root and kernel): a pair over one moves with the host,
+whatever interleaving cancels. ch01:pinned_memory's pageable-copy baseline read 13.8-21.4 ms on H200
+leases (the CPU copies each chunk into a staging buffer) while its pinned copy held ~2.43 ms: on the
+2 x H200 host of 2026-11-29 the speedup read 6.7x against 8.4x stored, a false regression under the
+ratio prior."""
 Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "exact", "fp32_simt", "fp16_simt"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 """The values of ``Workload.precision`` (besides None)."""

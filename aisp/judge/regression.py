@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from aisp.harness.environment import fingerprint_changes
+from aisp.harness.names import HOST_RATE_LINKS
 from aisp.harness.results import unchecked_reason
 from aisp.judge.run_noise import (
     RATIO_PRIOR,
@@ -122,6 +123,12 @@ def host_bound_names(result: dict[str, Any]) -> list[str]:
     return [v["name"] for v in (result.get("baseline"), best) if v and (v.get("host_bound") or _host_heavy(v))]
 
 
+def host_rate_link(result: dict[str, Any]) -> bool:
+    """Whether the pair's declared bytes cross a link whose rate the host sets (:data:`HOST_RATE_LINKS`):
+    its speedup is then judged with the time prior, as a host-bound pair's is."""
+    return (result.get("workload") or {}).get("link") in HOST_RATE_LINKS
+
+
 def peak_method(result: dict[str, Any]) -> str | None:
     """How the result's peaks were counted (``memory.peak_method``; None before methods were stored)."""
     return ((result.get("baseline") or {}).get("memory") or {}).get("peak_method")
@@ -144,7 +151,7 @@ def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) ->
     if headline != "time":
         return Figure(f"{headline} ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
     aa = (entry.get("noise") or {}).get("speedup_rel")
-    prior = TIME_PRIOR if host_bound_names(result) else RATIO_PRIOR
+    prior = TIME_PRIOR if host_bound_names(result) or host_rate_link(result) else RATIO_PRIOR
     return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa, prior, runs), "x")
 
 
