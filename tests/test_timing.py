@@ -119,6 +119,10 @@ def test_the_loop_grows_a_starved_variants_spacer_and_counts_its_starved_samples
     base, opt = variants
     assert used["baseline_x"] == pytest.approx([0.15, 0.54, 0.54, 0.54]) and used["optimized_x"] == [0.15] * 4
     assert (base.starved_samples, base.spacer_ms, opt.starved_samples, opt.spacer_ms) == (1, pytest.approx(0.54), 0, 0.15)
+    # the starved sample timed the host: left out, with its issue time and window; the others stay
+    assert (base.dropped_samples, len(base.samples_ms), len(base.windows), opt.dropped_samples, len(opt.samples_ms)) == (
+        1, 3, 3, 0, 4)
+    assert base.issue_samples_ms == [0.1, 0.1, 0.1]
 
 
 def test_a_variant_that_syncs_inside_run_keeps_its_spacer(monkeypatch):
@@ -141,6 +145,8 @@ def test_a_variant_that_syncs_inside_run_keeps_its_spacer(monkeypatch):
     used.clear()
     time_interleaved(variants, RunOptions(iterations=3, warmup=0, warmup_s=0.0, device="cpu"), CPU)
     assert used == [13.0, 20.0, 20.0] and variants[0].starved_samples == 3  # without the flag: grown to the cap, still outrun
+    # the first starved sample is left out (its spacer grew past it); at the cap nothing would grow, so they stay
+    assert (variants[0].dropped_samples, len(variants[0].samples_ms)) == (1, 2)
 
 
 @pytest.mark.gpu
@@ -156,10 +162,10 @@ def test_torch_sync_debug_mode_finds_a_sync_inside_a_call():
 def test_starved_samples_are_named_in_the_notes():
     from aisp.harness.runner import _annotate
 
-    starved = {**_record("optimized_x", [0.3] * 4), "starved_samples": 1, "spacer_ms": 0.54}
+    starved = {**_record("optimized_x", [0.3] * 4), "starved_samples": 1, "dropped_samples": 1, "spacer_ms": 0.54}
     notes = _annotate(assemble({"name": "x"}, {}, [_record("baseline_x", [0.6] * 4), starved]), {})["notes"]
-    assert notes == ["optimized_x: 1 of 4 samples: the host issued the call past the spacer's end (the GPU may "
-                     "have idled in the window); the spacer grew to 0.54 ms"]
+    assert notes == ["optimized_x: 1 of 5 samples: the host issued the call past the spacer's end (the GPU may "
+                     "have idled in the window); the spacer grew to 0.54 ms; 1 of them left out (they timed the host)"]
 
 
 class FakeCuda(CudaSide):
