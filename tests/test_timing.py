@@ -103,7 +103,7 @@ def test_the_loop_grows_a_starved_variants_spacer_and_counts_its_starved_samples
     the host, not the GPU): the next samples get 2 x 0.27 ms; the optimized, whose call waits for its
     device work (a sync inside run()), keeps its own."""
     used: dict[str, list[float]] = {"baseline_x": [], "optimized_x": []}
-    issue = {"baseline_x": [0.27, 0.1, 0.1, 0.1], "optimized_x": [1.2] * 4}  # the optimized waits: 1.2 >= 0.15 + 0.9
+    issue = {"baseline_x": [0.27, 0.1, 0.1, 0.1, 0.1], "optimized_x": [1.2] * 4}  # the optimized waits: 1.2 >= 0.15 + 0.9
 
     def fake_time_call(fn, device, calls, spacer, flush=None):
         name = fn()
@@ -117,12 +117,12 @@ def test_the_loop_grows_a_starved_variants_spacer_and_counts_its_starved_samples
     variants = _variants([])
     time_interleaved(variants, RunOptions(iterations=4, warmup=0, warmup_s=0.0, device="cpu"), CPU)
     base, opt = variants
-    assert used["baseline_x"] == pytest.approx([0.15, 0.54, 0.54, 0.54]) and used["optimized_x"] == [0.15] * 4
+    # the starved sample timed the host: taken again at once, in its slot, with the grown spacer
+    assert used["baseline_x"] == pytest.approx([0.15, 0.54, 0.54, 0.54, 0.54]) and used["optimized_x"] == [0.15] * 4
     assert (base.starved_samples, base.spacer_ms, opt.starved_samples, opt.spacer_ms) == (1, pytest.approx(0.54), 0, 0.15)
-    # the starved sample timed the host: left out, with its issue time and window; the others stay
-    assert (base.dropped_samples, len(base.samples_ms), len(base.windows), opt.dropped_samples, len(opt.samples_ms)) == (
-        1, 3, 3, 0, 4)
-    assert base.issue_samples_ms == [0.1, 0.1, 0.1]
+    assert (base.retaken_samples, len(base.samples_ms), len(base.windows), opt.retaken_samples, len(opt.samples_ms)) == (
+        1, 4, 4, 0, 4)
+    assert base.issue_samples_ms == [0.1] * 4  # the starved sample's 0.27 ms is not among them
 
 
 def test_a_variant_that_syncs_inside_run_keeps_its_spacer(monkeypatch):
@@ -144,9 +144,9 @@ def test_a_variant_that_syncs_inside_run_keeps_its_spacer(monkeypatch):
     variants = _variants([])[:1]
     used.clear()
     time_interleaved(variants, RunOptions(iterations=3, warmup=0, warmup_s=0.0, device="cpu"), CPU)
-    assert used == [13.0, 20.0, 20.0] and variants[0].starved_samples == 3  # without the flag: grown to the cap, still outrun
-    # the first starved sample is left out (its spacer grew past it); at the cap nothing would grow, so they stay
-    assert (variants[0].dropped_samples, len(variants[0].samples_ms)) == (1, 2)
+    assert used == [13.0, 20.0, 20.0, 20.0] and variants[0].starved_samples == 4  # without the flag: grown to the cap, still outrun
+    # the first starved sample is taken again (its spacer grew past it); at the cap nothing would grow, so they stay
+    assert (variants[0].retaken_samples, len(variants[0].samples_ms)) == (1, 3)
 
 
 @pytest.mark.gpu
@@ -162,10 +162,10 @@ def test_torch_sync_debug_mode_finds_a_sync_inside_a_call():
 def test_starved_samples_are_named_in_the_notes():
     from aisp.harness.runner import _annotate
 
-    starved = {**_record("optimized_x", [0.3] * 4), "starved_samples": 1, "dropped_samples": 1, "spacer_ms": 0.54}
+    starved = {**_record("optimized_x", [0.3] * 4), "starved_samples": 1, "retaken_samples": 1, "spacer_ms": 0.54}
     notes = _annotate(assemble({"name": "x"}, {}, [_record("baseline_x", [0.6] * 4), starved]), {})["notes"]
     assert notes == ["optimized_x: 1 of 5 samples: the host issued the call past the spacer's end (the GPU may "
-                     "have idled in the window); the spacer grew to 0.54 ms; 1 of them left out (they timed the host)"]
+                     "have idled in the window); the spacer grew to 0.54 ms; 1 of them taken again (they timed the host)"]
 
 
 class FakeCuda(CudaSide):

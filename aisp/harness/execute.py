@@ -101,10 +101,10 @@ class Variant:
     starved_samples: int = 0
     """Samples whose one call the host issued past the spacer's end (the GPU may have idled inside
     the window); each grows the spacer for the samples after it."""
-    dropped_samples: int = 0
-    """Starved samples left out of the samples: each one the spacer could still grow past. Its events
-    held the host's issue (on 2 x H200, 2026-11-29, one such sample of ch19:w4a16_gemm's ``_tiled`` read
-    0.175 ms against 0.089-0.093 for the other 19); one taken at the spacer's cap stays."""
+    retaken_samples: int = 0
+    """Starved samples taken again at once, in the same slot of the rotation, with the grown spacer
+    (their events held the host's issue: on 2 x H200, 2026-11-29, one such sample of ch19:w4a16_gemm's
+    ``_tiled`` read 0.175 ms against 0.089-0.093 for the other 19); one taken at the spacer's cap stays."""
     checked_call: int | None = None
     """The timed call whose inputs were refilled and output checked (0-based, among all timed calls):
     timed like the others but left out of the samples (refilling and cloning came right before it)."""
@@ -330,15 +330,6 @@ def _record(var: Variant, timed: Any) -> None:
     var.windows.append((timed.start_s, timed.end_s))
 
 
-def _drop_last(var: Variant, timed: Any) -> None:
-    """Take the sample :func:`_record` just added back out (every rank of a pair drops the same one)."""
-    for samples in (var.samples_ms, var.host_samples_ms, var.issue_samples_ms, var.windows):
-        samples.pop()
-    if timed.tail_ms is not None:
-        var.tail_samples_ms.pop()
-    var.dropped_samples += 1
-
-
 @phase("timed")
 def time_interleaved(variants: list[Variant], options: RunOptions, device: torch.device,
                      align: Callable[[Any], Any] = _alone, check: CheckPlan | None = None) -> dict[int, Any]:
@@ -370,15 +361,27 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                 if step == at:
                     var.checked_call = step
                     last[id(var)] = guard.settle(timed.output, originals)
-                else:
-                    _record(var, timed)
-                    if align(not var.syncs_inside and outran(spacer, timed.issue_ms, timed.device_ms, calls)):
-                        var.starved_samples += 1
-                        var.spacer_ms = align(grown_spacer(spacer, timed.issue_ms, timed.device_ms, calls))
-                        plans[id(var)] = (calls, var.spacer_ms)
-                        if var.spacer_ms > spacer:  # this sample timed the host; the next ones get a longer spacer
-                            _drop_last(var, timed)
+                    continue
+                while _starved(var, timed, calls, spacer, align):  # it timed the host: again, in its slot
+                    spacer = var.spacer_ms
+                    plans[id(var)] = (calls, spacer)
+                    var.enter()
+                    timed = time_call(fns[id(var)], device, calls, spacer, flush)
+                _record(var, timed)
     return last
+
+
+def _starved(var: Variant, timed: Any, calls: int, spacer: float, align: Callable[[Any], Any]) -> bool:
+    """Whether the sample is to be taken again: its one call was issued past the spacer's end
+    (:func:`outran`; counted in ``starved_samples``) and the spacer, grown for the samples after
+    (:func:`grown_spacer`), could still grow past it (counted in ``retaken_samples``). Every rank of a
+    pair takes rank 0's answer."""
+    if not align(not var.syncs_inside and outran(spacer, timed.issue_ms, timed.device_ms, calls)):
+        return False
+    var.starved_samples += 1
+    var.spacer_ms = align(grown_spacer(spacer, timed.issue_ms, timed.device_ms, calls))
+    var.retaken_samples += var.spacer_ms > spacer
+    return var.spacer_ms > spacer
 
 
 TRACE_CONFIRMS = 3

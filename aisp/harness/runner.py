@@ -432,10 +432,10 @@ def _annotate(result: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
             notes.append(f"{var['name']}: {count} of {len(var.get('samples_ms') or [])} samples taken while "
                          f"throttled ({', '.join(reasons)})")
         if starved := var.get("starved_samples"):
-            dropped = var.get("dropped_samples") or 0
-            notes.append(f"{var['name']}: {starved} of {len(var.get('samples_ms') or []) + dropped} samples: the host "
+            retaken = var.get("retaken_samples") or 0
+            notes.append(f"{var['name']}: {starved} of {len(var.get('samples_ms') or []) + retaken} samples: the host "
                          f"issued the call past the spacer's end (the GPU may have idled in the window); the spacer grew "
-                         f"to {var.get('spacer_ms') or 0:.3g} ms; {dropped} of them left out (they timed the host)")
+                         f"to {var.get('spacer_ms') or 0:.3g} ms; {retaken} of them taken again (they timed the host)")
         if bound := var.get("host_bound"):
             notes.append(f"{var['name']}: host-bound: CUDA events {bound['events_ms']:.4g} ms against a host issue time "
                          f"of {bound['issue_ms']:.4g} ms; its time is device work, a caller issuing it waits about "

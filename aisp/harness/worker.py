@@ -45,7 +45,7 @@ def raw_record(var: Variant) -> dict[str, Any]:
         **{key: getattr(var, key) for key in SAMPLE_KEYS},
         "spacer_ms": var.spacer_ms,
         "starved_samples": var.starved_samples,
-        "dropped_samples": var.dropped_samples,
+        "retaken_samples": var.retaken_samples,
         "syncs_inside": var.syncs_inside,
         "stream_leftover_us": var.stream_leftover_us,
         "checked_call": var.checked_call,
