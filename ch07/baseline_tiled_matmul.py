@@ -54,7 +54,8 @@ class NaiveMatmul(aisp.Benchmark):
     inputs = ("a", "b")
     scratch = ("c",)
     mode = 0
-    """tiled_matmul.cu: 0 global memory, 1 shared-memory tiles, 2 tiles + register blocking, 3 the same fed by cp.async."""
+    """tiled_matmul.cu: 0 global memory, 1 shared-memory tiles, 2 tiles + register blocking, 3 the same fed by
+    cp.async, 4 mode 3 with paired lanes (2-wavefront 128-bit shared loads)."""
 
     def setup(self) -> None:
         w, gen = self.workload, self.generator()

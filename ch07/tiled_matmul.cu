@@ -1,6 +1,6 @@
-// tiled_matmul.cu: C (M x N) = A (M x K) @ B (K x N), fp32, row-major; four kernels that sum the
-// K products of each output in the same order (k = 0, 1, ..., K-1, one fmaf each), so all four
-// agree bit for bit.
+// tiled_matmul.cu: C (M x N) = A (M x K) @ B (K x N), fp32, row-major; five kernels that sum the
+// K products of each output in the same order (k = 0, 1, ..., K-1, one fmaf each), so all five
+// agree bit for bit (async and paired are one template, matmul_async<false> and <true>).
 //
 //   naive     one output per thread, A and B read from global memory: 2 loads (8 bytes) per FMA.
 //             L1/L2 catch much of the reuse, but the kernel waits on loads, not on FMA units.
@@ -14,6 +14,9 @@
 //             overlap the global latency. Here cp.async (LDGSTS) copies slice s+1 global -> shared,
 //             no staging registers, while slice s is multiplied (two stages, one barrier a slice);
 //             the copies read whole 32-byte sectors and transpose A into a padded tile.
+//   paired    async with each warp's threads laid out 4 x 8 (CUTLASS's SIMT interleaving) instead of
+//             2 x 16: lanes n, n^1 read the same A float4 and n, n^2 the same B float4, so every
+//             128-bit shared load returns in 2 wavefronts; async's 2 x 16 warps pair only A (B: 4).
 #include <cuda_pipeline.h>
 
 constexpr int kT = 32;                              // smem tile edge
@@ -102,11 +105,36 @@ __global__ __launch_bounds__(kRegThreads) void matmul_regblock(const float* __re
 // cp.async per thread. The math is regblock's, bit for bit: per k, two float4 of A and two of B.
 constexpr int kPitch = kBM + 4, kStage = kBK * kPitch;  // B padded alike: one stage offset for both
 
+// Paired lanes: warp w owns thread rows 4(w/2)..+3 and thread columns 8(w%2)..+7 of the 16 x 16 grid
+// (tr, tc); a lane's bits b0..b4 give tc = b0 + 2 b2 + 4 b3, tr = b1 + 2 b4. A 128-bit shared load
+// returns 128 bytes a cycle, and two lanes' registers share a cycle where lanes n, n^1 (or all n, n^2)
+// read one address (NVIDIA's rule for sm_70-75, assumed on sm_90): A's float4 then come in 2
+// wavefronts (4 distinct, 64 bytes) and so do B's (8 distinct, 128 bytes). Per warp and 8-k slice:
+// 64 load wavefronts, not 96.
+__host__ __device__ constexpr int paired_tr(int tid) { return tid / 64 * 4 + (tid >> 1 & 1) + (tid >> 3 & 2); }
+__host__ __device__ constexpr int paired_tc(int tid) { return tid / 32 % 2 * 8 + (tid & 1) + (tid >> 1 & 6); }
+constexpr bool paired_grid_ok() {  // one thread a grid cell, each warp 4 x 8, the lane pairs as above
+  int cells = 0;
+  for (int t = 0; t < kRegThreads; ++t) {
+    const int r = paired_tr(t), c = paired_tc(t), w0 = t & ~31;
+    if (r < 0 || r > 15 || c < 0 || c > 15 || paired_tr(t ^ 1) != r || paired_tc(t ^ 2) != c) return false;
+    if (r / 4 != paired_tr(w0) / 4 || c / 8 != paired_tc(w0) / 8) return false;
+    for (int u = 0; u < t; ++u) cells += paired_tr(u) == r && paired_tc(u) == c;
+  }
+  return cells == 0;
+}
+static_assert(paired_grid_ok(), "paired layout: each of the 16 x 16 thread cells once, 4 x 8 a warp, lanes paired");
+template <bool kPaired>
+__host__ __device__ constexpr int cell_tr(int tid) { return kPaired ? paired_tr(tid) : tid / 16; }
+template <bool kPaired>
+__host__ __device__ constexpr int cell_tc(int tid) { return kPaired ? paired_tc(tid) : tid % 16; }
+
+template <bool kPaired>
 __global__ __launch_bounds__(kRegThreads, 2) void matmul_async(const float* __restrict__ A, const float* __restrict__ B,
                                                                float* __restrict__ C, int M, int N, int K) {
   __shared__ alignas(16) float As[2 * kStage];  // As[stage][k][m], rows kPitch apart
   __shared__ alignas(16) float Bs[2 * kStage];  // Bs[stage][k][n]
-  const int tid = threadIdx.x, tr = tid / 16, tc = tid % 16;
+  const int tid = threadIdx.x, tr = cell_tr<kPaired>(tid), tc = cell_tc<kPaired>(tid);
   const float* a_src = A + ((long)blockIdx.y * kBM + tid / 8) * K + tid % 8;
   const float* b_src = B + (long)(tid / 32) * N + (long)blockIdx.x * kBN + (tid % 32) * 4;
   const long a_jump = 32L * K, b_step = (long)kBK * N;
@@ -141,7 +169,7 @@ __global__ __launch_bounds__(kRegThreads, 2) void matmul_async(const float* __re
   }
 }
 
-enum Mode { kNaive = 0, kSmem, kRegBlock, kAsync };
+enum Mode { kNaive = 0, kSmem, kRegBlock, kAsync, kAsyncPaired };
 
 // M and N must be multiples of 128, K a multiple of 32 (every kernel's tiles divide the matrices).
 extern "C" int matmul_run(int mode, const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t s) {
@@ -153,9 +181,18 @@ extern "C" int matmul_run(int mode, const float* A, const float* B, float* C, in
   } else if (mode == kRegBlock) {
     matmul_regblock<<<dim3(N / kBN, M / kBM), kRegThreads, 0, s>>>(A, B, C, M, N, K);
   } else if (mode == kAsync) {
-    matmul_async<<<dim3(N / kBN, M / kBM), kRegThreads, 0, s>>>(A, B, C, M, N, K);
+    matmul_async<false><<<dim3(N / kBN, M / kBM), kRegThreads, 0, s>>>(A, B, C, M, N, K);
+  } else if (mode == kAsyncPaired) {
+    matmul_async<true><<<dim3(N / kBN, M / kBM), kRegThreads, 0, s>>>(A, B, C, M, N, K);
   } else {
     return -1;
   }
   return (int)cudaGetLastError();
+}
+
+// Host side, for CPU tests: thread tid's cell 16 tr + tc in the 16 x 16 thread grid of the cp.async
+// kernel of mode (kAsync or kAsyncPaired), as the kernel computes it; -1 for another mode or tid.
+extern "C" int matmul_thread_cell(int mode, int tid) {
+  if (tid < 0 || tid >= kRegThreads || (mode != kAsync && mode != kAsyncPaired)) return -1;
+  return mode == kAsync ? cell_tr<false>(tid) * 16 + cell_tc<false>(tid) : cell_tr<true>(tid) * 16 + cell_tc<true>(tid);
 }

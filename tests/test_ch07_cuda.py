@@ -3,10 +3,12 @@ TMA), and the SASS holds the instruction each optimized kernel is about while it
 does not: LDGSTS (cp.async), UTMALDG (TMA), 128-bit global loads (SoA, peeled copy), 128-bit shared
 loads, and for the register-blocked matmuls many FMAs per shared-memory load and no spills; the
 cp.async-fed one copies without staging registers (LDGSTS, no LDG/STS in its loop) and syncs once a
-slice where regblock syncs twice."""
+slice where regblock syncs twice; the paired-lane one runs that loop instruction for instruction, and
+its thread layout (read from the library) halves the wavefronts of B's 128-bit shared loads."""
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 from pathlib import Path
@@ -95,11 +97,72 @@ def count(pattern: str, text: str) -> int:
 @needs_sass
 def test_async_matmul_copies_without_staging_and_syncs_once_a_slice() -> None:
     sass = library("tiled_matmul.cu").sass("90")
-    body, reg = kernel(sass, "matmul_async"), kernel(sass, "matmul_regblock")
+    body, reg = kernel(sass, ASYNC), kernel(sass, "matmul_regblock")
     assert count(r"\bLDGSTS\b", body) == 10  # 4 x 4 bytes of A + 16 of B, before the loop and in it
     assert not re.search(r"\b(LDG|STS)\b", body), "matmul_async stages a slice through registers"
     assert count(r"\bBAR\.SYNC\b", body) == 1 and count(r"\bBAR\.SYNC\b", reg) == 2
     assert count(r"\bFFMA\b", body) == 512 and fma_per_shared_load(body) >= 12
     assert not re.search(r"\b(LDL|STL)\b", body), "matmul_async spills to local memory"
-    regs = int(re.search(r"matmul_async\w*:\s+REG:(\d+)", library("tiled_matmul.cu").resource_usage("90")).group(1))
-    assert regs <= 128, f"{regs} registers: fewer than two 256-thread blocks an SM"
+    assert registers(ASYNC) <= 128, f"{registers(ASYNC)} registers: fewer than two 256-thread blocks an SM"
+
+
+ASYNC, PAIRED = "matmul_asyncILb0E", "matmul_asyncILb1E"  # matmul_async<false>, <true>
+
+
+def registers(name: str) -> int:
+    usage = library("tiled_matmul.cu").resource_usage("90")
+    return int(re.search(rf"{name}\w*:\s+REG:(\d+)", usage).group(1))
+
+
+def opcodes(body: str) -> list[str]:
+    """The opcodes of the kernel's main loop: from the target of its last backward branch to the branch."""
+    lines = re.findall(r"/\*([0-9a-f]{4})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);", body)
+    start, end = max((int(m.group(1), 16), int(addr, 16)) for addr, op, rest in lines if op == "BRA"
+                     for m in [re.search(r"0x([0-9a-f]+)", rest)] if m and int(m.group(1), 16) < int(addr, 16))
+    return [op for addr, op, _ in lines if start <= int(addr, 16) <= end]
+
+
+@needs_sass
+def test_paired_matmul_runs_the_async_loop_instruction_for_instruction() -> None:
+    sass = library("tiled_matmul.cu").sass("90")
+    paired, loop = kernel(sass, PAIRED), opcodes(kernel(sass, ASYNC))
+    assert opcodes(paired) == loop and loop.count("FFMA") == 512 and loop.count("LDS.128") == 32
+    assert count(r"\bLDGSTS\b", paired) == 10 and count(r"\bBAR\.SYNC\b", paired) == 1
+    assert not re.search(r"\b(LDL|STL)\b", paired), "matmul_async<true> spills to local memory"
+    assert registers(PAIRED) <= 128, f"{registers(PAIRED)} registers: fewer than two 256-thread blocks an SM"
+
+
+def wavefronts(addresses: list[int]) -> int:
+    """Shared-memory wavefronts of one warp's 128-bit load (byte addresses by lane), by NVIDIA's rule:
+    4 (one a quarter warp), 2 where lanes n, n^1 or lanes n, n^2 all share an address. The count holds
+    without bank conflicts: the distinct 16-byte words are consecutive, at most 8 (128 bytes) a wavefront."""
+    paired = any(all(addresses[n] == addresses[n ^ x] for n in range(32)) for x in (1, 2))
+    words = sorted({a // 16 for a in addresses})
+    assert words[-1] - words[0] + 1 == len(words) <= (16 if paired else 32), words
+    return 2 if paired else 4
+
+
+def load_wavefronts_per_k(cells: list[int]) -> int:
+    """A warp's shared wavefronts for one k of the 8x8 block (A at 4 tr, 4 tr + 64; B at 4 tc, 4 tc + 64),
+    summed over the 8 warps: the async kernel's fragment loads, rows of 132 floats (bank offset 0 here)."""
+    total = 0
+    for w in range(8):
+        tr = [cells[32 * w + n] // 16 for n in range(32)]
+        tc = [cells[32 * w + n] % 16 for n in range(32)]
+        for part in (0, 64):
+            total += wavefronts([4 * (4 * r + part) for r in tr]) + wavefronts([4 * (4 * c + part) for c in tc])
+    return total
+
+
+@needs_nvcc
+def test_paired_lanes_cover_the_grid_and_halve_b_wavefronts() -> None:
+    handle = ctypes.CDLL(str(library("tiled_matmul.cu").build("90")))
+    cells = {mode: [handle.matmul_thread_cell(mode, t) for t in range(256)] for mode in (3, 4)}
+    assert handle.matmul_thread_cell(2, 0) == handle.matmul_thread_cell(4, 256) == -1
+    for mode, layout in cells.items():
+        assert sorted(layout) == list(range(256)), mode  # every thread of the 16 x 16 grid once
+    for w in range(8):  # paired: each warp a 4 x 8 patch of cells
+        warp = cells[4][32 * w:32 * w + 32]
+        assert len({c // 16 for c in warp}) == 4 and len({c % 16 for c in warp}) == 8
+    assert load_wavefronts_per_k(cells[3]) == 8 * 12  # A paired (16 lanes a row), B 4 wavefronts
+    assert load_wavefronts_per_k(cells[4]) == 8 * 8   # both 2

@@ -79,17 +79,18 @@ def test_transpose_non_square() -> None:
 
 @pytest.mark.parametrize(("m", "n", "k"), [(256, 128, 96), (128, 384, 32), (384, 256, 160)])
 def test_matmul_small_shapes(m: int, n: int, k: int) -> None:
-    """Every mode against fp64 off the square (k = 32: four slices, the fewest); the cp.async kernel
-    (mode 3) bit for bit equal to regblock (mode 2): same products, same order, same fmaf."""
+    """Every mode against fp64 off the square (k = 32: four slices, the fewest); the cp.async kernels
+    (mode 3, and mode 4 with paired lanes) bit for bit equal to regblock (mode 2): same products,
+    same order, same fmaf."""
     handle = library("baseline_tiled_matmul", {"matmul_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
     a, b = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
     got = []
-    for mode in range(4):
+    for mode in range(5):
         c = torch.full((m, n), float("nan"), device="cuda")
         call(handle.matmul_run(mode, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, native.stream()))
         torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-4)
         got.append(c)
-    assert torch.equal(got[3], got[2])
+    assert torch.equal(got[3], got[2]) and torch.equal(got[4], got[2])
 
 
 def test_cumsum_few_rows_and_tiles() -> None:

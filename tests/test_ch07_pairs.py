@@ -40,7 +40,8 @@ def test_the_chapter_has_its_pairs() -> None:
     assert {o.stem for o in PAIRS["transpose"].optimized} == {"optimized_transpose_tiled", "optimized_transpose_padded"}
     assert {o.stem for o in PAIRS["tiled_matmul"].optimized} == {"optimized_tiled_matmul",
                                                                   "optimized_tiled_matmul_smem",
-                                                                  "optimized_tiled_matmul_async"}
+                                                                  "optimized_tiled_matmul_async",
+                                                                  "optimized_tiled_matmul_paired"}
     assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
                                                                          "optimized_noncontiguous_views_fused"}
 
