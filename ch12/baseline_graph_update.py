@@ -59,7 +59,8 @@ WORKLOAD = _workload()
 LIBRARY = library("graph_update")
 RUN = [PTR, PTR, PTR, INT, PTR]
 SIGNATURES = {"update_build": [PTR, INT, INT, FLT, FLT, ctypes.POINTER(PTR)], "update_destroy": [PTR],
-              "update_recapture": RUN, "update_setparams": RUN, "update_exec": RUN}
+              "update_recapture": RUN, "update_setparams": RUN, "update_exec": RUN, "update_template": RUN,
+              "update_ring": [PTR, INT]}
 
 
 class RecapturedGraph(aisp.Benchmark):
@@ -79,9 +80,13 @@ class RecapturedGraph(aisp.Benchmark):
         self.graph = PTR()
         native.check(self.lib.update_build(self.out.data_ptr(), w.n, w.nodes, w.a, w.coefs()[0],
                                            ctypes.byref(self.graph)), "update_build")
+        self.prepare()
         got = self.run().clone()
         ref = affine_chain_reference(self.x, [(w.a, c) for c in w.coefs() for _ in range(w.nodes)])
         torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+    def prepare(self) -> None:
+        """What a variant builds once beside the chain's graph, before the first call (nothing here)."""
 
     def run(self) -> torch.Tensor:
         call = getattr(self.lib, self.entry)

@@ -4,7 +4,11 @@
 //   update_setparams: one graph instantiated once, each kernel node's c_t set with
 //                     cudaGraphExecKernelNodeSetParams before each launch;
 //   update_exec:      capture per step, then cudaGraphExecUpdate into the one instantiated graph
-//                     (same topology, new arguments), no instantiation.
+//                     (same topology, new arguments), no instantiation;
+//   update_template:  no capture: c_t written into the kept graph's nodes (host-side), then one
+//                     cudaGraphExecUpdate into the next of a few execs (update_ring), taken in turn
+//                     so the one updated is not the one the GPU is running; the call's first node
+//                     reads the input (no input copy).
 // Built as a shared library by aisp.kits.native (ch12/baseline_graph_update.py).
 #include <vector>
 
@@ -18,6 +22,9 @@ struct Updatable {
   float* out;
   int n, count;
   float a;
+  std::vector<cudaGraphExec_t> ring{};  // update_template's execs (update_ring), used in turn
+  cudaGraphNode_t root = nullptr;         // the chain's first node (the one that reads the input)
+  unsigned turn = 0;                      // launches so far, across calls: the next exec is ring[turn % size]
 };
 
 static cudaError_t capture(const Updatable& u, float c, cudaGraph_t* graph) {
@@ -45,6 +52,7 @@ extern "C" int update_build(float* out, int n, int nodes, float a, float c0, voi
 extern "C" int update_destroy(void* state) {
   auto* u = static_cast<Updatable*>(state);
   if (u->exec) cudaGraphExecDestroy(u->exec);
+  for (cudaGraphExec_t e : u->ring) cudaGraphExecDestroy(e);
   if (u->graph) cudaGraphDestroy(u->graph);
   if (u->capture) cudaStreamDestroy(u->capture);
   delete u;
@@ -101,6 +109,56 @@ extern "C" int update_exec(void* state, const float* in, const float* coefs, int
     cudaGraphDestroy(graph);
     CH12_TRY(err);
     CH12_TRY(cudaGraphLaunch(u->exec, stream));
+  }
+  return 0;
+}
+
+// Setup for update_template: `count` execs instantiated from the kept graph, and its root node.
+extern "C" int update_ring(void* state, int count) {
+  auto* u = static_cast<Updatable*>(state);
+  if (count <= 0 || !u->ring.empty()) return static_cast<int>(cudaErrorInvalidValue);
+  size_t roots = 0;
+  CH12_TRY(cudaGraphGetRootNodes(u->graph, nullptr, &roots));
+  if (roots != 1) return static_cast<int>(cudaErrorInvalidValue);
+  CH12_TRY(cudaGraphGetRootNodes(u->graph, &u->root, &roots));
+  for (int k = 0; k < count; ++k) {
+    cudaGraphExec_t e = nullptr;
+    CH12_TRY(cudaGraphInstantiate(&e, u->graph, 0));
+    u->ring.push_back(e);
+  }
+  return 0;
+}
+
+// Optimized, template form: per step, c_t (and for the first step the input as the root's source)
+// set in the kept graph's nodes, which are host-side only, then one whole-graph cudaGraphExecUpdate
+// into the next exec of the ring and its launch. The exec updated was last launched ring.size()
+// launches ago: idle unless the host runs that far ahead of the GPU (correct either way: an update
+// leaves launches already queued as they were).
+extern "C" int update_template(void* state, const float* in, const float* coefs, int steps, cudaStream_t stream) {
+  auto* u = static_cast<Updatable*>(state);
+  if (u->ring.empty() || u->root == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  if (steps <= 0) return static_cast<int>(cudaMemcpyAsync(u->out, in, sizeof(float) * u->n, cudaMemcpyDeviceToDevice, stream));
+  float* out = u->out;
+  const float* src = in;
+  int n = u->n;
+  float a = u->a, c = 0.0f;
+  void* root_args[] = {&src, &out, &n, &a, &c};
+  void* args[] = {&out, &out, &n, &a, &c};
+  cudaKernelNodeParams p = {};
+  p.func = reinterpret_cast<void*>(affine_step);
+  p.gridDim = dim3(blocks_for(n));
+  p.blockDim = dim3(kThreads);
+  for (int t = 0; t < steps; ++t) {
+    c = coefs[t];
+    src = t == 0 ? in : out;
+    for (cudaGraphNode_t node : u->nodes) {
+      p.kernelParams = node == u->root ? root_args : args;
+      CH12_TRY(cudaGraphKernelNodeSetParams(node, &p));
+    }
+    cudaGraphExec_t exec = u->ring[u->turn++ % u->ring.size()];
+    cudaGraphExecUpdateResultInfo info;
+    CH12_TRY(cudaGraphExecUpdate(exec, u->graph, &info));
+    CH12_TRY(cudaGraphLaunch(exec, stream));
   }
   return 0;
 }

@@ -65,7 +65,7 @@ def test_if_nodes_take_the_branches_the_reference_takes() -> None:
 
 
 @pytest.mark.parametrize("module", ["optimized_graph_replay", "optimized_graph_update",
-                                    "optimized_graph_update_exec_update"])
+                                    "optimized_graph_update_exec_update", "optimized_graph_update_ring"])
 def test_graph_replays_give_the_same_answer(module: str) -> None:
     bench = built(module)
     first = bench.run().clone()
@@ -84,6 +84,7 @@ def test_refinement_never_overflows_its_lists_on_another_seed() -> None:
 
 @pytest.mark.parametrize(("module", "metric"), [("optimized_graph_replay", "us_per_kernel"),
                                                 ("optimized_graph_update", "us_per_kernel"),
+                                                ("optimized_graph_update_ring", "us_per_kernel"),
                                                 ("optimized_conditional_while", "us_per_pass"),
                                                 ("optimized_conditional_while_in_graph", "us_per_pass"),
                                                 ("optimized_conditional_if", "us_per_stage"),
@@ -137,3 +138,25 @@ def test_in_graph_copy_reads_the_input_of_each_call() -> None:
         torch.testing.assert_close(opt.run().clone(), base.run().clone(), rtol=0, atol=0)
         assert opt.passes_run() == base.passes_run() > 5
     opt.teardown()
+
+
+def test_ring_update_applies_each_calls_coefficients_and_input() -> None:
+    """Five calls (40 launches: every exec of the ring at several steps), each with new c_t and a
+    new x, out poisoned before each: the result is the chain from that call's x and c_t (the root
+    node reads x, every exec got that call's values), matching the re-capturing baseline's bits."""
+    mod = load("baseline_graph_update")
+    base, opt = built("baseline_graph_update"), built("optimized_graph_update_ring")
+    w, gen = opt.workload, torch.Generator("cuda").manual_seed(3)
+    for call in range(5):
+        coefs = [0.02 * (t + 1) * (call + 1) - 0.05 for t in range(w.steps)]
+        new = torch.randn(w.n, device="cuda", generator=gen)
+        for bench in (base, opt):
+            bench.coefs = mod.floats(coefs)
+            bench.x.copy_(new)
+        opt.out.fill_(float("nan"))
+        got = opt.run().clone()
+        ref = mod.affine_chain_reference(new, [(w.a, c) for c in coefs for _ in range(w.nodes)])
+        torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got, base.run().clone(), rtol=0, atol=0)
+    opt.teardown()
+    base.teardown()

@@ -49,7 +49,8 @@ def test_variant_shares_its_baselines_workload_and_skips_on_cpu(baseline: str, o
 @pytest.mark.parametrize("module", sorted({m for p in variant_files() for m in p}))
 def test_pair_file_documents_itself(module: str) -> None:
     doc = load(module).__doc__ or ""
-    assert "Expect (estimate, not yet measured):" in doc or "Expect (measured, H200" in doc
+    assert any(form in doc for form in ("Expect (estimate, not yet measured):", "Expect (measured, H200",
+                                        "Expect: not yet measured. Estimate (arithmetic, not a measurement):"))
     for line in ("Baseline", "Optimized", "Run:"):
         assert line in doc, f"{module} docstring lacks '{line}'"
     assert len((CH12 / f"{module}.py").read_text().splitlines()) < 150
@@ -66,6 +67,20 @@ def test_affine_chain_reference_is_the_closed_form() -> None:
 def test_graph_update_changes_its_argument_every_step() -> None:
     w = load("baseline_graph_update").WORKLOAD
     assert len(set(w.coefs())) == w.steps and w.items == w.steps * w.nodes
+
+
+def test_graph_update_ring_never_updates_the_exec_it_just_launched_with_the_same_step() -> None:
+    """update_template takes ring[turn % ring] for each launch, turn counting across calls: every
+    exec's next use is `ring` launches later (idle by then, as ring > 1) and at another step of
+    the call, so each update writes a different c_t (a ring of 8 would repeat c_t every call)."""
+    ring, steps = load("optimized_graph_update_ring").RingUpdatedGraph.ring, load("baseline_graph_update").WORKLOAD.steps
+    last: dict[int, int] = {}
+    for turn in range(3 * steps):
+        exec_, step = turn % ring, turn % steps
+        if exec_ in last:
+            assert turn - last[exec_] >= 2 and (last[exec_] % steps) != step
+        last[exec_] = turn
+    assert len(last) == ring > 1
 
 
 def test_cos_iteration_converges_in_tens_of_passes() -> None:
