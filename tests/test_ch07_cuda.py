@@ -23,7 +23,7 @@ SOURCES = sorted(CH07.glob("*.cu"))
 LIBRARY_OF = {"aos_soa.cu": "baseline_aos_to_soa", "misaligned_copy.cu": "baseline_misaligned_access",
               "transpose.cu": "baseline_transpose", "tiled_matmul.cu": "baseline_tiled_matmul",
               "l2_persistence.cu": "baseline_l2_persistence", "async_copy.cu": "baseline_async_copy",
-              "tma_tile_copy.cu": "baseline_tma_tile_copy"}
+              "tma_tile_copy.cu": "baseline_tma_tile_copy", "views_cluster.cu": "optimized_noncontiguous_views_cluster"}
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="needs nvcc and cuobjdump (CUDA toolkit or the 'sass' extra)")
@@ -54,6 +54,7 @@ def test_every_source_is_a_pair_library() -> None:
     assert {p.name for p in SOURCES} == set(LIBRARY_OF)
     for src in SOURCES:
         assert library(src.name).sources == (src,)
+    assert all((CH07 / f"{module}.py").is_file() for module in LIBRARY_OF.values())
 
 
 @needs_nvcc
@@ -166,3 +167,43 @@ def test_paired_lanes_cover_the_grid_and_halve_b_wavefronts() -> None:
         assert len({c // 16 for c in warp}) == 4 and len({c % 16 for c in warp}) == 8
     assert load_wavefronts_per_k(cells[3]) == 8 * 12  # A paired (16 lanes a row), B 4 wavefronts
     assert load_wavefronts_per_k(cells[4]) == 8 * 8   # both 2
+
+
+@needs_sass
+def test_views_cluster_reads_x_once_three_blocks_an_sm() -> None:
+    """views_rows_cluster (noncontiguous_views, cluster): x reaches the SM only through cp.async into
+    shared memory (LDGSTS, no LDG: each element loaded once), the 8 blocks of a cluster meet at two
+    cluster barriers (arrive and wait, the second split around the stores), the merge reads the
+    partials through distributed shared memory, the output is written by scalar stores (a warp's 32
+    lanes, 128 contiguous bytes), and at most 80 registers with no local memory keep three 256-thread
+    blocks an SM."""
+    lib = library("views_cluster.cu")
+    body = kernel(lib.sass("90"), "views_rows_cluster")
+    assert re.search(r"\bLDGSTS\.E\.BYPASS\.128\b", body)
+    assert not re.search(r"\bLDG\b", body), "x is read outside cp.async"
+    assert count(r"\bUCGABAR_ARV\b", body) == 2 and count(r"\bUCGABAR_WAIT\b", body) == 2
+    assert count(r"\bMEMBAR\b", body) == 1, "only the barrier that publishes the partials fences memory"
+    assert count(r"\bLD\.E\.128\b", body) == 1  # the DSMEM load of one partial
+    assert re.search(r"\bSTG\.E\b", body) and not re.search(r"\bSTG\.E\.(64|128)\b", body)
+    assert not re.search(r"\b(LDL|STL)\b", body), "views_rows_cluster spills to local memory"
+    usage = re.search(r"views_rows_cluster\w*:\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", lib.resource_usage("90"))
+    regs, stack, shared, local = map(int, usage.groups())
+    assert regs <= 80 and stack == local == 0, usage.group(0)
+    assert 3 * (64 * 1024 + shared + 1024) <= 228 * 1024, "three blocks (64 KiB tile each) no longer fit an SM"
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("ld", "rows", "cols", "x_offset", "out_offset"), [
+    (8192, 1000, 8192, 0, 0), (8192, 16384, 8192, 0, 0), (8200, 8192, 8200, 0, 0), (8192, 8192, 8192 + 16, 0, 0),
+    (8194, 8192, 8192, 0, 0), (8192, 8192, 8192, 4, 0), (8192, 8192, 8192, 0, 8), (8192, 0, 8192, 0, 0),
+    (16, 512, 0, 0, 0)])
+def test_views_cluster_refuses_what_it_cannot_index(ld: int, rows: int, cols: int, x_offset: int, out_offset: int) -> None:
+    """views_rows_run returns -1 before any CUDA call (so this runs without a GPU, and the addresses are
+    never touched) for rows not a multiple of 512 or above 8,192 (1,024 a block), columns not a multiple
+    of 16, a row stride below the width or not 16-byte aligned, and unaligned pointers."""
+    handle = ctypes.CDLL(str(library("views_cluster.cu").build("90")))
+    fn = handle.views_rows_run
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_void_p], ctypes.c_int
+    base = 1 << 30
+    assert fn(base + x_offset, 2 * base + out_offset, ld, rows, cols, None) == -1

@@ -154,3 +154,28 @@ def test_strided_row_features_on_gpu() -> None:
     for x in (torch.randn(1000, 200, device="cuda"), torch.randn(8192, 48, device="cuda") * 4, wide[:, 7:250]):
         out = views.strided_row_features(x, torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda"))
         torch.testing.assert_close(out, row_features(x.t()), rtol=1e-5, atol=1e-5)
+
+
+def test_views_cluster_on_gpu() -> None:
+    """The cluster kernel (x read once, a column split over 8 blocks) against the eager row_features of
+    the transposed view: the pair's 8,192 rows (1,024 a block) and the fewest (512, 64 a block), a view
+    whose row stride exceeds its width and starts 16 columns in, a v-row whose max sits far above its
+    mean, one with a large shared offset, and every output element written (out starts as NaN). Shapes
+    it cannot index are refused before launching."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("thread-block clusters need compute capability 9.0")
+    mod = load("optimized_noncontiguous_views_cluster")
+    handle = mod.LIBRARY.load(torch.device("cuda"), mod.SIGNATURES)
+    row_features = load("baseline_noncontiguous_views").row_features
+    skewed = 3 * torch.randn(4096, 64, device="cuda") + 2
+    skewed[:100, 5] = -1e4
+    skewed[3000:, 6] = 50.0
+    skewed[:, 7] += 100.0
+    wide = torch.randn(1024, 160, device="cuda")
+    for x in (torch.randn(8192, 48, device="cuda") * 4, torch.randn(512, 16, device="cuda"), wide[:, 16:112], skewed):
+        out = mod.cluster_row_features(handle, x, torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda"))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, row_features(x.t()), rtol=1e-5, atol=1e-5)
+    for bad in (torch.randn(1000, 16, device="cuda"), torch.randn(512, 40, device="cuda"), wide[:, 1:17]):
+        with pytest.raises(RuntimeError, match="status -1"):
+            mod.cluster_row_features(handle, bad, torch.empty(bad.shape[1], bad.shape[0], device="cuda"))

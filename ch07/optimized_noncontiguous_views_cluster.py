@@ -1,0 +1,74 @@
+"""Optimized noncontiguous views, cluster: x read from HBM once, a column split over 8 blocks (CUDA C++).
+
+Baseline (baseline_noncontiguous_views.py): softmax, log_softmax and layer_norm on ``x.t()``; each
+op copies the strided view into a contiguous buffer first: three hidden copies, five kernels.
+Optimized (optimized_noncontiguous_views_fused.py, Triton): no copy; one kernel reads x twice (a
+pass for the statistics, a pass for the output): 12 bytes per element where the result needs 8.
+Optimized (this file): no copy and no second read. A row of v = x.t() (a column of x) must stay on
+chip until its statistics are known; ``views_rows_cluster`` (views_cluster.cu) splits each 16-column
+block of x over a thread-block cluster of 8 blocks, 1,024 rows each (64 contiguous bytes a row, a
+64 KiB tile in shared memory, loaded by cp.async with the whole tile in flight). Each block reduces
+its tile (max, mean, then sum exp(v - max) and the squared deviations), the 8 partials are merged
+through distributed shared memory after one cluster barrier, and the block writes
+``normed + p * logp`` from its tile, 128 contiguous bytes a warp store: 8 bytes per element, one
+launch. Three blocks an SM (64 KiB of tile, 62 registers each), so one block's loads overlap
+another's stores. The one-pass Triton kernel that tied the fused one (README) held 4 columns
+(16-byte row segments, half a sector) in one program per SM, whose load, reductions and stores
+could not overlap. Same math in fp32 (exact two-pass partials, Chan's merge): rounding only.
+Expect: not yet measured. Estimate (arithmetic, not a measurement): 0.537 GB at 3.2-3.6 TB/s (the
+fused kernel's DRAM sustained 3.16 at a quarter's occupancy; here 64 KiB in flight a block, up to 192
+KiB an SM) = 0.15-0.17 ms, 76-85% of the HBM copy, against the fused kernel's 0.2538 ms (50%).
+CPU: not run (needs a Hopper GPU: clusters); tests/test_ch07_cuda.py builds it for sm_90 and checks
+its SASS and registers, tests/test_ch07_gpu.py checks it against the eager result.
+Run: python ch07/optimized_noncontiguous_views_cluster.py  |  aisp bench run -t ch07:noncontiguous_views
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+
+import torch
+from baseline_noncontiguous_views import WORKLOAD, StridedFeatures
+from ch07_common import INT, LONG, PTR, library
+
+import aisp
+from aisp.kits import native
+from aisp.kits.native import ptr
+
+LIBRARY = library("views_cluster.cu")
+SIGNATURES = {"views_rows_run": [PTR, PTR, LONG, INT, INT, PTR]}
+
+
+def cluster_row_features(lib: ctypes.CDLL, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``row_features(x.t())`` into ``out`` (shape x.t().shape, contiguous), x read once. x: 2-D
+    fp32, unit column stride, rows a multiple of 512 up to 8,192, columns a multiple of 16 (the
+    library refuses anything else with status -1 before launching)."""
+    rows, cols = x.shape
+    assert x.dtype == out.dtype == torch.float32 and x.stride(1) == 1 and out.is_contiguous()
+    assert out.shape == (cols, rows) and x.device == out.device
+    status = lib.views_rows_run(ptr(x), ptr(out), x.stride(0), rows, cols, native.stream(x.device))
+    native.check(status, "views_rows_run")
+    return out
+
+
+class ClusterStridedFeatures(StridedFeatures):
+    workload = dataclasses.replace(WORKLOAD, requires=aisp.Requirements(
+        cuda=True, executables=("nvcc",), min_compute_capability=(9, 0)))
+    scratch = ("out",)
+
+    def setup(self) -> None:
+        super().setup()
+        self.lib = LIBRARY.load(self.device, SIGNATURES)
+        self.out = torch.empty(self.x.shape[1], self.x.shape[0], device=self.device)
+
+    def run(self) -> torch.Tensor:
+        return cluster_row_features(self.lib, self.x, self.out)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return ClusterStridedFeatures()
+
+
+if __name__ == "__main__":
+    aisp.main(get_benchmark)
