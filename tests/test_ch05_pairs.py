@@ -40,10 +40,22 @@ SMALL = {"async_checkpoint": {"hidden": 256}, "packed_shards": {"samples": 1024,
 of shards and 256 MiB of arrays, and took CI about 30 s."""
 
 
+def uring() -> ModuleType:
+    """ch05_uring, or a skip where this machine forbids io_uring (its variant is then Unavailable)."""
+    mod = load("ch05_uring")
+    try:
+        mod.Ring(2).close()
+    except OSError as exc:
+        pytest.skip(f"io_uring forbidden here: {exc}")
+    return mod
+
+
 def build(module: str, seed: int) -> aisp.Benchmark:
+    if module.endswith("_uring"):
+        uring()
     bench = load(module).get_benchmark()
     bench.device, bench.seed = torch.device("cpu"), seed
-    if small := SMALL.get(module.split("_", 1)[1]):
+    if small := next((v for k, v in SMALL.items() if module.split("_", 1)[1].startswith(k)), None):
         bench.workload = replace(bench.workload, **small)
     return bench
 
@@ -229,3 +241,65 @@ def test_gds_check_says_why_not_on_this_machine(capsys) -> None:
     out = capsys.readouterr().out
     if not torch.cuda.is_available():
         assert "no CUDA GPU" in out and "no cuFile path" in out
+
+
+@pytest.mark.parametrize("offsets", [[5, 0, 1, 2, 9, 3, 7, 8, 2, 2, 12, 11, 10], list(range(20)), [4], [3, 1]])
+def test_file_order_runs_cover_each_read_once_in_back_to_back_runs(offsets: list[int]) -> None:
+    size, cap = 16, 4
+    starts = np.array(offsets, dtype=np.uint64) * size
+    perm, heads, counts = load("ch05_uring").file_order_runs(starts, size, cap)
+    assert sorted(perm.tolist()) == list(range(len(offsets))) and counts.sum() == len(offsets)
+    assert list(starts[perm]) == sorted(starts.tolist())
+    assert heads[0] == 0 and (heads[1:] == heads[:-1] + counts[:-1]).all() and counts.max() <= cap
+    for h, c in zip(heads.tolist(), counts.tolist(), strict=True):
+        run = starts[perm[h:h + c]].astype(np.int64)
+        assert (np.diff(run) == size).all()
+    # maximal: two runs side by side only where the cap or a gap (or the same offset again) splits them
+    for h, c in zip(heads[1:].tolist(), counts[:-1].tolist(), strict=True):
+        assert c == cap or int(starts[perm[h]]) != int(starts[perm[h - 1]]) + size
+
+
+def test_ring_reads_rows_runs_and_reports_short_reads(tmp_path: Path) -> None:
+    mod, size = uring(), 4096
+    data = np.random.default_rng(0).integers(0, 256, 64 * size, dtype=np.uint8)
+    path = tmp_path / "shard.bin"
+    path.write_bytes(data.tobytes())
+    offsets = np.array([9, 3, 4, 5, 60, 9, 0, 63, 1, 2], dtype=np.uint64) * size
+    out, iov = np.zeros((len(offsets), size), np.uint8), np.empty((len(offsets), 2), np.uint64)
+    fd, ring = os.open(path, os.O_RDONLY), mod.Ring(4)  # fewer slots than requests: two turns
+    try:
+        perm, heads, counts = mod.file_order_runs(offsets, size)
+        assert counts.tolist() == [6, 1, 1, 1, 1]  # samples 0-5 (rows 6, 8, 9, 1, 2, 3), 9, 9, 60, 63
+        ops, addrs, lens = mod.run_requests(perm, heads, counts, size, out.ctypes.data, iov)
+        assert set(ops.tolist()) == {mod.OP_READ, mod.OP_READV}
+        starts = offsets[perm[heads]]
+        got = np.concatenate([ring.read(fd, starts[i:i + 4], addrs[i:i + 4], lens[i:i + 4], ops[i:i + 4])
+                              for i in range(0, len(heads), 4)])
+        assert got.tolist() == (counts * size).tolist()
+        assert (out == data.reshape(64, size)[(offsets // size).astype(np.int64)]).all()
+        short = ring.read(fd, np.array([63 * size + 100, 64 * size], np.uint64),
+                          np.array([out.ctypes.data, out.ctypes.data + size], np.uint64), size)
+        assert short.tolist() == [size - 100, 0]
+        assert ring.read(fd, np.array([0], np.uint64), np.array([8], np.uint64), size).tolist() == [-14]  # EFAULT
+    finally:
+        ring.close()
+        os.close(fd)
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_uring_variant_in_several_turns_and_its_pread_fallback(failed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch larger than the ring goes in several turns; requests the kernel failed (here: all of
+    them, none submitted) are read again by pread, so the batch still matches the baseline."""
+    uring()
+    mod = load("optimized_packed_shards_uring")
+    monkeypatch.setattr(mod, "MAX_ENTRIES", 16)
+    base, opt = build("baseline_packed_shards", 2), build("optimized_packed_shards_uring", 2)
+    base.setup()
+    opt.setup()
+    assert opt.ring.entries == 16
+    if failed:
+        monkeypatch.setattr(opt.ring, "read", lambda fd, offsets, *rest: np.full(len(offsets), -5, np.int64))
+    opt.out.fill_(7)
+    torch.testing.assert_close(opt.run(), base.run(), atol=0, rtol=0)
+    base.teardown()
+    opt.teardown()
