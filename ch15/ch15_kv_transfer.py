@@ -84,8 +84,21 @@ class TransferBench(aisp.Benchmark):
         both pools (what the scatter wrote where; both variants: 0.43 ms of kernels on an H200, torch profiler, 2026-11-29)."""
         if self.rank == SENDER:
             return self.staging
-        sums = [pool.sum(dim=(0, 2, 3, 4), dtype=torch.float32) for pool in (self.dst_k, self.dst_v)]
-        return self.staging, torch.stack(sums)
+        return self.staging, torch.stack([checksum(pool) for pool in (self.dst_k, self.dst_v)])
+
+
+def checksum(pool: torch.Tensor) -> torch.Tensor:
+    """One fp32 sum per pool page (the receiver's output); one reduction over the whole pool, so a
+    variant that calls it gets the baseline's bits."""
+    return pool.sum(dim=(0, 2, 3, 4), dtype=torch.float32)
+
+
+def words(pages: torch.Tensor) -> torch.Tensor:
+    """``pages`` (layers, pages, heads, tokens, dim) as (layers, pages, words): a page's bytes as
+    8-byte integers where they divide evenly (a quarter of bf16's elements for index_select and
+    index_copy_ to move, the bits unchanged), else in the pages' own dtype. A view: writes go through."""
+    flat = pages.flatten(2)
+    return flat.view(torch.int64) if flat.shape[-1] * flat.element_size() % 8 == 0 else flat
 
 
 class HostChannel:

@@ -4,6 +4,7 @@ floor, and each pair verifies at its H200 size (the harness does the timing)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,29 @@ def test_guided_decoding_output_follows_the_grammar_on_the_gpu() -> None:
     bench.setup()
     tokens, _ = bench.run()
     assert all(bench.grammar.accepts(row) for row in tokens.cpu().tolist())
+
+
+@pytest.mark.multigpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_pipelined_kv_transfer_equals_the_host_path_on_two_gpus(tmp_path) -> None:
+    """The pipelined variant at the CPU fixtures' sizes, in bf16 on two GPUs (NCCL, its high-priority
+    group, 8-byte words): every page and checksum bit equal to the host path's, uneven chunks too;
+    the variant that receives into the wrong pool fails."""
+    from conftest import rank_hints
+
+    from aisp.harness.discovery import resolve_targets
+    from aisp.harness.options import RunOptions
+    from aisp.harness.runner import run_suite
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "distributed_ch15"
+    pairs = [p for p in resolve_targets([], fixtures, (fixtures,)) if p.name.startswith("kv_transfer")]
+    options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cuda", artifacts_dir=tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CH15), os.environ.get("PYTHONPATH")])))
+        results, _ = run_suite(pairs, options, hooks=rank_hints(pairs, 2))
+    got = {r["name"]: {v["name"]: v for v in r["variants"]} for r in results}
+    for pair, name in (("kv_transfer", "optimized_kv_transfer_pipelined"),
+                       ("kv_transfer_odd", "optimized_kv_transfer_odd_pipelined")):
+        assert got[pair][name]["verdict"] in ("ok", "inconclusive", "slower"), got[pair][name]["reason"]
+        assert got[pair][name]["verification"]["max_abs_err"] == 0.0
+    assert got["kv_transfer_odd"]["optimized_kv_transfer_odd_swapped"]["verdict"] == "verify-failed"

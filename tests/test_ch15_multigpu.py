@@ -58,3 +58,47 @@ def test_gpu_pairs_need_two_gpus(name, monkeypatch):
     assert "CUDA" in unmet_requirements(requires, torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert unmet_requirements(requires, torch.device("cuda")) == "needs 2 GPUs; 1 present"
+
+
+@pytest.mark.parametrize("pair, variant", [("kv_transfer", "optimized_kv_transfer_pipelined"),
+                                           ("kv_transfer_odd", "optimized_kv_transfer_odd_pipelined")])
+def test_pipelined_chunks_equal_the_host_path_exactly(suite, pair, variant):
+    opt = suite[pair][variant]
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
+    assert opt["verification"]["max_abs_err"] == 0.0
+
+
+def test_chunks_received_into_the_wrong_pool_fail(suite):
+    assert suite["kv_transfer_odd"]["optimized_kv_transfer_odd_swapped"]["verdict"] == "verify-failed"
+
+
+def pipelined():
+    return import_module_at(CH15 / "optimized_kv_transfer_multigpu_pipelined.py")
+
+
+@pytest.mark.parametrize("layers, chunks", [(8, 4), (8, 3), (3, 2), (2, 4), (1, 1), (5, 5), (7, 16)])
+def test_chunk_plan_covers_each_pool_layer_once_k_first(layers, chunks):
+    plan = pipelined().chunk_plan(layers, chunks)
+    assert len(plan) == 2 * min(layers, chunks)
+    covered = [(pool, layer) for pool, run in plan for layer in range(run.start, run.stop)]
+    assert covered == [(pool, layer) for pool in (0, 1) for layer in range(layers)]
+    sizes = [run.stop - run.start for _, run in plan]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("dtype, shape", [(torch.bfloat16, (3, 31, 2, 4, 16)), (torch.float32, (2, 17, 1, 3, 5)),
+                                          (torch.bfloat16, (2, 9, 1, 1, 2))])
+def test_word_gather_and_scatter_copy_the_bits_of_index_select(dtype, shape):
+    from ch15_kv_transfer import words
+    gen = torch.Generator().manual_seed(3)
+    pool = torch.randn(shape, generator=gen).to(dtype)
+    pages = torch.randperm(shape[1], generator=gen)[:shape[1] // 2 + 1]  # an odd count where shape[1] % 4 == 1
+    packed = torch.empty(shape[0], len(pages), *shape[2:], dtype=dtype)
+    torch.index_select(words(pool[1:]), 1, pages, out=words(packed[1:]))
+    torch.index_select(words(pool[:1]), 1, pages, out=words(packed[:1]))
+    assert torch.equal(packed.view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                       pool.index_select(1, pages).view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+    dst = torch.zeros_like(pool)
+    words(dst[1:]).index_copy_(1, pages, words(packed[1:]))
+    words(dst[:1]).index_copy_(1, pages, words(packed[:1]))
+    assert torch.equal(dst, torch.zeros_like(pool).index_copy_(1, pages, packed))
