@@ -27,6 +27,7 @@ Without a process group the code runs as a world of one rank (plain attention).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -116,6 +117,10 @@ def merge(out: torch.Tensor | None, lse: torch.Tensor | None, block_out: torch.T
     return torch.lerp(out, block_out, share), torch.logaddexp(lse, block_lse)
 
 
+Merge = Callable[[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor],
+                 tuple[torch.Tensor, torch.Tensor]]
+
+
 def ring_buffers(k: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
     """Receive buffers for the ring, flat [K, V, K, V]: one K/V pair with two ranks, two beyond
     (double buffering: one is computed on while the other fills)."""
@@ -123,13 +128,44 @@ def ring_buffers(k: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
     return [torch.empty_like(t) for _ in range(pairs) for t in (k, v)]
 
 
-def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   buffers: list[torch.Tensor]) -> torch.Tensor:
+_PRIORITY_GROUPS: list[tuple[dist.ProcessGroup, dist.ProcessGroup]] = []
+"""(default group, its high-priority twin) pairs made so far."""
+
+
+def priority_group() -> dist.ProcessGroup | None:
+    """The default group's ranks on a communicator of their own whose NCCL stream has high priority
+    (on gloo, a plain group of the same ranks); None without a process group. Made once per default
+    group (``new_group`` is a collective: every rank calls this, in the same order, in setup).
+
+    Why: profiled on 2 x H200, the ring's send/recv ran after the first attention block instead of
+    beside it; the likely reason, the attention's blocks fill the SMs and a kernel of equal priority
+    waits until the last of them are dispatched. Pending blocks of a high-priority stream are
+    dispatched first whenever an SM slot frees (ch11's ``stream_priority``)."""
+    if world_and_rank()[0] == 1:
+        return None
+    world = dist.group.WORLD
+    for default, twin in _PRIORITY_GROUPS:
+        if default is world:
+            return twin
+    if dist.get_backend() == "nccl":
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = True
+        twin = dist.new_group(backend="nccl", pg_options=options)
+    else:
+        twin = dist.new_group(backend=dist.get_backend())
+    _PRIORITY_GROUPS.append((world, twin))
+    return twin
+
+
+def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buffers: list[torch.Tensor],
+                   group: dist.ProcessGroup | None = None, merge_block: Merge = merge) -> torch.Tensor:
     """Attention over the whole sequence with K/V blocks streamed around the ring.
 
     Step i computes on the block that started on rank - i while the next block arrives; the
     send/receive of step i is posted before its compute so the two overlap (NCCL runs them on
-    its own stream; ``wait()`` only orders the next compute after the arrival).
+    its own stream; ``wait()`` only orders the next compute after the arrival). ``group``: the
+    communicator the blocks travel on (the default group's ranks; None: the default group);
+    ``merge_block``: how a block's result folds into the running one (:func:`merge`'s contract).
     """
     world, rank = world_and_rank()
     peer_to, peer_from = (rank + 1) % world, (rank - 1) % world
@@ -141,9 +177,9 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             slot = 2 * (step % (len(buffers) // 2))
             nxt_k, nxt_v = buffers[slot], buffers[slot + 1]
             pending = dist.batch_isend_irecv([
-                dist.P2POp(dist.isend, cur_k, peer_to), dist.P2POp(dist.isend, cur_v, peer_to),
-                dist.P2POp(dist.irecv, nxt_k, peer_from), dist.P2POp(dist.irecv, nxt_v, peer_from)])
-        out, lse = merge(out, lse, *block_attention(q, cur_k, cur_v))
+                dist.P2POp(dist.isend, cur_k, peer_to, group), dist.P2POp(dist.isend, cur_v, peer_to, group),
+                dist.P2POp(dist.irecv, nxt_k, peer_from, group), dist.P2POp(dist.irecv, nxt_v, peer_from, group)])
+        out, lse = merge_block(out, lse, *block_attention(q, cur_k, cur_v))
         for work in pending:
             work.wait()
         if pending:

@@ -1,0 +1,44 @@
+"""Optimized context parallelism, priority variant: the ring's K/V exchange beside the attention, not after it.
+
+Baseline (baseline_context_parallel_multigpu.py): all-gather K and V, concatenate, one fused
+attention call (cuDNN on an H200) over the whole sequence; the gather is exposed.
+Optimized: optimized_context_parallel_multigpu.py's ring (the send/recv of the next K/V block posted
+before the attention on the block the rank holds, waited for only before the next block's attention),
+with two changes. (1) The blocks travel on a communicator of their own whose NCCL stream has high
+priority (``priority_group``, made once in setup). Profiled on 2 x H200 (2026-11-29), the ring's
+send/recv kernel ran between the two attention blocks, not beside them; the likely cause: the cuDNN
+kernel's blocks fill the SMs, and a kernel of equal priority gets SMs only once the attention's last
+blocks are dispatched. At high priority its blocks go first whenever an SM slot frees, so the 64 MiB
+(K and V) a rank sends cross NVLink while the first block computes. (2) The merge is one Triton kernel
+(``context_parallel_merge``, in place) instead of five PyTorch ops.
+Expect: not yet measured. Estimate (arithmetic, not a measurement): the profile's two attention
+blocks 0.83-0.85 ms + the fused merge ~0.03 ms (97 MiB at ~3.7 TB/s) + ~0.02 ms for the SMs the
+send/recv holds beside the first block (rank 1's send/recv overlapped its first block in the profile
+and cost it ~0.02 ms) + ~0.02 ms of gaps = ~0.88-0.94 ms against 1.197 ms: 1.27-1.36x, 74-80% of the
+0.70 ms bf16 ceiling (80% needs <= 0.877 ms). The transfer (0.28 ms alone in the profile) must end
+inside the first block (~0.42 ms). If the send/recv still cannot get SMs beside the attention, ~1.17 ms.
+Tolerance: bf16 defaults, as the ring (the merge in fp32, rounded once).
+Run: aisp bench run -t ch13:context_parallel_multigpu  (two GPUs; the harness starts torchrun)
+"""
+
+from __future__ import annotations
+
+import torch
+from context_parallel_common import priority_group, ring_attention
+from context_parallel_merge import fused_merge
+from optimized_context_parallel_multigpu import RingAttention
+
+import aisp
+
+
+class PriorityRingAttention(RingAttention):
+    def setup(self) -> None:
+        super().setup()
+        self.group = priority_group()
+
+    def run(self) -> torch.Tensor:
+        return ring_attention(self.q, self.k, self.v, self.buffers, group=self.group, merge_block=fused_merge)
+
+
+def get_benchmark() -> aisp.Benchmark:
+    return PriorityRingAttention()
