@@ -128,14 +128,12 @@ def ring_buffers(k: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
     return [torch.empty_like(t) for _ in range(pairs) for t in (k, v)]
 
 
-_PRIORITY_GROUPS: list[tuple[dist.ProcessGroup, dist.ProcessGroup]] = []
-"""(default group, its high-priority twin) pairs made so far."""
-
-
 def priority_group() -> dist.ProcessGroup | None:
-    """The default group's ranks on a communicator of their own whose NCCL stream has high priority
-    (on gloo, a plain group of the same ranks); None without a process group. Made once per default
-    group (``new_group`` is a collective: every rank calls this, in the same order, in setup).
+    """A new group of the default group's ranks whose NCCL stream has high priority (on gloo, a plain
+    group of the same ranks); None without a process group. ``new_group`` is a collective: every rank
+    calls this, in the same order (in setup), and destroys the group in teardown
+    (``dist.destroy_process_group(group)``): a group kept past its default group's destruction
+    aborted a gloo rank at interpreter exit ("terminate called without an active exception").
 
     Why: profiled on 2 x H200, the ring's send/recv ran after the first attention block instead of
     beside it; the likely reason, the attention's blocks fill the SMs and a kernel of equal priority
@@ -143,18 +141,11 @@ def priority_group() -> dist.ProcessGroup | None:
     dispatched first whenever an SM slot frees (ch11's ``stream_priority``)."""
     if world_and_rank()[0] == 1:
         return None
-    world = dist.group.WORLD
-    for default, twin in _PRIORITY_GROUPS:
-        if default is world:
-            return twin
     if dist.get_backend() == "nccl":
         options = dist.ProcessGroupNCCL.Options()
         options.is_high_priority_stream = True
-        twin = dist.new_group(backend="nccl", pg_options=options)
-    else:
-        twin = dist.new_group(backend=dist.get_backend())
-    _PRIORITY_GROUPS.append((world, twin))
-    return twin
+        return dist.new_group(backend="nccl", pg_options=options)
+    return dist.new_group(backend=dist.get_backend())
 
 
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buffers: list[torch.Tensor],

@@ -5,7 +5,7 @@ attention call (cuDNN on an H200) over the whole sequence; the gather is exposed
 Optimized: optimized_context_parallel_multigpu.py's ring (the send/recv of the next K/V block posted
 before the attention on the block the rank holds, waited for only before the next block's attention),
 with two changes. (1) The blocks travel on a communicator of their own whose NCCL stream has high
-priority (``priority_group``, made once in setup). Profiled on 2 x H200 (2026-11-29), the ring's
+priority (``priority_group``, made in setup, destroyed in teardown). Profiled on 2 x H200 (2026-11-29), the ring's
 send/recv kernel ran between the two attention blocks, not beside them; the likely cause: the cuDNN
 kernel's blocks fill the SMs, and a kernel of equal priority gets SMs only once the attention's last
 blocks are dispatched. At high priority its blocks go first whenever an SM slot frees, so the 64 MiB
@@ -24,6 +24,7 @@ Run: aisp bench run -t ch13:context_parallel_multigpu  (two GPUs; the harness st
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from context_parallel_common import priority_group, ring_attention
 from context_parallel_merge import fused_merge
 from optimized_context_parallel_multigpu import RingAttention
@@ -35,6 +36,12 @@ class PriorityRingAttention(RingAttention):
     def setup(self) -> None:
         super().setup()
         self.group = priority_group()
+
+    def teardown(self) -> None:
+        if self.group is not None:
+            dist.destroy_process_group(self.group)
+        self.group = None
+        super().teardown()
 
     def run(self) -> torch.Tensor:
         return ring_attention(self.q, self.k, self.v, self.buffers, group=self.group, merge_block=fused_merge)

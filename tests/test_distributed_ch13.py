@@ -156,9 +156,10 @@ def test_fused_merge_of_two_cudnn_blocks_matches_one_attention_on_gpu():
     assert (out.float() - want.float()).abs().max() <= 2.0 ** -6 * want.float().abs().max()
 
 
-def test_priority_group_is_made_once_and_carries_the_ring(tmp_path):
-    """Two gloo ranks: priority_group() is one group of both ranks, made on the first call; the ring
-    on it with the merge kernel's fallback equals the all-gather."""
+def test_priority_group_carries_the_ring_and_is_destroyed(tmp_path):
+    """Two gloo ranks: priority_group() is a new group of both ranks; the ring on it with the merge
+    kernel's fallback equals the all-gather; destroyed before the default group, both ranks exit 0
+    (kept in a module cache past it, a rank aborted at exit under load)."""
     script = tmp_path / "group.py"
     script.write_text(f"""import sys
 sys.path.insert(0, {str(CH13)!r})
@@ -167,11 +168,12 @@ from context_parallel_common import allgather_attention, priority_group, ring_at
 from context_parallel_merge import fused_merge
 dist.init_process_group("gloo")
 group = priority_group()
-assert group is priority_group() and group is not dist.group.WORLD and dist.get_world_size(group) == 2
+assert group is not dist.group.WORLD and dist.get_world_size(group) == 2
 torch.manual_seed(dist.get_rank())
 q, k, v = (torch.randn(1, 2, 24, 16) for _ in range(3))
 ring = ring_attention(q, k, v, ring_buffers(k, v), group=group, merge_block=fused_merge)
 assert torch.allclose(ring, allgather_attention(q, k, v), atol=1e-5), (ring - allgather_attention(q, k, v)).abs().max()
+dist.destroy_process_group(group)
 dist.barrier()
 dist.destroy_process_group()
 print("ok")
