@@ -25,8 +25,6 @@ Run: aisp bench run -t ch15:kv_transfer_multigpu  (two GPUs; the harness starts 
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.distributed as dist
 from baseline_kv_transfer_multigpu import WORKLOAD
@@ -42,11 +40,11 @@ def chunk_plan(layers: int, chunks: int) -> list[tuple[int, slice]]:
     return [(pool, slice(int(r[0]), int(r[-1]) + 1)) for pool in (0, 1) for r in runs]
 
 
-@functools.cache
 def high_priority_group(device: torch.device) -> dist.ProcessGroup | None:
-    """Both ranks in an NCCL group whose streams have high priority (None off CUDA: the default group).
-    Made at a rank's first setup (every rank sets up alike) and kept: no communicator built or
-    destroyed per setup; the harness's final ``destroy_process_group`` ends it."""
+    """Both ranks in a new NCCL group whose streams have high priority (None off CUDA: the default
+    group). Made in setup (``new_group`` is a collective; every rank sets up alike) and destroyed in
+    teardown: a group kept in a module cache past the default group's destruction can abort a rank at
+    exit (ch13's ``priority_group`` did, on gloo)."""
     if device.type != "cuda":
         return None
     options = dist.ProcessGroupNCCL.Options()
@@ -63,6 +61,12 @@ class PipelinedSend(TransferBench):
         super().setup()
         self.plan = chunk_plan(self.src_k.shape[0], self.chunks)
         self.group = high_priority_group(self.device)
+
+    def teardown(self) -> None:
+        if self.group is not None:
+            dist.destroy_process_group(self.group)
+        self.group = None
+        super().teardown()
 
     def run(self) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         if self.rank == SENDER:
