@@ -8,7 +8,11 @@ from typing import Literal, get_args
 Link = Literal["hbm", "l2", "h2d", "d2h", "nvlink", "nvlink_one_way", "host_memory", "page_cache", "page_faults"]
 LINKS: tuple[str, ...] = get_args(Link)
 """The values of ``Workload.link``: each is priced by a figure of ``aisp peak``."""
-HOST_RATE_LINKS = frozenset({"h2d", "d2h", "host_memory", "page_cache", "page_faults"})
+HOST_LINKS = frozenset({"host_memory", "page_cache", "page_faults"})
+"""Links of the host, not of a GPU (:mod:`aisp.peak.host`): the host's memory copy rate (read and write
+counted, on all of torch's threads), its page-cache read rate (one thread) and the first-touch rate of
+fresh memory (one thread)."""
+HOST_RATE_LINKS = HOST_LINKS | {"h2d", "d2h"}
 """Links whose rate the host sets (its memory, PCIe root and kernel): a pair over one moves with the host,
 whatever interleaving cancels. ch01:pinned_memory's pageable-copy baseline read 13.8-21.4 ms on H200
 leases (the CPU copies each chunk into a staging buffer) while its pinned copy held ~2.43 ms: on the

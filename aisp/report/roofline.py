@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aisp.harness.artifacts import world_size
-from aisp.harness.names import PRECISIONS
+from aisp.harness.names import HOST_LINKS, PRECISIONS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -62,10 +62,6 @@ LINK_PEAKS = {"hbm": "memory_copy", "l2": "l2_bandwidth", "h2d": "h2d_pinned", "
               "nvlink": "p2p_copy", "nvlink_one_way": "p2p_copy", "host_memory": "host_memory_copy",
               "page_cache": "page_cache_read", "page_faults": "first_touch"}
 """Each ``Workload.link`` and the measurement of the peaks file that prices its bytes (aisp.peak)."""
-HOST_LINKS = frozenset({"host_memory", "page_cache", "page_faults"})
-"""Links of the host, not of a GPU (:mod:`aisp.peak.host`): the host's memory copy rate (read and write
-counted, on all of torch's threads), its page-cache read rate (one thread) and the first-touch rate of
-fresh memory (one thread)."""
 
 
 class UnknownLink(UnknownName):
