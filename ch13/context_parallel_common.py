@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
 import aisp
-from aisp.kits.multirank import world_and_rank
+from aisp.kits.multirank import high_priority_group, world_and_rank
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -129,23 +129,14 @@ def ring_buffers(k: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
 
 
 def priority_group() -> dist.ProcessGroup | None:
-    """A new group of the default group's ranks whose NCCL stream has high priority (on gloo, a plain
-    group of the same ranks); None without a process group. ``new_group`` is a collective: every rank
-    calls this, in the same order (in setup), and destroys the group in teardown
-    (``dist.destroy_process_group(group)``): a group kept past its default group's destruction
-    aborted a gloo rank at interpreter exit ("terminate called without an active exception").
+    """``aisp.kits.multirank.high_priority_group()`` (made in setup, destroyed in teardown); None
+    without a process group.
 
     Why: profiled on 2 x H200, the ring's send/recv ran after the first attention block instead of
     beside it; the likely reason, the attention's blocks fill the SMs and a kernel of equal priority
     waits until the last of them are dispatched. Pending blocks of a high-priority stream are
     dispatched first whenever an SM slot frees (ch11's ``stream_priority``)."""
-    if world_and_rank()[0] == 1:
-        return None
-    if dist.get_backend() == "nccl":
-        options = dist.ProcessGroupNCCL.Options()
-        options.is_high_priority_stream = True
-        return dist.new_group(backend="nccl", pg_options=options)
-    return dist.new_group(backend=dist.get_backend())
+    return None if world_and_rank()[0] == 1 else high_priority_group()
 
 
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buffers: list[torch.Tensor],

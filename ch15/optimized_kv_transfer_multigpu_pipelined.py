@@ -31,6 +31,7 @@ from baseline_kv_transfer_multigpu import WORKLOAD
 from ch15_kv_transfer import RECEIVER, SENDER, TransferBench, checksum, words
 
 import aisp
+from aisp.kits.multirank import high_priority_group
 
 
 def chunk_plan(layers: int, chunks: int) -> list[tuple[int, slice]]:
@@ -38,18 +39,6 @@ def chunk_plan(layers: int, chunks: int) -> list[tuple[int, slice]]:
     as even as ``tensor_split`` makes them (empty runs dropped). Every (pool, layer) once, in order."""
     runs = [r for r in torch.arange(layers).tensor_split(chunks) if r.numel()]
     return [(pool, slice(int(r[0]), int(r[-1]) + 1)) for pool in (0, 1) for r in runs]
-
-
-def high_priority_group(device: torch.device) -> dist.ProcessGroup | None:
-    """Both ranks in a new NCCL group whose streams have high priority (None off CUDA: the default
-    group). Made in setup (``new_group`` is a collective; every rank sets up alike) and destroyed in
-    teardown: a group kept in a module cache past the default group's destruction can abort a rank at
-    exit (ch13's ``priority_group`` did, on gloo)."""
-    if device.type != "cuda":
-        return None
-    options = dist.ProcessGroupNCCL.Options()
-    options.is_high_priority_stream = True
-    return dist.new_group(backend="nccl", pg_options=options)
 
 
 class PipelinedSend(TransferBench):
@@ -60,7 +49,8 @@ class PipelinedSend(TransferBench):
     def setup(self) -> None:
         super().setup()
         self.plan = chunk_plan(self.src_k.shape[0], self.chunks)
-        self.group = high_priority_group(self.device)
+        # on CUDA, both ranks in a new NCCL group with high-priority streams (None: the default group)
+        self.group = high_priority_group() if self.device.type == "cuda" else None
 
     def teardown(self) -> None:
         if self.group is not None:

@@ -35,6 +35,20 @@ def world_and_rank() -> tuple[int, int]:
     return 1, 0
 
 
+def high_priority_group() -> dist.ProcessGroup:
+    """A new group of the default group's ranks; on NCCL its stream has high priority, so its kernels'
+    pending blocks are dispatched ahead of an equal-priority stream's whenever an SM slot frees (ch11's
+    ``stream_priority``); on gloo a plain group of the same ranks. ``new_group`` is a collective: every
+    rank calls this in the same order (in setup) and destroys the group in teardown
+    (``dist.destroy_process_group(group)``): a group kept past its default group's destruction aborted
+    a gloo rank at interpreter exit ("terminate called without an active exception")."""
+    if dist.get_backend() == "nccl":
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = True
+        return dist.new_group(backend="nccl", pg_options=options)
+    return dist.new_group(backend=dist.get_backend())
+
+
 def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -> list[float]:
     """For scripts: time ``fn()`` ``iterations`` times on every rank, the ranks meeting at a
     barrier before each call; returns each call's slowest-rank time in ms (all_reduce MAX)."""
