@@ -34,6 +34,15 @@ static cudaError_t capture(const Updatable& u, float c, cudaGraph_t* graph) {
   return cudaStreamEndCapture(u.capture, graph);
 }
 
+// A kernel node of the chain: affine_step over n elements (the caller points kernelParams at its arguments).
+static cudaKernelNodeParams step_params(int n) {
+  cudaKernelNodeParams p = {};
+  p.func = reinterpret_cast<void*>(affine_step);
+  p.gridDim = dim3(blocks_for(n));
+  p.blockDim = dim3(kThreads);
+  return p;
+}
+
 // Builds the state of one chain over `out` (captured with c = c0, instantiated) into *state_out.
 extern "C" int update_build(float* out, int n, int nodes, float a, float c0, void** state_out) {
   if (n <= 0 || nodes <= 0) return static_cast<int>(cudaErrorInvalidValue);
@@ -84,10 +93,7 @@ extern "C" int update_setparams(void* state, const float* in, const float* coefs
   int n = u->n;
   float a = u->a, c = 0.0f;
   void* args[] = {&out, &out, &n, &a, &c};
-  cudaKernelNodeParams p = {};
-  p.func = reinterpret_cast<void*>(affine_step);
-  p.gridDim = dim3(blocks_for(n));
-  p.blockDim = dim3(kThreads);
+  cudaKernelNodeParams p = step_params(n);
   p.kernelParams = args;
   for (int t = 0; t < steps; ++t) {
     c = coefs[t];
@@ -144,10 +150,7 @@ extern "C" int update_template(void* state, const float* in, const float* coefs,
   float a = u->a, c = 0.0f;
   void* root_args[] = {&src, &out, &n, &a, &c};
   void* args[] = {&out, &out, &n, &a, &c};
-  cudaKernelNodeParams p = {};
-  p.func = reinterpret_cast<void*>(affine_step);
-  p.gridDim = dim3(blocks_for(n));
-  p.blockDim = dim3(kThreads);
+  cudaKernelNodeParams p = step_params(n);
   for (int t = 0; t < steps; ++t) {
     c = coefs[t];
     src = t == 0 ? in : out;
