@@ -375,8 +375,9 @@ def test_bulk_kernel_matches_the_exact_product_on_gpu(shape) -> None:
     mod = bulk()
     m, n, k, _, max_steps = shape
     x, packed, scale, ref = problem(m, n, k, "cuda")
-    p = tiled().tiled_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
-    lib, stored = mod.LIBRARY.load(x.device, mod.SIGNATURES), w4().tile_w4(packed, scale)
+    base = tiled()  # the bulk kernel is an instantiation in the tiled variant's library
+    p = base.tiled_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
+    lib, stored = base.LIBRARY.load(x.device, base.SIGNATURES), w4().tile_w4(packed, scale)
     for _ in range(2):  # the second call needs the workspace the first one cleared
         y = mod.bulk_matmul(lib, p, x, *stored)
         torch.cuda.synchronize()
