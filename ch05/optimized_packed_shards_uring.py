@@ -11,13 +11,10 @@ sample), to the kernel in one ``io_uring_enter``, which serves them from the pag
 this thread (ch05_uring.py). Same bytes copied once out of the page cache in the timed call, same
 output. Where io_uring is forbidden (seccomp, kernel.io_uring_disabled) setup() raises
 aisp.Unavailable and the harness keeps optimized_packed_shards.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the H200 host's preadv variant
-takes 4.52 us a sample (9.265 ms, 66.9% of page_cache_read's 5.42 GB/s, at which the copy alone is
-3.03 us); the rest, ~1.5 us, is the call, its Python and the kernel's per-read work. On our 2-core
-CPU box (CPU-host figures, not H200; page_cache_read there ~16 GB/s) this variant removed 32% of that
-rest: 1.10-1.25x the preadv variant (paired, same process, quiet to loaded box; 5.00 -> 4.01 ms quiet).
-The same share on the H200 host: ~4.0 us a sample, ~8.3 ms, ~75%; at the 1.25x seen here 7.4 ms, 84%.
-So 7.4-8.4 ms, 74-84% of page_cache_read: 80% (<= 7.75 ms) is possible, not assured (central ~75%).
+Expect (measured, H200 host, 2026-11-29; two runs of 20 samples): 9.04 and 8.67 ms median (min 7.79,
+7.69) against the preadv variant's 10.10 and 10.23 (min 8.71, 9.63): 1.12-1.18x it, 69-71% of
+page_cache_read (the estimate was 74-84%). Its estimate, from our 2-core CPU box: the preadv variant
+takes ~4.5 us a sample of which the copy alone is ~3 us; io_uring removed about a third of the rest.
 Run: python ch05/optimized_packed_shards_uring.py  |  aisp bench run -t ch05:packed_shards
 """
 

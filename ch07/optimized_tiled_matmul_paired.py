@@ -12,13 +12,10 @@ assumed on Hopper). The async strip pairs only A (16 lanes on one address); its 
 Per warp and 8-k slice: 96 -> 64 load wavefronts (+8 for the cp.async stores either way), 104 -> 72.
 SASS (nvcc 13.0, sm_90, a CPU test): the loop is async's instruction for instruction (578, 512 FFMA,
 88.6%), 127 registers, no spills; only the lane -> tile arithmetic before the loop differs.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): async (1.542 ms) issues on ~80%
-of cycles (578 x 8 warps x 1,986 slices an SM / 4 schedulers = 2.30M of 2.87M cycles at 1.86 GHz),
-its shared pipe ~58-63% busy (ncu memory SOL 63.4%), after each barrier in bursts; with that traffic
-down to ~40%, if the LDS-side stalls (short_scoreboard 0.43 and part of dispatch_stall 0.51 of ~5
-cycles between a warp's issues) halve, issue reaches 84-86%: 1.44-1.48 ms, 74-77% of the 62.8
-TFLOP/s FFMA rate; a tie (1.54 ms) if shared bandwidth was not the bound. 80% (1.369 ms) needs
->= 90% issue at this 88.6% FFMA loop. CPU: not run (CUDA C++).
+Expect (measured, H200, 2026-11-29; two runs of 20 samples): 1.516 and 1.518 ms median (min 1.511,
+1.512) against async's 1.543 and 1.547: 1.8% faster, 72% of the FFMA rate (the estimate was 1.44-1.48
+ms, or a tie if shared bandwidth was not the bound): the fewer wavefronts moved little, so the shared
+pipe was not the main limit; issue slots shared by FFMA and LDS remain (the ceiling note's profile).
 Run: python ch07/optimized_tiled_matmul_paired.py  |  aisp bench run -t ch07:tiled_matmul
 """
 

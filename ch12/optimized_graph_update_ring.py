@@ -10,12 +10,11 @@ the gap to the ceiling); the capture that made update_exec host-bound (26 us of 
 is gone. The exec updated was last launched 4 launches back: idle unless the host runs 3 launches
 ahead (correct either way; launches already queued keep their values). With 4 execs against 8 steps
 each update changes its values (c_t, then c_t+4). The call's first node reads x itself (the input copy goes: the ceiling does not count it).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): 128 kernels at the 1.00 us the
-profile gives whole-graph-updated nodes = 128 us; before the first, ~17 us (16 node sets at ~0.4 us,
-one update at ~5 us: update_exec's 26 us of host a step less its capture, a launch, its latency);
-1-3 us at each of 7 launch boundaries, the host ahead (~14 us a step against 16 us of kernels):
-0.150-0.166 ms, 77-85% of the 128 us latency ceiling (node updates: 0.214 ms, 59.9%). If a node
-set costs the 0.9 us of an exec node set, the host is the limit (~22 us a step): ~0.19 ms (67%).
+Expect (measured, H200, 2026-11-29; two runs of 20 samples): 0.2060 and 0.2123 ms median (min
+0.2019, 0.2080) against optimized_graph_update's 0.2210 and 0.2281: 7% faster, 62% and 56% of the 128
+us ceiling (the estimate was 77-85%). The torch profiler shows why: its 128 kernels ran 1.37 us each
+(175 us a call), not the 1.00 us estimated: exec_update's (re-capture, whole-graph update) ran 1.02
+us, the node-parameter variant's 1.46; a template update into 4 execs sits between the two.
 Run: python ch12/optimized_graph_update_ring.py  |  aisp bench run -t ch12:graph_update
 """
 
