@@ -8,13 +8,8 @@
 //   loads) for 64 FMAs: 16x fewer shared-memory loads per FMA. The next k-slab is fetched from
 //   global memory into registers while the current one is multiplied. T = float (register_tiling)
 //   or __nv_bfloat16 (the baseline of cublaslt_gemm: operands widened to fp32 in shared memory).
-//   reg_tiled<float, true> (paired lanes): the same tiles and k order (bitwise the same C) with a
-//   third fewer shared-memory wavefronts: lanes n, n^1 read the same A vector and n, n^2 the same
-//   B vector (a 128-bit shared load then returns in 2 wavefronts, not 4), and the A tile is padded
-//   so that its transposed stores are conflict-free.
 // Shapes must be multiples of the tiles (M, N of 128, K of 32); the entry points return 1 otherwise.
-// Python: ch09/baseline_register_tiling.py, optimized_register_tiling.py,
-//   optimized_register_tiling_paired.py, baseline_cublaslt_gemm.py
+// Python: ch09/baseline_register_tiling.py, optimized_register_tiling.py, baseline_cublaslt_gemm.py
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -57,33 +52,14 @@ __device__ __forceinline__ void store4(__nv_bfloat16* p, const float* v) {
   *reinterpret_cast<uint2*>(p) = raw;
 }
 
-// Paired lanes (kPaired): warp w holds thread rows 4*(w/2)..+3 and columns 8*(w%2)..+7 of the 16 x 16
-// thread grid, the lane's bits being (x0, y0, x1, x2, y1) (CUTLASS's RowMajorInterleaved<2> for SIMT).
-__host__ __device__ constexpr int paired_tx(int tid) { return (tid / 32 % 2) * 8 + (tid & 1) + ((tid >> 1) & 6); }
-__host__ __device__ constexpr int paired_ty(int tid) { return (tid / 64) * 4 + ((tid >> 1) & 1) + ((tid >> 3) & 2); }
-constexpr bool paired_layout_ok() {  // each (tx, ty) once; lanes n, n^1 share ty (A), n, n^2 share tx (B)
-  bool seen[16][16] = {};
-  for (int t = 0; t < kThreads; ++t) {
-    const int x = paired_tx(t), y = paired_ty(t);
-    if (x < 0 || x >= 16 || y < 0 || y >= 16 || seen[y][x]) return false;
-    seen[y][x] = true;
-    if (paired_ty(t ^ 1) != y || paired_tx(t ^ 2) != x) return false;
-    if (paired_tx(t) / 8 != paired_tx(t & ~31) / 8 || paired_ty(t) / 4 != paired_ty(t & ~31) / 4) return false;
-  }
-  return true;
-}
-static_assert(paired_layout_ok(), "the paired thread layout must cover the 16 x 16 grid with paired lanes");
-
 // Thread (tx, ty) owns rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3} and 64+tx*4+{0..3}
 // of the block tile: two float4 per operand per k, contiguous across the warp (no bank conflicts).
-// Paired, A's rows are 132 floats: the odd lanes' transposed stores land 16 banks from the even ones.
-template <typename T, bool kPaired = false>
-__global__ void __launch_bounds__(kThreads, kPaired ? 2 : 1) reg_tiled(const T* __restrict__ a, const T* __restrict__ b,
-                                                                       T* __restrict__ c, int n, int k) {
-  __shared__ __align__(16) float as[kBK][kBM + (kPaired ? 4 : 0)];  // A tile transposed: as[k][m]
+template <typename T>
+__global__ void __launch_bounds__(kThreads) reg_tiled(const T* __restrict__ a, const T* __restrict__ b,
+                                                      T* __restrict__ c, int n, int k) {
+  __shared__ __align__(16) float as[kBK][kBM];  // A tile transposed: as[k][m]
   __shared__ __align__(16) float bs[kBK][kBN];
-  const int tid = threadIdx.x;
-  const int tx = kPaired ? paired_tx(tid) : tid % 16, ty = kPaired ? paired_ty(tid) : tid / 16;
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int row0 = blockIdx.y * kBM, col0 = blockIdx.x * kBN;
   const int a_row = tid / 2, a_col = (tid % 2) * 4;   // 128 rows x 8 k: one 4-vector per thread
   const int b_row = tid / 32, b_col = (tid % 32) * 4; // 8 k x 128 columns: one 4-vector per thread
@@ -137,12 +113,6 @@ extern "C" int smem_gemm_f32(const float* a, const float* b, float* c, int m, in
 extern "C" int reg_gemm_f32(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t s) {
   if (!tiles_fit(m, n, k)) return 1;
   reg_tiled<float><<<dim3(n / kBN, m / kBM), kThreads, 0, s>>>(a, b, c, n, k);
-  return (int)cudaGetLastError();
-}
-
-extern "C" int reg_gemm_f32_paired(const float* a, const float* b, float* c, int m, int n, int k, cudaStream_t s) {
-  if (!tiles_fit(m, n, k)) return 1;
-  reg_tiled<float, true><<<dim3(n / kBN, m / kBM), kThreads, 0, s>>>(a, b, c, n, k);
   return (int)cudaGetLastError();
 }
 

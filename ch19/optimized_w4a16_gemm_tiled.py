@@ -64,12 +64,11 @@ def tiled_emulate(lib: ctypes.CDLL, p: Plan, x: torch.Tensor, packed: torch.Tens
     return emulate(lib, p, x, packed, scale, EMULATE)
 
 
-def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, entry: str = GEMM) -> torch.Tensor:
-    """``x @ w^T`` from ch19_w4's row-major format (tiled here, each call: for tests, not for timing), by the
-    tiled-format kernel ``entry`` (this variant's, or optimized_w4a16_gemm_bulk's)."""
+def w4a16_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x @ w^T`` from ch19_w4's row-major format (tiled here, each call: for tests, not for timing)."""
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     p = tiled_plan(x.shape[0], packed.shape[0], x.shape[1], sms, x.device)
-    return stream_matmul(LIBRARY.load(x.device, SIGNATURES), p, x, *tile_w4(packed, scale), entry)
+    return tiled_matmul(LIBRARY.load(x.device, SIGNATURES), p, x, *tile_w4(packed, scale))
 
 
 class TiledW4A16(StreamW4A16):

@@ -18,12 +18,8 @@
 // Two stored formats, one kernel (template <bool kTiled>): ch19_w4's row-major bytes and scales
 // (w4a16_stream_gemm) and ch19_w4.tile_w4's, the same reordered into the lanes' load order
 // (w4a16_tiled_gemm: a warp's copy reads 512 contiguous bytes); only the addresses and the scale load differ.
-// A third instantiation (kBulk, tiled format only: w4a16_bulk_gemm) moves each warp's half-step, 2 KB
-// contiguous in the tiled format, with one cp.async.bulk (the TMA unit) by lane 0 into the warp's slots,
-// its completion counted on an mbarrier per half: no per-lane copies, no L2::256B prefetch hint.
 #include <cuda_runtime.h>
 
-#include <type_traits>
 #include <vector>
 
 #include "w4a16_stream.cuh"
@@ -74,63 +70,6 @@ __device__ __forceinline__ void copy_half(uint4* slots, int h, const uint8_t* at
 
 // Waits for this lane's copies of all but the latest group: the half of the step about to be decoded.
 __device__ __forceinline__ void wait_half() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-
-// What the cp.async instantiations hold for bulk copies: nothing.
-struct NoBulk {
-  __device__ __forceinline__ NoBulk(uint4*, uint64_t*, int) {}
-};
-
-// The copies as one cp.async.bulk per warp and half-step (tiled format: half h of a warp's step is the 2 KB
-// at lane 0's copy address + 2048 h, blocks then lanes, so it lands as slots [h][rows][lane]); lane 0 issues
-// it and arms the half's mbarrier (arrival count 1) with the 2048 bytes; every lane waits on the phase
-// parity, which flips once a step (each half's barrier completes exactly once a step).
-struct BulkCopies {
-  static constexpr uint32_t kHalfBytes = kBulkHalf;
-  uint4* slots;       // the warp's 8 x 32 slots
-  uint32_t bars;      // shared address of the warp's two mbarriers (8 bytes each)
-  uint32_t parity;
-  int lane;
-  __device__ __forceinline__ BulkCopies(uint4* lane_slots, uint64_t* warp_bars, int lane_)
-      : slots(lane_slots - lane_), bars((uint32_t)__cvta_generic_to_shared(warp_bars)), parity(0), lane(lane_) {
-#if __CUDA_ARCH__ >= 900
-    if (lane == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8) : "memory");
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the TMA unit
-    }
-    __syncwarp();
-#else
-    __trap();  // cp.async.bulk and mbarrier transaction counts are sm_90's
-#endif
-  }
-  // Half h of a step from `at` (lane 0's tiled copy address; the same null-or-not in every lane), after every
-  // lane's reads of the slots it overwrites: the warp's barrier orders them before lane 0's issue, as CUTLASS's
-  // TMA pipelines order a consumer's shared-memory reads before the producer's next copy (no proxy fence:
-  // ptxas makes fence.proxy.async a MEMBAR.ALL.CTA, a wait for the warp's scale loads too).
-  __device__ __forceinline__ void issue(int h, const uint8_t* at, const Plan&) {
-#if __CUDA_ARCH__ >= 900
-    if (at == nullptr) return;
-    __syncwarp();
-    if (lane == 0) {
-      const uint32_t bar = bars + 8 * h, dst = (uint32_t)__cvta_generic_to_shared(slots + bulk_slot(0, h, 0));
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kHalfBytes) : "memory");
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                   ::"r"(dst), "l"(at + bulk_half_offset(h)), "r"(kHalfBytes), "r"(bar) : "memory");
-    }
-#endif
-  }
-  __device__ __forceinline__ void wait(int h) const {
-#if __CUDA_ARCH__ >= 900
-    uint32_t done = 0;
-    do {
-      asm volatile("{\n .reg .pred ready;\n mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n"
-                   " selp.u32 %0, 1, 0, ready;\n}" : "=r"(done) : "r"(bars + 8 * h), "r"(parity) : "memory");
-    } while (!done);
-#endif
-  }
-  __device__ __forceinline__ uint4 load(int rows, int h) const { return slots[bulk_slot(rows, h, lane)]; }
-  __device__ __forceinline__ void step_done() { parity ^= 1; }
-};
 
 // Where lane (g, t) starts in `packed` and `scale` for a unit: (row-major) row g of its window, the
 // slice's first step.
@@ -225,28 +164,20 @@ __device__ void finish_unit(const float (&acc)[2][2][4], int unit, __nv_bfloat16
   if (lane == 0) count[unit] = 0;
 }
 
-template <bool kTiled, bool kBulk>
+template <bool kTiled>
 __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat16* __restrict__ x,
                                                                const uint8_t* __restrict__ packed,
                                                                const __nv_bfloat16* __restrict__ scale,
                                                                __nv_bfloat16* __restrict__ y, float* ws,
                                                                unsigned* count, const Plan p) {
-  static_assert(kTiled || !kBulk, "bulk copies need the tiled format's contiguous half-steps");
-  extern __shared__ uint4 xs[];  // x's slice (steps x 512 pieces), 8 x 32 weight slots per warp, (bulk) mbarriers
+  extern __shared__ uint4 xs[];  // x's slice (steps x 512 pieces), then 8 x 32 weight slots per warp
   const int slice = blockIdx.x % p.slices, lane = threadIdx.x & 31;
   const int stride = p.ctas_per_slice * kWarps;
   int unit = first_unit(threadIdx.x / 32, blockIdx.x / p.slices, p);
   uint4* slots = xs + p.steps * kPieces + (threadIdx.x / 32) * 8 * 32 + lane;
-  std::conditional_t<kBulk, BulkCopies, NoBulk> bulk(  // bulk: lane 0 sets up the warp's two mbarriers
-      slots, reinterpret_cast<uint64_t*>(xs + p.steps * kPieces + kWarps * 8 * 32) + 2 * (threadIdx.x / 32), lane);
   Start at = unit_start<kTiled>(unit, slice, packed, scale, p);
-  if constexpr (kBulk) {
-    bulk.issue(0, unit < p.units ? at.w : nullptr, p);
-    bulk.issue(1, unit < p.units ? at.w : nullptr, p);
-  } else {
-    copy_half<kTiled>(slots, 0, unit < p.units ? at.w : nullptr, p);
-    copy_half<kTiled>(slots, 1, unit < p.units ? at.w : nullptr, p);
-  }
+  copy_half<kTiled>(slots, 0, unit < p.units ? at.w : nullptr, p);
+  copy_half<kTiled>(slots, 1, unit < p.units ? at.w : nullptr, p);
   stage_x(xs, x, slice, p);
   __syncthreads();
   for (; unit < p.units; unit += stride) {
@@ -262,19 +193,12 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
 #pragma unroll
       for (int cp = 0; cp < 4; ++cp) {  // word pairs: words 2cp, 2cp + 1 of each 16-byte load
         if (cp % 2 == 0) {  // this half's bytes have landed: into registers, and the slots refilled at once
-          if constexpr (kBulk) {  // the same registers from the warp's half, then lane 0 refills it
-            bulk.wait(cp / 2);
+          wait_half();
 #pragma unroll
-            for (int rows = 0; rows < 4; ++rows) w[rows >> 1][rows & 1] = bulk.load(rows, cp / 2);
-            bulk.issue(cp / 2, ahead, p);
-          } else {
-            wait_half();
-#pragma unroll
-            for (int rows = 0; rows < 4; ++rows) w[rows >> 1][rows & 1] = slots[32 * (2 * rows + cp / 2)];
-            // Refilled at once, in flight for a whole step: the copies write what this lane just read,
-            // after it in program order (same thread, same addresses), and land hundreds of clocks later.
-            copy_half<kTiled>(slots, cp / 2, ahead, p);
-          }
+          for (int rows = 0; rows < 4; ++rows) w[rows >> 1][rows & 1] = slots[32 * (2 * rows + cp / 2)];
+          // Refilled at once, in flight for a whole step: the copies write what this lane just read,
+          // after it in program order (same thread, same addresses), and land hundreds of clocks later.
+          copy_half<kTiled>(slots, cp / 2, ahead, p);
         }
         multiply_word_pair(part, w, xs, step, cp, lane);
       }
@@ -286,7 +210,6 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
           for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
             for (int d = 0; d < 4; ++d) acc[r][hh][d] += s[r][d >> 1][lohi] * part[r][lohi][hh][d];
-      if constexpr (kBulk) bulk.step_done();
     }
     finish_unit(acc, unit, y, ws, count, p);
     if (unit + stride < p.units) at = unit_start<kTiled>(unit + stride, slice, packed, scale, p);
@@ -297,17 +220,15 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
 
 // Launch on `stream`: ws (units x 32 x 16 fp32) and count (units) must be zeros on the first call;
 // every call leaves them zeros. Returns 0, a CUDA error, or kBadShape.
-template <bool kTiled, bool kBulk = false>
+template <bool kTiled>
 static int launch(const void* x, const void* packed, const void* scale, void* y, float* ws, unsigned* count, int m,
                   int n, int k, int slices, int ctas_per_slice, cudaStream_t stream) {
   Plan p;
   if (!make_plan(m, n, k, slices, ctas_per_slice, kTiled, &p)) return kBadShape;
-  const int bars = kBulk ? kWarps * 2 * (int)sizeof(uint64_t) : 0;  // two mbarriers a warp
-  const int smem = (p.steps * kPieces + kWarps * 8 * 32) * (int)sizeof(uint4) + bars;
-  auto* kernel = w4a16_stream<kTiled, kBulk>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const int smem = (p.steps * kPieces + kWarps * 8 * 32) * (int)sizeof(uint4);
+  cudaError_t err = cudaFuncSetAttribute(w4a16_stream<kTiled>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return (int)err;
-  kernel<<<slices * ctas_per_slice, kWarps * 32, smem, stream>>>(
+  w4a16_stream<kTiled><<<slices * ctas_per_slice, kWarps * 32, smem, stream>>>(
       static_cast<const __nv_bfloat16*>(x), static_cast<const uint8_t*>(packed),
       static_cast<const __nv_bfloat16*>(scale), static_cast<__nv_bfloat16*>(y), ws, count, p);
   return (int)cudaGetLastError();
@@ -325,13 +246,6 @@ extern "C" int w4a16_tiled_gemm(const void* x, const void* packed, const void* s
                                 unsigned* count, int m, int n, int k, int slices, int ctas_per_slice,
                                 cudaStream_t stream) {
   return launch<true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice, stream);
-}
-
-// The tiled format moved by bulk copies (optimized_w4a16_gemm_bulk.py; needs sm_90).
-extern "C" int w4a16_bulk_gemm(const void* x, const void* packed, const void* scale, void* y, float* ws,
-                               unsigned* count, int m, int n, int k, int slices, int ctas_per_slice,
-                               cudaStream_t stream) {
-  return launch<true, true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice, stream);
 }
 
 // ---- CPU emulation: the kernel's loop, lane by lane, through the same helpers ----
@@ -377,26 +291,17 @@ struct Emulated {
   Plan p;
 };
 
-// One step of one warp at (unit, slice): the kernel's loop body for all 32 lanes. kBulk: each half's 2 KB
-// copied whole from lane 0's address into the warp's slots, each lane's registers read back from them.
-template <bool kTiled, bool kBulk = false>
+// One step of one warp at (unit, slice): the kernel's loop body for all 32 lanes.
+template <bool kTiled>
 void emulate_step(const Emulated& e, const std::vector<uint4>& xs, int unit, int slice, int step,
                   float (&acc)[32][2][2][4]) {
   uint4 w[32][2][2][2];
-  uint4 slots[8 * 32];
-  if constexpr (kBulk)
-    for (int h = 0; h < 2; ++h)
-      memcpy(slots + bulk_slot(0, h, 0), e.packed + lane_start<true>(unit, 0, slice, e.p) + step * step_bytes<true>() +
-                                             bulk_half_offset(h), kBulkHalf);
   for (int lane = 0; lane < 32; ++lane)
     for (int r = 0; r < 2; ++r)
       for (int rh = 0; rh < 2; ++rh)
         for (int h = 0; h < 2; ++h)
-          if constexpr (kBulk)
-            w[lane][r][rh][h] = slots[bulk_slot(2 * r + rh, h, lane)];
-          else
-            memcpy(&w[lane][r][rh][h], e.packed + lane_start<kTiled>(unit, lane, slice, e.p) + step * step_bytes<kTiled>() +
-                                           block_offset<kTiled>(2 * r + rh, e.p) + half_offset<kTiled>(h), 16);
+          memcpy(&w[lane][r][rh][h], e.packed + lane_start<kTiled>(unit, lane, slice, e.p) + step * step_bytes<kTiled>() +
+                                         block_offset<kTiled>(2 * r + rh, e.p) + half_offset<kTiled>(h), 16);
   static float part[32][2][2][2][4];
   memset(part, 0, sizeof(part));
   for (int cp = 0; cp < 4; ++cp)
@@ -454,7 +359,7 @@ void emulate_finish(const Emulated& e, int unit, const float (&acc)[32][2][2][4]
 
 // The kernel's computation on a CPU, CTA by CTA and warp by warp, same arguments as
 // w4a16_stream_gemm (host pointers; x, scale and y as bf16 bit patterns). Returns 0 or kBadShape.
-template <bool kTiled, bool kBulk = false>
+template <bool kTiled>
 static int emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y, float* ws,
                   unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
   Emulated e{packed, reinterpret_cast<const __nv_bfloat16*>(scale), y, ws, count, {}};
@@ -471,7 +376,7 @@ static int emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* sca
       for (int unit = first_unit(warp, cta / slices, e.p); unit < e.p.units; unit += ctas_per_slice * kWarps) {
         static float acc[32][2][2][4];
         memset(acc, 0, sizeof(acc));
-        for (int step = 0; step < e.p.steps; ++step) emulate_step<kTiled, kBulk>(e, xs, unit, slice, step, acc);
+        for (int step = 0; step < e.p.steps; ++step) emulate_step<kTiled>(e, xs, unit, slice, step, acc);
         emulate_finish(e, unit, acc);
       }
   }
@@ -486,9 +391,4 @@ extern "C" int w4a16_stream_emulate(const uint16_t* x, const uint8_t* packed, co
 extern "C" int w4a16_tiled_emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y,
                                    float* ws, unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
   return emulate<true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice);
-}
-
-extern "C" int w4a16_bulk_emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y,
-                                  float* ws, unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
-  return emulate<true, true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice);
 }

@@ -111,20 +111,6 @@ __host__ __device__ inline size_t scale_start(int unit, int lane, int slice, con
   return scale_index(window_row0(unit, p) + lane / 4, slice, 0, 0, p);
 }
 
-// ---- bulk copies of the tiled format (optimized_w4a16_gemm_bulk.py) ----
-// Half h of a warp's step in the tiled format is 2 KB contiguous (blocks, then lanes): one cp.async.bulk
-// from lane 0's copy address + bulk_half_offset(h) puts it in the warp's slots as [h][block][lane], where
-// lane `lane` reads its 16 bytes of block `rows` at slot bulk_slot(rows, h, lane) (16-byte slots).
-constexpr int kBulkHalf = 4 * 512;  // bytes of a warp's half-step: 4 row blocks x 32 lanes x 16 bytes
-__host__ __device__ constexpr int bulk_half_offset(int h) { return kBulkHalf * h; }
-__host__ __device__ constexpr int bulk_slot(int rows, int h, int lane) {
-#if W4_FAULT == 3  // planted fault for the tests: the slots read lane-major, as if each lane's 4 copies were adjacent
-  return 128 * h + 4 * lane + rows;
-#else
-  return 128 * h + 32 * rows + lane;
-#endif
-}
-
 __host__ __device__ inline uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 __host__ __device__ inline float float_bits(uint32_t bits) {

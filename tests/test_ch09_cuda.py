@@ -1,8 +1,6 @@
 """Chapter 9's CUDA C++ on a CPU (nvcc and cuobjdump, no GPU): each library its pairs declare builds
 for sm_90 with its entry points; the register-tiled kernel issues 20x fewer shared-memory loads
-per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the
-paired-lane kernel keeps that loop (at least its share of FFMAs), <= 128 registers for two blocks an
-SM, and its thread layout is checked by a static_assert at build time; the CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
+per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
 sm90 one, FFMA and no tensor-core instruction in the SIMT one) when the CUTLASS headers are present
 (CUTLASS_DIR or the nvidia-cutlass wheel; a 2-4 minute nvcc build, skipped otherwise). The
 repository-wide check that every .cu compiles (tests/test_kits_native.py) builds the CUTLASS files
@@ -24,7 +22,7 @@ CH09 = Path(__file__).resolve().parents[1] / "ch09"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_f32_paired", "reg_gemm_bf16"),
+ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16"),
                 "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm")}
 
 
@@ -72,41 +70,13 @@ def test_register_tiling_loads_shared_memory_far_less_per_fma_and_spills_nothing
     found = kernels(library("baseline_register_tiling"))
     reg = [body for name, body in found.items() if "reg_tiled" in name]
     smem = next(body for name, body in found.items() if "smem_tiled" in name)
-    assert len(reg) == 3  # float, bf16, float with paired lanes
+    assert len(reg) == 2
     for body in reg:
         assert len(re.findall(r"\bLDS\.128\b", body)) >= 32  # 4 per k, 8 k per slab, unrolled
         assert len(re.findall(r"\bFFMA\b", body)) >= 512     # 64 per k, 8 k per slab
         assert "LDL" not in body and "STL" not in body
         assert shared_loads_per_ffma(body) <= 1 / 12
     assert shared_loads_per_ffma(smem) >= 1 / 2
-
-
-def main_loop(body: str) -> list[str]:
-    """Opcodes of a kernel's largest loop: from a backward branch's target to the branch."""
-    code = [(int(at, 16), text) for at, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", body)]
-    loops = [(int(m.group(1), 16), at) for at, text in code
-             if (m := re.search(r"\bBRA\s+0x([0-9a-f]+)", text)) and int(m.group(1), 16) < at]
-    start, end = max(loops, key=lambda span: span[1] - span[0])
-    return [re.sub(r"^@!?U?P\w+\s+", "", text).split()[0] for at, text in code if start <= at <= end]
-
-
-def ffma_share(loop: list[str]) -> float:
-    return sum(op == "FFMA" for op in loop) / len(loop)
-
-
-@needs_sass
-def test_paired_lane_kernel_keeps_the_register_tiled_loop_in_128_registers() -> None:
-    lib = library("optimized_register_tiling_paired")
-    found = kernels(lib)
-    [paired] = [body for name, body in found.items() if "reg_tiledIfLb1" in name]  # reg_tiled<float, true>
-    [reg] = [body for name, body in found.items() if "reg_tiledIfLb0" in name]
-    loop = main_loop(paired)
-    assert loop.count("FFMA") == 512 and loop.count("LDS.128") == 32  # 8 k per slab: 64 FFMAs, 4 loads each
-    assert ffma_share(loop) >= ffma_share(main_loop(reg)) >= 0.85
-    assert "LDL" not in paired and "STL" not in paired
-    usage = lib.resource_usage("90")
-    registers = int(re.search(r"reg_tiledIfLb1\S*\s+REG:(\d+)", usage).group(1))
-    assert registers <= 128  # 256 threads x 128 registers: two blocks on an SM's 64 K registers
 
 
 needs_cutlass = pytest.mark.skipif(import_module_at(CH09 / "ch09_native.py").cutlass_include() is None,

@@ -1,6 +1,5 @@
 """Chapter 19's streaming w4a16 kernel (ch19/w4a16_stream.cu, pair variants optimized_w4a16_gemm_stream and,
-for the tiled weight format of ch19_w4.tile_w4, optimized_w4a16_gemm_tiled (per-lane copies) and
-optimized_w4a16_gemm_bulk (one TMA bulk copy a warp and half-step, on mbarriers)).
+for the tiled weight format of ch19_w4.tile_w4, optimized_w4a16_gemm_tiled).
 
 On a CPU (nvcc, no GPU): the library's host emulation runs the kernel's loop lane by lane through the
 kernel's own helpers (w4a16_stream.cuh: work split, load offsets, nibble decode, x staging, last-slice
@@ -47,10 +46,6 @@ def stream():
 
 def tiled():
     return import_module_at(CH19 / "optimized_w4a16_gemm_tiled.py")
-
-
-def bulk():
-    return import_module_at(CH19 / "optimized_w4a16_gemm_bulk.py")
 
 
 def w4():
@@ -120,35 +115,6 @@ def test_emulated_tiled_kernel_matches_the_exact_product(built, shape) -> None:
     assert misses(y, ref) == 0, f"{misses(y, ref)} of {y.numel()} outputs off"
     assert not p.sums.any() and not p.tickets.any(), "the workspace must be zeros again after a call"
     assert misses(mod.tiled_emulate(build(), p, x, packed, scale), ref) > y.numel() // 2
-
-
-@needs_nvcc
-@pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_emulated_bulk_kernel_matches_the_exact_product(built, shape) -> None:
-    """The bulk instantiation's copies emulated as the TMA makes them (each warp's half-step copied whole from
-    lane 0's address into the warp's slots, each lane's registers read back at bulk_slot) on tile_w4's bytes;
-    the row-major bytes fed to it make the check fire."""
-    _, build = built
-    mod = bulk()
-    m, n, k, sms, max_steps = shape
-    x, packed, scale, ref = problem(m, n, k)
-    p = tiled().tiled_plan(m, n, k, sms, torch.device("cpu"), max_steps)
-    y = mod.bulk_emulate(build(), p, x, *w4().tile_w4(packed, scale))
-    assert misses(y, ref) == 0, f"{misses(y, ref)} of {y.numel()} outputs off"
-    assert not p.sums.any() and not p.tickets.any(), "the workspace must be zeros again after a call"
-    assert misses(mod.bulk_emulate(build(), p, x, packed, scale), ref) > y.numel() // 2
-
-
-@needs_nvcc
-def test_bulk_slots_read_lane_major_make_the_check_fire(built) -> None:
-    """Planted fault 3 (bulk_slot reading each lane's 4 blocks as adjacent slots) breaks the bulk emulation
-    and leaves the per-lane (tiled) one exact: the test above sees the bulk layout, not only the format."""
-    _, build = built
-    x, packed, scale, ref = problem(5, 224, 1024)
-    stored = w4().tile_w4(packed, scale)
-    p = tiled().tiled_plan(5, 224, 1024, 4, torch.device("cpu"), 1)
-    assert misses(bulk().bulk_emulate(build(3), p, x, *stored), ref) > ref.numel() // 2
-    assert misses(tiled().tiled_emulate(build(3), p, x, *stored), ref) == 0
 
 
 def test_tile_w4_puts_each_lanes_16_bytes_and_scales_where_the_tiled_kernel_reads_them() -> None:
@@ -223,10 +189,8 @@ def test_the_c_entry_refuses_a_bad_plan_and_wrong_tensors_are_refused(built) -> 
         mod.emulate(build(), p, torch.cat([x.flatten(), x.flatten()[:1]])[1:].view(4, 512), packed, scale)
 
 
-KERNELS = {"row-major": "w4a16_streamILb0ELb0E", "tiled": "w4a16_streamILb1ELb0E", "bulk": "w4a16_streamILb1ELb1E"}
-"""The kernel's three instantiations (template <bool kTiled, bool kBulk>), by their mangled names."""
-LANE_COPIES = ["row-major", "tiled"]
-"""The instantiations whose lanes copy their own 16-byte pieces (cp.async)."""
+KERNELS = {"row-major": "w4a16_streamILb0E", "tiled": "w4a16_streamILb1E"}
+"""The kernel's two instantiations (template <bool kTiled>), by their mangled names."""
 
 
 def kernel_sass(layout: str = "row-major") -> str:
@@ -272,47 +236,14 @@ def streaming_problems(ins: list[tuple[int, str, str]]) -> list[str]:
     return problems
 
 
-def assert_fits_without_spills(layout: str) -> None:
+@needs_sass
+@pytest.mark.parametrize("layout", KERNELS)
+def test_sm90_kernel_copies_each_step_a_step_ahead_without_spills_or_loop_barriers(layout: str) -> None:
     usage = stream().LIBRARY.resource_usage("90")
     [(regs, stack, local)] = re.findall(rf"Function \S*{KERNELS[layout]}\S*:\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)",
                                         usage)
     assert int(regs) <= 128 and int(stack) == int(local) == 0, usage  # 16 warps x 128 registers fill the SM
-
-
-@needs_sass
-@pytest.mark.parametrize("layout", LANE_COPIES)
-def test_sm90_kernel_copies_each_step_a_step_ahead_without_spills_or_loop_barriers(layout: str) -> None:
-    assert_fits_without_spills(layout)
     assert streaming_problems(instructions(kernel_sass(layout))) == []
-
-
-BULK_COPY, BULK_WAIT = "UBLKCP.S.G", "SYNCS.PHASECHK.TRANS64.TRYWAIT"
-"""cp.async.bulk global -> shared (the TMA unit), and mbarrier.try_wait.parity."""
-
-
-def bulk_streaming_problems(ins: list[tuple[int, str, str]]) -> list[str]:
-    """streaming_problems for the bulk instantiation: the first step's 2 bulk copies issued before x's
-    staging barrier; in the step loop 64 mma, 2 bulk copies, 2 mbarrier waits, no per-lane copy, no
-    cp.async wait, no block barrier and no memory barrier; each half refilled before its first mma."""
-    ops = [op for _, op, _ in ins]
-    problems = []
-    if sum(op == BULK_COPY for op in ops[:ops.index("BAR.SYNC.DEFER_BLOCKING")]) != 2:
-        problems.append("the first step's bulk copies do not fly while x is staged")
-    loop = [op for _, op, _ in step_loop(ins)]
-    mma = [i for i, op in enumerate(loop) if op.startswith("HMMA")]
-    refills = [i for i, op in enumerate(loop) if op == BULK_COPY]
-    banned = [op for op in loop if op.startswith(("LDGSTS", "DEPBAR", "BAR.", "MEMBAR"))]
-    if len(mma) != 64 or len(refills) != 2 or loop.count(BULK_WAIT) != 2 or banned:
-        problems.append(f"the loop is not 64 mma, 2 bulk copies, 2 waits: {len(mma)}, {len(refills)}, {banned}")
-    elif not (refills[0] < mma[0] and refills[1] < mma[32]):
-        problems.append("a half is refilled late: after the mma that decode it")
-    return problems
-
-
-@needs_sass
-def test_sm90_bulk_kernel_copies_each_half_step_with_one_tma_copy_a_step_ahead() -> None:
-    assert_fits_without_spills("bulk")
-    assert bulk_streaming_problems(instructions(kernel_sass("bulk"))) == []
 
 
 @needs_sass
@@ -370,29 +301,14 @@ def test_tiled_kernel_matches_the_exact_product_on_gpu(shape) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_bulk_kernel_matches_the_exact_product_on_gpu(shape) -> None:
-    mod = bulk()
-    m, n, k, _, max_steps = shape
-    x, packed, scale, ref = problem(m, n, k, "cuda")
-    base = tiled()  # the bulk kernel is an instantiation in the tiled variant's library
-    p = base.tiled_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
-    lib, stored = base.LIBRARY.load(x.device, base.SIGNATURES), w4().tile_w4(packed, scale)
-    for _ in range(2):  # the second call needs the workspace the first one cleared
-        y = mod.bulk_matmul(lib, p, x, *stored)
-        torch.cuda.synchronize()
-        assert misses(y, ref) == 0 and not p.sums.any() and not p.tickets.any()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["stream", "tiled", "bulk"])
+@pytest.mark.parametrize("variant", ["stream", "tiled"])
 def test_stream_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth(variant: str) -> None:
     """The harness's checked call (inputs, the zeroed workspace included, left unchanged) and its
     tolerance at 16 x 16384 -> 32768, then 7 samples of 50 calls back to back."""
     from aisp.harness.execute import guarded_run
     from aisp.harness.verify import compare
 
-    module = {"stream": stream, "tiled": tiled, "bulk": bulk}[variant]()
+    module = stream() if variant == "stream" else tiled()
     base, opt = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark(), module.get_benchmark()
     for bench in (base, opt):
         bench.device = torch.device("cuda")
