@@ -72,8 +72,6 @@ CPU_UNRUNNABLE = {
     "optimized_long_context_attention_cudnn": "cuDNN attention (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu)",
     "optimized_sliding_window_attention_triton": "a Triton kernel (verified under TRITON_INTERPRET=1: "
                                                  "test_triton_window_variant_verifies_under_the_interpreter)",
-    "optimized_sliding_window_attention_triton_band": "a Triton kernel (verified under TRITON_INTERPRET=1: "
-                                                      "test_triton_band_window_variant_verifies_under_the_interpreter)",
 }
 """Variants whose code cannot run on a CPU, with why."""
 
@@ -281,22 +279,12 @@ def test_triton_window_variant_verifies_under_the_interpreter() -> None:
                             SMALL["sliding_window_attention"](), FP32_QKV)
 
 
-def test_triton_band_window_variant_verifies_under_the_interpreter() -> None:
-    """The kit's band kernel at a CPU size whose window it takes (whole 64-key tiles, at least a 128-query
-    block: 192 keys, so a block walks full, edge and diagonal tiles), q, k, v in fp32 on both sides."""
-    patch = FP32_QKV.replace("mods.values()", "[sys.modules[n] for n in (*mods, 'optimized_sliding_window_attention_triton')"
-                                               " if hasattr(sys.modules[n], 'make_qkv')]")
-    verify_pair_interpreted(CH13, "baseline_sliding_window_attention", "optimized_sliding_window_attention_triton_band",
-                            SMALL["sliding_window_attention"]() | {"seq": 512, "span": 192}, "import sys\n" + patch)
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["triton", "triton_band"])
-def test_triton_window_variant_verifies_at_full_size_on_gpu(variant: str) -> None:
-    """The kit kernels at the pair's H200 size against the pair's baseline, twice (the lists are reused)."""
+def test_triton_window_variant_verifies_at_full_size_on_gpu() -> None:
+    """The kit kernel at the pair's H200 size against the pair's baseline, twice (the lists are reused)."""
     pair = "sliding_window_attention"
     outs = []
-    for module in (f"baseline_{pair}", f"optimized_{pair}_{variant}"):
+    for module in (f"baseline_{pair}", f"optimized_{pair}_triton"):
         bench = load(module).get_benchmark()
         bench.device = torch.device("cuda")
         bench.setup()

@@ -47,13 +47,11 @@ def load(module: str) -> ModuleType:
 
 TRITON_VARIANTS = ("optimized_block_sparse_attention_triton",)
 """Triton variants of CPU-checked pairs: verified under the Triton interpreter instead."""
-BAND_VARIANTS = ("optimized_block_sparse_attention_triton_band",)
-"""Triton variants that take only whole-tile bands: verified under the interpreter at such a band."""
 
 
 def cpu_pairs() -> list[tuple[str, str]]:
     return [(b, o) for b, o in variant_modules(CH16)
-            if b.removeprefix("baseline_") not in TRITON_PAIRS + MULTIRANK_PAIRS and o not in TRITON_VARIANTS + BAND_VARIANTS]
+            if b.removeprefix("baseline_") not in TRITON_PAIRS + MULTIRANK_PAIRS and o not in TRITON_VARIANTS]
 
 
 def build(module: str, seed: int) -> aisp.Benchmark:
@@ -217,14 +215,6 @@ def test_triton_variant_verifies_under_the_interpreter(variant: str) -> None:
     """aisp.kits.sparse_flash at the pair's CPU size (its own 128 x 64 tiles; 32 sink tokens, half a tile:
     the kernel's general sink mask) against the dense-mask baseline in fp32."""
     verify_pair_interpreted(CH16, "baseline_block_sparse_attention", variant, SMALL["block_sparse_attention"])
-
-
-@pytest.mark.parametrize("variant", BAND_VARIANTS)
-def test_band_variant_verifies_under_the_interpreter(variant: str) -> None:
-    """The kit's band kernel at a CPU size whose band it takes (window 192, 64 sink tokens: whole 64-key
-    tiles; the last blocks walk a sink tile, full, edge and diagonal tiles) against the baseline in fp32."""
-    verify_pair_interpreted(CH16, "baseline_block_sparse_attention", variant,
-                            SMALL["block_sparse_attention"] | {"span": 192, "sink": 64})
 
 
 def test_graph_warm_up_leaves_the_prefilled_cache_alone() -> None:

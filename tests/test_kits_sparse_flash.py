@@ -34,16 +34,7 @@ from triton_cpu import (
     wgmma_serialized,
 )
 
-from aisp.kits.sparse_flash import (
-    BLOCK_M,
-    BLOCK_N,
-    LAUNCH,
-    Band,
-    band_walk,
-    document_layout,
-    document_tiles,
-    tile_lists,
-)
+from aisp.kits.sparse_flash import BLOCK_M, BLOCK_N, LAUNCH, Band, document_layout, document_tiles, tile_lists
 
 PAIR_BANDS = {"sliding_window_attention": Band(1024), "block_sparse_attention": Band(1024, 128)}
 """The two pairs' masks at 8,192 tokens (ch13: window 1,024; ch16: window 1,024 and 128 sink tokens)."""
@@ -159,68 +150,6 @@ def test_sm90_kernel_keeps_aheads_loop_in_128_registers(band: Band) -> None:
     assert ptxas_advisories(compiled) == []
     assert not wgmma_serialized(cuobjdump(compiled, "-sass"))
     assert key_loop_events(compiled.asm["ptx"]) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
-
-
-BAND_CASES = [(band, 8192, BLOCK_M, BLOCK_N) for band in PAIR_BANDS.values()] + [
-    (Band(32), 256, 32, 16), (Band(48, 16), 256, 32, 16), (Band(64, 48), 256, 32, 16), (Band(10_000), 256, 32, 16),
-    (Band(32, 32), 256, 32, 16), (Band(32, 64), 256, 32, 16), (Band(96, 160), 512, 32, 32), (Band(64), 256, 64, 16)]
-"""(band, seq, block_m, block_n) the band kernel takes: the pairs'; span = a query block (no full window tile);
-sink and window overlapping, sink past the window, sink tiles inside the diagonal block; plain causal."""
-
-
-@pytest.mark.parametrize(("band", "seq", "bm", "bn"), BAND_CASES)
-def test_band_walk_is_the_lists_tiles(band: Band, seq: int, bm: int, bn: int) -> None:
-    """The tiles the band kernel finds for each block are the lists' (same full ones, same partial ones, each
-    once), and its first masked tile is the diagonal block's first, which every row of the block sees."""
-    lists = tile_lists(band.visible, band, seq, "cpu", bm, bn)
-    for b in range(seq // bm):
-        lo, hi, n_full = int(lists.offsets[b]), int(lists.offsets[b + 1]), int(lists.full[b])
-        full, partial = band_walk(band, b, bm, bn)
-        assert sorted(full) == lists.indices[lo:lo + n_full].tolist() and len(set(full)) == len(full), (band, b)
-        assert sorted(partial) == sorted(lists.indices[lo + n_full:hi].tolist()), (band, b)
-        assert partial[0] == b * bm // bn
-
-
-INTERPRETED_BAND = """
-import torch
-import pytest
-from aisp.kits.sparse_flash import Band, band_flash_attention, tile_lists
-gen = torch.Generator().manual_seed(4)
-for band, seq, (bm, bn), (b, h) in [(Band(32), 128, (32, 16), (1, 2)), (Band(48, 16), 128, (32, 16), (2, 1)),
-                                    (Band(1024), 128, (32, 16), (1, 2)), (Band(64, 32), 160, (32, 16), (1, 3)),
-                                    (Band(32, 32), 128, (32, 32), (1, 1)), (Band(64, 96), 192, (32, 16), (1, 1))]:
-    lists = tile_lists(band.visible, band, seq, "cpu", bm, bn)
-    q, k, v = (torch.randn(b, h, seq, 32, generator=gen) for _ in range(3))
-    pos = torch.arange(seq)
-    s = (q.double() @ k.double().transpose(-1, -2)) / 32 ** 0.5
-    ref = torch.softmax(s.masked_fill(~band.visible(pos[:, None], pos[None, :]), float("-inf")), -1) @ v.double()
-    err = (band_flash_attention(q, k, v, lists).double() - ref).abs().max().item()
-    assert err < 2e-5, (band, seq, bm, bn, err)
-# a span or sink not whole tiles, a span under a query block, a key tile that does not divide a query block
-for band, bm, bn in [(Band(40), 32, 16), (Band(48, 8), 32, 16), (Band(16), 32, 16), (Band(96), 32, 48)]:
-    with pytest.raises(ValueError, match="span and sink multiples"):
-        band_flash_attention(*(torch.randn(1, 1, 96, 32) for _ in range(3)), tile_lists(band.visible, band, 96, "cpu", bm, bn))
-print("interpreted ok")
-"""
-
-
-def test_band_kernel_matches_fp64_under_the_interpreter() -> None:
-    run_interpreted(INTERPRETED_BAND)
-
-
-BAND_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "n_heads": "i32", "seq": "i32",
-            "qk_scale": "fp32"}
-
-
-@pytest.mark.parametrize("band", PAIR_BANDS.values(), ids=PAIR_BANDS)
-def test_sm90_band_kernel_keeps_aheads_loop_in_128_registers(band: Band) -> None:
-    """The band kernel at each pair's band and the kit's launch settings: the list kernel's checks, and its
-    two loops (unmasked, masked) within 5% of ``_ahead``'s 325 and 474 SASS instructions a tile (the list
-    kernel's: 342, 509)."""
-    consts = {"SPAN": band.span, "SINK": band.sink, "D": 128, "HEAD_GROUP": 4, "BLOCK_M": BLOCK_M,
-              "BLOCK_N": BLOCK_N}
-    compiled = compile_sm90("aisp/kits/sparse_flash:_band_flash_fwd", BAND_SIG, consts, LAUNCH, divisible=("seq",))
-    assert_aheads_tile_loops(compiled)
 
 
 def flags(lengths: list[list[int]]) -> torch.Tensor:
@@ -457,22 +386,3 @@ def test_kernel_matches_masked_sdpa_on_a_gpu() -> None:
         out = sparse_flash_attention(q, k, v, tile_lists(band.visible, band, seq, "cuda"))
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).nan_to_num(0.0)
         torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
-
-
-@pytest.mark.gpu
-def test_band_kernel_matches_masked_sdpa_and_the_list_kernel_on_a_gpu() -> None:
-    """bf16, 2 x 4 heads of 4,096 tokens, head dim 128, at the kit's tiles: both pairs' bands and plain causal
-    through the band kernel, against SDPA on the dense mask in fp32 and against the list kernel."""
-    import torch.nn.functional as F
-
-    from aisp.kits.sparse_flash import band_flash_attention, sparse_flash_attention
-
-    gen = torch.Generator(device="cuda").manual_seed(1)
-    seq = 4096
-    q, k, v = (torch.randn(2, 4, seq, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
-    for band in (*PAIR_BANDS.values(), Band(seq)):
-        lists = tile_lists(band.visible, band, seq, "cuda")
-        out = band_flash_attention(q, k, v, lists)
-        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=dense(band, seq).cuda())
-        torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
-        torch.testing.assert_close(out, sparse_flash_attention(q, k, v, lists), atol=1.6e-2, rtol=1.6e-2)

@@ -25,13 +25,6 @@ number of key tiles the mask is two compares an element against per-row bounds (
 kept 16 more registers live and spilled). 342 SASS instructions an unmasked key tile, 509 a masked
 one (ch18 ``_ahead``: 325 and 474); no spills, no ptxas advisory.
 
-Bands without lists (``band_flash_attention``, ``_band_flash_fwd``): where the span and sink are whole
-key tiles and the span at least a query block, a program finds its tiles from the band (``band_walk``):
-the sink's and the window's full tiles unmasked, the last one's next the diagonal block's first, then
-the diagonal block and the window's left edge masked. No tile-number load a tile. Compiled for sm_90a at
-ch13's and ch16's bands: 128 registers, no spills, no ptxas advisory, 327-329 SASS instructions an
-unmasked key tile, 480 a masked one (lists: 342, 509); not yet measured.
-
 Packed documents (``document_flash_attention``): query t of a packed row sees keys s(t) .. t, s(t) its
 document's first token (``document_layout`` makes s from the start flags, a running max, and a launch
 order). No lists: s only grows along a row, so a program finds its own tiles from s at its block's
@@ -254,53 +247,6 @@ def _sparse_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, offsets, full, indices, order,
 
 
 @triton.jit
-def _band_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, n_heads, seq, qk_scale, SPAN: tl.constexpr, SINK: tl.constexpr,
-                    D: tl.constexpr, HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``_sparse_flash_fwd`` for a band whose tiles the program finds itself (SPAN, SINK multiples of
-    BLOCK_N, SPAN >= BLOCK_M, BLOCK_N dividing BLOCK_M; ``band_flash_attention`` checks): no list, so no
-    tile-number load a tile (``_walk``'s carried load). Block b (rows r0 = b BLOCK_M ..) walks in one
-    chain (``band_walk``): unmasked, the sink tiles [0, min(SINK / BLOCK_N, full_lo)), then the window's
-    full tiles [full_lo, diagonal), full_lo = max(0, r0 + BLOCK_M - SPAN) / BLOCK_N, diagonal =
-    r0 / BLOCK_N: the last one's next tile is the diagonal's, no jump; masked by the band, the diagonal
-    block's BLOCK_M / BLOCK_N tiles (every row sees the first: no row is left at max -inf), then the
-    window's left edge [max(max(0, r0 - SPAN) / BLOCK_N, sink tiles), full_lo). Blocks longest (last)
-    first, in ``head_group`` groups as ``_sparse_flash_fwd``'s. Fewer tile numbers live across the loops
-    than ``_walk``'s (a third loop, masking the edge and the diagonal by one compare each, spilled 8 bytes)."""
-    pid = tl.program_id(0)
-    n_blocks = seq // BLOCK_M
-    head, i = _head_group_entry(pid, n_heads, n_blocks, HEAD_GROUP)
-    block = n_blocks - 1 - i
-    r0 = block * BLOCK_M
-    diagonal = r0 // BLOCK_N
-    full_lo = tl.maximum(r0 + BLOCK_M - SPAN, 0) // BLOCK_N
-    n_sink = tl.minimum(SINK // BLOCK_N, full_lo) if SINK > 0 else 0
-    edge_lo = tl.maximum(tl.maximum(r0 - SPAN, 0) // BLOCK_N, n_sink)
-    n_full = n_sink + diagonal - full_lo
-    n_edge = full_lo - edge_lo
-    rows = n_heads * seq
-    head_row = head * seq
-    q_row = head_row + r0
-    k_desc, v_desc, q, offs_m, m_i, l_i, acc = _program_start(q_ptr, k_ptr, v_ptr, rows, q_row, block, D, BLOCK_M, BLOCK_N)
-    tile = tl.where(n_sink > 0, 0, full_lo)  # full_lo == diagonal when the window has no full tile
-    s = tl.dot(q, k_desc.load([head_row + tile * BLOCK_N, 0]).T)
-    for _ in tl.range(0, n_full):  # the sink's full tiles, then the window's: the last one's next is the diagonal
-        nxt = tile + 1
-        if SINK > 0:
-            nxt = tl.where(nxt == n_sink, full_lo, nxt)
-        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, offs_m, tile, nxt,
-                                           qk_scale, SPAN, SINK, BLOCK_N, False)
-        tile = nxt
-    for _ in tl.range(0, n_edge + BLOCK_M // BLOCK_N - 1):  # the diagonal block's tiles, then the window's edge
-        nxt = tl.where(tile + 1 == diagonal + BLOCK_M // BLOCK_N, edge_lo, tile + 1)
-        acc, m_i, l_i, s = _tile_then_next(acc, m_i, l_i, s, q, k_desc, v_desc, head_row, offs_m, offs_m, tile, nxt,
-                                           qk_scale, SPAN, SINK, BLOCK_N, True)
-        tile = nxt
-    p, alpha, m_i, l_i = _softmax(m_i, l_i, s, offs_m, offs_m, tile, qk_scale, SPAN, SINK, BLOCK_N, True)
-    acc = _pv(acc, p, alpha, v_desc, head_row + tile * BLOCK_N)
-    _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
-
-
-@triton.jit
 def _document_tile(i, n_full, lead, first, full_from, diagonal):
     """The ``i``-th key tile a document block walks: its full tiles (``full_from`` on), then its ``lead``
     partial tiles before the block (``first`` on), then the diagonal block's."""
@@ -410,40 +356,6 @@ def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ti
         q, k, v, out, tiles.offsets, tiles.full, tiles.indices, tiles.order, n_heads, seq,
         math.log2(math.e) / math.sqrt(dim), SPAN=band.span, SINK=band.sink, D=dim, HEAD_GROUP=head_group(q),
         BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, **launch)
-    return out
-
-
-def band_walk(band: Band, block: int, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> tuple[list[int], list[int]]:
-    """The key tiles ``_band_flash_fwd`` walks for query block ``block``, as it finds them: (unmasked
-    tiles, masked tiles), each in walk order. For tests (the kernel derives them itself)."""
-    r0 = block * block_m
-    diagonal = r0 // block_n
-    full_lo = max(r0 + block_m - band.span, 0) // block_n
-    n_sink = min(band.sink // block_n, full_lo)
-    edge_lo = max(max(r0 - band.span, 0) // block_n, n_sink)
-    return ([*range(n_sink), *range(full_lo, diagonal)],
-            [*range(diagonal, diagonal + block_m // block_n), *range(edge_lo, full_lo)])
-
-
-def band_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: TileLists) -> torch.Tensor:
-    """``sparse_flash_attention``'s result (same arguments) from ``_band_flash_fwd``, which finds each block's
-    tiles from the band instead of reading the lists (``tile_lists`` still checked the band is the rule).
-    Raises ValueError unless the band's span and sink are whole key tiles, the span at least a query
-    block, and a key tile divides a query block."""
-    batch, heads, seq, dim = q.shape
-    _check(q, k, v, "band_flash_attention")
-    band, bm, bn = tiles.band, tiles.block_m, tiles.block_n
-    if band.span % bn or band.sink % bn or band.span < bm or bm % bn:
-        raise ValueError(f"band_flash_attention: {band} at tiles {bm} x {bn}: span and sink multiples of {bn}, "
-                         f"span >= {bm}, and {bn} dividing {bm}")
-    if seq != tiles.seq:
-        raise ValueError(f"band_flash_attention: lists for seq {tiles.seq}, inputs seq {seq}")
-    out = torch.empty_like(q)
-    n_heads = batch * heads
-    launch = _launch(q)
-    _band_flash_fwd[(n_heads * (seq // bm),)](
-        q, k, v, out, n_heads, seq, math.log2(math.e) / math.sqrt(dim), SPAN=band.span, SINK=band.sink, D=dim,
-        HEAD_GROUP=head_group(q), BLOCK_M=bm, BLOCK_N=bn, **launch)
     return out
 
 
