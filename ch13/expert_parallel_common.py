@@ -66,8 +66,8 @@ def ep_workload(requires: aisp.Requirements | None = None, **kw: object) -> Expe
         **kw, items=w.tokens_per_rank * w.world, item_unit="tokens", precision=w.dtype, timeout_s=240,
         bytes=nbytes, link="nvlink", requires=requires or aisp.Requirements(cuda=True, ranks=w.world),
         latency=aisp.LatencyCounts(all_to_alls=2),
-        ceiling_note="latency-bound at 512 tokens a rank: routing ops and 3 all-to-alls a call (2 the least); "
-                     "the all-to-all floor is not yet measured on 2 GPUs")
+        ceiling_note="profiled (torch profiler, 2xH200): 36 kernels a call, 0.19 ms of kernels on rank 1 "
+                     "(3 all-to-alls 0.07) in a 0.84 ms call: host issue bounds it")
 
 
 def route(x: torch.Tensor, router: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
