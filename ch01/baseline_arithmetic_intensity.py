@@ -50,7 +50,7 @@ LIBRARY = native.Library((HERE / "arithmetic_intensity.cu",), flags=("-DCH01_LIB
 
 
 class Polynomial(aisp.Benchmark):
-    """y = p(x) by one of the five kernels of arithmetic_intensity.cu."""
+    """y = p(x) by one of the six kernels of arithmetic_intensity.cu."""
 
     workload = WORKLOAD
     inputs = ("x",)
