@@ -51,7 +51,8 @@ def _gather_workload() -> GatherWorkload:
 
 WORKLOAD = _gather_workload()
 LIBRARY = library("l2_persistence.cu")
-SIGNATURES = {"gather_add_run": [PTR, PTR, PTR, PTR, LONG, PTR], "l2_reset_persisting": [],
+SIGNATURES = {"gather_add_run": [PTR, PTR, PTR, PTR, LONG, PTR], "gather_add_warp_run": [PTR, PTR, PTR, PTR, LONG, PTR],
+              "l2_reset_persisting": [],
               "l2_persist_begin": [PTR, PTR, SIZE, ctypes.POINTER(SIZE)], "l2_persist_end": [PTR]}
 
 
@@ -59,6 +60,8 @@ class StreamedGather(aisp.Benchmark):
     """out = x + table[idx]: x (rows, 32), table (table_rows, 32), idx (rows,) int32."""
 
     workload = WORKLOAD
+    kernel = "gather_add_run"
+    """The library's launcher (a variant may pick another with the same arguments)."""
     inputs = ("x", "idx")
     scratch = ("out",)
 
@@ -80,7 +83,7 @@ class StreamedGather(aisp.Benchmark):
         caller = torch.cuda.current_stream(self.device)
         native.check(self.lib.l2_reset_persisting(), "cudaCtxResetPersistingL2Cache")
         self.side.wait_stream(caller)
-        status = self.lib.gather_add_run(ptr(self.x), ptr(self.table), ptr(self.idx), ptr(self.out),
+        status = getattr(self.lib, self.kernel)(ptr(self.x), ptr(self.table), ptr(self.idx), ptr(self.out),
                                          self.workload.rows, ctypes.c_void_p(self.side.cuda_stream))
         caller.wait_stream(self.side)
         native.check(status, type(self).__name__)

@@ -116,6 +116,23 @@ def test_stencil_borders_both_ways() -> None:
             torch.testing.assert_close(out, m.stencil_reference(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [1, 31, 32, 33, 255, 256, 257, 1000])
+def test_warp_gather_ragged_rows(rows: int) -> None:
+    """gather_add_warp (a warp per 32 rows, idx shuffled from one lane) equals x + table[idx] and
+    gather_add bit for bit at row counts off the 32-row warp and 256-row block, touching no row past
+    the last (out's tail stays NaN)."""
+    handle = library("baseline_l2_persistence", load("baseline_l2_persistence").SIGNATURES)
+    x, table = torch.randn(rows, 32, device="cuda"), torch.randn(97, 32, device="cuda")
+    idx = torch.randint(0, 97, (rows,), device="cuda", dtype=torch.int32)
+    outs = []
+    for run in (handle.gather_add_run, handle.gather_add_warp_run):
+        out = torch.full((rows + 8, 32), float("nan"), device="cuda")
+        call(run(x.data_ptr(), table.data_ptr(), idx.data_ptr(), out.data_ptr(), rows, native.stream()))
+        assert out[rows:].isnan().all(), run
+        outs.append(out[:rows])
+    assert torch.equal(outs[0], x + table[idx.long()]) and torch.equal(outs[1], outs[0])
+
+
 def test_persisting_l2_set_aside_is_granted_and_restored() -> None:
     """The driver rounds the set-aside up to its granularity (33.75 MiB for 32 MiB asked on an H200):
     granted is at least what was asked, at most the device's maximum, and given back afterwards."""
