@@ -59,7 +59,8 @@ def _workload() -> ReplayWorkload:
 WORKLOAD = _workload()
 LIBRARY = library("graph_replay")
 SIGNATURES = {**GRAPH_ENTRY_POINTS, "replay_eager": [PTR, PTR, INT, INT, FLT, FLT, PTR],
-              "replay_build": [PTR, PTR, INT, INT, FLT, FLT, ctypes.POINTER(PTR)]}
+              "replay_build": [PTR, PTR, INT, INT, FLT, FLT, ctypes.POINTER(PTR)],
+              "replay_build_pdl": [PTR, PTR, INT, INT, FLT, FLT, INT, ctypes.POINTER(PTR)]}
 
 
 class EagerChain(aisp.Benchmark):

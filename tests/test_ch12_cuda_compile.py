@@ -101,3 +101,17 @@ def test_cos_step_sets_the_flag_once_a_block() -> None:
     assert "BAR.RED.OR" in step
     copy = next(body for name, body in funcs.items() if "copy_and_reset" in name)
     assert "LDG" in copy and "STG" in copy
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_pdl_steps_wait_before_they_load() -> None:
+    """affine_step_pdl<true> triggers its successor (PREEXIT) before its wait (ACQBULK), <false> after;
+    both load (from L2) only after the wait; the plain affine_step holds neither instruction."""
+    funcs = kernels(declared("baseline_graph_replay")[0].sass("90"))
+    plain = next(body for name, body in funcs.items() if name.startswith("_Z11affine_step"))
+    assert "ACQBULK" not in plain and "PREEXIT" not in plain
+    for flag, trigger_first in (("ILb1E", True), ("ILb0E", False)):
+        body = next(body for name, body in funcs.items() if "affine_step_pdl" in name and flag in name)
+        wait, trigger, load = (body.index(op) for op in ("ACQBULK", "PREEXIT", "LDG"))
+        assert (trigger < wait) == trigger_first and wait < load
