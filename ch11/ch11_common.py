@@ -24,6 +24,9 @@ HERE = Path(__file__).resolve().parent
 KERNELS = native.Library((HERE / "ch11_kernels.cu",))
 """ch11_kernels.cu: ``small_kernel`` (one fma_chain launch), ``small_kernel_pdl`` (the same launched with
 programmatic dependent launch) and ``legacy_run``."""
+GREEN = native.Library((HERE / "green_contexts.cu",))
+"""green_contexts.cu: ``green_init`` (two green contexts splitting the SMs, one stream each), ``green_fork`` /
+``green_join`` (their streams after / before the caller's) and ``green_chain_ms`` (the chain stream's span)."""
 THREADS = 256
 """Threads per block of fma_chain (kThreads in ch11_kernels.cu)."""
 INT, PTR = ctypes.c_int, ctypes.c_void_p
@@ -35,6 +38,16 @@ def load_kernels(device: torch.device) -> ctypes.CDLL:
     lib.small_kernel.argtypes = [PTR, PTR, INT, INT, PTR]
     lib.small_kernel_pdl.argtypes = [PTR, PTR, INT, INT, PTR]
     lib.legacy_run.argtypes = [INT, PTR, PTR, INT, INT, INT, PTR]
+    return lib
+
+
+def load_green(device: torch.device) -> ctypes.CDLL:
+    """green_contexts.cu built for ``device``'s GPU, with its entry points' argument types set."""
+    lib = GREEN.load(device)
+    lib.green_init.argtypes = [INT, INT, ctypes.POINTER(PTR), ctypes.POINTER(INT)]
+    lib.green_fork.argtypes = [PTR]
+    lib.green_join.argtypes = [PTR]
+    lib.green_chain_ms.argtypes = [ctypes.POINTER(ctypes.c_float)]
     return lib
 
 

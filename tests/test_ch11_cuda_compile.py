@@ -17,14 +17,15 @@ from aisp.harness.loader import import_module_at
 from aisp.kits import native
 
 CH11 = Path(__file__).resolve().parents[1] / "ch11"
-ENTRY_POINTS = {"ch11_kernels": ("small_kernel", "small_kernel_pdl", "legacy_run"), "stream_ordered": ("alloc_run", "pool_init")}
+ENTRY_POINTS = {"ch11_kernels": ("small_kernel", "small_kernel_pdl", "legacy_run"), "stream_ordered": ("alloc_run", "pool_init"),
+                "green_contexts": ("green_init", "green_fork", "green_join", "green_chain_ms")}
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
 def libraries() -> dict[str, native.Library]:
-    kernels = import_module_at(CH11 / "ch11_common.py").KERNELS
+    common = import_module_at(CH11 / "ch11_common.py")
     ordered = import_module_at(CH11 / "baseline_stream_ordered_allocator.py").LIBRARY
-    return {lib.name: lib for lib in (kernels, ordered)}
+    return {lib.name: lib for lib in (common.KERNELS, common.GREEN, ordered)}
 
 
 def test_every_cuda_source_is_a_declared_library() -> None:
@@ -97,3 +98,18 @@ def test_fma_chain_unrolls_and_pdl_kernels_wait_and_trigger(tmp_path: Path, monk
     load = {mode: next(k for k, i in enumerate(ins) if i.startswith("LDG")) for mode, ins in by_mode.items()}
     wait = {mode: next(k for k, i in enumerate(by_mode[mode]) if i.startswith("ACQBULK")) for mode in (1, 2)}
     assert load[2] < wait[2] and wait[1] < load[1]
+
+
+@needs_nvcc
+def test_green_contexts_is_host_code_that_needs_no_libcuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """green_contexts.cu launches nothing (no kernel in its SASS) and reaches the driver's green-context
+    functions through cudaGetDriverEntryPointByVersion, so the library does not link libcuda."""
+    if native.cuobjdump() is None:
+        pytest.skip("cuobjdump is not available")
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+    lib = libraries()["green_contexts"]
+    assert "Function : " not in lib.sass("90")
+    assert "-lcuda" not in lib.flags
+    source = lib.sources[0].read_text()
+    for name in ("cuDevSmResourceSplitByCount", "cuGreenCtxCreate", "cuGreenCtxStreamCreate", "cuStreamWaitEvent"):
+        assert f'"{name}"' in source, f"{name} is not looked up by name"

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.gpu
 CH11 = Path(__file__).resolve().parents[1] / "ch11"
 SIDE_STREAMS = {"optimized_bidirectional_copy": "d2h_stream", "optimized_concurrent_kernels": "streams",
                 "optimized_event_dependencies": ("producer", "consumer"),
-                "optimized_stream_priority": "chain_stream", "optimized_stream_priority_pdl": "chain_stream"}
+                "optimized_stream_priority": "chain_stream", "optimized_stream_priority_pdl": "chain_stream",
+                "optimized_stream_priority_green": ("chain_stream", "bulk_stream")}
 """Each multi-stream Python variant and the attributes holding its side streams."""
 
 
@@ -113,7 +114,8 @@ def test_high_priority_stream_is_higher_than_the_default() -> None:
     assert high.chain_stream.priority < low.chain_stream.priority == 0
 
 
-@pytest.mark.parametrize("module", ["optimized_bidirectional_copy", "optimized_stream_priority"])
+@pytest.mark.parametrize("module", ["optimized_bidirectional_copy", "optimized_stream_priority",
+                                    "optimized_stream_priority_green"])
 def test_overlap_metrics_are_sane(module: str) -> None:
     bench = build(module)
     bench.setup()
@@ -130,6 +132,40 @@ def test_stream_priority_reports_the_chain_latency() -> None:
     got = bench.metrics()
     assert 0 < got["chain_latency_ms"] <= got["measured_ms"] * 1.5
     assert got["chain_alone_ms"] > 0 and got["bulk_alone_ms"] > 0
+
+
+def test_green_partition_splits_the_sms_and_keeps_its_streams() -> None:
+    """The chain's green context gets at least the SMs asked for, the bulk's the rest (disjoint: the
+    two add up to at most the GPU's); a second setup returns the same streams; the chain's span inside
+    a call is read from its own context's events."""
+    bench = build("optimized_stream_priority_green")
+    bench.setup()
+    chain_sms, bulk_sms = bench.sms
+    total = torch.cuda.get_device_properties(bench.device).multi_processor_count
+    assert chain_sms >= bench.chain_sms and bulk_sms > 0 and chain_sms + bulk_sms <= total
+    again = build("optimized_stream_priority_green")
+    again.setup()
+    assert again.chain_stream.cuda_stream == bench.chain_stream.cuda_stream
+    assert again.bulk_stream.cuda_stream == bench.bulk_stream.cuda_stream
+    bench.run()
+    torch.cuda.synchronize()
+    assert 0 < bench.chain_latency_ms() < 100
+
+
+def test_green_chain_matches_the_closed_form() -> None:
+    """The chain on the green stream (PDL launches on a stream of another context) gives the
+    64-kernel chain's closed form, and the bulk the baseline's passes."""
+    bench = build("optimized_stream_priority_green")
+    bench.setup()
+    bulk, chain = bench.run()
+    torch.cuda.synchronize()
+    w = bench.workload
+    ref = load("ch11_common").fma_chain_reference(bench.h0, w.chain_steps * w.chain_iters)
+    torch.testing.assert_close(chain.double(), ref, atol=2e-3, rtol=0)
+    expected = bench.bulk_in.clone()
+    for _ in range(w.bulk_passes):
+        expected = expected * 0.9
+    torch.testing.assert_close(bulk, expected, rtol=0, atol=0)
 
 
 def test_native_requirements_hold_here() -> None:

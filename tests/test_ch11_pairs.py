@@ -98,6 +98,21 @@ def test_stream_pairs_use_their_stated_priorities() -> None:
     assert load("optimized_stream_priority").HighPriority.priority < 0
     pdl = load("optimized_stream_priority_pdl").get_benchmark()
     assert pdl.priority < 0 and pdl.pdl and not load("optimized_stream_priority").get_benchmark().pdl
+    green = load("optimized_stream_priority_green").get_benchmark()
+    assert green.priority == pdl.priority and green.pdl
+    # sm_90's green-context partitions: at least 8 SMs, a multiple of 8, and room left for the bulk
+    assert green.chain_sms >= 8 and green.chain_sms % 8 == 0 and green.chain_sms < H200_SMS // 2
+
+
+def test_green_variant_keeps_the_pdl_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The green variant launches the same 64 dependent kernels as the PDL variant, each with PDL."""
+    mod = load("baseline_stream_priority")
+    launched: list[bool] = []
+    monkeypatch.setattr(mod, "small_kernel", lambda lib, src, dst, iters, stream, pdl: launched.append(pdl))
+    bench = load("optimized_stream_priority_green").get_benchmark()
+    bench.lib, bench.h0, bench.chain_bufs = None, torch.zeros(4), [torch.zeros(4), torch.zeros(4)]
+    bench.chain(None)
+    assert launched == [True] * mod.WORKLOAD.chain_steps
 
 
 def test_native_variants_differ_only_in_mode() -> None:
