@@ -45,10 +45,7 @@ def causal_workload(**kw: object) -> AttentionWorkload:
 
 
 WORKLOAD = causal_workload(precision="bf16", element_tol=0.015, rtol=5e-2, requires=aisp.Requirements(cuda=True),
-                           ceiling_note="profiled (ncu, H200): the _cudnn SDPA kernel, 271 us, at tensor pipe 59%, DRAM 20%, "
-                                        "occupancy 14%, top stall barrier; FlashAttention's 488 us at tensor 47%. Shape-bound: "
-                                        "the same cuDNN kernel reads 64/76/85% at 2K/4K/32K causal (this pair, ch18, "
-                                        "long_context); 2,048 query tiles of 1-16 key tiles pay ~2.5-3.4 tile-times each (README)")
+                           ceiling_note="profiled (ncu, H200): _cudnn 271 us, tensor 59%, occupancy 14%, top stall barrier; the same kernel reads 64/76/85% at 2K/4K/32K causal: shape-bound")
 
 
 def make_qkv(bench: aisp.Benchmark) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
