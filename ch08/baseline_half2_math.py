@@ -53,7 +53,8 @@ class Fp32MathOnHalf(aisp.Benchmark):
     inputs = ("x",)
     scratch = ("y",)
     mode = 0
-    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread (half2_poly.cu)."""
+    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: the same, tiles handed out at
+    run time (half2_poly.cu)."""
 
     def setup(self) -> None:
         w = self.workload
