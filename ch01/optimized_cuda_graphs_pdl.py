@@ -49,7 +49,7 @@ class PdlGraphLayers(EagerLayers):
         self.lib = LIBRARY.load(self.device, SIGNATURES)
         self.t, self.out = torch.empty_like(self.h0), torch.empty_like(self.h0)
         self.graph, _ = capture(self.launch, self.device)
-        torch.testing.assert_close(self.run(), self.layers())
+        torch.testing.assert_close(self.run(), self.layers(), rtol=1e-4, atol=1e-4)  # fmaf vs ATen: ulps
 
     def launch(self, pdl: bool = True) -> torch.Tensor:
         """The 200 kernels on the current stream, writing ``out`` (pdl: with programmatic edges)."""

@@ -98,7 +98,7 @@ def test_layer_chain_graph_matches_torch_on_refilled_input(pdl: bool) -> None:
     graph, _ = capture(lambda: bench.launch(pdl=pdl), bench.device)
     for _ in range(2):
         graph.replay()
-        torch.testing.assert_close(bench.out.clone(), bench.layers())
+        torch.testing.assert_close(bench.out.clone(), bench.layers(), rtol=1e-4, atol=1e-4)
         bench.h0.copy_(torch.randn_like(bench.h0))
         bench.out.fill_(float("nan"))
         bench.t.fill_(float("nan"))
