@@ -18,8 +18,8 @@ from aisp.kits import native
 CH01 = Path(__file__).resolve().parents[1] / "ch01"
 SOURCES = sorted(CH01.glob("*.cu"))
 NATIVE_PAIRS = {"baseline_gemm": "gemm_init", "baseline_arithmetic_intensity": "ai_run",
-                "baseline_coalescing": "coalescing_run"}
-"""Each baseline that declares a native.Library, and one C entry point of it."""
+                "baseline_coalescing": "coalescing_run", "optimized_cuda_graphs_pdl": "layers_run"}
+"""Each pair file that declares a native.Library, and one C entry point of it."""
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
@@ -77,3 +77,16 @@ def test_fused_x2_loads_both_float4s_before_its_first_store() -> None:
         [code] = [text for mangled, text in kernels.items() if name in mangled]
         ops = re.findall(r"\b(LDG\.E\.128\.CONSTANT|STG\.E\.128)\b", code)  # x's loads (const) and the stores
         assert ops.index("STG.E.128") == loads and set(ops[:loads]) == {"LDG.E.128.CONSTANT"}, (name, ops)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None, reason="needs nvcc and cuobjdump")
+def test_layer_chain_kernels_trigger_then_wait_before_loading() -> None:
+    """optimized_cuda_graphs_pdl's premise: on sm_90 each kernel lets its successor launch
+    (griddepcontrol.launch_dependents: PREEXIT) and waits for its predecessor (griddepcontrol.wait:
+    ACQBULK) before its first load and store."""
+    sass = library_of("optimized_cuda_graphs_pdl").sass("90")
+    kernels = {part.split()[0]: part for part in sass.split("Function : ")[1:]}
+    for name in ("addcmul_step", "tanh_step"):
+        [code] = [text for mangled, text in kernels.items() if name in mangled]
+        ops = re.findall(r"\b(PREEXIT|ACQBULK|LDG|STG)\b", code)
+        assert ops[:2] == ["PREEXIT", "ACQBULK"] and ops.count("STG") == 1, (name, ops)

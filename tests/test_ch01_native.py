@@ -65,7 +65,7 @@ def test_gemm_library_links_cublas() -> None:
 
 @gpu
 @needs_cuda
-@pytest.mark.parametrize("module", NATIVE_PAIRS)
+@pytest.mark.parametrize("module", [*NATIVE_PAIRS, "optimized_cuda_graphs_pdl"])
 def test_wrong_native_result_is_caught_in_setup(module: str) -> None:
     """Each native pair's setup() compares the CUDA C++ result with PyTorch's: a corrupted
     result must make it raise."""
@@ -80,3 +80,28 @@ def test_wrong_native_result_is_caught_in_setup(module: str) -> None:
     bench.device, bench.seed = torch.device("cuda"), 0
     with pytest.raises(AssertionError):
         bench.setup()
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("pdl", [True, False])
+def test_layer_chain_graph_matches_torch_on_refilled_input(pdl: bool) -> None:
+    """optimized_cuda_graphs_pdl's graph (and the same kernels without PDL) against PyTorch's eager
+    layers, twice: then with h0 refilled in place and the scratch poisoned, so a stale read shows."""
+    from ch01_common import capture
+
+    bench = import_module_at(CH01 / "optimized_cuda_graphs_pdl.py").get_benchmark()
+    bench.device, bench.seed = torch.device("cuda"), 5
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("programmatic dependent launch needs sm_90")
+    bench.setup()
+    graph, _ = capture(lambda: bench.launch(pdl=pdl), bench.device)
+    for _ in range(2):
+        graph.replay()
+        torch.testing.assert_close(bench.out.clone(), bench.layers(), rtol=1e-4, atol=1e-4)
+        bench.h0.copy_(torch.randn_like(bench.h0))
+        bench.out.fill_(float("nan"))
+        bench.t.fill_(float("nan"))
+    figures = bench.metrics()
+    assert set(figures) == {"us_per_kernel", "us_per_kernel_no_pdl"} and min(figures.values()) > 0
+    bench.teardown()
