@@ -39,6 +39,9 @@ SMALL = {  # the multi-rank pairs at CPU sizes
                                    "dtype": "fp32", "precision": "fp32"},
 }
 GLOO = aisp.Requirements(ranks=2)
+CPU = torch.device("cpu")
+EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled")}
+"""Further optimized variants the gloo run checks against their pair's baseline (report key: pair, module)."""
 
 
 def load(module: str) -> ModuleType:
@@ -54,7 +57,10 @@ def test_variant_shares_workload_and_documents_itself(name: str) -> None:
     base, opt = load(f"baseline_{name}"), load(f"optimized_{name}")
     bench = opt.get_benchmark()
     assert bench.workload is base.WORKLOAD and bench.inputs == base.get_benchmark().inputs and bench.inputs
-    for doc in (base.__doc__, opt.__doc__):
+    extra = [load(module) for pair, module in EXTRA_VARIANTS.values() if pair == name]
+    for mod in extra:
+        assert mod.get_benchmark().workload is base.WORKLOAD and mod.get_benchmark().inputs == bench.inputs
+    for doc in (base.__doc__, opt.__doc__, *(mod.__doc__ for mod in extra)):
         assert ("Expect (estimate, not yet measured" in doc or "Expect (measured" in doc) and f"aisp bench run -t ch04:{name}" in doc
 
 
@@ -120,7 +126,7 @@ def ranked(launched) -> list[dict]:
     return [json.loads((launched[0] / f"rank{r}.json").read_text()) for r in range(2)]
 
 
-@pytest.mark.parametrize("name", list(SMALL))
+@pytest.mark.parametrize("name", [*SMALL, *EXTRA_VARIANTS])
 def test_pair_matches_on_every_rank(ranked, name: str) -> None:
     for report in ranked:
         result = report[name]
@@ -194,7 +200,8 @@ def test_dataparallel_through_the_harness(tmp_path, monkeypatch) -> None:
     assert "each of 2 ranks: matches that rank's baseline" in ddp["verification"]["checks"]
 
 
-def check_pair(base: aisp.Benchmark, opt: aisp.Benchmark, workload: aisp.Workload) -> dict:
+def check_pair(base: aisp.Benchmark, opt: aisp.Benchmark, workload: aisp.Workload,
+               device: torch.device = CPU) -> dict:
     """What the harness checks on one rank: both outputs match (inputs unchanged, outputs fresh),
     then again after poisoning scratch and refilling the declared inputs; the baseline's changed."""
     from aisp.harness.execute import guarded_run
@@ -203,7 +210,7 @@ def check_pair(base: aisp.Benchmark, opt: aisp.Benchmark, workload: aisp.Workloa
     try:
         known = {}
         for bench in (base, opt):
-            bench.device, bench.seed, bench.workload = torch.device("cpu"), 0, workload
+            bench.device, bench.seed, bench.workload = device, 0, workload
             bench.setup()
             known[id(bench)] = set(tensor_attributes(bench))
         first = [guarded_run(b) for b in (base, opt)]
@@ -234,6 +241,10 @@ def check_all(out: Path) -> None:
         base, opt = load(f"baseline_{name}"), load(f"optimized_{name}")
         small = replace(base.WORKLOAD, requires=GLOO, **sizes)
         report[name] = check_pair(base.get_benchmark(), opt.get_benchmark(), small)
+    for name, (pair, variant) in EXTRA_VARIANTS.items():
+        base = load(f"baseline_{pair}")
+        small = replace(base.WORKLOAD, requires=GLOO, **SMALL[pair])
+        report[name] = check_pair(base.get_benchmark(), load(variant).get_benchmark(), small)
     dp = load("ch04_dataparallel")
 
     class NoSync(dp.DDPStep):
@@ -247,8 +258,26 @@ def check_all(out: Path) -> None:
     torch.distributed.destroy_process_group()  # gloo's threads stopped before exit (else, at times, an abort there)
 
 
+def check_tensor_parallel_nccl(out: Path) -> None:
+    """On two GPUs (NCCL): both optimized tensor-parallel variants against the baseline at a small bf16
+    size, through their real paths (symmetric memory, barriers, copy-engine pulls, CUDA graphs)."""
+    from aisp.kits.multirank import script_init, world_and_rank
+
+    device = script_init("cuda")
+    base = load("baseline_tensor_parallel_multigpu")
+    small = replace(base.WORKLOAD, tokens_per_rank=1024, hidden=1024, ffn=4096)
+    report = {module: check_pair(base.get_benchmark(), load(module).get_benchmark(), small, device)
+              for module in ("optimized_tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled")}
+    (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
 if __name__ == "__main__":
-    check_all(Path(sys.argv[1]))
+    if sys.argv[2:] == ["nccl"]:
+        check_tensor_parallel_nccl(Path(sys.argv[1]))
+    else:
+        check_all(Path(sys.argv[1]))
 
 
 @pytest.mark.multigpu
@@ -265,3 +294,32 @@ def test_dataparallel_threads_keep_bf16_only_inside_forward() -> None:
         wrapped = torch.nn.DataParallel(BF16Forward(layer), device_ids=[0, 1])(x)
     assert plain.dtype == torch.float16
     assert wrapped.dtype == torch.bfloat16
+
+
+def test_pulled_partials_sum_to_the_block() -> None:
+    """The pulled variant's split: rank r's output = its own partial + the peer's partial for r's
+    tokens (each rank holding a column shard of W1 and the row shard of W2), as the baseline's block."""
+    pulled = load("optimized_tensor_parallel_multigpu_pulled")
+    gen = torch.Generator().manual_seed(3)
+    x = [torch.randn(6, 16, generator=gen) for _ in range(2)]
+    w1, w2 = torch.randn(16, 32, generator=gen) / 4, torch.randn(32, 16, generator=gen) / 6
+    shards = [(w1[:, cols], w2[cols]) for cols in (slice(0, 16), slice(16, 32))]
+    parts = [pulled.rank_partials(x[r], x[1 - r], *shards[r], torch.zeros(16)) for r in range(2)]
+    for r in range(2):
+        block = torch.nn.functional.gelu(x[r] @ w1) @ w2  # exact GELU: _addmm_activation's on a CPU
+        torch.testing.assert_close(parts[r][1] + parts[1 - r][0], block, rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(parts[r][1], block, atol=1e-3)  # one shard alone is not the block
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
+    """Both optimized tensor-parallel variants against the baseline on two GPUs (NCCL), each rank's
+    output, after poisoned scratch and refilled inputs too (check_tensor_parallel_nccl)."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    proc = _torchrun(__file__, str(tmp_path), "nccl")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for r in range(2):
+        for module, result in json.loads((tmp_path / f"rank{r}.json").read_text()).items():
+            assert result.get("error") is None and result["driven"], (r, module, result)
