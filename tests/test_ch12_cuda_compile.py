@@ -68,6 +68,26 @@ def test_level_kernel_launches_from_the_device() -> None:
 
 @needs_nvcc
 @needs_cuobjdump
+def test_lean_level_launches_from_the_device_with_no_transcendentals_and_fits_five_blocks() -> None:
+    """dp_lean_level calls the device runtime (its launching block), reads the {p, w} table (one 16-byte
+    load) instead of computing tanh and exp10 (no MUFU.EX2), and fits 5 blocks of 256 threads an SM
+    (at most 48 registers): what sizes a level's resident grid."""
+    lib = declared("baseline_dynamic_parallelism")[0]
+    funcs = kernels(lib.sass("90"))
+    lean = next(body for name, body in funcs.items() if "dp_lean_level" in name)
+    old = next(body for name, body in funcs.items() if "dp_level" in name)
+    assert "CALL" in lean and "LDG.E.128.CONSTANT" in lean and "ATOMG.E.ADD.STRONG.GPU" in lean
+    assert "MUFU.EX2" not in lean and "MUFU.EX2" in old
+    usage = lib.resource_usage("90")
+    regs = re.search(r"dp_lean_level\S*:\s*\n\s*REG:(\d+)", usage)
+    assert regs and int(regs.group(1)) <= 48
+    lean_signatures = import_module_at(CH12 / "optimized_dynamic_parallelism_lean.py").SIGNATURES
+    handle = ctypes.CDLL(str(lib.build("90")))
+    assert all(hasattr(handle, name) for name in lean_signatures)
+
+
+@needs_nvcc
+@needs_cuobjdump
 def test_queue_kernel_takes_rows_with_a_global_atomic() -> None:
     funcs = kernels(declared("baseline_work_queue")[0].sass("90"))
     dynamic = next(body for name, body in funcs.items() if "wq_dynamic_kernel" in name)

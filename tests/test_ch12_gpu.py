@@ -43,7 +43,8 @@ def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
 @pytest.mark.parametrize(("baseline", "optimized", "metric"),
                          [("baseline_conditional_while", "optimized_conditional_while", "passes"),
                           ("baseline_conditional_while", "optimized_conditional_while_in_graph", "passes"),
-                          ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism", "levels")])
+                          ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism", "levels"),
+                          ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism_lean", "levels")])
 def test_device_control_flow_runs_as_many_passes_as_the_host(baseline: str, optimized: str, metric: str) -> None:
     base, opt = built(baseline), built(optimized)
     base.run()
@@ -98,11 +99,29 @@ def test_pdl_chain_gives_the_plain_chains_bits(trigger_first: bool) -> None:
         opt.teardown()
 
 
-def test_refinement_never_overflows_its_lists_on_another_seed() -> None:
-    bench = built("optimized_dynamic_parallelism", seed=3)
+@pytest.mark.parametrize("module", ["optimized_dynamic_parallelism", "optimized_dynamic_parallelism_lean"])
+def test_refinement_never_overflows_its_lists_on_another_seed(module: str) -> None:
+    bench = built(module, seed=3)
     bench.run()
     torch.cuda.synchronize()
     assert int(bench.count[bench.workload.max_levels]) == 0
+
+
+def test_lean_levels_split_what_the_host_levels_split_from_garbage_scratch() -> None:
+    """dp_lean on scratch full of garbage (as the harness poisons it) gives the baseline's integrals and
+    the same interval count at every level from 2 on (level 1 holds 2 slots a cell, holes included),
+    twice in a row: the first grid resets everything a call reads."""
+    base, lean = built("baseline_dynamic_parallelism", seed=7), built("optimized_dynamic_parallelism_lean", seed=7)
+    levels = lean.workload.max_levels
+    base.run()
+    for _ in range(2):
+        lean.count.fill_(-5)
+        for t in (lean.lists, lean.out, lean.shape):
+            t.fill_(float("nan"))
+        lean.run()
+        torch.cuda.synchronize()
+        assert torch.equal(lean.count[2:], base.count[2:]) and int(lean.count[levels]) == 0
+        torch.testing.assert_close(lean.out, base.out, rtol=0, atol=3e-10)
 
 
 @pytest.mark.parametrize(("module", "metric"), [("optimized_graph_replay", "us_per_kernel"),

@@ -155,6 +155,47 @@ def test_refinement_check_fires_on_a_misplaced_interval(fault: str) -> None:
         load("ch12_common").check_refinement(got, u, v, mod.WORKLOAD)
 
 
+def lean_levels_on_host(u: torch.Tensor, v: torch.Tensor, tol: float, max_levels: int) -> tuple[torch.Tensor, list[int]]:
+    """simpson_on_host in dp_lean's form: an interval is {cell, k}, [k, k + 1] * h with h = 2^-level,
+    and h / 6, h / 12 and 15 tol h are worked out once a level (dynamic_parallelism.cu's Widths)."""
+    u, v = u.double(), v.double()
+    p, w = 0.5 + 0.5 * torch.tanh(u), 10.0 ** (-2.0 - torch.tanh(v))
+    cell, k = torch.arange(len(u)), torch.zeros(len(u), dtype=torch.int64)
+    out, sizes, h = torch.zeros(len(u), dtype=torch.float64), [], 1.0
+    while len(cell):
+        sizes.append(len(cell))
+        pc, wc = p[cell], w[cell]
+
+        def f(x: torch.Tensor, pc: torch.Tensor = pc, wc: torch.Tensor = wc) -> torch.Tensor:
+            return wc / ((x - pc) ** 2 + wc**2)
+
+        a, b = k.double() * h, (k + 1).double() * h
+        m = 0.5 * (a + b)
+        whole = (h / 6.0) * (f(a) + 4 * f(m) + f(b))
+        halves = (h / 12.0) * (f(a) + 4 * f(0.5 * (a + m)) + 2 * f(m) + 4 * f(0.5 * (m + b)) + f(b))
+        done = ((halves - whole).abs() <= 15.0 * tol * h) | (len(sizes) >= max_levels)
+        out.index_add_(0, cell[done], (halves + (halves - whole) / 15)[done])
+        cell, k, h = cell[~done].repeat(2), torch.cat([2 * k[~done], 2 * k[~done] + 1]), 0.5 * h
+    return out, sizes
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_lean_intervals_are_the_bisections_bits(seed: int) -> None:
+    """dp_lean's {cell, k} intervals with per-level widths accept and split exactly what bisection from
+    [0, 1] does: the same sizes and the same bits (each level's ends are exact dyadic numbers)."""
+    w = load("baseline_dynamic_parallelism").WORKLOAD
+    u, v = refinement_inputs(seed)
+    got, sizes = lean_levels_on_host(u, v, w.tol, w.max_levels)
+    want, want_sizes = simpson_levels(u, v, w.tol, w.max_levels)
+    assert sizes == want_sizes and torch.equal(got, want)
+
+
+def test_lean_struct_matches_the_cuda_layout() -> None:
+    lean = load("optimized_dynamic_parallelism_lean").Lean
+    offsets = tuple(getattr(lean, name).offset for name in ("count", "shape", "cells", "max_grid", "tol"))
+    assert (offsets, ctypes.sizeof(lean)) == ((16, 48, 56, 68, 72), 80)
+
+
 def test_refine_struct_matches_the_cuda_layout() -> None:
     refine = load("baseline_dynamic_parallelism").Refine
     assert (refine.count.offset, refine.cap.offset, refine.tol.offset, ctypes.sizeof(refine)) == (16, 48, 64, 72)
