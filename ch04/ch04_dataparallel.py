@@ -147,3 +147,40 @@ class DDPReportingStep(DDPStep):
     def run(self) -> tuple[torch.Tensor, ...]:
         loss = self.host.mean(self.step())
         return (loss, flat_grads(self.model)) if self.rank == 0 else (loss,)
+
+
+def bf16_layers(model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each Linear's (weight, bias) cast to bf16, as bf16 autocast casts them for its GEMM."""
+    return [(m.weight.to(torch.bfloat16), m.bias.to(torch.bfloat16)) for m in model.modules()
+            if isinstance(m, nn.Linear)]
+
+
+def forward_saved(layers: list[tuple[torch.Tensor, torch.Tensor]],
+                  x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """The MLP's bf16 forward, as autocast runs it (``addmm`` with the bias, then exact GELU), keeping
+    what backward needs: each layer's input and pre-activation, and the output."""
+    h, inputs, pre = x.to(torch.bfloat16), [], []
+    for w, b in layers:
+        inputs.append(h)
+        pre.append(nn.functional.linear(h, w, b))
+        h = nn.functional.gelu(pre[-1])
+    return inputs, pre, h
+
+
+def backward_into(layers: list[tuple[torch.Tensor, torch.Tensor]], inputs: list[torch.Tensor],
+                  pre: list[torch.Tensor], out: torch.Tensor, y: torch.Tensor,
+                  grads: list[tuple[torch.Tensor, torch.Tensor]], on_layer) -> None:
+    """The mean squared error's backward through the MLP, the ops autograd runs for the autocast step
+    (mse_loss_backward, cast to bf16, gelu_backward, then per Linear the weight gradient as
+    ``grad.t() @ input``, the bias's as ``grad.sum(0)``, the input's as ``grad @ weight``), last layer
+    first. Layer l's bf16 (weight, bias) gradients are written into ``grads[l]``; ``on_layer(l)``
+    runs after layer l (its input gradient issued too)."""
+    one = torch.ones((), dtype=torch.float32, device=out.device)
+    g = torch.ops.aten.mse_loss_backward(one, out.float(), y, 1).to(torch.bfloat16)  # 1: mean
+    for i in reversed(range(len(layers))):
+        g = torch.ops.aten.gelu_backward(g, pre[i])
+        torch.mm(g.t(), inputs[i], out=grads[i][0])
+        torch.sum(g, 0, out=grads[i][1])
+        if i:
+            g = torch.mm(g, layers[i][0])
+        on_layer(i)

@@ -40,7 +40,8 @@ SMALL = {  # the multi-rank pairs at CPU sizes
 }
 GLOO = aisp.Requirements(ranks=2)
 CPU = torch.device("cpu")
-EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled")}
+EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled"),
+                  "ddp_overlap_pulled": ("ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled")}
 """Further optimized variants the gloo run checks against their pair's baseline (report key: pair, module)."""
 
 
@@ -259,8 +260,9 @@ def check_all(out: Path) -> None:
 
 
 def check_tensor_parallel_nccl(out: Path) -> None:
-    """On two GPUs (NCCL): both optimized tensor-parallel variants against the baseline at a small bf16
-    size, through their real paths (symmetric memory, barriers, copy-engine pulls, CUDA graphs)."""
+    """On two GPUs (NCCL): both optimized tensor-parallel variants and the pulled-gradient DDP variant
+    against their baselines at small bf16 sizes, through their real paths (symmetric memory, barriers,
+    copy-engine pulls, CUDA graphs)."""
     from aisp.kits.multirank import script_init, world_and_rank
 
     device = script_init("cuda")
@@ -268,6 +270,11 @@ def check_tensor_parallel_nccl(out: Path) -> None:
     small = replace(base.WORKLOAD, tokens_per_rank=1024, hidden=1024, ffn=4096)
     report = {module: check_pair(base.get_benchmark(), load(module).get_benchmark(), small, device)
               for module in ("optimized_tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled")}
+    ddp = load("baseline_ddp_overlap_multigpu")  # the pulled gradients: symmetric memory, barriers, pulls
+    small = replace(ddp.WORKLOAD, batch=2048, width=1024, layers=3)
+    pulled = "optimized_ddp_overlap_multigpu_pulled"
+    report[pulled] = check_pair(ddp.get_benchmark(), load(pulled).get_benchmark(), small, device)
+    report[pulled]["exact"] = report[pulled].get("rel_l2") == 0.0
     (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
@@ -314,8 +321,9 @@ def test_pulled_partials_sum_to_the_block() -> None:
 @pytest.mark.gpu
 @pytest.mark.multigpu
 def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
-    """Both optimized tensor-parallel variants against the baseline on two GPUs (NCCL), each rank's
-    output, after poisoned scratch and refilled inputs too (check_tensor_parallel_nccl)."""
+    """Both optimized tensor-parallel variants and optimized_ddp_overlap_multigpu_pulled against their
+    baselines on two GPUs (NCCL), each rank's output, after poisoned scratch and refilled inputs too
+    (check_tensor_parallel_nccl); the pulled gradients match the baseline's bit for bit."""
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     proc = _torchrun(__file__, str(tmp_path), "nccl")
@@ -323,3 +331,27 @@ def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
     for r in range(2):
         for module, result in json.loads((tmp_path / f"rank{r}.json").read_text()).items():
             assert result.get("error") is None and result["driven"], (r, module, result)
+            assert result.get("exact", True), (r, module, result)
+
+
+def test_written_out_backward_is_autograds_bit_for_bit() -> None:
+    """optimized_ddp_overlap_multigpu_pulled's forward and backward (ch04_dataparallel.forward_saved,
+    backward_into) give the bf16 gradients autograd gives for the bf16-autocast step, bit for bit:
+    why sending them as bf16 loses nothing."""
+    dp, common = load("ch04_dataparallel"), load("ch04_common")
+    gen = torch.Generator().manual_seed(5)
+    model = common.mlp(32, 3, gen, CPU)
+    x, y = torch.randn(12, 32, generator=gen), torch.randn(12, 32, generator=gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x)
+    torch.nn.functional.mse_loss(out.float(), y).backward()
+    want = common.flat_grads(model)
+    layers = dp.bf16_layers(model)
+    grads = [(torch.empty(32, 32, dtype=torch.bfloat16), torch.empty(32, dtype=torch.bfloat16)) for _ in range(3)]
+    seen: list[int] = []
+    with torch.no_grad():
+        dp.backward_into(layers, *dp.forward_saved(layers, x), y, grads, seen.append)
+    got = torch.cat([t.float().reshape(-1) for pair in grads for t in pair])
+    assert seen == [2, 1, 0]
+    assert torch.equal(got, want)
+    assert torch.equal(want.bfloat16().float(), want)  # autograd's fp32 gradients are bf16 values
