@@ -36,7 +36,7 @@ class MicroBatched(PipelineStage):
         if self.rank == 0:
             sends = []
             for part, inp in zip(parts, self.x.chunk(self.micro_batches), strict=True):
-                part.copy_(self.stage(inp))
+                self.compute(inp, part)
                 sends.append(dist.isend(part, 1))
             for work in sends:
                 work.wait()
@@ -45,8 +45,12 @@ class MicroBatched(PipelineStage):
         receives = [dist.irecv(buf, 0) for buf in got]
         for part, buf, work in zip(parts, got, receives, strict=True):
             work.wait()
-            part.copy_(self.stage(buf))
+            self.compute(buf, part)
         return out
+
+    def compute(self, inp: torch.Tensor, part: torch.Tensor) -> None:
+        """Micro-batch ``inp`` through this rank's stage into ``part``, its slice of the output."""
+        part.copy_(self.stage(inp))
 
 
 def get_benchmark() -> aisp.Benchmark:
