@@ -84,7 +84,11 @@ class ReplicaDecode(aisp.Benchmark):
         self.model = ShardedDecoder(full, shard, self.reducer(shard, dtype))
         self.cache = shard_cache(cache, w.model, shard)
         self.cache_k, self.cache_v = self.cache.k, self.cache.v
-        self.step = GraphedDecode(self.model, self.cache, w.batch, w.prompt + w.steps)
+        self.step = self.make_step(shard)
+
+    def make_step(self, shard: Shard) -> GraphedDecode:
+        w = self.workload
+        return GraphedDecode(self.model, self.cache, w.batch, w.prompt + w.steps)
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
         w, step = self.workload, self.step

@@ -184,3 +184,22 @@ def test_fused_decode_step_matches_the_gemv_step_at_full_size() -> None:
     print(f"top-4 logits: max difference {err:.3f} (rms {top.pow(2).mean().sqrt().item():.2f})")
     compare(*outs.values(), load("baseline_fp8_weight_decode").WORKLOAD)
     assert err < 1.0, err
+
+
+def test_fused_tp_decode_at_one_shard_matches_the_baseline() -> None:
+    """``tp_decode_multigpu``'s ``_fused`` step at one shard (the whole 70B-wide decoder on one GPU: 64
+    query / 8 K/V heads, SwiGLU 28,672, the whole vocabulary; no collective) against the baseline's
+    graphed decode at full size: the same tokens, top logits at the pair's tolerance; both calls'
+    times printed (run with -s; the 2-rank path is verified by ``aisp bench run``)."""
+    outs = []
+    for module in ("baseline_tp_decode_multigpu", "optimized_tp_decode_multigpu_fused"):
+        bench = load(module).get_benchmark()
+        bench.device, bench.shards = torch.device("cuda"), 1
+        bench.setup()
+        outs.append(guarded_run(bench))
+        print(f"\n{module} at one shard: {timed_ms(bench.run, reps=10):.3f} ms a call (16 steps)")
+        bench.teardown()
+    (tokens, top), (fused_tokens, fused_top) = ([t for _, t in out] for out in outs)
+    assert torch.equal(tokens, fused_tokens)
+    print(f"top-4 logits: max difference {(top - fused_top).abs().max().item():.3f}")
+    compare(*outs, load("baseline_tp_decode_multigpu").WORKLOAD)

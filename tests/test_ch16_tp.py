@@ -84,3 +84,28 @@ def test_gpu_pair_needs_two_gpus(monkeypatch):
     assert "CUDA" in unmet_requirements(requires, torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert unmet_requirements(requires, torch.device("cuda")) == "needs 2 GPUs; 1 present"
+
+
+@pytest.fixture(scope="module")
+def fused_suite(tmp_path_factory):
+    """The ``_fused`` variant and its wrong twin at CPU sizes, two gloo ranks, its Triton kernels
+    interpreted (TRITON_INTERPRET=1 in the workers)."""
+    pytest.importorskip("triton")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_INTERPRET", "1")
+        results = run_fixture_pairs(FIXTURES.parent / "distributed_ch16_fused", CH16,
+                                    RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu",
+                                               artifacts_dir=tmp_path_factory.mktemp("art_fused")), ranks=2)
+    return {v["name"]: v for r in results for v in [r["baseline"], *r["variants"]]}
+
+
+def test_fused_ranks_decode_the_one_shard_tokens(fused_suite):
+    """Each rank's fused 2-way decode (vocab-parallel head, one-graph loop) against its one-shard decode."""
+    opt = fused_suite["optimized_tp_fused"]
+    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
+    assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
+    assert opt["verification"]["max_abs_err"] < 1e-3
+
+
+def test_fused_ranks_holding_the_same_shard_fail(fused_suite):
+    assert fused_suite["optimized_tp_fused_sameshard"]["verdict"] == "verify-failed"
