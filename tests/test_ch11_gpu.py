@@ -82,6 +82,20 @@ def test_alloc_run_matches_torch(module: str) -> None:
     torch.testing.assert_close(out, (2 * bench.x + 1) ** 2 - bench.x, rtol=1e-5, atol=1e-5)
 
 
+def test_batched_kernels_match_the_sixteen_launches_bit_for_bit() -> None:
+    """concurrent_kernels' one 128-block launch gives each element the baseline's chain exactly,
+    and the closed form; scratch is poisoned first so an element left unwritten shows."""
+    base, batched = build("baseline_concurrent_kernels"), build("optimized_concurrent_kernels_batched")
+    base.setup()
+    batched.setup()
+    torch.testing.assert_close(batched.x, base.x, rtol=0, atol=0)
+    batched.out.fill_(float("nan"))
+    want, got = base.run().clone(), batched.run().clone()
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    ref = load("ch11_common").fma_chain_reference(batched.x, batched.workload.iters)
+    torch.testing.assert_close(got.double(), ref, atol=2e-3, rtol=0)
+
+
 @pytest.mark.parametrize(("baseline", "optimized"), variant_files())
 def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
     check_refilled_pair(build(baseline), build(optimized), load(baseline).WORKLOAD)

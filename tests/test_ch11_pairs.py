@@ -4,6 +4,7 @@ skips with a reason (streams need a GPU); the overlap figures are computed as th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -153,3 +154,32 @@ def test_each_chain_kernel_reads_the_one_befores_output(monkeypatch: pytest.Monk
     bench.chain(None)
     assert len(launched) == mod.WORKLOAD.chain_steps and launched[0][0] is bench.h0
     assert all(src is before_dst for (_, before_dst), (src, _) in zip(launched, launched[1:], strict=False))
+
+
+def test_batched_launch_covers_the_sixteen_kernels_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """concurrent_kernels' batched variant: one launch over x and out whole, whose elements are exactly
+    those of the baseline's 16 row launches (same input and output addresses), in one round of blocks."""
+    base_mod, batched_mod = load("baseline_concurrent_kernels"), load("optimized_concurrent_kernels_batched")
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    spans: dict[str, list[tuple[int, int, int]]] = {"baseline": [], "batched": []}
+
+    def recorder(key: str) -> Callable[..., None]:
+        return lambda lib, src, dst, iters, stream: spans[key].append((src.data_ptr(), dst.data_ptr(), src.numel()))
+
+    monkeypatch.setattr(base_mod, "small_kernel", recorder("baseline"))
+    monkeypatch.setattr(batched_mod, "small_kernel", recorder("batched"))
+    w = base_mod.WORKLOAD
+    x = torch.randn(w.kernels, w.blocks * base_mod.THREADS)
+    out = torch.empty_like(x)
+    for mod in (base_mod, batched_mod):
+        bench = mod.get_benchmark()
+        bench.lib, bench.x, bench.out = None, x, out
+        assert bench.run() is out
+    ((src, dst, n),) = spans["batched"]
+    assert (src, dst, n) == (x.data_ptr(), out.data_ptr(), x.numel())
+    size = x.element_size()
+    covered = sorted((s, d, m) for s, d, m in spans["baseline"])
+    assert len(covered) == w.kernels
+    assert all(s - src == d - dst == k * m * size for k, (s, d, m) in enumerate(covered))
+    assert sum(m for _, _, m in covered) == n
+    assert n // base_mod.THREADS == w.kernels * w.blocks <= H200_SMS  # one block an SM: one round
