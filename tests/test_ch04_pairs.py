@@ -41,7 +41,9 @@ SMALL = {  # the multi-rank pairs at CPU sizes
 GLOO = aisp.Requirements(ranks=2)
 CPU = torch.device("cpu")
 EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled"),
-                  "ddp_overlap_pulled": ("ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled")}
+                  "ddp_overlap_pulled": ("ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled"),
+                  "gradient_bucketing_pulled": ("gradient_bucketing_multigpu",
+                                                "optimized_gradient_bucketing_multigpu_pulled")}
 """Further optimized variants the gloo run checks against their pair's baseline (report key: pair, module)."""
 
 
@@ -87,6 +89,39 @@ def test_bucket_plan_respects_the_cap() -> None:
     plan = load("optimized_gradient_bucketing_multigpu").buckets
     assert plan([10, 10, 10, 30, 5], 25) == [[0, 1], [2], [3], [4]]
     assert plan([100], 25) == [[0]]
+
+
+def test_pull_chunks_cover_the_buffer_and_shrink_at_the_end() -> None:
+    plan = load("optimized_gradient_bucketing_multigpu_pulled").pull_chunks
+    for total, cap in ((1, 1000), (255, 1000), (257, 64), (85_054_464, 6_250_000), (1_579_520, 250_000)):
+        bounds = plan(total, cap)
+        assert bounds[0][0] == 0 and bounds[-1][1] == total
+        assert all(a < b for a, b in bounds) and all(bounds[i][1] == bounds[i + 1][0] for i in range(len(bounds) - 1))
+        assert all(b % 256 == 0 for _, b in bounds[:-1]) and all(b - a <= cap + 255 for a, b in bounds)
+    gpt2 = [b - a for a, b in plan(85_054_464, 6_250_000)]  # the pair's 340 MB at 25 MB
+    assert len(gpt2) == 16 and gpt2[-1] < 800_000 and gpt2[-3:] == sorted(gpt2[-3:], reverse=True)
+
+
+def test_pulled_bucket_layout_averages_each_tensor() -> None:
+    """optimized_gradient_bucketing_multigpu_pulled's layout and chunked mean on a CPU: gradients as
+    views of row 0 (backward order), the peer's in row 1, chunks that cut through tensors; each
+    returned view is (mine + peer's) / 2 of its tensor, bit for bit."""
+    pulled, base = load("optimized_gradient_bucketing_multigpu_pulled"), load("baseline_gradient_bucketing_multigpu")
+    w = replace(base.WORKLOAD, width=16, layers=2)
+    gen = torch.Generator().manual_seed(7)
+    mine, peer = ([torch.randn(s, generator=gen) for s in base.shapes(w)] for _ in range(2))
+    total = sum(t.numel() for t in mine)
+    rows, out = torch.full((2, total), float("nan")), torch.full((total,), float("nan"))
+    for r, grads in enumerate((mine, peer)):
+        for view, t in zip(pulled.bucket_views(rows[r], list(reversed(grads))), grads, strict=True):
+            view.copy_(t)
+    assert torch.equal(rows[0, : mine[-1].numel()], mine[-1].reshape(-1))  # backward order: last first
+    bounds = pulled.pull_chunks(total, 700)
+    seen: list[int] = []
+    pulled.average(rows, out, bounds, seen.append)
+    assert seen == list(range(len(bounds))) and len(bounds) > 5
+    for got, a, b in zip(pulled.bucket_views(out, list(reversed(mine))), mine, peer, strict=True):
+        assert torch.equal(got, (a + b) / 2)
 
 
 def test_bubble_fraction() -> None:
@@ -260,9 +295,9 @@ def check_all(out: Path) -> None:
 
 
 def check_tensor_parallel_nccl(out: Path) -> None:
-    """On two GPUs (NCCL): both optimized tensor-parallel variants and the pulled-gradient DDP variant
-    against their baselines at small bf16 sizes, through their real paths (symmetric memory, barriers,
-    copy-engine pulls, CUDA graphs)."""
+    """On two GPUs (NCCL): both optimized tensor-parallel variants, the pulled-gradient DDP variant and
+    the pulled gradient buckets against their baselines at small sizes, through their real paths
+    (symmetric memory, barriers, copy-engine pulls, CUDA graphs)."""
     from aisp.kits.multirank import script_init, world_and_rank
 
     device = script_init("cuda")
@@ -274,6 +309,11 @@ def check_tensor_parallel_nccl(out: Path) -> None:
     small = replace(ddp.WORKLOAD, batch=2048, width=1024, layers=3)
     pulled = "optimized_ddp_overlap_multigpu_pulled"
     report[pulled] = check_pair(ddp.get_benchmark(), load(pulled).get_benchmark(), small, device)
+    report[pulled]["exact"] = report[pulled].get("rel_l2") == 0.0
+    bucketing = load("baseline_gradient_bucketing_multigpu")  # symmetric bucket, 9 chunked pulls, means
+    small = replace(bucketing.WORKLOAD, width=256, layers=2, bucket_mb=1.0)
+    pulled = "optimized_gradient_bucketing_multigpu_pulled"
+    report[pulled] = check_pair(bucketing.get_benchmark(), load(pulled).get_benchmark(), small, device)
     report[pulled]["exact"] = report[pulled].get("rel_l2") == 0.0
     (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
     torch.distributed.barrier()
@@ -321,9 +361,10 @@ def test_pulled_partials_sum_to_the_block() -> None:
 @pytest.mark.gpu
 @pytest.mark.multigpu
 def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
-    """Both optimized tensor-parallel variants and optimized_ddp_overlap_multigpu_pulled against their
-    baselines on two GPUs (NCCL), each rank's output, after poisoned scratch and refilled inputs too
-    (check_tensor_parallel_nccl); the pulled gradients match the baseline's bit for bit."""
+    """Both optimized tensor-parallel variants, optimized_ddp_overlap_multigpu_pulled and
+    optimized_gradient_bucketing_multigpu_pulled against their baselines on two GPUs (NCCL), each
+    rank's output, after poisoned scratch and refilled inputs too (check_tensor_parallel_nccl); both
+    pulled gradient variants match their baseline's bit for bit."""
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     proc = _torchrun(__file__, str(tmp_path), "nccl")
