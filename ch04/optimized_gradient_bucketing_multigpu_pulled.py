@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from optimized_gradient_bucketing_multigpu import Bucketed
-from optimized_tensor_parallel_multigpu_pulled import peer_view
 
 import aisp
+from aisp.kits.multirank import peer_view
 
 ALIGN = 256
 """Chunk bounds inside the buffer fall on multiples of this many values (1 KB in fp32)."""

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from baseline_tensor_parallel_multigpu import BlockingTensorParallel
 
 import aisp
+from aisp.kits.multirank import peer_view
 
 
 def gelu_gemm(x: torch.Tensor, w: torch.Tensor, zero_bias: torch.Tensor) -> torch.Tensor:
@@ -45,14 +46,6 @@ def rank_partials(x_own: torch.Tensor, x_peer: torch.Tensor, w1: torch.Tensor, w
     (sent) and for its own (kept). A rank's output is its own partial plus the peer's for it."""
     h_own = gelu_gemm(x_own, w1, zero_bias)
     return gelu_gemm(x_peer, w1, zero_bias) @ w2, h_own @ w2
-
-
-def peer_view(handle: object, local: torch.Tensor, peer: int) -> torch.Tensor:
-    """``peer``'s tensor of ``local``'s place in symmetric memory, mapped here (reads cross NVLink)."""
-    if hasattr(handle, "get_remote_tensor"):  # newer PyTorch: adds the tensor's offset in its pool block
-        return handle.get_remote_tensor(peer, local.size(), local.dtype)
-    offset = getattr(handle, "offset", 0) // local.element_size()
-    return handle.get_buffer(peer, local.size(), local.dtype, offset)
 
 
 class PulledTensorParallel(BlockingTensorParallel):

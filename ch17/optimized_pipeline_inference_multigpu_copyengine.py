@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from optimized_pipeline_inference_multigpu import MicroBatched
 
 import aisp
+from aisp.kits.multirank import peer_view
 
 TIMEOUT_MS = 30_000
 """A wait on the peer's signal longer than this traps (a printed [FATAL] line) instead of hanging."""
@@ -63,13 +64,6 @@ class CopyEngineLink:
         self.handle.wait_signal(src, channel, TIMEOUT_MS)
 
 
-def peer_tensor(handle: Any, local: torch.Tensor, peer: int) -> torch.Tensor:
-    """``peer``'s tensor at ``local``'s place in symmetric memory, mapped on this GPU."""
-    if hasattr(handle, "get_remote_tensor"):
-        return handle.get_remote_tensor(peer, local.size(), local.dtype)
-    return handle.get_buffer(peer, local.size(), local.dtype, getattr(handle, "offset", 0) // local.element_size())
-
-
 class CopyEnginePipeline(MicroBatched):
     micro_batches = 2 * MicroBatched.micro_batches
     scratch = ("inbox",)
@@ -91,7 +85,7 @@ class CopyEnginePipeline(MicroBatched):
         torch.ops.symm_mem.memset32_(handle.get_signal_pad(self.rank, (words,), torch.uint32), 0, 0, words)
         torch.cuda.synchronize(self.device)
         dist.barrier()  # both pads zeroed before either rank signals
-        self.link = CopyEngineLink(handle, peer_tensor(handle, self.inbox, peer),
+        self.link = CopyEngineLink(handle, peer_view(handle, self.inbox, peer),
                                    handle.get_signal_pad(peer, (words,), torch.uint32), torch.cuda.Stream(self.device))
         if self.rank == 1:
             self.link.signal(self.micro_batches)  # the inbox starts free

@@ -49,6 +49,17 @@ def high_priority_group() -> dist.ProcessGroup:
     return dist.new_group(backend=dist.get_backend())
 
 
+def peer_view(handle: Any, local: torch.Tensor, peer: int) -> torch.Tensor:
+    """``peer``'s tensor at ``local``'s place in symmetric memory (``symm_mem.rendezvous``'s handle),
+    mapped on this GPU: reads and copies from it cross NVLink. Keep it out of a benchmark's tensor
+    attributes (a local, or a field of a plain object): the harness's input guard would snapshot
+    memory the other GPU writes."""
+    if hasattr(handle, "get_remote_tensor"):  # newer PyTorch: adds the tensor's offset in its pool block
+        return handle.get_remote_tensor(peer, local.size(), local.dtype)
+    offset = getattr(handle, "offset", 0) // local.element_size()
+    return handle.get_buffer(peer, local.size(), local.dtype, offset)
+
+
 def time_slowest(fn: Callable[[], Any], device: torch.device, iterations: int) -> list[float]:
     """For scripts: time ``fn()`` ``iterations`` times on every rank, the ranks meeting at a
     barrier before each call; returns each call's slowest-rank time in ms (all_reduce MAX)."""
