@@ -37,7 +37,7 @@ def pair_modules() -> list[Path]:
     return sorted(CH14.glob("baseline_*.py")) + sorted(CH14.glob("optimized_*.py"))
 
 
-def test_discovery_finds_the_seven_pairs_three_compile_modes_three_grouped_gemms_two_flex() -> None:
+def test_discovery_finds_the_seven_pairs_three_compile_modes_three_grouped_gemms_three_flex() -> None:
     pairs = {p.name: p for p in pairs_in(CH14)}
     assert sorted(pairs) == PAIRS
     modes = sorted(p.stem for p in CH14.glob("optimized_compile_modes_*.py"))
@@ -46,7 +46,8 @@ def test_discovery_finds_the_seven_pairs_three_compile_modes_three_grouped_gemms
     assert grouped == ["optimized_triton_grouped_gemm", "optimized_triton_grouped_gemm_tma",
                        "optimized_triton_grouped_gemm_tma_split"]
     assert [p.stem for p in pairs["flex_score_mod"].optimized] == ["optimized_flex_score_mod",
-                                                                   "optimized_flex_score_mod_autotuned"]
+                                                                   "optimized_flex_score_mod_autotuned",
+                                                                   "optimized_flex_score_mod_triton"]
 
 
 @pytest.mark.parametrize("path", pair_modules(), ids=lambda p: p.stem)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, fits_sm90
+from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, fits_sm90, ptxas_advisories
 
 from aisp.harness.loader import import_module_at
 
@@ -270,3 +270,74 @@ def test_sm90_tma_flattens_its_tile_loop_and_split_does_not(stages: int) -> None
     compiled = {k: compile_sm90(*GROUPED_KERNELS[k], consts, options) for k in ("tma", "tma_split")}
     assert tile_loops(compiled["tma"].asm["ptx"]) == [(2, 4)]
     assert tile_loops(compiled["tma_split"].asm["ptx"])[0][0] == 2 * stages
+
+
+@pytest.mark.parametrize("mma_bias", [False, True])
+def test_alibi_flash_matches_fp64_alibi_attention(mma_bias: bool) -> None:
+    """``ch14_alibi_flash`` (flex_score_mod's ``_triton``) under the interpreter, each route of the bias,
+    against softmax(q k^T / sqrt(d) + the baseline's causal ALiBi bias) v in fp64: several query
+    blocks, one tile a block (BLOCK_M = BLOCK_N) and two, batch > 1 (heads share the slopes by head
+    index), fp32 and fp16; the kernel without its bias (slopes 0) rejected."""
+    interpret(f"""
+        import triton
+        from baseline_flex_score_mod import alibi_causal_bias, alibi_slopes
+        from ch14_alibi_flash import alibi_flash_attention
+        for (b, h, s, d), (bm, bn), dt in [((1, 3, 64, 32), (32, 16), torch.float32),
+                                           ((2, 2, 128, 16), (64, 32), torch.float32),
+                                           ((1, 2, 64, 32), (32, 32), torch.float16)]:
+            q, k, v = (torch.randn(b, h, s, d).to(dt) for _ in range(3))
+            slopes = alibi_slopes(h, torch.device("cpu")) * 4  # steeper than the pair's: the bias matters
+            bias = alibi_causal_bias(h, s, "cpu").double() * 4
+            ref = torch.softmax(q.double() @ k.double().transpose(-1, -2) / d ** 0.5 + bias, -1) @ v.double()
+            config = triton.Config({{"BLOCK_M": bm, "BLOCK_N": bn, "MMA_BIAS": {mma_bias}}})
+            err = (alibi_flash_attention(q, k, v, slopes, config=config).double() - ref).abs().max().item()
+            assert err < (2e-5 if dt == torch.float32 else 3e-3), (dt, bm, bn, err)
+            flat = alibi_flash_attention(q, k, v, slopes * 0, config=config).double()
+            assert (flat - ref).abs().max().item() > 0.05
+    """)
+
+
+def test_alibi_bias_table_parts_sum_to_the_bias_and_bad_inputs_are_refused() -> None:
+    """The table's three parts add up to m_h sqrt(d) j within fp32's precision in bf16 (one part alone
+    would be off by up to ~45 at the pair's shape), the columns after them are 0; shapes the kernel
+    cannot take raise ValueError before any launch."""
+    flash = import_module_at(REPO / "ch14" / "ch14_alibi_flash.py")
+    base = import_module_at(REPO / "ch14" / "baseline_flex_score_mod.py")
+    slopes = base.alibi_slopes(16, torch.device("cpu"))
+    table = flash.bias_table(slopes, 4096, 64, torch.bfloat16).view(16, 4096, -1)
+    exact = slopes.double()[:, None] * 8 * torch.arange(4096, dtype=torch.float64)
+    assert (table[..., :3].double().sum(-1) - exact).abs().max() <= exact.abs().max() * 2 ** -22
+    assert (table[..., 0].double() - exact).abs().max() > 10
+    assert not table[..., 3:].any()
+    q = torch.randn(1, 2, 96, 64)
+    with pytest.raises(ValueError, match="tiles dividing seq"):
+        flash.alibi_flash_attention(q, q, q, slopes[:2], config=flash.CONFIGS[0])
+    with pytest.raises(ValueError, match="slopes"):
+        flash.alibi_flash_attention(q, q, q, slopes)
+
+
+ALIBI_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "slopes_ptr": "*fp32",
+             "bias_ptr": "*bf16", "n_heads": "i32", "heads": "i32", "seq": "i32", "qk_scale": "fp32"}
+
+
+def alibi_configs() -> list:
+    return import_module_at(REPO / "ch14" / "ch14_alibi_flash.py").CONFIGS
+
+
+@pytest.mark.parametrize("config", alibi_configs(), ids=str)
+def test_sm90_alibi_flash_config_compiles_to_wgmma_and_tma_without_spills(config) -> None:
+    """Each autotune candidate of the ALiBi kernel at the pair's shape (head dim 64, 32 heads to a
+    group): K/V by TMA, wgmma, no spills, within its register cap and the shared memory of a block,
+    no ptxas advisory (no wgmma serialized); with the bias by wgmma, one more 16-wide HGMMA per Q K^T."""
+    consts = {"D": 64, "HEAD_GROUP": 16} | config.kwargs
+    options = {k: v for k, v in config.all_kwargs().items() if k in ("num_warps", "num_stages", "maxnreg") and v}
+    compiled = compile_sm90("ch14/ch14_alibi_flash:_alibi_flash_fwd", ALIBI_SIG, consts, options, divisible=("seq",))
+    assert_tma_and_wgmma(compiled, "K/V")
+    assert fits_sm90(compiled)["REG"] <= (config.maxnreg or 255)
+    assert ptxas_advisories(compiled) == []
+    if config.kwargs["MMA_BIAS"]:  # the same config with the bias in the softmax: one wgmma fewer a Q K^T
+        plain = compile_sm90("ch14/ch14_alibi_flash:_alibi_flash_fwd", ALIBI_SIG, consts | {"MMA_BIAS": False},
+                             options, divisible=("seq",))
+        count = [c.asm["ptx"].count("wgmma.mma_async") for c in (compiled, plain)]
+        loops = 2 if config.kwargs["BLOCK_M"] > config.kwargs["BLOCK_N"] else 1  # one diagonal tile: no masked loop
+        assert count[0] - count[1] == 1 + loops, count  # the first Q K^T and each key loop's
