@@ -43,7 +43,8 @@ CPU = torch.device("cpu")
 EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled"),
                   "ddp_overlap_pulled": ("ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled"),
                   "gradient_bucketing_pulled": ("gradient_bucketing_multigpu",
-                                                "optimized_gradient_bucketing_multigpu_pulled")}
+                                                "optimized_gradient_bucketing_multigpu_pulled"),
+                  "zero_sharding_pipelined": ("zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined")}
 """Further optimized variants the gloo run checks against their pair's baseline (report key: pair, module)."""
 
 
@@ -296,8 +297,9 @@ def check_all(out: Path) -> None:
 
 def check_tensor_parallel_nccl(out: Path) -> None:
     """On two GPUs (NCCL): both optimized tensor-parallel variants, the pulled-gradient DDP variant and
-    the pulled gradient buckets against their baselines at small sizes, through their real paths
-    (symmetric memory, barriers, copy-engine pulls, CUDA graphs)."""
+    the pulled gradient buckets and the pipelined ZeRO variant against their baselines at small sizes,
+    through their real paths (symmetric memory, barriers and signals, copy-engine pulls and pushes,
+    CUDA graphs)."""
     from aisp.kits.multirank import script_init, world_and_rank
 
     device = script_init("cuda")
@@ -315,6 +317,10 @@ def check_tensor_parallel_nccl(out: Path) -> None:
     pulled = "optimized_gradient_bucketing_multigpu_pulled"
     report[pulled] = check_pair(bucketing.get_benchmark(), load(pulled).get_benchmark(), small, device)
     report[pulled]["exact"] = report[pulled].get("rel_l2") == 0.0
+    zero = load("baseline_zero_sharding_multigpu")  # pushes into symmetric memory, signals, Triton, a graph
+    small = replace(zero.WORKLOAD, params=2**21)  # 16 chunks of 64 K parameters a shard
+    pipelined = "optimized_zero_sharding_multigpu_pipelined"
+    report[pipelined] = check_pair(zero.get_benchmark(), load(pipelined).get_benchmark(), small, device)
     (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
@@ -362,9 +368,10 @@ def test_pulled_partials_sum_to_the_block() -> None:
 @pytest.mark.multigpu
 def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
     """Both optimized tensor-parallel variants, optimized_ddp_overlap_multigpu_pulled and
-    optimized_gradient_bucketing_multigpu_pulled against their baselines on two GPUs (NCCL), each
-    rank's output, after poisoned scratch and refilled inputs too (check_tensor_parallel_nccl); both
-    pulled gradient variants match their baseline's bit for bit."""
+    optimized_gradient_bucketing_multigpu_pulled and optimized_zero_sharding_multigpu_pipelined
+    against their baselines on two GPUs (NCCL), each rank's output, after poisoned scratch and
+    refilled inputs too (check_tensor_parallel_nccl); both pulled gradient variants match their
+    baseline's bit for bit."""
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     proc = _torchrun(__file__, str(tmp_path), "nccl")
