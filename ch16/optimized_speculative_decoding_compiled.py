@@ -21,8 +21,8 @@ Expect: not yet measured. Estimate (arithmetic, not a measurement): the measured
 (63.5 ms = ~5 ms prefill + 15 rounds), of which ~1.6 ms is the target's 5.9 GB at ~3.5 TB/s and
 ~1.0 ms ~480 small graphed kernels of the verify plus the 4 draft steps' ~120; fusing takes ~60% of
 those kernels away (~0.4-0.6 ms a round) and the batched syncs ~11 host round trips (~0.05 ms each):
-less ~0.05 ms a round for the KV-cache layer Inductor copies out and back around each write (the
-draft's cache aliases the target's, so the write is not done in place; seen in its CPU code):
+less ~0.05 ms a round for the cache copies Inductor adds around the in-place cache writes (each
+written layer copied out, the cache copied back at the end, ~170 MB a round; seen in its CPU code):
 ~50-56 ms, 1.15-1.25x over the stored optimized, 35-40% of the speculative-bytes ceiling. 80% is out
 of reach at this draft: 15 rounds of its bytes (126 GB) take 30 ms at the HBM rate plus the ~5 ms
 compute-bound prefill, 57% of the 84.3 GB ceiling at best. Inductor compiles the round in setup
@@ -54,7 +54,9 @@ class CompiledRound(SpecRound):
         device = cache.k.device
         self.out_tok = torch.zeros(kv_len + 1, dtype=torch.long, device=device)
         self.out_top = torch.zeros(kv_len + 1, TOP, device=device)
-        super().__init__(target, draft, cache, draft_cache, propose, kv_len)
+        # The draft's blocks are the target's first: its layer i is the cache's layer i, so the draft
+        # takes the cache itself, not a view of its first layers: no aliased inputs for the compiler.
+        super().__init__(target, draft, cache, cache, propose, kv_len)
 
     def body(self) -> Callable[[], None]:
         backend = self.backends.get(self.pos.device.type)
