@@ -22,6 +22,7 @@ Run: python ch16/optimized_speculative_decoding.py  |  aisp bench run -t ch16:sp
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -67,7 +68,11 @@ class SpecRound:
         self.mine = torch.zeros(propose + 1, dtype=torch.long, device=device)
         self.top = torch.zeros(propose + 1, TOP, device=device)
         self.agree = torch.zeros(1, dtype=torch.long, device=device)
-        self.step = StepGraph(self._round, self._prime, device)
+        self.step = StepGraph(self.body(), self._prime, device)
+
+    def body(self) -> Callable[[], None]:
+        """What the graph captures: the round as written (a variant may compile it)."""
+        return self._round
 
     def _prime(self) -> None:
         self.tok.zero_()
@@ -93,13 +98,15 @@ class SpecRound:
 
 
 class Speculative(TargetOnly):
+    round_class: type[SpecRound] = SpecRound
+
     def build_steps(self) -> None:
         w = self.workload
         gen = torch.Generator().manual_seed(self.seed + 7)
         self.draft = build_draft(self.model, w.draft_layers, w.draft_miss, gen)
         draft_cache = copy.copy(self.cache)  # the same storage: the draft's layers are the first ones
         draft_cache.k, draft_cache.v = self.cache.k[:w.draft_layers], self.cache.v[:w.draft_layers]
-        self.round = SpecRound(self.model, self.draft, self.cache, draft_cache, w.propose, self.cache_len())
+        self.round = self.round_class(self.model, self.draft, self.cache, draft_cache, w.propose, self.cache_len())
         self.proposed = self.accepted = self.rounds = 0
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -195,6 +195,28 @@ def test_speculation_runs_fewer_target_forwards_and_reports_acceptance() -> None
     assert 0.3 < stats["acceptance_rate"] < 1.0 and stats["tokens_per_target_pass"] > 1.5
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_round_gives_the_eager_rounds_tokens_with_fewer_syncs(backend: str, monkeypatch) -> None:
+    """The ``_compiled`` variant's round traced by torch.compile (on a CPU: aot_eager's trace and
+    functionalization, and Inductor's C++ kernels) gives the eager round's tokens, the same rounds
+    and acceptance, and reads the GPU's position once per batch of needed rounds, not per round."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(load("optimized_speculative_decoding_compiled").CompiledRound, "backends", {"cpu": backend})
+    eager, compiled = build("optimized_speculative_decoding", 0), build("optimized_speculative_decoding_compiled", 0)
+    eager.setup()
+    compiled.setup()
+    want, reads, to_int = guarded_run(eager), [], torch.Tensor.__int__
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda t: reads.append(1) or to_int(t))
+    got = guarded_run(compiled)
+    assert eager.rounds == compiled.rounds and eager.accepted == compiled.accepted > 0
+    assert len(reads) < compiled.rounds
+    (_, want_tok), (_, want_top) = want
+    (_, got_tok), (_, got_top) = got
+    assert torch.equal(want_tok, got_tok)
+    torch.testing.assert_close(want_top, got_top, rtol=1e-4, atol=1e-4)
+    compare(want, guarded_run(compiled), eager.workload)  # a second call: replays from the same buffers
+
+
 def test_draft_with_no_miss_agrees_on_every_token() -> None:
     bench = build("optimized_speculative_decoding", 0)
     bench.workload = dataclasses.replace(bench.workload, draft_miss=0.0)
