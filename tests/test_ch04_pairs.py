@@ -295,6 +295,23 @@ def check_all(out: Path) -> None:
     torch.distributed.destroy_process_group()  # gloo's threads stopped before exit (else, at times, an abort there)
 
 
+TP_SMALL = {"tokens_per_rank": 1024, "hidden": 1024, "ffn": 4096}
+NCCL_CHECKS = (
+    ("baseline_tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu", TP_SMALL, False),
+    ("baseline_tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled", TP_SMALL, False),
+    # the pulled gradients: symmetric memory, barriers, pulls
+    ("baseline_ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled",
+     {"batch": 2048, "width": 1024, "layers": 3}, True),
+    # one symmetric bucket, 9 chunked pulls, means
+    ("baseline_gradient_bucketing_multigpu", "optimized_gradient_bucketing_multigpu_pulled",
+     {"width": 256, "layers": 2, "bucket_mb": 1.0}, True),
+    # pushes into symmetric memory, signals, Triton, a graph: 16 chunks of 64 K parameters a shard
+    ("baseline_zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined", {"params": 2**21}, False),
+)
+"""check_tensor_parallel_nccl's pairs: (baseline, optimized variant, the small sizes, whether the variant
+must match its baseline bit for bit)."""
+
+
 def check_tensor_parallel_nccl(out: Path) -> None:
     """On two GPUs (NCCL): both optimized tensor-parallel variants, the pulled-gradient DDP variant and
     the pulled gradient buckets and the pipelined ZeRO variant against their baselines at small sizes,
@@ -303,24 +320,13 @@ def check_tensor_parallel_nccl(out: Path) -> None:
     from aisp.kits.multirank import script_init, world_and_rank
 
     device = script_init("cuda")
-    base = load("baseline_tensor_parallel_multigpu")
-    small = replace(base.WORKLOAD, tokens_per_rank=1024, hidden=1024, ffn=4096)
-    report = {module: check_pair(base.get_benchmark(), load(module).get_benchmark(), small, device)
-              for module in ("optimized_tensor_parallel_multigpu", "optimized_tensor_parallel_multigpu_pulled")}
-    ddp = load("baseline_ddp_overlap_multigpu")  # the pulled gradients: symmetric memory, barriers, pulls
-    small = replace(ddp.WORKLOAD, batch=2048, width=1024, layers=3)
-    pulled = "optimized_ddp_overlap_multigpu_pulled"
-    report[pulled] = check_pair(ddp.get_benchmark(), load(pulled).get_benchmark(), small, device)
-    report[pulled]["exact"] = report[pulled].get("rel_l2") == 0.0
-    bucketing = load("baseline_gradient_bucketing_multigpu")  # symmetric bucket, 9 chunked pulls, means
-    small = replace(bucketing.WORKLOAD, width=256, layers=2, bucket_mb=1.0)
-    pulled = "optimized_gradient_bucketing_multigpu_pulled"
-    report[pulled] = check_pair(bucketing.get_benchmark(), load(pulled).get_benchmark(), small, device)
-    report[pulled]["exact"] = report[pulled].get("rel_l2") == 0.0
-    zero = load("baseline_zero_sharding_multigpu")  # pushes into symmetric memory, signals, Triton, a graph
-    small = replace(zero.WORKLOAD, params=2**21)  # 16 chunks of 64 K parameters a shard
-    pipelined = "optimized_zero_sharding_multigpu_pipelined"
-    report[pipelined] = check_pair(zero.get_benchmark(), load(pipelined).get_benchmark(), small, device)
+    report = {}
+    for baseline, optimized, small, exact in NCCL_CHECKS:
+        base = load(baseline)
+        report[optimized] = check_pair(base.get_benchmark(), load(optimized).get_benchmark(),
+                                       replace(base.WORKLOAD, **small), device)
+        if exact:
+            report[optimized]["exact"] = report[optimized].get("rel_l2") == 0.0
     (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
