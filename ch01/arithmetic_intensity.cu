@@ -70,44 +70,10 @@ __global__ void pass_float4(const float* __restrict__ x, float* __restrict__ y, 
   }
 }
 
-// Two float4 per thread, a block-width apart (each warp access 512 contiguous bytes), both loaded
-// before either is computed: 32 B of x in flight per thread, 64 KiB per SM at 2,048 threads, where
-// pass_float4 keeps 16 B (32 KiB per SM, about what Little's law asks at ~1 us of loaded latency).
-// Thread 0 of block 0 also does the tail past the last whole float4.
-template <int STEPS>
-__global__ void pass_float4x2(const float* __restrict__ x, float* __restrict__ y, Pass p, int n) {
-  const long quads = n / 4;
-  const long base = (long)blockIdx.x * kThreads * 2 + threadIdx.x;
-  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-  const float4 lead = make_float4(p.lead, p.lead, p.lead, p.lead);
-  float4 xv[2], yv[2];
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const long i = base + u * kThreads;
-    xv[u] = i < quads ? reinterpret_cast<const float4*>(x)[i] : zero;
-    yv[u] = p.first ? lead : (i < quads ? reinterpret_cast<const float4*>(y)[i] : zero);
-  }
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const long i = base + u * kThreads;
-    if (i < quads) {
-      float4 r = yv[u];
-      r.x = horner<STEPS>(r.x, xv[u].x, p);
-      r.y = horner<STEPS>(r.y, xv[u].y, p);
-      r.z = horner<STEPS>(r.z, xv[u].z, p);
-      r.w = horner<STEPS>(r.w, xv[u].w, p);
-      reinterpret_cast<float4*>(y)[i] = r;
-    }
-  }
-  if (base == 0) {
-    for (long j = quads * 4; j < n; ++j) y[j] = horner<STEPS>(p.first ? p.lead : y[j], x[j], p);
-  }
-}
-
-enum Variant { kBaseline = 0, kUnrolled, kVectorized, kMoreFlops, kFused, kFusedX2, kVariants };
+enum Variant { kBaseline = 0, kUnrolled, kVectorized, kMoreFlops, kFused, kVariants };
 
 static int steps_per_pass(int variant) {
-  return variant == kFused || variant == kFusedX2 ? kDegree : variant == kMoreFlops ? 4 : 1;
+  return variant == kFused ? kDegree : variant == kMoreFlops ? 4 : 1;
 }
 
 template <int STEPS>
@@ -116,8 +82,6 @@ static void launch(int variant, const float* x, float* y, const Pass& p, int n, 
     pass_scalar<STEPS, 4><<<(n + kThreads * 4 - 1) / (kThreads * 4), kThreads, 0, s>>>(x, y, p, n);
   } else if (variant == kBaseline) {
     pass_scalar<STEPS, 1><<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(x, y, p, n);
-  } else if (variant == kFusedX2) {
-    pass_float4x2<STEPS><<<(n / 4 + kThreads * 2 - 1) / (kThreads * 2) + 1, kThreads, 0, s>>>(x, y, p, n);
   } else {
     pass_float4<STEPS><<<(n / 4 + kThreads - 1) / kThreads + 1, kThreads, 0, s>>>(x, y, p, n);
   }
@@ -150,8 +114,7 @@ int main() {
   const int n = 10 * 1000 * 1000;
   const float coef[kDegree + 1] = {1.f / 9, -1.f / 8, 1.f / 7, -1.f / 6, 1.f / 5, -1.f / 4, 1.f / 3, -1.f / 2, 1.f};
   const char* names[kVariants] = {"Baseline kernel", "Unrolled kernel", "Vectorized kernel",
-                                  "Optimized kernel (more FLOPs)", "Fused kernel",
-                                  "Fused kernel, two float4 per thread"};
+                                  "Optimized kernel (more FLOPs)", "Fused kernel"};
   std::vector<float> hx(n), hy(n);
   unsigned state = 2024u;
   for (auto& v : hx) { state = state * 1664525u + 1013904223u; v = (state >> 8) / 8388608.0f - 1.0f; }

@@ -42,7 +42,7 @@ def _poly_workload() -> PolyWorkload:
     # One fused multiply-add (2 FLOPs) per degree; fewest bytes: read x once, write y once.
     return PolyWorkload(flops=2.0 * s.degree * s.n, bytes=8.0 * s.n, items=s.n, item_unit="elements",
                         precision="fp32", requires=native.REQUIRES,
-                        ceiling_note="80 MB at the HBM peak is 19.2 us; the fused call takes 23-24 us (79.8-82.1% in two H200 runs, 2026-11-29): the ramp and tail of one short kernel")
+                        ceiling_note="80 MB at the HBM peak is 19.2 us; the fused call takes 23-24 us (79.8-82.1% in four H200 runs, 2026-11-29): the ramp and tail of one short kernel")
 
 
 WORKLOAD = _poly_workload()

@@ -14,13 +14,6 @@
 //          one __half2 a thread. Same operations per element in the same order as half2: the
 //          same bits. ILP is a second technique on top of the packed math (the lesson), the one
 //          ilp_vs_occupancy teaches.
-//   half2_dyn  half2_ilp's 4 chains a thread, with the work handed out at run time: each warp takes
-//          its next 4 tiles (a tile: one vector a lane) from a global counter, one atomic per 4
-//          passes, issued 4 passes before its answer is needed. Warps the scheduler favours take
-//          more tiles and all finish together, where half2_ilp's static split gives every warp the
-//          same share and the favoured ones leave the SM part-empty at the end (Nsight Compute:
-//          61% achieved occupancy on its grid of whole waves). Same operations per element in the
-//          same order: the same bits.
 // fp16 math rounds at every step: the results differ from the fp32 path by a few fp16 ulps.
 #include "ch08_check.cuh"
 #include "ch08_poly.cuh"
@@ -98,84 +91,6 @@ __global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_ilp(const __h
   for (long j = steps * round * kChains + first; j < n2; j += round) y[j] = poly2(x[j]);
 }
 
-// half2_dyn: a tile is a warp's pass, kDynVectors vectors a lane (4 chains each); a warp takes kGrab
-// tiles an atomic. Both counters return to 0 at the end of each launch (the last warp resets them).
-constexpr int kDynVectors = 1;
-constexpr unsigned kGrab = 4, kTileVectors = 32 * kDynVectors, kTileHalf2 = kTileVectors * kChains;
-__device__ unsigned int g_dyn_next = 0, g_dyn_done = 0;
-
-// A warp's tiles: the kGrab from one atomic, then the next kGrab, whose atomic (lane 0's) was issued
-// when the last ones were taken, so its latency hides behind kGrab passes. Warp-uniform answers.
-class TileQueue {
- public:
-  __device__ explicit TileQueue(unsigned lane) : lane_(lane) { pending_ = grab(); }
-  // The tile after t (the first tile for t = ~0u: end_ is 0): t + 1 while the range lasts.
-  __device__ __forceinline__ unsigned next(unsigned t) {
-    if (t + 1 < end_) return t + 1;
-    const unsigned first = __shfl_sync(~0u, pending_, 0) * kGrab;
-    pending_ = grab();
-    end_ = first + kGrab;
-    return first;
-  }
-  // After the warp's last tile: the last warp of the grid to arrive resets both counters. The fence
-  // orders this warp's atomics on g_dyn_next (the unread pending one too) before its g_dyn_done one.
-  __device__ __forceinline__ void finish() const {
-    if (lane_ != 0) return;
-    __threadfence();
-    if (atomicAdd(&g_dyn_done, 1u) == gridDim.x * (kThreads / 32) - 1) {
-      __threadfence();
-      atomicExch(&g_dyn_next, 0u);
-      atomicExch(&g_dyn_done, 0u);
-    }
-  }
-
- private:
-  __device__ __forceinline__ unsigned grab() const { return lane_ == 0 ? atomicAdd(&g_dyn_next, 1u) : 0u; }
-  unsigned lane_, end_ = 0, pending_;
-};
-
-// Lane `lane`'s kDynVectors vectors of tile t: t * kTileVectors + j * 32 + lane (512 bytes a j a warp).
-__device__ __forceinline__ size_t dyn_vector(unsigned t, int j, unsigned lane) {
-  return (size_t)t * kTileVectors + j * 32 + lane;
-}
-
-// n2 __half2 as n2 / kTileHalf2 tiles handed out at run time (TileQueue); the __half2 past the last
-// whole tile go one a thread first, so that they overlap the tiles. The next tile's vectors are
-// loaded before this tile's chains (the last tile reloads its own, so no `if` guards the load).
-__global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_dyn(const __half2* __restrict__ x,
-                                                                       __half2* __restrict__ y, long n2) {
-  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(x);
-  uint4* __restrict__ yv = reinterpret_cast<uint4*>(y);
-  const unsigned lane = threadIdx.x % 32, tiles = (unsigned)(n2 / kTileHalf2);
-  for (long j = (long)tiles * kTileHalf2 + (long)blockIdx.x * kThreads + threadIdx.x; j < n2;
-       j += (long)gridDim.x * kThreads)
-    y[j] = poly2(x[j]);
-  TileQueue queue(lane);
-  unsigned t = queue.next(~0u);
-  if (t < tiles) {
-    unsigned next = queue.next(t);
-    uint4 in[kDynVectors];
-#pragma unroll
-    for (int j = 0; j < kDynVectors; ++j) in[j] = xv[dyn_vector(t, j, lane)];
-    for (;;) {
-      const unsigned load = next < tiles ? next : t;
-      uint4 io[kDynVectors];
-#pragma unroll
-      for (int j = 0; j < kDynVectors; ++j) {
-        io[j] = in[j];
-        in[j] = xv[dyn_vector(load, j, lane)];
-      }
-      poly2_vectors(io);
-#pragma unroll
-      for (int j = 0; j < kDynVectors; ++j) yv[dyn_vector(t, j, lane)] = io[j];
-      if (next >= tiles) break;
-      t = next;
-      next = queue.next(t);
-    }
-  }
-  queue.finish();
-}
-
 // Blocks of Kernel resident at once on the whole GPU (SMs x blocks per SM), found once a kernel:
 // 0, or the occupancy query's CUDA error.
 template <auto Kernel>
@@ -191,12 +106,10 @@ int persistent_grid(int* grid) {
   return blocks > 0 ? 0 : -1;
 }
 
-// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: the same, tiles handed
-// out at run time. x, y: n fp16 values (n even; 4-byte aligned, 16-byte for
-// modes 2 and 3; mode 3: fewer than 2^31 tiles, and one launch at a time, its counters being global).
+// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread. x, y: n fp16 values
+// (n even; 4-byte aligned, 16-byte for mode 2).
 extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t s) {
   if (n <= 0 || n % 2 || ((size_t)x | (size_t)y) % (mode >= 2 ? 16 : 4)) return -1;
-  if (mode == 3 && n / 2 / kTileHalf2 >= (1L << 31)) return -1;
   const long n2 = n / 2;
   const unsigned blocks = (unsigned)((n2 + kThreads - 1) / kThreads);
   const __half2* in = static_cast<const __half2*>(x);
@@ -209,10 +122,6 @@ extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t 
     int grid = 0;
     if (const int err = persistent_grid<poly_half2_ilp>(&grid)) return err;
     poly_half2_ilp<<<grid, kThreads, 0, s>>>(in, out, n2);
-  } else if (mode == 3) {
-    int grid = 0;
-    if (const int err = persistent_grid<poly_half2_dyn>(&grid)) return err;
-    poly_half2_dyn<<<grid, kThreads, 0, s>>>(in, out, n2);
   } else {
     return -1;
   }

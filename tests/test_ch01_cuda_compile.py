@@ -68,18 +68,6 @@ def test_makefile_without_arch_or_gpu_says_what_to_do() -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None, reason="needs nvcc and cuobjdump")
-def test_fused_x2_loads_both_float4s_before_its_first_store() -> None:
-    """optimized_arithmetic_intensity_fused_x2's premise: its one-pass kernel (8 Horner steps) has both
-    128-bit loads of x in flight before it stores, where the fused kernel has one."""
-    sass = library_of("baseline_arithmetic_intensity").sass("90")
-    kernels = {part.split()[0]: part for part in sass.split("Function : ")[1:]}
-    for name, loads in (("pass_float4x2ILi8E", 2), ("pass_float4ILi8E", 1)):
-        [code] = [text for mangled, text in kernels.items() if name in mangled]
-        ops = re.findall(r"\b(LDG\.E\.128\.CONSTANT|STG\.E\.128)\b", code)  # x's loads (const) and the stores
-        assert ops.index("STG.E.128") == loads and set(ops[:loads]) == {"LDG.E.128.CONSTANT"}, (name, ops)
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None, reason="needs nvcc and cuobjdump")
 def test_layer_chain_kernels_trigger_then_wait_before_loading() -> None:
     """optimized_cuda_graphs_pdl's premise: on sm_90 each kernel lets its successor launch
     (griddepcontrol.launch_dependents: PREEXIT) and waits for its predecessor (griddepcontrol.wait:

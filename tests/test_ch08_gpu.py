@@ -51,19 +51,17 @@ def test_register_spill_strip64_is_bitwise_the_baseline() -> None:
 
 
 @pytest.mark.parametrize("n", [None, 2, 1000, 2 * (1 << 21) + 6, 3 * (1 << 20) + 778, 2 * (8 * 811008 + 20003)])
-@pytest.mark.parametrize("module", ["optimized_half2_math_ilp", "optimized_half2_math_dyn"])
-def test_half2_variants_are_bitwise_poly_half2(module: str, n: int | None) -> None:
-    """poly_half2_ilp (mode 2: 4 chains a thread, a persistent grid) and poly_half2_dyn (mode 3: the
-    same chains, tiles from a global counter) against poly_half2 (mode 1): the pair's input whole (31
-    grid rounds and a part on an H200), sizes that run no round or no tile (all one __half2 a thread),
-    rounds and a leftover under 4 __half2; the last size is 6 rounds on 132 SMs (270,336 vectors a
-    round), 5,000 vectors under a round and 3 __half2. Mode 3 runs 3 times in a row: its counters
-    must be back at 0 after each launch. Both sides also match the pair files."""
-    bench = set_up(module)
-    assert bench.mode in (2, 3) and import_module_at(CH08 / "optimized_half2_math.py").get_benchmark().mode == 1
+def test_half2_ilp_is_bitwise_poly_half2(n: int | None) -> None:
+    """poly_half2_ilp (mode 2: 4 chains a thread, a persistent grid) against poly_half2 (mode 1): the
+    pair's input whole (31 grid rounds and a part on an H200), sizes that run no round (all one
+    __half2 a thread), rounds and a leftover under 4 __half2; the last size is 6 rounds on 132 SMs
+    (270,336 vectors a round), 5,000 vectors under a round and 3 __half2. Both sides also match the
+    pair files."""
+    bench = set_up("optimized_half2_math_ilp")
+    assert bench.mode == 2 and import_module_at(CH08 / "optimized_half2_math.py").get_benchmark().mode == 1
     x = bench.x if n is None else bench.x[:n]
     stream, outs = native.stream(bench.device), []
-    for mode in (1, *[bench.mode] * (3 if bench.mode == 3 else 1)):
+    for mode in (1, 2):
         y = torch.full_like(x, float("nan"))
         native.check(bench.run_fn(mode, x.data_ptr(), y.data_ptr(), x.numel(), stream), "half2_run")
         torch.cuda.synchronize()

@@ -33,7 +33,7 @@ ENTRY_POINTS = {"softmax_smem.cu": ("softmax_init", "softmax_run", "softmax_bloc
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-VARIANTS = ["optimized_half2_math_ilp", "optimized_half2_math_dyn", "optimized_register_spill_strip64"]
+VARIANTS = ["optimized_half2_math_ilp", "optimized_register_spill_strip64"]
 """Further optimized files of a pair, measured beside the pair's optimized file."""
 MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")] + VARIANTS
 
@@ -49,7 +49,7 @@ def test_discovery_finds_exactly_the_chapter_pairs() -> None:
 def test_variants_belong_to_their_pairs() -> None:
     found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH08)}
     assert found["register_spill"] == {"optimized_register_spill", "optimized_register_spill_strip64"}
-    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp", "optimized_half2_math_dyn"}
+    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp"}
 
 
 def test_register_spill_strip_variant_fits_the_kernel() -> None:
@@ -134,18 +134,18 @@ def test_half2_math_uses_packed_hfma2() -> None:
 
 @needs_nvcc
 def test_half2_run_refuses_what_it_cannot_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refused (-1) before any CUDA call: modes 2 and 3's uint4 vectors need 16-byte pointers, modes 0
-    and 1 four; an unknown mode is refused, not run as another. What passes the checks reaches CUDA,
+    """Refused (-1) before any CUDA call: mode 2's uint4 vectors need 16-byte pointers, modes 0 and 1
+    four; an unknown mode (3: the removed _dyn's) is refused, not run as another. What passes the checks reaches CUDA,
     which on a machine without a GPU answers a CUDA error code, never -1."""
     monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     run = ctypes.CDLL(str(native.Library((CH08 / "half2_poly.cu",)).build("90"))).half2_run
     run.argtypes, run.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p], ctypes.c_int
     for mode, x, y, n in [(2, 4096 + 4, 8192, 64), (2, 4096, 8192 + 8, 64), (1, 4096 + 2, 8192, 64),
-                          (3, 4096 + 8, 8192, 64), (3, 4096, 8192 + 4, 64), (0, 4096, 8192, 63),
+                          (3, 4096, 8192, 64), (0, 4096, 8192, 63),
                           (4, 4096, 8192, 64), (-1, 4096, 8192, 64)]:
         assert run(mode, x, y, n, None) == -1, (mode, x, y, n)
     if not torch.cuda.is_available():
-        assert all(run(mode, 4096, 8192, 64, None) not in (0, -1) for mode in (0, 1, 2, 3))
+        assert all(run(mode, 4096, 8192, 64, None) not in (0, -1) for mode in (0, 1, 2))
 
 
 @needs_sass
@@ -165,26 +165,9 @@ def test_half2_ilp_loop_is_four_packed_chains() -> None:
 
 
 @needs_sass
-def test_half2_dyn_loop_is_four_packed_chains_fed_by_one_atomic() -> None:
-    """poly_half2_dyn's longest loop: _ilp's 4 chains of 128 HFMA2, half in each form (one more
-    HFMA2.MMA: a register zeroed), at least 90% of the loop; one 16-byte load issued with at least 3
-    chains' HFMA2 to run, one 16-byte store, and one atomic (lane 0's, for the next 4 tiles)."""
-    body = kernel("half2_poly.cu", "poly_half2_dyn")
-    loop = longest_loop(body)
-    text = "\n".join(loop)
-    hfma2, mma = count(text, r"HFMA2(\.MMA)?"), count(text, r"HFMA2\.MMA")
-    assert hfma2 - (mma - 256) == 4 * 128 and mma in (256, 257) and hfma2 >= 0.9 * len(loop), (hfma2, mma, len(loop))
-    loads = [k for k, op in enumerate(loop) if re.search(r"\bLDG\.E\.128\b", op)]
-    assert len(loads) == 1 and count(text, r"STG\.E\.128") == 1 and count(text, r"ATOMG[.\w]*") == 1, loads
-    assert count("\n".join(loop[loads[0]:]), r"HFMA2(\.MMA)?") >= 3 * 128
-    assert count(body, r"ATOMG[.\w]*") >= 4  # the first grabs, the loop's, the done counter and the resets
-
-
-@needs_sass
-@pytest.mark.parametrize("name", ["poly_half2_ilp", "poly_half2_dyn"])
-def test_half2_persistent_blocks_fill_an_sm(name: str) -> None:
+def test_half2_persistent_blocks_fill_an_sm() -> None:
     usage = native.Library((CH08 / "half2_poly.cu",)).resource_usage("90")
-    found = re.search(rf"{name}.*\n.*REG:(\d+) STACK:(\d+)", usage)
+    found = re.search(r"poly_half2_ilp.*\n.*REG:(\d+) STACK:(\d+)", usage)
     assert found and int(found.group(1)) <= 32 and found.group(2) == "0", usage
 
 
