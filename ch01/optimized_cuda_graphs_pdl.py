@@ -9,12 +9,10 @@ records as programmatic edges. Each node lets its successor launch on entry, so 
 launched and their blocks placed while earlier ones run; each waits in griddepcontrol.wait until
 the node before it has completed and its stores are visible, then loads, computes and stores. Same
 200 kernels, same bytes, same order, same answer; a node's launch and block placement leave the chain.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the plain graph runs 1.23 us a
-node (0.2452 ms, H200, 2026-11-29; profiled: 1.06 us of kernel, 0.25 us of gap). With PDL a node's
-chain is the wait's release, one L2 round trip, tanh and a store: if that is 0.5-0.8 us, a call is
-0.10-0.17 ms, 88-150% of the 150 us latency ceiling, whose 0.73 us dependent node is a plain graph's
-(a PDL chain can beat it). Below 80% (0.188 ms, 0.92 us a node) only if the lean kernels and PDL
-together take less than 0.31 us off each node's 1.23. ``metrics()``: us_per_kernel with and without PDL.
+Expect: measured (H200, 2026-11-29, two runs of 20 samples): 0.2699 / 0.2123 ms against the plain
+graph's 0.3572 / 0.2970 in the same runs (1.32-1.40x), 56-71% of the 150 us latency ceiling; the
+spread between runs is the host's. Estimated 0.10-0.17 ms: PDL and the lean kernels took ~0.3-0.4
+us off a node, not the 0.45-0.7 estimated. ``metrics()``: us_per_kernel with and without PDL.
 Run: python ch01/optimized_cuda_graphs_pdl.py  |  aisp bench run -t ch01:cuda_graphs
      |  cd ch01 && make && ./bin/layer_chain_sm90
 """

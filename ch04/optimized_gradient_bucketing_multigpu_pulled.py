@@ -14,13 +14,10 @@ each chunk, once pulled, is averaged (``torch.mean`` over the two rows: (a + b) 
 next chunk crosses; only the last ~3 MB chunk's mean is exposed. A last barrier keeps either rank
 from rewriting gradients the peer is still reading. The same 340.2 MB cross NVLink each way, the
 declared bytes; on gloo (CPU tests) or another world size, the 25 MB NCCL buckets instead.
-Expect (estimate, not yet measured). Estimate (arithmetic, not a measurement): the pulls 340.2 MB
-each way at the 381.5 GB/s a direction ``aisp peak`` measured with both GPUs copying at once
-(p2p_copy_bidir 763 GB/s) 0.892 ms; 16 back-to-back copies' gaps ~0.02-0.03; two barriers ~0.02;
-the last chunk's mean ~0.01: 0.94-1.0 ms, 87-92% of the 0.867 ms ceiling (80% is 1.084 ms; 2.089
-ms measured for the NCCL buckets). HBM per rank ~1.7 GB (the peer's pull reads 340 MB, mine writes
-340, the means read 680 and write 340) over ~0.9 ms, under half of HBM; if the pulls lose 10% to
-it: ~1.03 ms, 84%.
+Expect (measured, 2 x H200, 2026-11-29, two runs of 20 samples): 1.143 / 1.172 ms
+against the NCCL buckets' 2.090 / 2.060 in the same runs (1.76-1.83x), 74-76% of the 0.867 ms
+ceiling (estimated 0.94-1.0 ms, 87-92%: the pulls did not keep the 381.5 GB/s a direction that
+``aisp peak`` measured with both GPUs copying at once).
 Run: aisp bench run -t ch04:gradient_bucketing_multigpu
 """
 

@@ -17,10 +17,9 @@ the graph's input, another into the fused op's workspace and a 32 MB clone out):
 0.03 ms add instead of the 0.06 ms reduce, one input copy instead of two and no clone. The GEMMs
 run one at a time (no two GEMMs sharing the SMs), the pulls take no SMs.
 Same FLOPs and NVLink bytes; each output row comes from the same rows of the same operands.
-Expect (estimate, not yet measured). Estimate (arithmetic, not a measurement): GEMMs ~1.47-1.52
-ms (4 x 275 GFLOP at 725-750 TFLOP/s) + staging copy ~0.02 + add ~0.03 + 3 barriers and graph
-gaps ~0.03-0.05 = 1.55-1.62 ms, 86-90% of the 1.396 ms two-GPU bf16 ceiling (80% is 1.745 ms); if
-cuBLASLt declines the GELU epilogue, PyTorch applies GELU after the GEMM (+~0.08 ms: ~1.70, ~82%).
+Expect (measured, 2 x H200, 2026-11-29, two runs of 20 samples): 1.617 / 1.567 ms against
+the NCCL variant's 1.773 / 1.727 in the same runs (1.10x), 86-89% of the 1.396 ms two-GPU bf16
+ceiling (estimated 1.55-1.62 ms).
 Run: aisp bench run -t ch04:tensor_parallel_multigpu
 """
 

@@ -12,10 +12,9 @@ dependent u/v load in a level); a block takes its children's slots with one atom
 block 0 only sizes (at most twice this level's count, at most what is resident: 5 blocks an SM, 48
 registers) and launches the next level while the others refine; the first grid also seeds the list
 and resets the counts (one host launch, no memset or seed kernel). Same Simpson code, same splits.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): 18 grids as today (the host's,
-then 17 tail-launched, the last finding no interval) at 5.8 + 17 x 10.2 = 179 us of launches, plus
-~1-1.5 us of work beyond an empty grid on the 6 small levels and ~2-3 us on the 11 large ones (today
-~7 us): ~200-240 us, 70-85% of the 169 us ceiling, ~78% central (today 0.31 ms, 54%).
+Expect (measured, H200, 2026-11-29, two runs of 20 samples): 0.2467 / 0.2162 ms against the
+optimized's 0.3400 / 0.3084 in the same runs (1.38-1.43x), 68-78% of the 169 us ceiling (estimated
+200-240 us).
 Run: python ch12/optimized_dynamic_parallelism_lean.py  |  aisp bench run -t ch12:dynamic_parallelism
 """
 

@@ -11,11 +11,10 @@ us a node (torch profiler, H200, 2026-11-29) that is not the dependent load and 
 triggers its successor on entry (``trigger_first``): several nodes wait ahead, so no launch is ever
 on the chain; ``metrics()`` also times the other placement (trigger after the wait, one node ahead,
 as ch11's PDL kernels do) for the record.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the graph now runs 1.09 us a
-node (0.2037-0.2185 ms a call); if PDL hides the launch and placement (~0.3-0.5 us of a node's 1.0
-us), a node costs ~0.6-0.8 us: 0.12-0.17 ms a call, 88-125% of the 150 us latency ceiling (its
-dependent-node floor, 0.73 us, is a plain graph's: PDL can beat it). Below 80% (0.188 ms) only if
-PDL hides under 0.17 us a node.
+Expect (measured, H200, 2026-11-29, two runs of 20 samples): 0.2503 / 0.2104 ms against the plain
+graph's 0.2979 / 0.2593 in the same runs (1.19-1.23x), 60-71% of the 150 us latency ceiling; the
+host-bound spread between runs is the host's. Estimated 0.12-0.17 ms: PDL hid ~0.2 us a node, not
+the 0.3-0.5 estimated.
 Run: python ch12/optimized_graph_replay_pdl.py  |  aisp bench run -t ch12:graph_replay
 """
 

@@ -10,10 +10,10 @@ so the same losses and logits, but no Python, Dynamo guards, AOTAutograd wrapper
 per launch. The compiled step took 15.6 ms of host time to issue 14.1 ms of device work (the
 harness flagged it host-bound); the replay issues in microseconds and packs the kernels at graph
 launch spacing.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the events fall from 14.08 ms
-to about the profiled kernel sum, 13.5-13.8 ms (46% -> 46.5-47.5% of the bf16 peak); a caller
-without a queue ahead gains more (idle calls 15.3-17.5 ms -> ~13.6 ms). It cannot reach 80%
-(8.02 ms): the profiled GEMMs alone are 6.9 ms (89% of the peak on their FLOPs) and attention 1.35 ms.
+Expect: measured (H200, 2026-11-29, two runs of 20 samples): 13.63 / 13.63 ms against the
+optimized's 14.20 / 14.29 in the same runs (1.04-1.05x), 47% of the bf16 peak (estimated 13.5-13.8
+ms). It cannot reach 80% (8.02 ms): the profiled GEMMs alone are 6.9 ms (89% of the peak on their
+FLOPs) and attention 1.35 ms.
 Run: python ch13/optimized_training_standard_graph.py  |  aisp bench run -t ch13:training_standard
 """
 

@@ -14,11 +14,9 @@ write in one, flash-decoding to each row's position (no mask) and its merge, Swi
 rank writes its half of the logits into a zeroed buffer; a fifth one-shot all-reduce a step gives
 both ranks the whole logits exactly (x + 0), then one kernel takes the top 4 and the token and feeds
 it back. The 16 steps are one graph replay (no per-step launch or output copies).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the profiled GEMMs streamed 35.8
-GB a rank in 9.1 ms (3.93 TB/s), so 1.97 GB a step takes ~0.50 ms; the other ~23 kernels a step
-~0.10 ms (5 one-shot all-reduces at the profiled 9-13 us, 18 small kernels at ~2-3 us); 16 steps
-~9.2-10.4 ms against the unfused 14.68, 1.4-1.6x over it, ~2.0-2.3x over the baseline, 74-83% of the
-7.66 ms ceiling (80% needs <= 9.58 ms).
+Expect (measured, 2 x H200, 2026-11-29, two runs of 20 samples): 10.16 / 10.05 ms against the
+unfused 14.83 / 14.65 in the same runs (1.46x), 75-76% of the 7.66 ms ceiling (estimated 9.2-10.4
+ms, 74-83%; 80% needs <= 9.58 ms).
 Tolerance: as the pair's (tokens exactly, top-4 logits at the bf16 defaults): the kernels round where
 the eager step rounds, RoPE in bf16 (the kit's ``rotate_``, not the fp32 ``apply_rope``), attention
 products in fp16 (``ch16_fused_decode._attend``).

@@ -16,10 +16,9 @@ off the SMs, 16 micro-batches of 512 tokens: bubble 1/17 = 6% (8: 11%). A 512 x 
 128 tiles of 128 x 256, one wave on 132 SMs, about as efficient as the 1,024-row GEMM's two waves.
 A stage's last GELU writes straight into the output slice (no copy); the others run in place, on a
 GEMM output that is still in L2.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): per rank GEMMs ~6.0 ms (92-94%
-of bf16, as profiled at 1,024 rows) + GELU ~0.35 = ~6.4 ms; rank 1 ends 1/16 of that (0.40 ms) plus
-one 8 MiB push (~0.03 ms at ~300 GB/s) after rank 0: ~6.8-7.0 ms, 80-83% of the 5.62 ms two-GPU
-bf16 ceiling (the NCCL variant: 9.2 ms, 61%).
+Expect (measured, 2 x H200, 2026-11-29, two runs of 20 samples): 6.78 / 6.89 ms
+against the NCCL variant's 9.31 / 9.31 in the same runs (1.35-1.37x), 81-82% of the 5.62 ms two-GPU
+bf16 ceiling (estimated 6.8-7.0 ms).
 Tolerance: bf16 defaults, as the 8-micro-batch variant. On gloo (CPU tests) the hand-off is the
 8-micro-batch variant's isend/irecv.
 Run: aisp bench run -t ch17:pipeline_inference_multigpu  (two GPUs; the harness starts torchrun)
