@@ -94,12 +94,16 @@ class EqualPriority(aisp.Benchmark):
             src = torch.mul(src, 0.9, out=self.bulk_bufs[k % 2])
         return src
 
+    def step(self, src: torch.Tensor, dst: torch.Tensor, stream: torch.cuda.Stream) -> None:
+        """One kernel of the chain: dst = fma_chain(src) on ``stream``."""
+        small_kernel(self.lib, src, dst, self.workload.chain_iters, stream, pdl=self.pdl)
+
     def chain(self, stream: torch.cuda.Stream) -> torch.Tensor:
         """The dependent chain on ``stream``; returns the last output."""
         src = self.h0
         for i in range(self.workload.chain_steps):
             dst = self.chain_bufs[i % 2]
-            small_kernel(self.lib, src, dst, self.workload.chain_iters, stream, pdl=self.pdl)
+            self.step(src, dst, stream)
             src = dst
         return src
 

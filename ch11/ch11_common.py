@@ -23,7 +23,8 @@ from aisp.kits import native
 HERE = Path(__file__).resolve().parent
 KERNELS = native.Library((HERE / "ch11_kernels.cu",))
 """ch11_kernels.cu: ``small_kernel`` (one fma_chain launch), ``small_kernel_pdl`` (the same launched with
-programmatic dependent launch) and ``legacy_run``."""
+programmatic dependent launch), ``small_kernel_unrolled`` (either, with the chain's loop unrolled 64 a
+trip and a chosen block size) and ``legacy_run``."""
 GREEN = native.Library((HERE / "green_contexts.cu",))
 """green_contexts.cu: ``green_init`` (two green contexts splitting the SMs, one stream each), ``green_fork`` /
 ``green_join`` (their streams after / before the caller's) and ``green_chain_ms`` (the chain stream's span)."""
@@ -37,6 +38,7 @@ def load_kernels(device: torch.device) -> ctypes.CDLL:
     lib = KERNELS.load(device)
     lib.small_kernel.argtypes = [PTR, PTR, INT, INT, PTR]
     lib.small_kernel_pdl.argtypes = [PTR, PTR, INT, INT, PTR]
+    lib.small_kernel_unrolled.argtypes = [PTR, PTR, INT, INT, INT, INT, PTR]
     lib.legacy_run.argtypes = [INT, PTR, PTR, INT, INT, INT, PTR]
     return lib
 
@@ -59,6 +61,15 @@ def small_kernel(lib: ctypes.CDLL, src: torch.Tensor, dst: torch.Tensor, iters: 
     entry = lib.small_kernel_pdl if pdl else lib.small_kernel
     status = entry(src.data_ptr(), dst.data_ptr(), src.numel(), iters, PTR(stream.cuda_stream))
     native.check(status, "small_kernel_pdl" if pdl else "small_kernel")
+
+
+def small_kernel_unrolled(lib: ctypes.CDLL, src: torch.Tensor, dst: torch.Tensor, iters: int,
+                          stream: torch.cuda.Stream, pdl: bool = False, threads: int = THREADS) -> None:
+    """:func:`small_kernel` with the chain's loop unrolled 64 FMAs a trip (the same FMAs in the same order:
+    the same output bit for bit), in blocks of ``threads`` (a multiple of 32, at most 1024)."""
+    status = lib.small_kernel_unrolled(src.data_ptr(), dst.data_ptr(), src.numel(), iters, int(pdl), threads,
+                                       PTR(stream.cuda_stream))
+    native.check(status, "small_kernel_unrolled")
 
 
 def fma_chain_reference(x: torch.Tensor, iters: int) -> torch.Tensor:

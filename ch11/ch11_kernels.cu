@@ -9,6 +9,18 @@
 // floor is, every kernel of ch11 measured ~10% slower on an H200 (2026-11-29: legacy_default_stream's
 // baseline 1.842 against 1.676 ms, stream_priority's 3.692 against 3.466), so that loop was reverted.
 //
+// fma_chain<kPdl, true> (the `_unrolled` variants only) runs the same FMAs in fma_dependent's loop
+// shape: 64 a trip (ptxas makes it 128), then the rest. Static cycles of the main loop (sm_90 SASS,
+// stall counts from the first FFMA of a trip to the next trip's): 515 per 128 FMAs, 4.02 an FMA, the
+// floor's, against the plain loop's 67 per 16 (4.19: the back edge every 16 FMAs). The reverted loop had
+// the floor's 4.02 static cycles too, yet ran ~10% slower than the plain one: its FFMA R8, R8, R2, R3 read
+// a and b from registers, two sources in one register bank, the likely cost with two warps on each SM
+// sub-partition (the floor ran the same FFMAs at 4.05 cycles with one warp). So here b stays an
+// immediate and `a` one register in the other bank from v, as in the plain loop; `a` is 0.9999f through
+// an OR with a bit threadIdx.x never has, so ptxas keeps it in its register instead of rebuilding the
+// constant at the top of every trip (10 more stall cycles per 128 FMAs). Same fmaf calls in the same
+// order: the plain loop's result bit for bit.
+//
 // Programmatic dependent launch (PDL, sm_90+): launched with
 // cudaLaunchAttributeProgrammaticStreamSerialization, the next kernel of a stream may start while
 // this one runs. Its blocks become resident and wait in griddepcontrol.wait, which returns once the
@@ -20,6 +32,8 @@
 #include <cuda_runtime.h>
 
 constexpr int kThreads = 256;
+constexpr int kTrip = 64;                    // FMAs a trip of the unrolled loop
+constexpr unsigned kABits = 0x3f7ff972u;     // 0.9999f, the chain's a
 
 // How fma_chain meets the kernel before it in its stream.
 enum Pdl : int {
@@ -40,7 +54,7 @@ __device__ __forceinline__ void let_next_grid_launch() {
 #endif
 }
 
-template <int kPdl>
+template <int kPdl, bool kUnrolled = false>
 __global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out, int n, int iters) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -52,11 +66,21 @@ __global__ void fma_chain(const float* __restrict__ in, float* __restrict__ out,
   }
   if (kPdl == kWaitThenLoad) v = __ldcg(in + i);  // L2, not a read-only line cached before the wait
   if (kPdl == kPlain) v = in[i];
-  for (int k = 0; k < iters; ++k) v = fmaf(v, 0.9999f, 1e-4f);
+  if (kUnrolled) {
+    const float a = __uint_as_float(kABits | (threadIdx.x & 0x80000000u));  // threadIdx.x < 1024: a = 0.9999f
+    const int trips = iters / kTrip;
+    for (int t = 0; t < trips; ++t) {
+#pragma unroll
+      for (int u = 0; u < kTrip; ++u) v = fmaf(v, a, 1e-4f);
+    }
+    for (int k = trips * kTrip; k < iters; ++k) v = fmaf(v, a, 1e-4f);
+  } else {
+    for (int k = 0; k < iters; ++k) v = fmaf(v, 0.9999f, 1e-4f);
+  }
   out[i] = v;
 }
 
-static int blocks_for(int n) { return (n + kThreads - 1) / kThreads; }
+static int blocks_for(int n, int threads = kThreads) { return (n + threads - 1) / threads; }
 
 // Whether the current GPU runs programmatic dependent launches (compute capability 9.0 and up).
 static bool pdl_supported() {
@@ -66,24 +90,26 @@ static bool pdl_supported() {
   return major >= 9;
 }
 
-// fma_chain<kPdl> over n elements on `stream`; kPdl != kPlain launches it with PDL (an ordinary
-// launch before Hopper, where the kernel's griddepcontrol instructions are compiled out).
-template <int kPdl>
-static cudaError_t launch_chain(const float* in, float* out, int n, int iters, cudaStream_t stream) {
+// fma_chain<kPdl, kUnrolled> over n elements in blocks of `threads` on `stream`; kPdl != kPlain
+// launches it with PDL (an ordinary launch before Hopper, where the kernel's griddepcontrol
+// instructions are compiled out).
+template <int kPdl, bool kUnrolled = false>
+static cudaError_t launch_chain(const float* in, float* out, int n, int iters, cudaStream_t stream,
+                                int threads = kThreads) {
   if (kPdl == kPlain || !pdl_supported()) {
-    fma_chain<kPdl><<<blocks_for(n), kThreads, 0, stream>>>(in, out, n, iters);
+    fma_chain<kPdl, kUnrolled><<<blocks_for(n, threads), threads, 0, stream>>>(in, out, n, iters);
     return cudaGetLastError();
   }
   cudaLaunchAttribute attr[1] = {};
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(blocks_for(n));
-  config.blockDim = dim3(kThreads);
+  config.gridDim = dim3(blocks_for(n, threads));
+  config.blockDim = dim3(threads);
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, fma_chain<kPdl>, in, out, n, iters);
+  return cudaLaunchKernelEx(&config, fma_chain<kPdl, kUnrolled>, in, out, n, iters);
 }
 
 // One fma_chain launch of n elements on `stream`.
@@ -96,6 +122,17 @@ extern "C" int small_kernel(const float* in, float* out, int n, int iters, cudaS
 extern "C" int small_kernel_pdl(const float* in, float* out, int n, int iters, cudaStream_t stream) {
   if (n <= 0 || iters < 0) return static_cast<int>(cudaErrorInvalidValue);
   return static_cast<int>(launch_chain<kWaitThenLoad>(in, out, n, iters, stream));
+}
+
+// small_kernel (pdl == 0) or small_kernel_pdl (pdl != 0) with the unrolled loop, in blocks of
+// `threads` (a multiple of 32, at most 1024).
+extern "C" int small_kernel_unrolled(const float* in, float* out, int n, int iters, int pdl, int threads,
+                                     cudaStream_t stream) {
+  if (n <= 0 || iters < 0 || threads < 32 || threads > 1024 || threads % 32 != 0)
+    return static_cast<int>(cudaErrorInvalidValue);
+  cudaError_t err = pdl ? launch_chain<kWaitThenLoad, true>(in, out, n, iters, stream, threads)
+                        : launch_chain<kPlain, true>(in, out, n, iters, stream, threads);
+  return static_cast<int>(err);
 }
 
 // Two worker streams per mode, created once: modes 0, 2 and 3 with cudaStreamCreate (blocking: they

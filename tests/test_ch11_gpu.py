@@ -22,7 +22,8 @@ CH11 = Path(__file__).resolve().parents[1] / "ch11"
 SIDE_STREAMS = {"optimized_bidirectional_copy": "d2h_stream", "optimized_concurrent_kernels": "streams",
                 "optimized_event_dependencies": ("producer", "consumer"),
                 "optimized_stream_priority": "chain_stream", "optimized_stream_priority_pdl": "chain_stream",
-                "optimized_stream_priority_green": ("chain_stream", "bulk_stream")}
+                "optimized_stream_priority_green": ("chain_stream", "bulk_stream"),
+                "optimized_stream_priority_green_unrolled": ("chain_stream", "bulk_stream")}
 """Each multi-stream Python variant and the attributes holding its side streams."""
 
 
@@ -45,7 +46,34 @@ def test_small_kernel_matches_its_closed_form() -> None:
     torch.testing.assert_close(out.double(), common.fma_chain_reference(x, 20_000), atol=2e-3, rtol=0)
 
 
-def test_pdl_chain_keeps_its_order() -> None:
+@pytest.mark.parametrize(("n", "iters", "threads"), [(3000, 20_000, 256), (2048, 15_000, 128), (4100, 64, 128),
+                                                     (100, 63, 32), (33, 0, 1024), (1, 129, 64)])
+def test_unrolled_kernel_matches_the_plain_one_bit_for_bit(n: int, iters: int, threads: int) -> None:
+    """small_kernel_unrolled (64 FMAs a trip, then the rest; any block size; a tail block) gives the plain
+    loop's output exactly: the same FMAs in the same order. The output is poisoned first."""
+    common = load("ch11_common")
+    lib = common.load_kernels(torch.device("cuda"))
+    stream = torch.cuda.current_stream()
+    x = torch.randn(n, device="cuda")
+    want, got = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    common.small_kernel(lib, x, want, iters, stream)
+    common.small_kernel_unrolled(lib, x, got, iters, stream, threads=threads)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    if iters:
+        torch.testing.assert_close(got.double(), common.fma_chain_reference(x, iters), atol=2e-3, rtol=0)
+
+
+def test_unrolled_kernel_rejects_a_bad_block_size() -> None:
+    common = load("ch11_common")
+    lib = common.load_kernels(torch.device("cuda"))
+    x = torch.randn(256, device="cuda")
+    for threads in (0, 48, 2048):
+        with pytest.raises(RuntimeError):
+            common.small_kernel_unrolled(lib, x, torch.empty_like(x), 10, torch.cuda.current_stream(), threads=threads)
+
+
+@pytest.mark.parametrize("unrolled", [False, True])
+def test_pdl_chain_keeps_its_order(unrolled: bool) -> None:
     """Kernels launched with PDL, each reading the one before's output, on a busy stream: the chain
     equals one chain of all their FMAs (a kernel that read before its predecessor finished would not)."""
     common = load("ch11_common")
@@ -57,7 +85,10 @@ def test_pdl_chain_keeps_its_order() -> None:
     with torch.cuda.stream(stream):
         torch.cuda._sleep(1_000_000)  # the launches queue up behind it, so PDL has kernels to overlap
         for i in range(steps):
-            common.small_kernel(lib, src, bufs[i % 2], iters, stream, pdl=True)
+            if unrolled:
+                common.small_kernel_unrolled(lib, src, bufs[i % 2], iters, stream, pdl=True, threads=128)
+            else:
+                common.small_kernel(lib, src, bufs[i % 2], iters, stream, pdl=True)
             src = bufs[i % 2]
     stream.synchronize()
     torch.testing.assert_close(src.double(), common.fma_chain_reference(x, steps * iters), atol=2e-3, rtol=0)
@@ -82,10 +113,11 @@ def test_alloc_run_matches_torch(module: str) -> None:
     torch.testing.assert_close(out, (2 * bench.x + 1) ** 2 - bench.x, rtol=1e-5, atol=1e-5)
 
 
-def test_batched_kernels_match_the_sixteen_launches_bit_for_bit() -> None:
-    """concurrent_kernels' one 128-block launch gives each element the baseline's chain exactly,
-    and the closed form; scratch is poisoned first so an element left unwritten shows."""
-    base, batched = build("baseline_concurrent_kernels"), build("optimized_concurrent_kernels_batched")
+@pytest.mark.parametrize("module", ["optimized_concurrent_kernels_batched", "optimized_concurrent_kernels_batched_unrolled"])
+def test_batched_kernels_match_the_sixteen_launches_bit_for_bit(module: str) -> None:
+    """concurrent_kernels' one 128-block launch (plain or unrolled loop) gives each element the baseline's
+    chain exactly, and the closed form; scratch is poisoned first so an element left unwritten shows."""
+    base, batched = build("baseline_concurrent_kernels"), build(module)
     base.setup()
     batched.setup()
     torch.testing.assert_close(batched.x, base.x, rtol=0, atol=0)
@@ -129,7 +161,7 @@ def test_high_priority_stream_is_higher_than_the_default() -> None:
 
 
 @pytest.mark.parametrize("module", ["optimized_bidirectional_copy", "optimized_stream_priority",
-                                    "optimized_stream_priority_green"])
+                                    "optimized_stream_priority_green", "optimized_stream_priority_green_unrolled"])
 def test_overlap_metrics_are_sane(module: str) -> None:
     bench = build(module)
     bench.setup()
@@ -166,14 +198,22 @@ def test_green_partition_splits_the_sms_and_keeps_its_streams() -> None:
     assert 0 < bench.chain_latency_ms() < 100
 
 
-def test_green_chain_matches_the_closed_form() -> None:
-    """The chain on the green stream (PDL launches on a stream of another context) gives the
-    64-kernel chain's closed form, and the bulk the baseline's passes."""
-    bench = build("optimized_stream_priority_green")
+@pytest.mark.parametrize("module", ["optimized_stream_priority_green", "optimized_stream_priority_green_unrolled"])
+def test_green_chain_matches_the_closed_form(module: str) -> None:
+    """The chain on the green stream (PDL launches on a stream of another context; plain or unrolled
+    loop, 8 blocks of 256 or 16 of 128) gives the baseline's chain bit for bit and the 64-kernel chain's
+    closed form, and the bulk the baseline's passes."""
+    base = build("baseline_stream_priority")
+    base.setup()
+    _, want = base.run()
+    want = want.clone()
+    bench = build(module)
     bench.setup()
     bulk, chain = bench.run()
     torch.cuda.synchronize()
     w = bench.workload
+    torch.testing.assert_close(bench.h0, base.h0, rtol=0, atol=0)
+    torch.testing.assert_close(chain, want, rtol=0, atol=0)
     ref = load("ch11_common").fma_chain_reference(bench.h0, w.chain_steps * w.chain_iters)
     torch.testing.assert_close(chain.double(), ref, atol=2e-3, rtol=0)
     expected = bench.bulk_in.clone()

@@ -183,3 +183,57 @@ def test_batched_launch_covers_the_sixteen_kernels_elements(monkeypatch: pytest.
     assert all(s - src == d - dst == k * m * size for k, (s, d, m) in enumerate(covered))
     assert sum(m for _, _, m in covered) == n
     assert n // base_mod.THREADS == w.kernels * w.blocks <= H200_SMS  # one block an SM: one round
+
+
+def test_unrolled_loops_a_is_the_plain_loops_constant() -> None:
+    """ch11_kernels.cu's kABits, the unrolled loop's a, is 0.9999f's bits (the plain loop's immediate), so
+    both loops run the same FMAs; threadIdx.x < 1024 never sets the bit OR-ed in."""
+    import re
+    import struct
+
+    source = (CH11 / "ch11_kernels.cu").read_text()
+    bits = int(re.search(r"kABits = (0x[0-9a-f]+)u;", source).group(1), 16)
+    assert bits == struct.unpack("<I", struct.pack("<f", 0.9999))[0]
+    assert "kABits | (threadIdx.x & 0x80000000u)" in source
+
+
+def test_green_unrolled_variant_is_the_green_chain_in_blocks_of_128(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The green-unrolled variant launches the green variant's 64 dependent PDL kernels (each reading the
+    one before's output) through small_kernel_unrolled, 16 blocks of 128: one an SM of its 16."""
+    mod = load("optimized_stream_priority_green_unrolled")
+    launched: list[tuple[torch.Tensor, torch.Tensor, int, bool, int]] = []
+
+    def record(lib, src, dst, iters, stream, pdl, threads) -> None:  # noqa: ANN001
+        launched.append((src, dst, iters, pdl, threads))
+
+    monkeypatch.setattr(mod, "small_kernel_unrolled", record)
+    bench = mod.get_benchmark()
+    w = bench.workload
+    bench.lib, bench.h0 = None, torch.zeros(w.chain_blocks * common().THREADS)
+    bench.chain_bufs = [torch.zeros_like(bench.h0), torch.zeros_like(bench.h0)]
+    assert bench.chain(None) is launched[-1][1]
+    assert len(launched) == w.chain_steps and launched[0][0] is bench.h0
+    assert all(src is before[1] for before, (src, *_) in zip(launched, launched[1:], strict=False))
+    assert {(iters, pdl, threads) for _, _, iters, pdl, threads in launched} == {(w.chain_iters, True, 128)}
+    green = load("optimized_stream_priority_green").get_benchmark()
+    assert bench.priority == green.priority and bench.chain_sms == green.chain_sms  # the same partition
+    assert bench.h0.numel() // bench.chain_threads == bench.chain_sms and bench.chain_threads % 32 == 0
+
+
+def test_batched_unrolled_variant_is_one_launch_over_the_whole_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """concurrent_kernels' batched-unrolled variant: one small_kernel_unrolled launch over x and out
+    whole, no PDL, blocks of 256 (128 blocks, one an SM, as the batched variant)."""
+    mod = load("optimized_concurrent_kernels_batched_unrolled")
+    launched: list[tuple[int, int, int, int, bool, int]] = []
+
+    def record(lib, src, dst, iters, stream, pdl, threads) -> None:  # noqa: ANN001
+        launched.append((src.data_ptr(), dst.data_ptr(), src.numel(), iters, pdl, threads))
+
+    monkeypatch.setattr(mod, "small_kernel_unrolled", record)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    bench = mod.get_benchmark()
+    w = bench.workload
+    bench.lib, bench.x = None, torch.randn(w.kernels, w.blocks * common().THREADS)
+    bench.out = torch.empty_like(bench.x)
+    assert bench.run() is bench.out
+    assert launched == [(bench.x.data_ptr(), bench.out.data_ptr(), bench.x.numel(), w.iters, False, 256)]
