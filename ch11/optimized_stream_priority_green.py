@@ -14,13 +14,10 @@ as on an idle GPU (PDL keeps the next kernel resident there). Same kernels, same
 output; the bulk, HBM-bound, loses ~12% of its SMs but still ends well before the chain.
 The caller's stream and the green streams are joined in CUDA C++ (green_fork, green_join): an
 event is recorded only on a stream of its own context, as cuEventRecord requires.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the chain alone with PDL read
-2.297 ms (chain_alone_ms, H200 book run 2026-11-29), 85.5% of the 1.965 ms ceiling; on SMs of its
-own it should run near that, plus ~0.5-1.5 us a step for its one L2 read per step under the bulk's
-HBM traffic: 2.30-2.40 ms, 82-85% (the PDL variant: 2.614 ms, 75.2%). The bulk on ~116 of 132 SMs:
-1.57-1.8 ms, still shorter than the chain. Risks: green contexts unsupported by the driver or the
-sandbox (setup fails with the driver's status), or both green streams sharing one hardware queue
-(the chain would wait behind bulk passes again: chain_latency_ms shows it).
+Expect: measured (H200, 2026-11-29, two runs of 20 samples): 2.491 / 2.486 ms against the PDL
+variant's 2.612 / 2.615 in the same runs (1.05x), 79% of the 1.965 ms ceiling (estimated 2.30-2.40
+ms, 82-85%): green contexts work in the sandbox and the chain no longer waits behind bulk passes, but
+a step costs ~5 us over the chain alone with PDL (2.297 ms).
 Run: python ch11/optimized_stream_priority_green.py  |  aisp bench run -t ch11:stream_priority
 """
 
