@@ -17,7 +17,7 @@ event is recorded only on a stream of its own context, as cuEventRecord requires
 Expect: measured (H200, 2026-11-29, two runs of 20 samples): 2.491 / 2.486 ms against the PDL
 variant's 2.612 / 2.615 in the same runs (1.05x), 79% of the 1.965 ms ceiling (estimated 2.30-2.40
 ms, 82-85%): green contexts work in the sandbox and the chain no longer waits behind bulk passes, but
-a step costs ~5 us over the chain alone with PDL (2.297 ms).
+a step costs ~3 us over the chain alone with PDL (2.297 ms, 64 steps).
 Run: python ch11/optimized_stream_priority_green.py  |  aisp bench run -t ch11:stream_priority
 """
 
