@@ -21,6 +21,13 @@
 //
 // 64 KiB of tile a block, at most 80 registers a thread: three blocks an SM, so while one waits on
 // its loads or the cluster barrier, the others load or store.
+//
+// views_rows_pipelined (the `_pipelined` variant) does the same work with the same math from a
+// persistent grid: one 512-thread block an SM, each cluster walking its share of the 16-column tiles
+// through three 64 KiB stages of cp.async loads (two tiles in flight while a third is computed, so
+// HBM never waits for a block to launch, sync or store), the tile held in registers once loaded
+// (the stage is refilled at once), and the partials pushed to the 8 blocks with st.async onto an
+// mbarrier (no cluster barrier and no memory fence a tile).
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 
@@ -79,6 +86,39 @@ __device__ __forceinline__ void block_reduce(float (&v)[4], float4 (*red)[kGroup
   for (int e = 0; e < 4; ++e) v[e] = kMax ? fmaxf(v[e], o[e]) : v[e] + o[e];
 }
 
+// Merge rank k's partials p = {max, sum exp(v - max), mean, M2} of column c (threads 8c..8c+7 of
+// warps 0-3 hold ranks 0-7 of one column): fin[c] = {M, 1/S, log S, mean}, rstd[c].
+__device__ __forceinline__ void merge(float4 p, int c, int k, int rows, int R, float eps, float4* fin, float* rstd) {
+  float M = p.x;
+#pragma unroll
+  for (int d = 1; d < kCluster; d <<= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, d));
+  float S = p.y * expf(p.x - M), mu = p.z;
+#pragma unroll
+  for (int d = 1; d < kCluster; d <<= 1) S += __shfl_xor_sync(0xffffffffu, S, d), mu += __shfl_xor_sync(0xffffffffu, mu, d);
+  mu /= kCluster;
+  float m2 = p.w + (float)rows * (p.z - mu) * (p.z - mu);
+#pragma unroll
+  for (int d = 1; d < kCluster; d <<= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, d);
+  if (k == 0) fin[c] = make_float4(M, 1.f / S, logf(S), mu), rstd[c] = rsqrtf(m2 / R + eps);
+}
+
+// The cluster's statistics of chunk g's 4 columns (from fin and rstd), and the output of one value:
+// y = (v - mean) * rstd + exp(v - M) / S * (v - M - log S).
+struct Final {
+  float m[4], inv_s[4], log_s[4], mean[4], rs[4];
+  __device__ __forceinline__ Final(const float4* fin, const float* rstd, int g) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float4 f = fin[4 * g + e];
+      m[e] = f.x, inv_s[e] = f.y, log_s[e] = f.z, mean[e] = f.w, rs[e] = rstd[4 * g + e];
+    }
+  }
+  __device__ __forceinline__ float operator()(float v, int e) const {
+    const float s = v - m[e];
+    return (v - mean[e]) * rs[e] + fast_exp(s) * inv_s[e] * (s - log_s[e]);
+  }
+};
+
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
     views_rows_cluster(const float* __restrict__ x, float* __restrict__ out, long ld, int R, float eps) {
   extern __shared__ float4 tile[];                    // rows x 4 chunks, swizzled
@@ -127,48 +167,188 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
 
   if (threadIdx.x < kCols * kCluster) {  // warps 0-3 whole: thread (column c, rank k) merges in groups of 8 lanes
     const int c = threadIdx.x / kCluster, k = threadIdx.x % kCluster;
-    const float4 p = *cluster.map_shared_rank(&part[c], k);  // DSMEM load
-    float M = p.x;
-#pragma unroll
-    for (int d = 1; d < kCluster; d <<= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, d));
-    float S = p.y * expf(p.x - M), mu = p.z;
-#pragma unroll
-    for (int d = 1; d < kCluster; d <<= 1) S += __shfl_xor_sync(0xffffffffu, S, d), mu += __shfl_xor_sync(0xffffffffu, mu, d);
-    mu /= kCluster;
-    float m2 = p.w + (float)rows * (p.z - mu) * (p.z - mu);
-#pragma unroll
-    for (int d = 1; d < kCluster; d <<= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, d);
-    if (k == 0) fin[c] = make_float4(M, 1.f / S, logf(S), mu), rstd[c] = rsqrtf(m2 / R + eps);
+    merge(*cluster.map_shared_rank(&part[c], k), c, k, rows, R, eps, fin, rstd);  // a DSMEM load
   }
   // done reading the others' part[] (their values are in registers): relaxed, no memory fence needed
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   __syncthreads();
 
-  float inv_s[4], log_s[4], rs[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float4 f = fin[4 * g + e];
-    m[e] = f.x, inv_s[e] = f.y, log_s[e] = f.z, mean[e] = f.w, rs[e] = rstd[4 * g + e];
-  }
+  const Final f(fin, rstd, g);
   float* dst = out + (long)(j0 + 4 * g) * R + r0;
   each_row(tile, rows, half, g, lane, [&](int row, const float (&v)[4]) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float s = v[e] - m[e];
-      dst[(long)e * R + row] = (v[e] - mean[e]) * rs[e] + fast_exp(s) * inv_s[e] * (s - log_s[e]);
-    }
+    for (int e = 0; e < 4; ++e) dst[(long)e * R + row] = f(v[e], e);
   });
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // no block frees part[] while it is read
+}
+
+// ---- views_rows_pipelined: persistent clusters, three load stages, partials pushed with st.async ----
+constexpr int kPThreads = 512, kQuarters = kPThreads / 32 / kGroups, kSteps = kMaxRows / (32 * kQuarters), kStages = 3;
+constexpr unsigned kInboxBytes = kCluster * kCols * sizeof(float4);  // what a block receives a tile: 2 KiB
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// The shared::cluster address of block `rank`'s copy of this block's shared variable p.
+__device__ __forceinline__ unsigned peer(const void* p, unsigned rank) {
+  unsigned a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
+  return a;
+}
+
+// Store v at a peer's shared address dst and count its 16 bytes on the peer's mbarrier (no fence).
+__device__ __forceinline__ void push(unsigned dst, float4 v, unsigned bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+               :: "r"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar) : "memory");
+}
+
+// Wait until this block's mbarrier completes its phase of this parity (every peer's bytes landed).
+__device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  }
+}
+
+// v = the 4 warps' (kQuarters) values of chunk g in `red`, combined in a fixed order (every thread alike).
+template <bool kMax>
+__device__ __forceinline__ void combine(float (&v)[4], const float4 (*red)[kGroups], int g) {
+  float o[4];
+  unpack(red[0][g], v);
+#pragma unroll
+  for (int w = 1; w < kQuarters; ++w) {
+    unpack(red[w][g], o);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = kMax ? fmaxf(v[e], o[e]) : v[e] + o[e];
+  }
+}
+
+// One block an SM, a persistent grid: cluster `cid` owns tiles cid, cid + nclusters, ... (16 columns
+// of x each), block rank r rows r*R/8 .. (r+1)*R/8 - 1 of them, as in views_rows_cluster. Warp w
+// holds chunk g = w % 4 of rows q*32 + lane + 128 s (q = w / 4, s < 8) in registers.
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kPThreads, 1)
+    views_rows_pipelined(const float* __restrict__ x, float* __restrict__ out, long ld, int R, int tiles, float eps) {
+  extern __shared__ float4 stage[];                    // kStages x rows x 4 chunks, swizzled
+  __shared__ float4 inbox[2][kCluster][kCols];          // the 8 ranks' {max, sum exp, mean, M2}; tiles alternate
+  __shared__ float4 red[4][kQuarters][kGroups];         // max, sum, sum exp, M2: none reused within a tile
+  __shared__ float4 fin[kCols];                         // the cluster's {M, 1/S, log S, mean} per column
+  __shared__ float rstd[kCols];
+  __shared__ alignas(8) unsigned long long bar[2];      // inbox[b] full: one arrival (expect_tx) and 2 KiB
+  const int rows = R / kCluster, nclusters = gridDim.x / kCluster, cid = blockIdx.x / kCluster;
+  const unsigned rank = cg::this_cluster().block_rank();
+  const int r0 = (int)rank * rows, n = (tiles - cid + nclusters - 1) / nclusters;  // tiles of this cluster
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp % kGroups, q = warp / kGroups, row0 = q * 32 + lane;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&bar[0])) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&bar[1])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // waited for before the first push
+
+  auto load = [&](int k) {  // tile k's copies into stage k % kStages; a group is committed even when empty
+    if (k < n) {
+      float4* buf = stage + (k % kStages) * rows * kGroups;
+      const float* src = x + (long)r0 * ld + (cid + k * nclusters) * kCols;
+      for (int c = threadIdx.x; c < rows * kGroups; c += kPThreads) {
+        __pipeline_memcpy_async(&buf[slot(c / kGroups, c % kGroups)], src + (long)(c / kGroups) * ld + 4 * (c % kGroups),
+                                sizeof(float4));
+      }
+    }
+    __pipeline_commit();
+  };
+  for (int k = 0; k < kStages - 1; ++k) load(k);
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // every peer's mbarriers initialised
+
+  for (int k = 0; k < n; ++k) {
+    __pipeline_wait_prior(kStages - 2);  // this thread's copies of tile k landed
+    __syncthreads();                     // everyone's did, and every thread read tile k - 1's stage
+    load(k + kStages - 1);              // refill that stage: two tiles in flight while this one is computed
+    const int b = k & 1, j0 = (cid + k * nclusters) * kCols;
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(&bar[b])), "r"(kInboxBytes)
+                   : "memory");
+    }
+    const float4* buf = stage + (k % kStages) * rows * kGroups;
+    float v[kSteps][4], m[4], mean[4], se[4] = {0.f, 0.f, 0.f, 0.f}, sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) m[e] = -INFINITY, mean[e] = 0.f;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) unpack(buf[slot(min(row0 + s * 32 * kQuarters, rows - 1), g)], v[s]);  // all in flight
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {  // rows past the block's (rows < 1,024) repeat its last: max kept, sums masked
+#pragma unroll
+      for (int e = 0; e < 4; ++e) m[e] = fmaxf(m[e], v[s][e]), mean[e] += row0 + s * 32 * kQuarters < rows ? v[s][e] : 0.f;
+    }
+    warp_reduce<true>(m);
+    warp_reduce<false>(mean);
+    if (lane == 0) red[0][q][g] = make_float4(m[0], m[1], m[2], m[3]), red[1][q][g] = make_float4(mean[0], mean[1], mean[2], mean[3]);
+    __syncthreads();
+    combine<true>(m, red[0], g);
+    combine<false>(mean, red[1], g);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) mean[e] /= rows;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const bool in = row0 + s * 32 * kQuarters < rows;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float d = v[s][e] - mean[e];
+        se[e] += in ? fast_exp(v[s][e] - m[e]) : 0.f, sq[e] += in ? d * d : 0.f;
+      }
+    }
+    warp_reduce<false>(se);
+    warp_reduce<false>(sq);
+    if (lane == 0) red[2][q][g] = make_float4(se[0], se[1], se[2], se[3]), red[3][q][g] = make_float4(sq[0], sq[1], sq[2], sq[3]);
+    __syncthreads();
+    if (q == 0) {  // warps 0-3 (warp g): lane l sends column 4g + (l & 3)'s partials to rank l >> 2, then merges
+      combine<false>(se, red[2], g);
+      combine<false>(sq, red[3], g);
+      const int e = lane & 3, to = lane >> 2;
+      float4 p = make_float4(m[0], se[0], mean[0], sq[0]);
+#pragma unroll
+      for (int i = 1; i < 4; ++i) {
+        if (e == i) p = make_float4(m[i], se[i], mean[i], sq[i]);
+      }
+      push(peer(&inbox[b][rank][4 * g + e], to), p, peer(&bar[b], to));
+      wait_parity(smem_u32(&bar[b]), (k >> 1) & 1);
+      const int c = threadIdx.x / kCluster, from = threadIdx.x % kCluster;
+      merge(inbox[b][from][c], c, from, rows, R, eps, fin, rstd);
+    }
+    __syncthreads();
+
+    const Final f(fin, rstd, g);
+    float* dst = out + (long)(j0 + 4 * g) * R + r0;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[s][e] = f(v[s][e], e);
+    }
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {  // a warp store: 32 rows of one output row, 128 contiguous bytes
+      const int row = row0 + s * 32 * kQuarters;
+      if (row < rows) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[(long)e * R + row] = v[s][e];
+      }
+    }
+  }
+  // no block leaves while a peer may still address its shared memory (no data is ordered: relaxed)
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// What both kernels cannot index: R a multiple of 512 up to 8,192 (R / 8 rows a block, a multiple of
+// 64, at most 1,024), C a multiple of 16, the row stride at least C and a multiple of 4 floats, both
+// pointers 16-byte aligned.
+static bool refused(const float* x, const float* out, long ld, int R, int C) {
+  return R <= 0 || C <= 0 || R % (kCluster * 64) || R / kCluster > kMaxRows || C % kCols || ld < C || ld % 4 ||
+         ((size_t)x | (size_t)out) % 16;
 }
 
 // x: (R x C) fp32 with row stride ld (unit column stride); out: (C x R) contiguous. R a multiple of
 // 512 up to 8,192 (R / 8 rows a block, a multiple of 64, at most 1,024), C a multiple of 16, both
 // pointers and the row stride 16-byte aligned. Hopper (sm_90) and later: thread-block clusters.
 extern "C" int views_rows_run(const float* x, float* out, long ld, int R, int C, cudaStream_t s) {
-  if (R <= 0 || C <= 0 || R % (kCluster * 64) || R / kCluster > kMaxRows || C % kCols || ld < C || ld % 4 ||
-      ((size_t)x | (size_t)out) % 16) {
-    return -1;
-  }
+  if (refused(x, out, ld, R, C)) return -1;
   static bool configured[64] = {};  // per device, once: not repeated in timed (or graph-captured) calls
   int dev = 0;
   if (cudaGetDevice(&dev) || dev < 0 || dev >= 64) return -2;
@@ -181,5 +361,33 @@ extern "C" int views_rows_run(const float* x, float* out, long ld, int R, int C,
   }
   const int smem = R / kCluster * kGroups * (int)sizeof(float4);
   views_rows_cluster<<<(C / kCols) * kCluster, kThreads, smem, s>>>(x, out, ld, R, 1e-5f);
+  return (int)cudaGetLastError();
+}
+
+// The same contract (status -1 for what refused() names) from a persistent grid: as many clusters of
+// one 512-thread block an SM as fit at once (asked of the runtime once per device), the 16-column
+// tiles dealt out evenly (512 tiles over 16 clusters: 32 each).
+extern "C" int views_pipelined_run(const float* x, float* out, long ld, int R, int C, cudaStream_t s) {
+  if (refused(x, out, ld, R, C)) return -1;
+  static int resident[64] = {};  // per device, once: clusters that fit at once (0: not yet asked)
+  int dev = 0;
+  if (cudaGetDevice(&dev) || dev < 0 || dev >= 64) return -2;
+  if (!resident[dev]) {
+    const int smem = kStages * kMaxRows * kGroups * (int)sizeof(float4);
+    if (cudaFuncSetAttribute(views_rows_pipelined, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) ||
+        cudaFuncSetAttribute(views_rows_pipelined, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared)) {
+      return -2;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kCluster);
+    cfg.blockDim = dim3(kPThreads);
+    cfg.dynamicSmemBytes = smem;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, views_rows_pipelined, &cfg) || clusters <= 0) return -2;
+    resident[dev] = clusters;
+  }
+  const int tiles = C / kCols, per = (tiles + resident[dev] - 1) / resident[dev], clusters = (tiles + per - 1) / per;
+  const int smem = kStages * (R / kCluster) * kGroups * (int)sizeof(float4);
+  views_rows_pipelined<<<clusters * kCluster, kPThreads, smem, s>>>(x, out, ld, R, tiles, 1e-5f);
   return (int)cudaGetLastError();
 }
