@@ -134,9 +134,10 @@ def test_guided_decoding_output_follows_the_grammar_on_the_gpu() -> None:
 @pytest.mark.multigpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_pipelined_kv_transfer_equals_the_host_path_on_two_gpus(tmp_path) -> None:
-    """The pipelined variant at the CPU fixtures' sizes, in bf16 on two GPUs (NCCL, its high-priority
-    group, 8-byte words): every page and checksum bit equal to the host path's, uneven chunks too;
-    the variant that receives into the wrong pool fails."""
+    """The pipelined and per-chunk-checksum variants at the CPU fixtures' sizes, in bf16 on two GPUs (NCCL,
+    its high-priority group, 8-byte words; the wide pair's pages take ch15_page_sums' kernel): every page
+    and checksum bit equal to the host path's, uneven chunks too; the variant that receives into the wrong
+    pool fails."""
     from conftest import rank_hints
 
     from aisp.harness.discovery import resolve_targets
@@ -151,7 +152,29 @@ def test_pipelined_kv_transfer_equals_the_host_path_on_two_gpus(tmp_path) -> Non
         results, _ = run_suite(pairs, options, hooks=rank_hints(pairs, 2))
     got = {r["name"]: {v["name"]: v for v in r["variants"]} for r in results}
     for pair, name in (("kv_transfer", "optimized_kv_transfer_pipelined"),
-                       ("kv_transfer_odd", "optimized_kv_transfer_odd_pipelined")):
+                       ("kv_transfer_odd", "optimized_kv_transfer_odd_pipelined"),
+                       ("kv_transfer", "optimized_kv_transfer_chunksums"),
+                       ("kv_transfer_odd", "optimized_kv_transfer_odd_chunksums"),
+                       ("kv_transfer_wide", "optimized_kv_transfer_wide_chunksums")):
         assert got[pair][name]["verdict"] in ("ok", "inconclusive", "slower"), got[pair][name]["reason"]
         assert got[pair][name]["verification"]["max_abs_err"] == 0.0
     assert got["kv_transfer_odd"]["optimized_kv_transfer_odd_swapped"]["verdict"] == "verify-failed"
+
+
+@pytest.mark.parametrize("shape", [(8, 4097, 4, 16, 64), (4, 17, 2, 16, 64), (3, 40, 2, 32, 64)])
+def test_page_sums_kernel_equals_pytorchs_checksum_bit_for_bit(shape) -> None:
+    """ch15_page_sums at the pair's pool (8 layers, 4,097 pages) and two smaller ones: calibrated on this GPU's
+    PyTorch, the kernel run a layer range at a time gives ``checksum``'s bits on new data, and its stated order
+    (``reference``) is the one PyTorch's CUDA reduction uses."""
+    ps, kv = load("ch15_page_sums"), load("ch15_kv_transfer")
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    pool = torch.randn(shape, device="cuda", generator=gen).bfloat16()
+    sums = ps.calibrate(pool, kv.checksum)
+    assert sums is not None, "neither fold order reproduces PyTorch's checksum on this GPU"
+    want, got = kv.checksum(pool), torch.full((shape[1],), float("nan"), device="cuda")
+    layers = shape[0]
+    for a, b in ((0, 1), (1, layers - 1), (layers - 1, layers)):
+        sums.add(pool, 0, slice(a, b), got)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    if shape[1] <= 64:
+        assert torch.equal(ps.reference(pool, sums.down).view(torch.int32), want.view(torch.int32))

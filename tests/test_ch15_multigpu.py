@@ -61,7 +61,10 @@ def test_gpu_pairs_need_two_gpus(name, monkeypatch):
 
 
 @pytest.mark.parametrize("pair, variant", [("kv_transfer", "optimized_kv_transfer_pipelined"),
-                                           ("kv_transfer_odd", "optimized_kv_transfer_odd_pipelined")])
+                                           ("kv_transfer_odd", "optimized_kv_transfer_odd_pipelined"),
+                                           ("kv_transfer", "optimized_kv_transfer_chunksums"),
+                                           ("kv_transfer_odd", "optimized_kv_transfer_odd_chunksums"),
+                                           ("kv_transfer_wide", "optimized_kv_transfer_wide_chunksums")])
 def test_pipelined_chunks_equal_the_host_path_exactly(suite, pair, variant):
     opt = suite[pair][variant]
     assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
@@ -102,3 +105,23 @@ def test_word_gather_and_scatter_copy_the_bits_of_index_select(dtype, shape):
     words(dst[1:]).index_copy_(1, pages, words(packed[1:]))
     words(dst[:1]).index_copy_(1, pages, words(packed[:1]))
     assert torch.equal(dst, torch.zeros_like(pool).index_copy_(1, pages, packed))
+
+
+def chunksums():
+    return import_module_at(CH15 / "optimized_kv_transfer_multigpu_chunksums.py")
+
+
+@pytest.mark.parametrize("pieces, chunks, sizes", [(16, 6, [1, 2, 4, 4, 4, 1]), (16, 8, [1, 2, 3, 3, 2, 2, 2, 1]),
+                                                   (6, 3, [2, 2, 2]), (4, 6, [1, 1, 1, 1]), (16, 1, [16]),
+                                                   (7, 5, [1, 2, 2, 1, 1]), (2, 6, [1, 1])])
+def test_piece_plan_covers_every_piece_once_single_layer_ends(pieces, chunks, sizes):
+    plan = chunksums().piece_plan(pieces, chunks)
+    assert [b - a for a, b in plan] == sizes
+    assert plan[0][0] == 0 and plan[-1][1] == pieces and all(b == c for (_, b), (c, _) in zip(plan[:-1], plan[1:], strict=True))
+
+
+@pytest.mark.parametrize("start, end, runs", [(0, 1, [(0, 0, 1)]), (6, 10, [(0, 6, 8), (1, 0, 2)]),
+                                              (8, 16, [(1, 0, 8)]), (15, 16, [(1, 7, 8)]), (0, 16, [(0, 0, 8), (1, 0, 8)])])
+def test_pool_runs_split_a_chunk_at_the_pool_boundary(start, end, runs):
+    got = chunksums().pool_runs(start, end, 8)
+    assert [(pool, r.start, r.stop) for pool, r in got] == runs
