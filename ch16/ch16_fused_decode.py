@@ -41,6 +41,12 @@ def _add_norm(p_ptr, s_ptr, x_ptr, tok_ptr, w_ptr, xo_ptr, xn_ptr, MN, N, eps, S
         y = (acc * tl.load(s_ptr + offs, mask=inside, other=0.0)).to(xo_ptr.dtype.element_ty).to(tl.float32)
         x = (tl.load(x_ptr + row * N + offs, mask=inside, other=0.0).to(tl.float32) + y)
         x = x.to(xo_ptr.dtype.element_ty).to(tl.float32)
+    _store_norm(x, w_ptr, xo_ptr, xn_ptr, row, offs, inside, N, eps)
+
+
+@triton.jit
+def _store_norm(x, w_ptr, xo_ptr, xn_ptr, row, offs, inside, N, eps):
+    """xo[row] = x (fp32, rounded already); xn[row] = RMSNorm(x) * w."""
     tl.store(xo_ptr + row * N + offs, x.to(xo_ptr.dtype.element_ty), mask=inside)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / N + eps)
     xn = x * rstd * tl.load(w_ptr + offs, mask=inside, other=0.0).to(tl.float32)

@@ -395,3 +395,62 @@ def test_sm90_swiglu_gemv_keeps_the_weight_path() -> None:
     assert compiled.metadata.shared <= SMEM_PER_BLOCK / 2, compiled.metadata.shared
     sass = cuobjdump(compiled, "-sass")
     assert "LDGSTS.E.BYPASS.128" in sass and "F2FP.F16.E4M3.UNPACK_B" in sass and "HMMA.16816.F32" in sass
+
+
+PUSH = """
+import sys, torch
+sys.path.insert(0, "ch16")
+from ch16_tp_push import _push_norm, _push_top, SPINS
+torch.manual_seed(0)
+rows, dim, vocab, lo, hi = 3, 40, 300, 150, 300
+part, theirs, x0, w = torch.randn(rows, dim), torch.randn(rows, dim), torch.randn(rows, dim), torch.randn(dim)
+box, peer_box, x, xn = theirs.clone(), torch.zeros(rows, dim), x0.clone(), torch.empty(rows, dim)
+pads, peer_pads = torch.ones(rows, dtype=torch.int32), torch.zeros(rows, dtype=torch.int32)  # the peer has pushed
+err = torch.zeros(1, dtype=torch.int32)
+_push_norm[(rows,)](part, box, peer_box, pads, peer_pads, err, x, w, xn, dim, 1e-5, SPINS=SPINS, BLOCK=64)
+ref = x0 + (part + theirs)
+assert torch.equal(peer_box, part) and torch.equal(x, ref), (x - ref).abs().max()
+torch.testing.assert_close(xn, torch.nn.functional.rms_norm(ref, (dim,), w, 1e-5), rtol=1e-5, atol=1e-5)
+assert pads.tolist() == [0] * rows and peer_pads.tolist() == [1] * rows and err.item() == 0  # flags consumed, sent
+
+logits, peer_logits = torch.randn(rows, vocab), torch.zeros(rows, vocab)  # peer's columns [0, 150) pushed here
+pads.fill_(1)
+peer_pads.zero_()
+tops, nxt, tok, pos = torch.empty(rows, 4), torch.empty(rows, dtype=torch.long), torch.empty(rows, dtype=torch.long), torch.full((rows,), 7)
+_push_top[(rows,)](logits, peer_logits, pads, peer_pads, err, tops, nxt, tok, pos, vocab, lo, hi, SPINS=SPINS, TOP=4, BLOCK=512)
+assert torch.equal(peer_logits[:, lo:hi], logits[:, lo:hi]) and not peer_logits[:, :lo].any()  # only its own columns
+values, index = logits.topk(4)
+assert torch.equal(tops, values) and torch.equal(nxt, index[:, 0]) and torch.equal(tok, nxt) and pos.tolist() == [8] * rows
+assert pads.tolist() == [0] * rows and peer_pads.tolist() == [1] * rows and err.item() == 0
+
+pads.zero_()
+peer_pads.zero_()  # a flag that never comes: the programs give up, set err; later waits are skipped
+_push_norm[(rows,)](part, box, peer_box, pads, peer_pads, err, x, w, xn, dim, 1e-5, SPINS=50, BLOCK=64)
+assert err.item() == 1
+print("interpreted ok")
+"""
+
+
+def test_push_all_reduce_kernels_under_the_interpreter() -> None:
+    """``ch16_tp_push``'s kernels on one process, the peer's side staged as it leaves it (its partial in
+    this rank's inbox, its flags set): the push lands in the peer's buffer (the head: only this rank's
+    columns), the sum + residual + RMSNorm and the top 4 match torch, each flag is consumed and the
+    peer's sent; a flag that never comes sets ``err`` instead of spinning forever."""
+    run_interpreted(PUSH)
+
+
+def test_push_kernels_compile_for_sm90_with_system_scope_flags() -> None:
+    """The push kernels at the pair's shapes compile for sm_90 without spills; their flags are
+    system-scope atomics (release to the peer, acquire on its own), polled by one thread."""
+    norm = compile_sm90("ch16/ch16_tp_push:_push_norm", {
+        "part_ptr": "*bf16", "box_ptr": "*bf16", "peer_box_ptr": "*bf16", "pad_ptr": "*i32", "peer_pad_ptr": "*i32",
+        "err_ptr": "*i32", "x_ptr": "*bf16", "w_ptr": "*bf16", "xn_ptr": "*bf16", "N": "i32", "eps": "fp32"},
+        {"SPINS": 1 << 23, "BLOCK": 8192}, {"num_warps": 8}, divisible=("N",))
+    top = compile_sm90("ch16/ch16_tp_push:_push_top", {
+        "logits_ptr": "*bf16", "peer_ptr": "*bf16", "pad_ptr": "*i32", "peer_pad_ptr": "*i32", "err_ptr": "*i32",
+        "top_ptr": "*fp32", "next_ptr": "*i64", "tok_ptr": "*i64", "pos_ptr": "*i64", "V": "i32", "lo": "i32",
+        "hi": "i32"}, {"SPINS": 1 << 23, "TOP": 4, "BLOCK": 32768}, {"num_warps": 16}, divisible=("V", "lo", "hi"))
+    for kernel in (norm, top):
+        fits_sm90(kernel)
+        ptx = kernel.asm["ptx"]
+        assert "atom.global.release.sys.cas.b32" in ptx and "atom.global.acquire.sys.cas.b32" in ptx
