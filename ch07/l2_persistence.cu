@@ -2,10 +2,10 @@
 // activations read and written once, plus rows gathered at random from a hot table (an embedding).
 //
 // The table (32 MiB) fits in L2 (50 MiB), but the stream pushes 256 bytes through L2 per gathered row:
-// between two uses of a table row, ~64 MiB of stream traffic arrives, and plain LRU evicts table rows
-// before they are used again, so gathers go to HBM. With an access-policy window on the table
-// (hitProp persisting, in an L2 set-aside of up to the table's size), table lines stay in L2 while
-// the stream passes through the rest. The kernel is the same; only the stream attribute differs.
+// between two uses of a table row, ~64 MiB of stream traffic arrives, and plain LRU can evict table
+// rows before they are used again. Two ways to keep them: an access-policy window on the table
+// (hitProp persisting, in an L2 set-aside of the context: gather_add itself, only the stream
+// attribute differs), or per-access eviction hints in the kernel (gather_add_hints: no context state).
 #include <algorithm>
 
 constexpr int kThreads = 256;
@@ -28,40 +28,49 @@ extern "C" int gather_add_run(const float* x, const float* table, const int* idx
   return (int)cudaGetLastError();
 }
 
-// The same sum, one warp per 32 rows (gather_add_warp_run): lane l loads idx[row0 + l] (one 128-byte
-// request for 32 rows, where gather_add makes one request per 4 rows: 8x fewer L2 requests for idx)
-// and hands it to the 8 lanes gathering that row with a shuffle; the warp then walks its 32 rows in
-// kVec steps of 4 rows (x, the table rows and out coalesced exactly as in gather_add). The x loads do
-// not depend on idx, so only the first table load of a warp waits for it. Plain loads and stores
-// (the window's persisting property applies as in gather_add); not unrolled, so a thread keeps one x
-// and one table float4 in flight, as gather_add does (the removed _ilp kernel kept 4 of each and was
-// slower), at 8 blocks of 256 per SM. A lane past the last row loads and stores nothing.
-constexpr int kWarpRows = 32;
-
-__global__ void __launch_bounds__(kThreads) gather_add_warp(const float4* __restrict__ x, const float4* __restrict__ table,
-                                                            const int* __restrict__ idx, float4* __restrict__ out, long rows) {
-  const int lane = threadIdx.x & 31;
-  const long row0 = ((long)blockIdx.x * kThreads + threadIdx.x) / 32 * kWarpRows;
-  if (row0 >= rows) return;  // the whole warp leaves together: row0 is the same for its 32 lanes
-  const int mine = row0 + lane < rows ? __ldg(&idx[row0 + lane]) : 0;
-#pragma unroll 1
-  for (int step = 0; step < kVec; ++step) {
-    const int sub = step * 4 + (lane >> 3);  // this lane's row within the warp's 32
-    const int row = __shfl_sync(0xffffffffu, mine, sub);
-    const long f = (row0 + sub) * kVec + (lane & 7);  // this lane's float4 of x and out
-    if (row0 + sub < rows) {
-      const float4 a = x[f], b = table[(long)row * kVec + (lane & 7)];
-      out[f] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-    }
-  }
+// The same sum with a cache-eviction hint on each access, no context state (gather_add_hints_run):
+// x is loaded and out stored under an L2 evict_first policy (createpolicy.fractional, sm_80+), x also
+// without an L1 allocation; idx and the table rows load at normal priority. Every line a call streams
+// is then the first to be evicted, so the 32 MiB of table rows (and the block's idx line, shared by
+// its 8 warps) keep the L2 while 1 GiB passes. Not evict_last on the table: where it takes effect,
+// those lines would outrank everything else after the call ends (what the set-aside did, by other
+// means); evict_first on the stream gives the same order during the call (table above stream) and
+// leaves behind only lines first in line for eviction. One float4 of x, table and out per thread, as gather_add: ptxas
+// issues the x load after the idx load returns here too (x beside the table load; issuing x with idx
+// instead would leave the idx -> table chain, two round trips, as it is), 19 registers.
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
 }
 
-// gather_add_run with gather_add_warp: the same arguments and result.
-extern "C" int gather_add_warp_run(const float* x, const float* table, const int* idx, float* out, long rows,
-                                   cudaStream_t s) {
-  const long rows_per_block = (long)kThreads / 32 * kWarpRows;
-  gather_add_warp<<<(unsigned)((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, s>>>(
-      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(table), idx, reinterpret_cast<float4*>(out), rows);
+__device__ __forceinline__ float4 load_streamed(const float4* p, unsigned long long policy) {
+  float4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+
+__device__ __forceinline__ void store_streamed(float4* p, float4 v, unsigned long long policy) {
+  asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;"
+               :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(policy) : "memory");
+}
+
+__global__ void gather_add_hints(const float4* __restrict__ x, const float4* __restrict__ table, const int* __restrict__ idx,
+                                 float4* __restrict__ out, long n4) {
+  const long t = (long)blockIdx.x * kThreads + threadIdx.x;
+  if (t >= n4) return;
+  const unsigned long long streamed = evict_first_policy();
+  const float4 a = load_streamed(&x[t], streamed), b = table[(long)idx[t / kVec] * kVec + t % kVec];
+  store_streamed(&out[t], make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w), streamed);
+}
+
+// gather_add_run with gather_add_hints: the same arguments and result.
+extern "C" int gather_add_hints_run(const float* x, const float* table, const int* idx, float* out, long rows,
+                                    cudaStream_t s) {
+  const long n4 = rows * kVec;
+  gather_add_hints<<<(unsigned)((n4 + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(table), idx, reinterpret_cast<float4*>(out), n4);
   return (int)cudaGetLastError();
 }
 
@@ -70,9 +79,25 @@ extern "C" int gather_add_warp_run(const float* x, const float* table, const int
 static int g_users = 0;
 static size_t g_original = 0;
 
+// Puts an access-policy window over [base, base + bytes) on stream s: hits persist (up to carveout
+// bytes of them), misses stream.
+static cudaError_t set_window(cudaStream_t s, const void* base, size_t bytes, size_t carveout) {
+  int dev = 0, max_window = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (!err) err = cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev);
+  if (err) return err;
+  cudaStreamAttrValue attr = {};
+  attr.accessPolicyWindow.base_ptr = const_cast<void*>(base);
+  attr.accessPolicyWindow.num_bytes = std::min(bytes, (size_t)max_window);
+  attr.accessPolicyWindow.hitRatio = std::min(1.0f, (float)carveout / (float)attr.accessPolicyWindow.num_bytes);
+  attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  return cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &attr);
+}
+
 // Sets the persisting-L2 set-aside to min(bytes, the device maximum) (*carveout receives what the
 // driver granted: it rounds up to its granularity, 33.75 MiB for 32 MiB asked on an H200) and puts
-// an access-policy window over [base, base + bytes) on stream s: hits persist, misses stream.
+// the window over [base, base + bytes) on stream s.
 extern "C" int l2_persist_begin(cudaStream_t s, const void* base, size_t bytes, size_t* carveout) {
   int dev = 0, max_persist = 0, max_window = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -85,14 +110,19 @@ extern "C" int l2_persist_begin(cudaStream_t s, const void* base, size_t bytes, 
   if ((err = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, *carveout))) return (int)err;
   if (size_t granted = 0; cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize) == cudaSuccess) *carveout = granted;
   ++g_users;
-  cudaStreamAttrValue attr = {};
-  attr.accessPolicyWindow.base_ptr = const_cast<void*>(base);
-  attr.accessPolicyWindow.num_bytes = std::min(bytes, (size_t)max_window);
-  attr.accessPolicyWindow.hitRatio = std::min(1.0f, (float)*carveout / (float)attr.accessPolicyWindow.num_bytes);
-  attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-  attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-  if ((err = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &attr)) && --g_users == 0)
+  if ((err = set_window(s, base, bytes, *carveout)) && --g_users == 0)
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g_original);  // undone: no window, no set-aside
+  return (int)err;
+}
+
+// Each call of a holder of the set-aside (after l2_persist_begin): the limit back to carveout where
+// something changed it (the harness restores the process's limit before every call of every variant)
+// and the window on stream s again. One cudaDeviceGetLimit when nothing changed.
+extern "C" int l2_persist_apply(cudaStream_t s, const void* base, size_t bytes, size_t carveout) {
+  size_t limit = 0;
+  cudaError_t err = cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize);
+  if (!err && limit != carveout) err = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, carveout);
+  if (!err) err = set_window(s, base, bytes, carveout);
   return (int)err;
 }
 

@@ -71,12 +71,32 @@ def test_library_builds_for_sm90(source: str) -> None:
     ("tma_tile_copy.cu", "stencil_tma", "stencil_threads", r"\bUTMALDG\b"),
     ("aos_soa.cu", "advance_soa", "advance_aos", r"\bLDG\.E\.128\b"),
     ("misaligned_copy.cu", "copy_peeled", "copy_scalar", r"\bLDG\.E\.128\b"),
-    ("l2_persistence.cu", "gather_add_warp", "10gather_addP", r"\bSHFL\.IDX\b"),  # gather_add's mangled name
+    ("l2_persistence.cu", "gather_add_hints", "10gather_addP", r"\bSTG\.E\.NA\.128\b"),  # gather_add's mangled name
 ])
 def test_optimized_kernel_holds_its_instruction(source: str, optimized: str, baseline: str, instruction: str) -> None:
     sass = library(source).sass("90")
     assert re.search(instruction, kernel(sass, optimized)), f"{optimized} lacks {instruction}"
     assert not re.search(instruction, kernel(sass, baseline)), f"{baseline} already has {instruction}"
+
+
+def global_accesses(body: str) -> list[tuple[str, str]]:
+    """(opcode with its modifiers, memory descriptor register) of each global load and store."""
+    return re.findall(r"\b((?:LDG|STG)\.\S+)\s+(?:R\d+,\s*)?desc\[(UR\d+)\]", body)
+
+
+@needs_sass
+def test_hinted_gather_streams_x_and_out_under_their_own_cache_policy() -> None:
+    """gather_add_hints: the x load and the out store skip L1 (.NA) and carry the evict_first policy
+    in a memory descriptor of their own (createpolicy folded into a uniform register); idx and the
+    table row load under the default descriptor, as all four accesses of gather_add do."""
+    sass = library("l2_persistence.cu").sass("90")
+    hinted, plain = global_accesses(kernel(sass, "gather_add_hints")), global_accesses(kernel(sass, "10gather_addP"))
+    streamed = {desc for op, desc in hinted if ".NA." in op}
+    normal = {desc for op, desc in hinted if ".NA." not in op}
+    assert sorted(op.split(".")[0] for op, _ in hinted) == ["LDG", "LDG", "LDG", "STG"], hinted
+    assert sum(".NA." in op for op, _ in hinted) == 2 and len(streamed) == len(normal) == 1, hinted
+    assert streamed.isdisjoint(normal), hinted
+    assert len(plain) == 4 and not any(".NA." in op for op, _ in plain) and len({d for _, d in plain}) == 1, plain
 
 
 def fma_per_shared_load(body: str) -> float:

@@ -183,3 +183,18 @@ def test_forked_workers_run_cuda_and_give_the_spawned_runs_results_on_gpu(tmp_pa
         a, b = result["speedup"], again["speedup"]
         assert max(a["low"], b["low"]) <= _drift(result) * min(a["high"], b["high"]), (name, a, b)
         print(name, "start s", result["phases"]["start"], "->", again["phases"]["start"])
+
+
+def test_persisting_l2_set_aside_left_by_setup_is_undone_before_each_call(tmp_path):
+    """A variant's setup() sets 4 MiB of persisting L2 aside (a limit of the CUDA context) and leaves
+    it: its own first call runs under it, and every later call of either variant under the value the
+    baseline's first call saw, with a note naming the variant that changed it."""
+    result = _run(tmp_path, ["timing:l2_limit"], (TIMING,))["l2_limit"]
+    assert result["verdict"] in ("ok-unchecked", "slower", "ok", "inconclusive"), result["reason"]
+    base, changed = result["baseline"]["metrics"], result["variants"][0]["metrics"]
+    assert base["l2_limit_first"] >= 0, "the persisting-L2 limit could not be read on this GPU"
+    assert base["l2_limit_min"] == base["l2_limit_max"] == base["l2_limit_first"]
+    assert changed["l2_limit_max"] >= 4 << 20 > base["l2_limit_first"]
+    assert changed["l2_limit_min"] == base["l2_limit_first"]
+    assert any(n.startswith("optimized_l2_limit: changed process-wide cudaLimitPersistingL2CacheSize")
+               for n in result["notes"]), result["notes"]

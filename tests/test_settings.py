@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from aisp.harness import settings
 from aisp.harness.discovery import resolve_targets
 from aisp.harness.execute import Variant
 from aisp.harness.loader import import_module_at
@@ -108,3 +109,65 @@ def test_global_rebound_in_setup_is_undone_before_the_baselines_calls(suite):
     assert result["verdict"] in ("ok-unchecked", "slower"), result["reason"]
     assert result["baseline"]["metrics"]["repeat_min"] == 8
     assert any(n.startswith("optimized_global: changed process-wide common_timing.REPEAT") for n in result["notes"])
+
+
+class FakeContext:
+    """A CUDA context's limit, per device: unreadable until ``ready`` (CUDA not initialised yet)."""
+
+    def __init__(self) -> None:
+        self.ready, self.device, self.limit, self.writes = False, 0, {0: 0, 1: 4096}, []
+
+    def read(self):
+        return (self.device, self.limit[self.device]) if self.ready else None
+
+    def write(self, value: int) -> None:
+        self.writes.append((self.device, value))
+        self.limit[self.device] = value
+
+
+@pytest.fixture
+def context(monkeypatch):
+    fake = FakeContext()
+    monkeypatch.setattr(settings, "CONTEXT_SETTINGS", {"cudaLimitPersistingL2CacheSize": (fake.read, fake.write)})
+    return fake
+
+
+def test_context_limit_is_restored_only_where_changed_and_its_changer_named(actors, context):
+    """Snapshot at the first call that can read it (after CUDA's initialisation), per device; a write
+    only where the limit differs; the note goes to whoever ran since the last call."""
+    watch, first, second = actors
+    watch.enter(second.evidence.notes)  # not readable yet: nothing snapshotted, nothing written
+    context.ready = True
+    watch.enter(first.evidence.notes)  # snapshot: device 0 at 0 bytes
+    context.limit[0] = 33 << 20  # the first variant sets a set-aside (its setup)
+    watch.enter(second.evidence.notes)
+    assert context.limit[0] == 0 and context.writes == [(0, 0)]
+    assert first.evidence.notes == ["changed process-wide cudaLimitPersistingL2CacheSize; restored before each "
+                                    "timed call"]
+    watch.enter(first.evidence.notes)
+    watch.enter(second.evidence.notes)
+    assert context.writes == [(0, 0)] and not second.evidence.notes  # unchanged: read, never written
+    context.device = 1  # another device: its own snapshot, its value then (4096)
+    watch.enter(first.evidence.notes)
+    assert context.writes == [(0, 0)]
+    context.limit[1] = 0
+    watch.enter(second.evidence.notes)
+    assert context.limit == {0: 0, 1: 4096} and context.writes == [(0, 0), (1, 4096)]
+
+
+def test_context_limit_unread_on_cpu(actors):
+    """Here (no CUDA initialised, or a CPU build) the persisting-L2 limit is not watched: no read, no write."""
+    if torch.cuda.is_initialized():
+        pytest.skip("CUDA is initialised in this process")
+    watch, first, second = actors
+    assert settings.read_persisting_l2() is None
+    watch.enter(second.evidence.notes)
+    assert not watch.context and not first.evidence.notes
+
+
+def test_cudart_found_among_mapped_libraries():
+    maps = ["7f00-7f01 r-xp 00000000 08:01 1234 /venv/nvidia/cuda_runtime/lib/libcudart.so.12\n",
+            "7f01-7f02 r--p 00001000 08:01 1234 /venv/nvidia/cuda_runtime/lib/libcudart.so.12\n",
+            "7f02-7f03 r-xp 00000000 08:01 99 /venv/torch/lib/libtorch_cuda.so\n",
+            "7f03-7f04 rw-p 00000000 00:00 0\n", "7f05-7f06 r-xp 00000000 08:01 7 /opt/libcudart_static_shim.so\n"]
+    assert settings.mapped_cudart(maps) == ["/venv/nvidia/cuda_runtime/lib/libcudart.so.12"]
