@@ -22,7 +22,7 @@ Optimized: the same forward and backward, written out (the ops autograd runs for
 On gloo (the CPU tests) or another world size, the blocks are filled by ``dist.all_gather`` instead.
 Same FLOPs; per rank, a bf16 gradient pass and 1.1 GB of cast/cat traffic fewer than the baseline.
 Expect (measured, 2 x H200, 2026-11-29, two runs of 20 samples): 5.94 / 5.90 ms against the
-overlapped NCCL variant's 7.24 / 7.26 in the same runs (1.22-1.23x), 68-69% of the 4.01 ms two-GPU
+overlapped NCCL variant's 7.24 / 7.26 in the same runs (1.22-1.23x), 68% of the 4.01 ms two-GPU
 bf16 ceiling (estimated 5.3-5.6 ms, 72-76%). Short of 80%, which would need the GELU backward and
 bias sums fused into the GEMMs' epilogues (not in PyTorch's API).
 Run: aisp bench run -t ch04:ddp_overlap_multigpu

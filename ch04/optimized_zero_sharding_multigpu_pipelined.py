@@ -22,7 +22,7 @@ A barrier opens each call (both ranks inside it: neither overwrites what the oth
 gloo (the CPU tests) the same chunks travel by send/recv and the update runs in PyTorch ops.
 Peak memory falls too: no fp32 gradient (256 MiB) nor separate bf16 shards; ``recv`` is 128 MiB.
 Expect (measured, 2 x H200, 2026-11-29, two runs of 20 samples): 1.083 / 1.012 ms
-against the NCCL variant's 2.119 / 2.078 in the same runs (1.96-2.05x), 63-67% of the ceiling
+against the NCCL variant's 2.119 / 2.078 in the same runs (1.96-2.05x), 63-68% of the ceiling
 (estimated 0.75-0.95 ms, 72-91%; 80% is 0.855 ms).
 Run: aisp bench run -t ch04:zero_sharding_multigpu
 """
