@@ -2,7 +2,7 @@
 
 Baseline: out[r, :] = x[r, :] + table[idx[r], :] for 4M rows of 32 floats (l2_persistence.cu,
 ``gather_add``): x is read once and out written once (512 MiB each), while rows of an embedding-like
-table (262,144 x 32 floats = 32 MiB, smaller than the 50 MiB L2) are gathered at random, each about
+table (262,144 x 32 floats = 32 MiB, smaller than the H200's 60 MiB L2) are gathered at random, each about
 16 times per call. Under plain LRU, ~64 MiB of stream traffic passes through L2 between two uses of
 a table row, so table rows can be evicted before their next use and gathered again from HBM.
 Optimized: optimized_l2_persistence.py, the same kernel under an access-policy window over the table
@@ -13,7 +13,7 @@ Both variants launch on a stream of their own joined to the caller's, and first 
 persisting line to normal where a set-aside is in force (``cudaCtxResetPersistingL2Cache``). The
 harness puts the context's set-aside back before each call of any variant (aisp/harness/settings.py).
 Expect (measured, H200): the pair's figures up to 2026-11-29 (0.815 ms -> 0.424 ms, 1.92x) were
-measured with the optimized variant's set-aside (33.75 of the 50 MiB) in force during this
+measured with the optimized variant's set-aside (33.75 of the 60 MiB) in force during this
 baseline's calls, left by its setup(): not this baseline. Run alone (its own process, 2026-11-29)
 it read 0.3753 ms median, 2,995 GB/s counting x, out, idx and one read of the table (71% of the HBM
 copy); Nsight Compute read its kernel at 344 us. Under the harness's restore: not yet measured.

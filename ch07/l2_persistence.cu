@@ -1,7 +1,7 @@
 // l2_persistence.cu: out[r, :] = x[r, :] + table[idx[r], :] over rows of 32 floats: a stream of
 // activations read and written once, plus rows gathered at random from a hot table (an embedding).
 //
-// The table (32 MiB) fits in L2 (50 MiB), but the stream pushes 256 bytes through L2 per gathered row:
+// The table (32 MiB) fits in L2 (60 MiB on an H200, 50 on an H100), but the stream pushes 256 bytes through L2 per gathered row:
 // between two uses of a table row, ~64 MiB of stream traffic arrives, and plain LRU can evict table
 // rows before they are used again. Two ways to keep them: an access-policy window on the table
 // (hitProp persisting, in an L2 set-aside of the context: gather_add itself, only the stream

@@ -16,7 +16,7 @@ does, one parallel-variance merge per 256-row tile).
 Expect (measured, H200, 2026-11-29, one run): 2.3517 ms -> 0.2538 ms, 9.29x [9.24, 9.34] (the
 single-copy variant 1.4388 ms): 2,115 GB/s of the 8 bytes per element the result needs, 50% of the
 HBM copy; it moves 12 (3.17 TB/s, 75%): the second read of x (8192 x 16 floats a program, 256 MiB
-across the GPU, far above the 50 MiB L2) is what keeps it at 50 (a kernel that
+across the GPU, far above the 60 MiB L2) is what keeps it at 50 (a kernel that
 read x once, held in registers, tied at 0.2566 ms: README).
 CPU: not run (Triton kernel; tests/test_ch07_triton.py checks it in the Triton interpreter).
 Run: python ch07/optimized_noncontiguous_views_fused.py  |  aisp bench run -t ch07:noncontiguous_views
