@@ -198,3 +198,16 @@ def test_persisting_l2_set_aside_left_by_setup_is_undone_before_each_call(tmp_pa
     assert changed["l2_limit_min"] == base["l2_limit_first"]
     assert any(n.startswith("optimized_l2_limit: changed process-wide cudaLimitPersistingL2CacheSize")
                for n in result["notes"]), result["notes"]
+
+
+def test_a_baseline_slowed_by_the_other_variants_setup_is_named_on_gpu(tmp_path):
+    """The GPU loaded pair: the optimized setup() makes the baseline spin 10 times as long (a list
+    changed in place, which the settings watch does not see); timed alone before that setup, the
+    baseline's ~30 us reads far under its interleaved ~300 us. The A/A matmul stays quiet."""
+    results = _run(tmp_path, ["timing:gpu_loaded", "timing:same"], (TIMING,))
+    loaded, same = results["gpu_loaded"], results["same"]
+    assert loaded["baseline"]["interference"]["ratio"] > 5, loaded["baseline"]["solo_samples_ms"]
+    assert loaded["verdict"] == "inconclusive", loaded["reason"]
+    assert any(n.startswith("baseline_gpu_loaded: ran ") for n in loaded["notes"]), loaded["notes"]
+    assert same["baseline"]["solo_ms"] is not None
+    assert same["baseline"]["interference"] is None, (same["baseline"]["solo_samples_ms"], same["baseline"]["summary"])

@@ -252,6 +252,8 @@ def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
     return last
 
 
+NOT_ALONE = "not timed alone before the other variants' setup (a multi-rank pair): a slowdown they cause is not checked"
+
 OnTimed = Callable[[list[Variant], torch.device], None]
 """The worker's ``on_timed`` hook (the profiler's capture), called after timing with the standing variants."""
 
@@ -281,6 +283,7 @@ def _verify_and_time(variants: list[Variant], workload: Workload, options: RunOp
     if options.verify_only or len(live) < 2:
         teardown(variants)
         return
+    variants[0].evidence.notes.append(NOT_ALONE)
     last = _time_ranked(live, options, device, telemetry, plan)
     verify_checked(live, last, workload, before)
     del last

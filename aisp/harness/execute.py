@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import resource
@@ -105,6 +106,8 @@ class Variant:
     """Starved samples taken again at once, in the same slot of the rotation, with the grown spacer
     (their events held the host's issue: on 2 x H200, 2026-11-29, one such sample of ch19:w4a16_gemm's
     ``_tiled`` read 0.175 ms against 0.089-0.093 for the other 19); one taken at the spacer's cap stays."""
+    solo_samples_ms: list[float] = field(default_factory=list)
+    """The baseline's samples alone, before any other variant's setup (:func:`time_alone`)."""
     checked_call: int | None = None
     """The timed call whose inputs were refilled and output checked (0-based, among all timed calls):
     timed like the others but left out of the samples (refilling and cloning came right before it)."""
@@ -210,14 +213,18 @@ def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
 
 @phase("verify")
 def verify_seed(variants: list[Variant], workload: Workload, device: torch.device, seed: int,
-                keep: bool, reproducible: bool = False) -> tuple[Any, ...] | None:
+                keep: bool, reproducible: bool = False,
+                alone: Callable[[Variant], None] | None = None) -> tuple[Any, ...] | None:
     """Build every variant at ``seed``, run each once, compare each optimized with the baseline. With
-    ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down. Returns the
+    ``keep`` the set-up benchmarks stay on the variants for timing; otherwise torn down. ``alone``
+    times the baseline after its verified call, before any other variant is set up. Returns the
     fingerprint of the baseline's output, None when it declares no per-call inputs."""
     base, label = variants[0], f"seed {seed}" + ("" if keep else " (drawn at random)")
     ref = guarded_run(set_up(base, device, seed))
     high = high_precision(base.bench)  # the baseline's optional fp32/fp64 reference, same inputs
     signature, printed = input_signature(base.bench), tuple(fingerprint(t) for _, t in ref)
+    if alone is not None:
+        alone(base)
     if not keep:
         teardown([base])
     for var in variants[1:]:
@@ -369,6 +376,49 @@ def time_interleaved(variants: list[Variant], options: RunOptions, device: torch
                     timed = time_call(fns[id(var)], device, calls, spacer, flush)
                 _record(var, timed)
     return last
+
+
+SOLO_SAMPLES, SOLO_LONG_MS, SOLO_LONG_SAMPLES = 5, 50.0, 3
+"""The baseline's samples alone (:func:`time_alone`): 5, or 3 where one call takes over 50 ms."""
+
+
+@phase("timed")
+def time_alone(var: Variant, options: RunOptions, device: torch.device) -> None:
+    """The baseline's samples alone (``solo_samples_ms``), in the first verification pass (the seed
+    drawn at random), after its verified call and before any other variant's setup(): what the
+    results compare its interleaved samples with (:func:`aisp.harness.stats.slowed_beside`), so a
+    variant that slows it through state they share (a CUDA-context limit, memory, a device setting, an
+    object changed in place) is named. The interleaved samples' path: its own warmup (:func:`warm_up`:
+    as many calls and seconds, so the clocks have settled), one untimed call from idle that sizes the
+    plan, then SOLO_SAMPLES through :func:`time_call` with their calls per sample, spacer (grown and
+    the sample taken again where the host outran it) and CUDA-graph replay. One difference: on CUDA
+    the L2 is always evicted before each sample (outside the events, as ``--flush-l2`` does), since
+    back-to-back calls alone find their own data in L2 where interleaved ones find the other
+    variant's; evicted, the solo figure is never the faster for that reason alone, so the check can
+    miss a slowdown that warm L2 would hide, never invent one. Costs a warmup, 1 + SOLO_SAMPLES calls
+    and (CUDA) a graph capture and the eviction buffer; SOLO_LONG_SAMPLES for a call over SOLO_LONG_MS."""
+    warm_up([var], options, device, 0)
+    issue, fn = var.warm_issue_ms[-options.warmup:], var.bench.run
+    var.warm_issue_ms.clear()  # the interleaved warmup sizes their spacer afresh
+    if options.timing == "graph" and device.type == "cuda":
+        fn = graph_replay(fn, device)[0] or fn
+    with gc_disabled():
+        var.enter()
+        probe = time_call(fn, device)
+        calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
+        window = device.type == "cuda" and var.bench.workload.window == "device"
+        spacer, flush = (spacer_ms([*issue, probe.issue_ms]) if window else 0.0), l2_flusher(device)
+        count = SOLO_SAMPLES if probe.ms <= SOLO_LONG_MS else SOLO_LONG_SAMPLES
+        while len(var.solo_samples_ms) < count:
+            var.enter()
+            timed = time_call(fn, device, calls, spacer, flush)
+            if (grown := grown_spacer(spacer, timed.issue_ms, timed.device_ms, calls)) > spacer:
+                spacer = grown  # it timed the host: again
+                continue
+            var.solo_samples_ms.append(timed.ms)
+    if count < SOLO_SAMPLES:
+        var.evidence.notes.append(f"timed alone in {count} samples, not {SOLO_SAMPLES}: a call from idle took "
+                                  f"{probe.ms:.4g} ms (over {SOLO_LONG_MS:g})")
 
 
 def _starved(var: Variant, timed: Any, calls: int, spacer: float, align: Callable[[Any], Any]) -> bool:
@@ -573,7 +623,9 @@ def run_variants(paths: list[Path], options: RunOptions,
     if skip:
         return variants, workload, skip
     plan = plan or CheckPlan.draw(options.seed, options.iterations)
-    verify_seed(variants, workload, device, plan.fresh_seed, False, options.reproducible)
+    timed = not options.verify_only and workload.headline == "time" and len(variants) > 1
+    alone = functools.partial(time_alone, options=options, device=device) if timed else None
+    verify_seed(variants, workload, device, plan.fresh_seed, False, options.reproducible, alone)
     before = verify_seed(variants, workload, device, options.seed, True, options.reproducible)
     settings.snapshot_modules()  # modules run() imported on its first calls
     if options.verify_only:

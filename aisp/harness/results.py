@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from aisp.harness.execute import UNCHECKED
-from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
+from aisp.harness.stats import SLOWED_UNTRUSTED, grouped_ratio, paired_ratio, slowed_beside, summarize
 from aisp.harness.timing import host_bound, idle_tail_overruled, left_on_streams, tail_overruled, unseen_work
 
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
@@ -64,6 +66,26 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     return result
 
 
+def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
+    """Sets the baseline's median alone (``solo_ms``, before any other variant's setup; None: not
+    timed alone) and ``interference``: :func:`aisp.harness.stats.slowed_beside` of its interleaved
+    samples, with a note in its evidence notes; None (returned too) where noise explains the
+    difference, or with --cold-start's samples (each variant in a process of its own: nothing beside it)."""
+    solo = base.get("solo_samples_ms") or []
+    base["solo_ms"] = float(np.median(solo)) if solo else None
+    mixed = [] if base.get("sample_groups") else base.get("samples_ms") or []
+    base["interference"] = slowed = slowed_beside(solo, mixed)
+    if slowed:
+        note = (f"ran {slowed['ratio']:.2f}x slower once the other variants were set up: {slowed['solo_ms']:.4g} ms "
+                f"alone ({slowed['solo_samples']} samples, before their setup) against {slowed['interleaved_ms']:.4g} "
+                "ms interleaved (medians); a variant may change state the baseline shares (L2 set-aside, memory, "
+                "device settings, an object changed in place)")
+        note += "; the speedups over it are not trusted" if slowed["ratio"] >= SLOWED_UNTRUSTED else ""
+        verification = base.get("verification") or {}
+        base["verification"] = {**verification, "notes": [*verification.get("notes", []), note]}
+    return slowed
+
+
 def point(record: dict[str, Any], headline: str) -> float | None:
     """What a memory or metric headline compares: the peak bytes, or the metric a "metric:<name>"
     headline names (lower is better, e.g. a decode step's p99 gap)."""
@@ -105,10 +127,13 @@ def _timed_verdict(ratio: dict[str, float] | None) -> str:
     return "slower" if ratio["high"] < 1.0 and ratio["value"] < SLOWER_THRESHOLD else "inconclusive"
 
 
-def _variant_verdict(var: dict[str, Any]) -> str:
+def _variant_verdict(var: dict[str, Any], untrusted: bool = False) -> str:
+    """The variant's verdict; ``untrusted``: its baseline was slowed beside it (SLOWED_UNTRUSTED),
+    so ``ok`` becomes ``inconclusive`` (``slower`` stays: the baseline it lost to was the slowed one)."""
     if var.get("verdict") not in PASSED:
         return var["verdict"]
     verdict = _timed_verdict(var.get("speedup"))
+    verdict = "inconclusive" if untrusted and verdict == "ok" else verdict
     return "ok-unchecked" if verdict != "slower" and unchecked(var) else verdict
 
 
@@ -116,6 +141,7 @@ def _timed_reason(var: dict[str, Any]) -> str:
     """Why a timed variant is inconclusive or slower, from its speedup's interval."""
     s = var["speedup"]
     where = "holds 1" if var["verdict"] == "inconclusive" else "is below 1"
+    where = "is above 1, over a baseline slowed beside it" if s["low"] > 1.0 else where
     return f"{var['name']}: {var['verdict']}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] {where}"
 
 
@@ -130,6 +156,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     """The result of one pair from its raw variant records (``raw[0]`` is the baseline)."""
     headline = workload.get("headline", "time")
     base = variant_result(raw[0], workload)
+    slowed = check_alone(base)
+    untrusted = bool(slowed) and slowed["ratio"] >= SLOWED_UNTRUSTED and headline == "time"
     variants, cycle = [], sum(1 for r in raw if r.get("samples_ms"))  # the variants timed in turn
     for record in raw[1:]:
         var = variant_result(record, workload)
@@ -137,7 +165,7 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
         var["speedup"] = _speedup(base, var, headline, cycle) if timed else None
         if timed and headline.startswith("metric:") and var["speedup"] is None:
             var["verdict"], var["reason"] = "error", f"{headline}: not reported by both variants' metrics()"
-        var["verdict"] = _variant_verdict(var)
+        var["verdict"] = _variant_verdict(var, untrusted)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
     best = _best(variants)
@@ -146,6 +174,8 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     is_unchecked = any(unchecked(v) for v in variants)
     reasons = [f"{v['name']}: {v['reason']}" for v in [base, *variants] if v.get("reason")]
     reasons += [unchecked_reason(workload)] if is_unchecked else []
+    reasons += [f"{base['name']}: ran {slowed['ratio']:.2f}x slower beside the other variants than alone: "
+                "their speedups are not trusted (notes)"] if untrusted else []
     # the variants the pair's inconclusive or slower verdict comes from, first (they carry no reason)
     if verdict in ("inconclusive", "slower"):
         reasons[:0] = [_timed_reason(v) for v in variants if v["verdict"] == verdict]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -101,3 +102,45 @@ def grouped_ratio(numerator: Sequence[Sequence[float]], denominator: Sequence[Se
     low, high = np.percentile(boot, [(1 - CONFIDENCE) * 50, (1 + CONFIDENCE) * 50])
     value = np.median(np.concatenate(numerator)) / np.median(np.concatenate(denominator))
     return Ratio(value=float(value), low=float(low), high=float(high))
+
+
+SLOWED_ALPHA = 0.01
+SLOWED_REL, SLOWED_ABS_MS = 0.10, 0.01
+"""The baseline is read as slowed beside the other variants (:func:`slowed_beside`) only when its
+interleaved median exceeds its median alone by more than max(10%, 10 µs): below that, drift over the
+run (clocks, temperature, a CPU cache the other variant's calls left cold: a call of tens of µs timed
+from idle) explains it; 10 µs is the host-jitter floor of the sync-tail rule (UNSEEN_ABS_MS)."""
+SLOWED_UNTRUSTED = 1.25
+"""From this ratio (interleaved over alone) on, a speedup over the slowed baseline is not trusted: an
+``ok`` variant becomes ``inconclusive`` (:func:`aisp.harness.results.assemble`)."""
+
+
+def precedence_p(alone: int, interleaved: int, below: int) -> float:
+    """The chance that at most ``below`` of ``interleaved`` samples lie under the largest of ``alone``
+    samples when all are draws of one distribution (exchangeable, no ties): the ``alone`` ones then take
+    a uniformly random set of ranks among all of them, and C(alone + below, alone) of those sets put
+    every one of them within the lowest alone + below ranks."""
+    return math.comb(alone + below, alone) / math.comb(alone + interleaved, alone)
+
+
+def slowed_beside(alone: Sequence[float], interleaved: Sequence[float]) -> dict[str, float] | None:
+    """How much slower the baseline ran interleaved with the other variants (all set up) than alone
+    (before any other variant's setup), or None where noise can explain it.
+
+    Two conditions, both needed. Separation: few of the interleaved samples lie under the slowest
+    sample alone, fewer than chance allows: :func:`precedence_p` of the count seen is at most
+    SLOWED_ALPHA (1%), exactly, whatever the distribution, were both sets draws of one (for 5 alone
+    against 20 interleaved: at most 6 of the 20 under the slowest alone; against 10: at most 2; with
+    fewer samples than can reach 1%, never). Ties count as under, which only makes it harder to fire.
+    Size: the medians' ratio beyond SLOWED_REL and SLOWED_ABS_MS. A median rule alone (slower by
+    10%) would fire on any pair whose samples spread that wide; the rank rule alone on any drift."""
+    if not len(alone) or not len(interleaved):
+        return None
+    top = max(alone)
+    below = sum(1 for x in interleaved if x <= top)
+    solo, mixed = float(np.median(alone)), float(np.median(interleaved))
+    p = precedence_p(len(alone), len(interleaved), below)
+    if p > SLOWED_ALPHA or mixed - solo <= max(SLOWED_REL * solo, SLOWED_ABS_MS):
+        return None
+    return {"ratio": mixed / solo, "solo_ms": solo, "interleaved_ms": mixed, "solo_samples": len(alone),
+            "interleaved_under_slowest_solo": below, "p": p}

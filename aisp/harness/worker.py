@@ -43,6 +43,7 @@ def raw_record(var: Variant) -> dict[str, Any]:
         "verdict": var.verdict,
         "reason": var.reason,
         **{key: getattr(var, key) for key in SAMPLE_KEYS},
+        "solo_samples_ms": var.solo_samples_ms,
         "spacer_ms": var.spacer_ms,
         "starved_samples": var.starved_samples,
         "retaken_samples": var.retaken_samples,
