@@ -99,6 +99,17 @@ def test_a_baseline_slowed_under_25_percent_is_named_but_keeps_the_verdict():
     assert not result["baseline"]["verification"]["notes"][-1].endswith("not trusted")
 
 
+def test_a_host_bound_baseline_slowed_beside_the_variants_is_named_and_keeps_the_verdict():
+    """A host-bound baseline (events about its issue time) follows the host, whose load can differ
+    between the phase alone and the interleaved one: the note names both readings, the verdict stays."""
+    mixed = [0.80 + 0.001 * i for i in range(20)]
+    base = _base([0.375] * 5, mixed, issue_samples_ms=[m * 0.98 for m in mixed], tail_samples_ms=[0.005] * 20)
+    result = _pair(base, [0.42] * 20)
+    assert result["baseline"]["host_bound"] and result["baseline"]["interference"]["ratio"] > 2
+    assert result["verdict"] == "ok" and result["reason"] is None
+    assert result["baseline"]["verification"]["notes"][-1].endswith("may explain it")
+
+
 @pytest.mark.parametrize("base", [
     _base([], [2.0] * 20),  # not timed alone (a multi-rank pair, a non-time headline)
     _base([1.0] * 5, [2.0] * 20, sample_groups=[[2.0] * 20]),  # --cold-start: each variant in its own process
