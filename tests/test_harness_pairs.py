@@ -228,7 +228,8 @@ def test_memory_reports_reserved_and_nvml_beside_allocated(monkeypatch):
     stubs = {"memory_allocated": lambda d=None: counters["allocated"], "memory_reserved": lambda d=None: counters["reserved"],
              "max_memory_allocated": lambda d=None: counters["allocated"] + 50,
              "max_memory_reserved": lambda d=None: counters["reserved"] + 70,
-             "reset_peak_memory_stats": lambda d=None: None, "synchronize": lambda d=None: None, "empty_cache": lambda: None}
+             "reset_peak_memory_stats": lambda d=None: None, "synchronize": lambda d=None: None, "empty_cache": lambda: None,
+             "mem_get_info": lambda d=None: (10**6 - counters["used"], 10**6)}
     for name, stub in stubs.items():
         monkeypatch.setattr(torch.cuda, name, stub)
     monkeypatch.setattr(execute, "nvml_memory_reader", lambda device: lambda: counters["used"])
@@ -241,7 +242,7 @@ def test_memory_reports_reserved_and_nvml_beside_allocated(monkeypatch):
     execute.measure_memory(var, torch.device("cuda"))
     assert (var.memory["peak_bytes"], var.memory["run_peak_bytes"]) == (60, 50)
     assert (var.memory["peak_reserved_bytes"], var.memory["run_peak_reserved_bytes"]) == (90, 70)
-    assert var.memory["nvml_used_delta_bytes"] == 64
+    assert var.memory["nvml_used_delta_bytes"] == var.memory["run_outside_bytes"] == 64  # reserved did not move
     monkeypatch.setattr(execute, "nvml_memory_reader", lambda device: None)
     execute.measure_memory(var, torch.device("cuda"))
     assert var.memory["nvml_used_delta_bytes"] is None

@@ -76,7 +76,7 @@ def test_the_peak_counts_the_state_a_call_frees_before_it_allocates(monkeypatch,
     stubs = {"memory_allocated": lambda d=None: fake.allocated, "max_memory_allocated": lambda d=None: fake.peak,
              "memory_reserved": lambda d=None: 0, "max_memory_reserved": lambda d=None: 0,
              "reset_peak_memory_stats": lambda d=None: setattr(fake, "peak", fake.allocated),
-             "synchronize": lambda d=None: None, "empty_cache": lambda: None}
+             "synchronize": lambda d=None: None, "empty_cache": lambda: None, "mem_get_info": lambda d=None: (0, 0)}
     for name, stub in stubs.items():  # torch.cuda's counters, as test_harness_pairs stubs them
         monkeypatch.setattr(torch.cuda, name, stub)
     monkeypatch.setattr(execute, "nvml_memory_reader", lambda d: None)

@@ -180,7 +180,7 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     bench.device, bench.seed = device, seed
     _snapshot_modules(var)
     _settle(device)
-    before, reserved = _memory_now(device), _reserved_now(device)
+    before, reserved, outside = _memory_now(device), _reserved_now(device), _outside_now(device)
     with phase("setup"):
         bench.setup()
     _settle(device)
@@ -189,6 +189,8 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     var.memory["setup_bytes"] = _memory_now(device) - before
     if reserved is not None:
         var.memory["setup_reserved_bytes"] = _reserved_now(device) - reserved
+    if outside is not None:
+        var.memory["setup_outside_bytes"] = _outside_now(device) - outside
     var.known_after_setup = set(tensor_attributes(bench))
     var.held_after_setup = held_bytes(bench, device.type)
     return bench
@@ -201,6 +203,16 @@ def _snapshot_modules(var: Variant) -> None:
 
 def _reserved_now(device: torch.device) -> int | None:
     return torch.cuda.memory_reserved(device) if device.type == "cuda" else None
+
+
+def _outside_now(device: torch.device) -> int | None:
+    """Bytes in use on the device that torch's caching allocator did not reserve (CUDA's free-memory
+    query, device-wide): symmetric memory, NCCL buffers, a library's own cudaMalloc, the CUDA context,
+    another process on the GPU. Its change over a window is what the window allocated outside torch."""
+    if device.type != "cuda":
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    return total - free - torch.cuda.memory_reserved(device)
 
 
 def guarded_run(bench: Benchmark) -> list[tuple[str, torch.Tensor]]:
@@ -499,12 +511,15 @@ def measure_memory(var: Variant, device: torch.device) -> None:
     """Peak memory of one untimed call, on top of what the variant holds before it (:data:`PEAK_METHOD`):
     allocated (the headline, ``peak_bytes``), reserved by torch's caching allocator (fragmentation and
     cached blocks included) and, where NVML can be read, the change of the device's used memory over the
-    call (native cudaMalloc and NCCL buffers too; other processes on the GPU move it as well)."""
+    call (native cudaMalloc and NCCL buffers too; other processes on the GPU move it as well). What the
+    call left allocated outside torch's allocator is ``run_outside_bytes`` (setup's: ``setup_outside_bytes``;
+    neither is in ``peak_bytes``: :func:`aisp.harness.results.outside_excess` judges them)."""
     var.enter()
     bench = var.bench
     if device.type == "cuda":
         _settle(device)
         before, reserved, used = _memory_now(device), _reserved_now(device), nvml_memory_reader(device)
+        outside = _outside_now(device)
         nvml_before = used() if used is not None else None
         carried = max(0, held_bytes(bench, device.type) - var.held_after_setup)
         torch.cuda.reset_peak_memory_stats(device)
@@ -519,6 +534,7 @@ def measure_memory(var: Variant, device: torch.device) -> None:
         var.memory["run_peak_reserved_bytes"] = run_reserved
         var.memory["peak_reserved_bytes"] = var.memory.get("setup_reserved_bytes", 0) + run_reserved
         var.memory["nvml_used_delta_bytes"] = used() - nvml_before if used is not None else None
+        var.memory["run_outside_bytes"] = _outside_now(device) - outside
     else:
         bench.run()
         # On a CPU only the process-wide peak RSS is known; per-variant peaks need --cold-start.

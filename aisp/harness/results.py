@@ -26,6 +26,9 @@ TIMED = ("ok", "inconclusive", "ok-unchecked", "slower")
 SLOWER_THRESHOLD = 0.97
 """An optimized variant is ``slower`` when its speedup's 95% interval lies below 1 and the speedup
 is under this: a statistical difference and a practical one."""
+OUTSIDE_THRESHOLD = 64 * 2**20
+"""A memory-headline variant whose setup and measured call left more than this many bytes allocated
+outside torch's caching allocator beyond the baseline's (:func:`outside_excess`) is ``inconclusive``."""
 
 
 def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
@@ -66,6 +69,11 @@ def variant_result(raw: dict[str, Any], workload: dict[str, Any]) -> dict[str, A
     return result
 
 
+def _add_note(record: dict[str, Any], note: str) -> None:
+    verification = record.get("verification") or {}
+    record["verification"] = {**verification, "notes": [*verification.get("notes", []), note]}
+
+
 def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
     """Sets the baseline's median alone (``solo_ms``, before any other variant's setup; None: not
     timed alone) and ``interference``: :func:`aisp.harness.stats.slowed_beside` of its interleaved
@@ -83,8 +91,7 @@ def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
         if slowed["ratio"] >= SLOWED_UNTRUSTED:
             note += ("; host-bound: the host's load, which can differ between the two phases, may explain it"
                      if base.get("host_bound") else "; the speedups over it are not trusted")
-        verification = base.get("verification") or {}
-        base["verification"] = {**verification, "notes": [*verification.get("notes", []), note]}
+        _add_note(base, note)
     return slowed
 
 
@@ -94,6 +101,25 @@ def point(record: dict[str, Any], headline: str) -> float | None:
     if headline == "memory":
         return (record.get("memory") or {}).get("peak_bytes")
     return (record.get("metrics") or {}).get(headline.removeprefix("metric:"))
+
+
+def outside_bytes(record: dict[str, Any]) -> int:
+    """Bytes a variant's setup and its measured call left allocated outside torch's caching allocator
+    (``setup_outside_bytes`` plus a positive ``run_outside_bytes``: device-wide readings, 0 where absent)."""
+    memory = record.get("memory") or {}
+    return (memory.get("setup_outside_bytes") or 0) + max(0, memory.get("run_outside_bytes") or 0)
+
+
+def outside_excess(base: dict[str, Any], var: dict[str, Any], headline: str) -> int | None:
+    """For a memory headline: the bytes ``var`` holds outside torch's caching allocator (symmetric memory,
+    NCCL buffers, a library's own cudaMalloc) beyond its baseline's, where over OUTSIDE_THRESHOLD; they
+    are not in ``peak_bytes``, so its memory speedup is not trusted. The baseline's figure is subtracted and
+    the threshold absorbs small changes (lazily loaded modules, library handles); the one-time costs (the
+    CUDA context, NCCL's communicators) fall in the first verification pass, before the kept setup measured."""
+    if headline != "memory":
+        return None
+    excess = outside_bytes(var) - outside_bytes(base)
+    return excess if excess > OUTSIDE_THRESHOLD else None
 
 
 def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: int) -> dict[str, float] | None:
@@ -144,14 +170,19 @@ def _timed_reason(var: dict[str, Any]) -> str:
     s = var["speedup"]
     where = "holds 1" if var["verdict"] == "inconclusive" else "is below 1"
     where = "is above 1, over a baseline slowed beside it" if s["low"] > 1.0 else where
+    if var.get("outside_excess_bytes"):  # a memory headline's exact ratio: its interval is not the reason
+        outside = f"counts no {var['outside_excess_bytes'] / 2**20:.0f} MiB held outside torch's caching allocator (notes)"
+        where = f"{where}; {outside}" if s["low"] <= 1.0 else outside
     return f"{var['name']}: {var['verdict']}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] {where}"
 
 
 def _best(variants: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The timed variant whose speedup's interval has the highest lower end (then the highest
-    value): picking the largest point estimate would favour the luckiest draw of several."""
+    value): picking the largest point estimate would favour the luckiest draw of several. A variant
+    holding memory outside torch's allocator that its peak does not count ranks below the others."""
     ranked = [v for v in variants if v["verdict"] in TIMED and v.get("speedup")]
-    return max(ranked, key=lambda v: (v["speedup"]["low"], v["speedup"]["value"])) if ranked else None
+    return max(ranked, key=lambda v: (not v.get("outside_excess_bytes"), v["speedup"]["low"],
+                                      v["speedup"]["value"])) if ranked else None
 
 
 def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,7 +200,12 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
         var["speedup"] = _speedup(base, var, headline, cycle) if timed else None
         if timed and headline.startswith("metric:") and var["speedup"] is None:
             var["verdict"], var["reason"] = "error", f"{headline}: not reported by both variants' metrics()"
-        var["verdict"] = _variant_verdict(var, untrusted)
+        var["outside_excess_bytes"] = excess = outside_excess(base, var, headline) if timed else None
+        if excess:
+            _add_note(var, f"{excess / 2**20:.0f} MiB more than the baseline allocated outside torch's caching "
+                      "allocator (symmetric memory, NCCL, a library's own cudaMalloc) are not in peak_bytes: "
+                      "its memory speedup is not trusted")
+        var["verdict"] = _variant_verdict(var, untrusted or bool(excess))
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
     best = _best(variants)
