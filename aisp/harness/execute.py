@@ -293,21 +293,29 @@ cannot see (work ending within the host's return from the end-event wait: 9-11 Â
 on an H200), so the profiler's start (seconds, once a process) would buy little."""
 
 
+def _device_window(var: Variant, device: torch.device) -> bool:
+    return device.type == "cuda" and var.bench.workload.window == "device"
+
+
+def _sample_plan(var: Variant, options: RunOptions, device: torch.device, probe: Any,
+                 issue_ms: list[float]) -> tuple[int, float]:
+    """How many back-to-back calls make one sample (sustained timing: about SUSTAINED_BATCH_S of them)
+    and the spacer (device window: sized from the warmup calls' issue times ``issue_ms`` and the probe's)."""
+    calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
+    return calls, spacer_ms([*issue_ms, probe.issue_ms]) if _device_window(var, device) else 0.0
+
+
 def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -> tuple[int, float]:
     """IDLE_PROBES untimed calls from idle (the first call after gc.collect() and a sync is slow; on
-    CUDA their sync tails are kept); returns how many back-to-back calls make one sample (sustained
-    timing: about SUSTAINED_BATCH_S of them) and the spacer (CUDA, device window: sized from the issue
-    times of the warmup calls and the last probe)."""
+    CUDA their sync tails are kept); returns :func:`_sample_plan` from the warmup and the last probe."""
     for _ in range(IDLE_PROBES):
         var.enter()
         probe = time_call(var.bench.run, device)
         if probe.tail_ms is not None:
             var.idle_probe_ms.append(probe.ms)
             var.idle_tail_ms.append(probe.tail_ms)
-    calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
-    device_window = device.type == "cuda" and var.bench.workload.window == "device"
-    spacer = spacer_ms([*var.warm_issue_ms[-options.warmup:], probe.issue_ms]) if device_window else 0.0
-    if device_window:
+    calls, spacer = _sample_plan(var, options, device, probe, var.warm_issue_ms[-options.warmup:])
+    if _device_window(var, device):
         var.enter()
         var.syncs_inside = syncs_inside(var.bench.run)
     if probe.tail_ms is not None:  # what the tail sync costs here with nothing left (EMPTY_PROBES)
@@ -417,9 +425,7 @@ def time_alone(var: Variant, options: RunOptions, device: torch.device) -> None:
     with gc_disabled():
         var.enter()
         probe = time_call(fn, device)
-        calls = 1 if options.timing != "sustained" else max(1, round(SUSTAINED_BATCH_S * 1e3 / probe.host_ms))
-        window = device.type == "cuda" and var.bench.workload.window == "device"
-        spacer, flush = (spacer_ms([*issue, probe.issue_ms]) if window else 0.0), l2_flusher(device)
+        (calls, spacer), flush = _sample_plan(var, options, device, probe, issue), l2_flusher(device)
         count = SOLO_SAMPLES if probe.ms <= SOLO_LONG_MS else SOLO_LONG_SAMPLES
         while len(var.solo_samples_ms) < count:
             var.enter()
