@@ -7,7 +7,7 @@ program per (sequence, slice) that issues ``cp.async.bulk.prefetch.L2.global`` f
 cache rows of the slice the latent kernel's program will start on: 4 KB a request, fire and forget
 (no registers, no shared memory, no completion to wait for). At 64 rows (one ``_slice_t`` tile) that
 is 256 x 72 KB = 18.9 MB, which HBM fetches beside the query projection's 12.6 MB of weights, well
-under the H200's 50 MB of L2; the latent kernel's first tiles then hit in L2.
+under the H200's 60 MiB of L2; the latent kernel's first tiles then hit in L2.
 A request never leaves its slice's rows (only whole 4 KB chunks inside them are fetched), so every
 address lies inside the cache; rows past the context are not touched. A hint only: without it (a
 CPU, the interpreter) the output is the same.

@@ -21,7 +21,7 @@ Same inputs, kernels, bytes and output as ``_wgmma``: a prefetch is a hint, PDL 
 Expect: not yet measured. Estimate (arithmetic, not a measurement): the prefetch moves 18.9 MB (~4.5 us
 of HBM at 4.2 TB/s) under the ~10 us query side, ~2.5-4 us off ``_slice_t`` net of the projection's
 contention; PDL ~1-2 us a launch edge; 0.106 -> ~0.099-0.102 ms, ~76-78% of HBM (80% is 0.097 ms).
-``PREFETCH_ROWS`` 128 would move 37.7 MB (if the 50 MB L2 keeps it beside 15 MB of weights: ~6-8 us).
+``PREFETCH_ROWS`` 128 would move 37.7 MB (if the 60 MiB L2 keeps it beside 15 MB of weights: ~6-8 us).
 Run: python ch18/optimized_mla_absorption_prefetch.py  |  aisp bench run -t ch18:mla_absorption
 """
 
