@@ -5,18 +5,18 @@ Baseline: out[r, :] = x[r, :] + table[idx[r], :] for 4M rows of 32 floats (l2_pe
 table (262,144 x 32 floats = 32 MiB, smaller than the H200's 60 MiB L2) are gathered at random, each about
 16 times per call. Under plain LRU, ~64 MiB of stream traffic passes through L2 between two uses of
 a table row, so table rows can be evicted before their next use and gathered again from HBM.
-Optimized: optimized_l2_persistence.py, the same kernel under an access-policy window over the table
-in a persisting-L2 set-aside (``cudaLimitPersistingL2CacheSize``, a limit of the CUDA context: the
-whole process), set in each call; optimized_l2_persistence_hints.py, eviction hints on each access
-(x and out evict_first), no context state. Same result (exact).
-Both variants launch on a stream of their own joined to the caller's, and first return every
-persisting line to normal where a set-aside is in force (``cudaCtxResetPersistingL2Cache``). The
-harness puts the context's set-aside back before each call of any variant (aisp/harness/settings.py).
-Expect (measured, H200): the pair's figures up to 2026-11-29 (0.815 ms -> 0.424 ms, 1.92x) were
-measured with the optimized variant's set-aside (33.75 of the 60 MiB) in force during this
-baseline's calls, left by its setup(): not this baseline. Run alone (its own process, 2026-11-29)
-it read 0.3753 ms median, 2,995 GB/s counting x, out, idx and one read of the table (71% of the HBM
-copy); Nsight Compute read its kernel at 344 us. Under the harness's restore: not yet measured.
+Optimized: optimized_l2_persistence_hints.py, eviction hints on each access (x and out evict_first),
+no context state. Same result (exact). l2_persistence_window.py (a demonstration, not a pair variant:
+measured slower) runs the same kernel under an access-policy window over the table in a persisting-L2
+set-aside (``cudaLimitPersistingL2CacheSize``, a limit of the CUDA context: the whole process).
+Both launch on a stream of their own joined to the caller's, and first return every persisting line
+to normal where a set-aside is in force (``cudaCtxResetPersistingL2Cache``). The harness puts the
+context's set-aside back before each call of any variant (aisp/harness/settings.py).
+Expect (measured, 2 x H200, 2026-11-30): 0.3554 / 0.3550 ms median in two harness runs (timed alone
+before the other variants' setup: 0.3572 / 0.3582 ms), 3,150 GB/s counting x, out, idx and one read
+of the table (75% of the HBM copy); 0.3913 ms run alone in its own process. The figures stored up to
+2026-11-29 (0.815 ms -> 0.424 ms, 1.92x) were measured with the window variant's set-aside (33.75 of
+the 60 MiB) in force during this baseline's calls, left by its setup(): not this baseline.
 Run: python ch07/baseline_l2_persistence.py  |  aisp bench run -t ch07:l2_persistence
 """
 
@@ -47,7 +47,7 @@ def _gather_workload() -> GatherWorkload:
     # Fewest HBM bytes: x read, out written, idx read, the table read once.
     return GatherWorkload(flops=float(s.rows * s.width), bytes=2 * row * s.rows + 4.0 * s.rows + row * s.table_rows,
                           items=s.rows, item_unit="rows", precision="fp32", requires=native.REQUIRES,
-                          ceiling_note="ncu: optimized gather_add 405 us: L2 its busiest unit (SOL 86%), DRAM 57% (2.76 TB/s, ~the declared bytes), long_scoreboard 113 warps/issue, issue 10%")
+                          ceiling_note="ncu, H200: the same gather under a window is L2-bound (86% busy, long_scoreboard 113/issue); hints 0.349 ms (76%) unprofiled, idx->table loads dependent")
 
 
 WORKLOAD = _gather_workload()

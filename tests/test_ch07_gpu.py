@@ -141,7 +141,7 @@ def test_persisting_l2_set_aside_is_granted_and_restored() -> None:
     handle = library("baseline_l2_persistence", {"l2_persisting_limit": [], "l2_persisting_max": []})
     handle.l2_persisting_limit.restype = handle.l2_persisting_max.restype = ctypes.c_size_t
     before, most = handle.l2_persisting_limit(), handle.l2_persisting_max()
-    bench = load("optimized_l2_persistence").get_benchmark()
+    bench = load("l2_persistence_window").get_benchmark()
     bench.device, bench.seed = torch.device("cuda"), 0
     bench.setup()
     try:

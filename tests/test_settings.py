@@ -132,8 +132,9 @@ def context(monkeypatch):
     return fake
 
 
-def test_context_limit_is_restored_only_where_changed_and_its_changer_named(actors, context):
-    """Snapshot at the first call that can read it (after CUDA's initialisation), per device; a write
+def test_context_limit_is_restored_only_where_changed_and_its_changer_named(context, actors):
+    """The fake context is patched in before the watch is made (``context`` first): on a GPU host whose
+    CUDA is initialised, a watch made earlier snapshots the real limit of device 0. Snapshot at the first call that can read it (after CUDA's initialisation), per device; a write
     only where the limit differs; the note goes to whoever ran since the last call."""
     watch, first, second = actors
     watch.enter(second.evidence.notes)  # not readable yet: nothing snapshotted, nothing written

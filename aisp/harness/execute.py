@@ -519,7 +519,7 @@ def measure_memory(var: Variant, device: torch.device) -> None:
     cached blocks included) and, where NVML can be read, the change of the device's used memory over the
     call (native cudaMalloc and NCCL buffers too; other processes on the GPU move it as well). What the
     call left allocated outside torch's allocator is ``run_outside_bytes`` (setup's: ``setup_outside_bytes``;
-    neither is in ``peak_bytes``: :func:`aisp.harness.results.outside_excess` judges them)."""
+    neither is in ``peak_bytes``; a memory ratio adds them: :func:`aisp.harness.results.outside_excess`)."""
     var.enter()
     bench = var.bench
     if device.type == "cuda":

@@ -28,7 +28,8 @@ SLOWER_THRESHOLD = 0.97
 is under this: a statistical difference and a practical one."""
 OUTSIDE_THRESHOLD = 64 * 2**20
 """A memory-headline variant whose setup and measured call left more than this many bytes allocated
-outside torch's caching allocator beyond the baseline's (:func:`outside_excess`) is ``inconclusive``."""
+outside torch's caching allocator beyond the baseline's (:func:`outside_excess`) has them counted in
+the peak its memory ratio divides by."""
 
 
 def throughput(workload: dict[str, Any], median_ms: float) -> dict[str, float]:
@@ -113,7 +114,7 @@ def outside_bytes(record: dict[str, Any]) -> int:
 def outside_excess(base: dict[str, Any], var: dict[str, Any], headline: str) -> int | None:
     """For a memory headline: the bytes ``var`` holds outside torch's caching allocator (symmetric memory,
     NCCL buffers, a library's own cudaMalloc) beyond its baseline's, where over OUTSIDE_THRESHOLD; they
-    are not in ``peak_bytes``, so its memory speedup is not trusted. The baseline's figure is subtracted and
+    are not in ``peak_bytes``, so its memory ratio adds them to its peak. The baseline's figure is subtracted and
     the threshold absorbs small changes (lazily loaded modules, library handles); the one-time costs (the
     CUDA context, NCCL's communicators) fall in the first verification pass, before the kept setup measured."""
     if headline != "memory":
@@ -122,9 +123,13 @@ def outside_excess(base: dict[str, Any], var: dict[str, Any], headline: str) -> 
     return excess if excess > OUTSIDE_THRESHOLD else None
 
 
-def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: int) -> dict[str, float] | None:
+def _speedup(base: dict[str, Any], var: dict[str, Any], headline: str, cycle: int,
+             outside: int = 0) -> dict[str, float] | None:
+    """The variant's speedup over its baseline; ``outside``: bytes it holds outside torch's allocator
+    beyond the baseline's, added to its peak (a memory headline)."""
     if headline != "time":
         b, o = point(base, headline), point(var, headline)
+        o = o + outside if o else o
         return {"value": b / o, "low": b / o, "high": b / o} if b and o else None
     b, o = base.get("samples_ms"), var.get("samples_ms")
     if not b or not o:
@@ -170,19 +175,16 @@ def _timed_reason(var: dict[str, Any]) -> str:
     s = var["speedup"]
     where = "holds 1" if var["verdict"] == "inconclusive" else "is below 1"
     where = "is above 1, over a baseline slowed beside it" if s["low"] > 1.0 else where
-    if var.get("outside_excess_bytes"):  # a memory headline's exact ratio: its interval is not the reason
-        outside = f"counts no {var['outside_excess_bytes'] / 2**20:.0f} MiB held outside torch's caching allocator (notes)"
-        where = f"{where}; {outside}" if s["low"] <= 1.0 else outside
+    if var.get("outside_excess_bytes"):
+        where += f" (its peak counts {var['outside_excess_bytes'] / 2**20:.0f} MiB held outside torch's caching allocator)"
     return f"{var['name']}: {var['verdict']}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] {where}"
 
 
 def _best(variants: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The timed variant whose speedup's interval has the highest lower end (then the highest
-    value): picking the largest point estimate would favour the luckiest draw of several. A variant
-    holding memory outside torch's allocator that its peak does not count ranks below the others."""
+    value): picking the largest point estimate would favour the luckiest draw of several."""
     ranked = [v for v in variants if v["verdict"] in TIMED and v.get("speedup")]
-    return max(ranked, key=lambda v: (not v.get("outside_excess_bytes"), v["speedup"]["low"],
-                                      v["speedup"]["value"])) if ranked else None
+    return max(ranked, key=lambda v: (v["speedup"]["low"], v["speedup"]["value"])) if ranked else None
 
 
 def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str, Any]]) -> dict[str, Any]:
@@ -197,15 +199,15 @@ def assemble(pair: dict[str, Any], workload: dict[str, Any], raw: list[dict[str,
     for record in raw[1:]:
         var = variant_result(record, workload)
         timed = var.get("verdict") in PASSED and base.get("verdict") in PASSED
-        var["speedup"] = _speedup(base, var, headline, cycle) if timed else None
+        var["outside_excess_bytes"] = excess = outside_excess(base, var, headline) if timed else None
+        var["speedup"] = _speedup(base, var, headline, cycle, excess or 0) if timed else None
         if timed and headline.startswith("metric:") and var["speedup"] is None:
             var["verdict"], var["reason"] = "error", f"{headline}: not reported by both variants' metrics()"
-        var["outside_excess_bytes"] = excess = outside_excess(base, var, headline) if timed else None
         if excess:
             _add_note(var, f"{excess / 2**20:.0f} MiB more than the baseline allocated outside torch's caching "
-                      "allocator (symmetric memory, NCCL, a library's own cudaMalloc) are not in peak_bytes: "
-                      "its memory speedup is not trusted")
-        var["verdict"] = _variant_verdict(var, untrusted or bool(excess))
+                      "allocator (symmetric memory, NCCL, a library's own cudaMalloc): not in peak_bytes, "
+                      "added to it for the memory ratio")
+        var["verdict"] = _variant_verdict(var, untrusted)
         variants.append(var)
     base["verdict"] = "ok" if base.get("verdict") in (None, "pending") else base["verdict"]
     best = _best(variants)
