@@ -8,10 +8,9 @@ Optimized (optimized_noncontiguous_views.py): ``v = x.t().contiguous()`` once, t
 ops on the contiguous tensor: one copy instead of three, the same kernels, the same result.
 Fused (optimized_noncontiguous_views_fused.py): no copy; one Triton kernel reads the view in tiles
 (see that file). Cluster (optimized_noncontiguous_views_cluster.py, CUDA C++, Hopper): x read
-once, each column split over a cluster of 8 blocks (see that file); Pipelined
-(optimized_noncontiguous_views_pipelined.py): the same from a persistent grid (see that file).
-Declared bytes: 8 per element (x read once, out written once), the fewest the result needs, so the
-eager variants sit far below the ceiling by design.
+once, each column split over a cluster of 8 blocks (see that file). Declared bytes: 8 per element
+(x read once, out written once), the fewest the result needs, so the eager variants sit far below
+the ceiling by design.
 Expect (measured, H200, 8192 x 8192 fp32): 2.406 ms -> 1.462 ms, 1.65x [1.64, 1.65] (223 -> 367
 GB/s of the 0.537 GB the result needs, 5.3% -> 8.7% of the HBM copy's 4.22 TB/s); 2026-11-29 (one
 run): 2.3517 ms, 1.4388 ms, fused 0.2538 ms, 9.29x [9.24, 9.34] (2,115 GB/s, 50%). On a CPU

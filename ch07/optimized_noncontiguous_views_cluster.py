@@ -36,19 +36,18 @@ from aisp.kits import native
 from aisp.kits.native import ptr
 
 LIBRARY = library("views_cluster.cu")
-SIGNATURES = {"views_rows_run": [PTR, PTR, LONG, INT, INT, PTR], "views_pipelined_run": [PTR, PTR, LONG, INT, INT, PTR]}
+SIGNATURES = {"views_rows_run": [PTR, PTR, LONG, INT, INT, PTR]}
 
 
-def cluster_row_features(lib: ctypes.CDLL, x: torch.Tensor, out: torch.Tensor, entry: str = "views_rows_run") -> torch.Tensor:
+def cluster_row_features(lib: ctypes.CDLL, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``row_features(x.t())`` into ``out`` (shape x.t().shape, contiguous), x read once. x: 2-D
     fp32, unit column stride, rows a multiple of 512 up to 8,192, columns a multiple of 16 (the
-    library refuses anything else with status -1 before launching). ``entry``: the library function,
-    ``views_rows_run`` (this file's kernel) or ``views_pipelined_run`` (the ``_pipelined`` variant's)."""
+    library refuses anything else with status -1 before launching)."""
     rows, cols = x.shape
     assert x.dtype == out.dtype == torch.float32 and x.stride(1) == 1 and out.is_contiguous()
     assert out.shape == (cols, rows) and x.device == out.device
-    status = getattr(lib, entry)(ptr(x), ptr(out), x.stride(0), rows, cols, native.stream(x.device))
-    native.check(status, entry)
+    status = lib.views_rows_run(ptr(x), ptr(out), x.stride(0), rows, cols, native.stream(x.device))
+    native.check(status, "views_rows_run")
     return out
 
 

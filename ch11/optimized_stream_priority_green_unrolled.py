@@ -13,12 +13,11 @@ instead of 8 of 256: one warp on each of an SM's four schedulers, as when fma_de
 4.05 cycles an FMA (one warp), where 8 warps an SM put two on each. The 16 blocks fill the chain's 16
 SMs one an SM (PDL's next kernel waits beside them). What the green variant measured: 2.491 / 2.486
 ms, 38.9 us a step for 30.7 us of FMAs at the floor.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): a step's FMAs at 4.19-4.4 cycles
-(static SASS; the rate the other ch11 pairs' step times imply) are 31.7-33.3 us at 1.98 GHz, at 4.02-4.05
-cycles 30.5-30.7 us: 1.0-2.8 us less a step, 65-180 us a call: 2.31-2.42 ms, 81-85% of the 1.965 ms
-ceiling (green: 79%). Risks: two warps a scheduler may not be what costs the rest (then only the
-static 0.17 cycle an FMA is saved: ~2.42 ms, 81%); a block scheduler that put two chain blocks on one
-SM would hold that step to the slower pair.
+Expect: measured (H200 of a 2 x H200 host, 2026-11-30, two runs of 20 samples): 2.3209 / 2.3234 ms
+against the green variant's 2.4923 / 2.4931 and the baseline's 3.477 / 3.4776 in the same runs:
+1.498x [1.495, 1.501] / 1.496x [1.494, 1.498], 84.7% / 84.6% of the 1.965 ms ceiling (green: 78.9%),
+the pair's best. Estimated 2.31-2.42 ms, 81-85%; measured 2.32 ms, 85%: the top of the estimate,
+~2.7 us less a step than the green variant (arithmetic from the medians; not profiled).
 Run: python ch11/optimized_stream_priority_green_unrolled.py  |  aisp bench run -t ch11:stream_priority
 """
 

@@ -13,10 +13,10 @@ pushed the same way and the top-4 kernel reads the whole row locally. Gone a ste
 ``one_shot_all_reduce`` kernels (9-13 us each in the profile, two barriers and P2P loads each) and the
 (8, 32,000) copy of the logits' sum; added: a 16 KB push and one flag pair inside 4 norm kernels and
 the top-4 kernel.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): ``_fused`` 10.05-10.16 ms (0.63 ms
-a step); each of the 5 sites saves a kernel launch (~1-2 us in a graph) and one of the one-shot
-kernel's two barriers and its P2P load round trip (~3-5 us), ~4-7 us a site, ~20-35 us a step: 16 steps
-~9.6-9.8 ms, 78-80% of the 7.66 ms ceiling (80% needs <= 9.58 ms).
+Expect (measured, 2 x H200, 2026-11-30, two runs of 20 samples): 9.5039 / 9.5015 ms against ``_fused``'s
+9.9711 / 9.9849 and the baseline's 20.4468 / 20.4223 in the same runs: 2.154x [2.136, 2.173] / 2.134x
+[2.108, 2.161], 80.5% / 80.6% of the 7.66 ms ceiling (``_fused``: 75-76%), the pair's best. Estimated
+~9.6-9.8 ms, 78-80% (~20-35 us a step saved); measured 9.50 ms, 80.5%: ~30 us a step under ``_fused``.
 Tolerance: as ``_fused``'s: the sum of the two partials rounds once to bf16, as the one-shot kernel's.
 Run: aisp bench run -t ch16:tp_decode_multigpu  (two GPUs; the harness starts two ranks under torchrun)
 """

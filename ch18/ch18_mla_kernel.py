@@ -22,7 +22,6 @@ import torch
 import triton
 import triton.language as tl
 from ch18_decode import _merge
-from triton.language.extra.cuda import gdc_wait
 
 BLOCK_N = 32
 """Cache rows per inner step: 32 x 576 bf16 = 36 KB of tile."""
@@ -81,13 +80,6 @@ def _slice(q_ptr, cache_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: tl.constex
     tl.store(ml_ptr + part * 2 + 1, total, mask=offs_h < HEADS)
 
 
-@triton.jit
-def _merge_after(o_ptr, ml_ptr, out_ptr, SPLITS: tl.constexpr, GROUPS: tl.constexpr, D: tl.constexpr):
-    """``_merge`` as a programmatic dependent launch: it first waits for the partials' kernel."""
-    gdc_wait()
-    _merge(o_ptr, ml_ptr, out_ptr, SPLITS, GROUPS, D)
-
-
 def latent_attention(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: float, splits: int,
                      config: SliceConfig = SLICE) -> torch.Tensor:
     """softmax(q cache^T * scale) cache[..., :latent] per sequence, for q (batch, heads, latent + rope)
@@ -112,21 +104,13 @@ def partials(q: torch.Tensor, cache: torch.Tensor, rope: int, splits: int, block
     ok = heads <= H_PAD and splits & (splits - 1) == 0 and all(d >= 16 and d & (d - 1) == 0 for d in (latent, rope))
     if not (ok and q.is_contiguous() and cache.is_contiguous() and cache.shape[2] == width and cache.shape[0] == batch):
         raise ValueError(f"{name}: q {tuple(q.shape)}, cache {tuple(cache.shape)}, {splits} splits")
-    split_len = split_length(ctx, splits, block_n)
+    split_len = triton.cdiv(triton.cdiv(ctx, splits), block_n) * block_n
     parts = torch.empty(batch * splits * heads, latent, device=q.device, dtype=torch.float32)
     return parts, torch.empty(batch * splits * heads, 2, device=q.device, dtype=torch.float32), split_len
 
 
-def split_length(ctx: int, splits: int, block_n: int) -> int:
-    """Rows a slice of ``ctx`` cut in ``splits`` takes: a multiple of ``block_n`` (the last ones may be short or empty)."""
-    return triton.cdiv(triton.cdiv(ctx, splits), block_n) * block_n
-
-
-def merged(q: torch.Tensor, parts: torch.Tensor, ml: torch.Tensor, latent: int, splits: int, warps: int,
-           pdl: bool = False) -> torch.Tensor:
-    """The slices' partials merged (``ch18_decode._merge``) into (batch, heads, latent) in q's dtype;
-    ``pdl``: launched as a programmatic dependent of the partials' kernel (a CUDA GPU only)."""
+def merged(q: torch.Tensor, parts: torch.Tensor, ml: torch.Tensor, latent: int, splits: int, warps: int) -> torch.Tensor:
+    """The slices' partials merged (``ch18_decode._merge``) into (batch, heads, latent) in q's dtype."""
     out = q.new_empty(q.shape[0], q.shape[1], latent)
-    kernel, extra = (_merge_after, {"launch_pdl": True}) if pdl else (_merge, {})
-    kernel[(q.shape[0] * q.shape[1],)](parts, ml, out, SPLITS=splits, GROUPS=q.shape[1], D=latent, num_warps=warps, **extra)
+    _merge[(q.shape[0] * q.shape[1],)](parts, ml, out, SPLITS=splits, GROUPS=q.shape[1], D=latent, num_warps=warps)
     return out

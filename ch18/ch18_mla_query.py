@@ -10,18 +10,13 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
 
 
 @triton.jit
 def _absorb(q_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, batch, HEADS: tl.constexpr, NOPE: tl.constexpr,
-            ROPE: tl.constexpr, LATENT: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_L: tl.constexpr,
-            TRIGGER: tl.constexpr = False):
+            ROPE: tl.constexpr, LATENT: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_L: tl.constexpr):
     """Program (head, latent block, batch block): out[b, h, block] = q_nope[b, h] @ W_UK[h][:, block]
-    (fp32 sums); the latent block 0 programs also write the rotated RoPE query, out[b, h, LATENT:].
-    TRIGGER: a programmatic dependent (the latent kernel) may launch at once; it waits for this grid."""
-    if TRIGGER:
-        gdc_launch_dependents()
+    (fp32 sums); the latent block 0 programs also write the rotated RoPE query, out[b, h, LATENT:]."""
     head, blk, rows = tl.program_id(0), tl.program_id(1), tl.program_id(2) * BLOCK_B + tl.arange(0, BLOCK_B)
     keep = rows[:, None] < batch
     q_rows = q_ptr + rows[:, None] * (HEADS * (NOPE + ROPE)) + head * (NOPE + ROPE)
@@ -41,11 +36,10 @@ def _absorb(q_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, batch, HEADS: tl.constexpr,
         tl.store(out_rows + LATENT + offs_r[None, :], rotated.to(out_ptr.dtype.element_ty), mask=keep)
 
 
-def absorbed_query(q: torch.Tensor, w_uk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope: int,
-                   trigger: bool = False) -> torch.Tensor:
+def absorbed_query(q: torch.Tensor, w_uk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope: int) -> torch.Tensor:
     """The latent kernel's query (batch, heads, latent + rope) from the query projection q (batch,
     heads x (nope + rope)) and W_UK (heads, nope, latent), in one launch; nope, rope and the latent
-    block powers of two of at least 16. ``trigger``: let a programmatic dependent launch early (CUDA only)."""
+    block powers of two of at least 16."""
     (heads, nope, latent), batch = w_uk.shape, q.shape[0]
     block_l = min(latent, 128)
     ok = all(d >= 16 and d & (d - 1) == 0 for d in (nope, rope, block_l)) and latent % block_l == 0
@@ -55,5 +49,5 @@ def absorbed_query(q: torch.Tensor, w_uk: torch.Tensor, cos: torch.Tensor, sin: 
     block_b = min(max(triton.next_power_of_2(batch), 16), 32)
     _absorb[(heads, latent // block_l, triton.cdiv(batch, block_b))](
         q, w_uk, cos, sin, out, batch, HEADS=heads, NOPE=nope, ROPE=rope, LATENT=latent, BLOCK_B=block_b,
-        BLOCK_L=block_l, TRIGGER=trigger, num_warps=4)
+        BLOCK_L=block_l, num_warps=4)
     return out

@@ -30,7 +30,6 @@ import torch
 import triton
 import triton.language as tl
 from ch18_mla_kernel import H_PAD, merged, partials
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 
@@ -49,18 +48,13 @@ TOKENS = TokenConfig()
 
 @triton.jit
 def _slice_t(q_ptr, c_desc, cache_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: tl.constexpr, HEADS: tl.constexpr,
-             H_PAD: tl.constexpr, LATENT: tl.constexpr, ROPE: tl.constexpr, BLOCK_N: tl.constexpr,
-             PDL: tl.constexpr = False):
+             H_PAD: tl.constexpr, LATENT: tl.constexpr, ROPE: tl.constexpr, BLOCK_N: tl.constexpr):
     """Program (sequence, split): cache rows [split * SPLIT_LEN, + SPLIT_LEN), each read once; the
-    scores and the output kept transposed (keys / latent columns as rows, heads as columns). PDL (a
-    programmatic dependent launch): placed while the query's kernel runs, it waits for it before reading
-    the query, and lets the merge launch once every program has left its key loop."""
+    scores and the output kept transposed (keys / latent columns as rows, heads as columns)."""
     seq, split = tl.program_id(0), tl.program_id(1)
     offs_h, offs_l, offs_r, offs_n = tl.arange(0, H_PAD), tl.arange(0, LATENT), tl.arange(0, ROPE), tl.arange(0, BLOCK_N)
     width: tl.constexpr = LATENT + ROPE
     heads = offs_h < HEADS
-    if PDL:
-        gdc_wait()  # the query's kernel done and its writes visible
     q_cols = q_ptr + (seq * HEADS + offs_h[None, :]) * width  # q^T: (dims, heads)
     q_lat_t = tl.load(q_cols + offs_l[:, None], mask=heads[None, :], other=0.0)
     q_rope_t = tl.load(q_cols + LATENT + offs_r[:, None], mask=heads[None, :], other=0.0)
@@ -85,8 +79,6 @@ def _slice_t(q_ptr, c_desc, cache_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: 
         total = total * alpha + tl.sum(p, 0)
         acc = tl.dot(tl.trans(p.to(c.dtype)), c, acc * alpha[:, None])
         m, k_rope = m_new, k_rope_next
-    if PDL:
-        gdc_launch_dependents()
     part = (seq * tl.num_programs(1) + split) * HEADS + offs_h
     tl.store(o_ptr + part[:, None] * LATENT + offs_l[None, :], acc, mask=heads[:, None])
     tl.store(ml_ptr + part * 2, m, mask=heads)  # an empty slice: max -inf, sum 0, acc 0
@@ -94,17 +86,14 @@ def _slice_t(q_ptr, c_desc, cache_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN: 
 
 
 def latent_attention_t(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: float, splits: int,
-                       config: TokenConfig = TOKENS, pdl: bool = False) -> torch.Tensor:
+                       config: TokenConfig = TOKENS) -> torch.Tensor:
     """``ch18_mla_kernel.latent_attention``'s contract (q (batch, heads, latent + rope), cache (batch,
-    context, latent + rope), ``splits`` a power of two) computed by ``_slice_t``; (batch, heads, latent).
-    ``pdl``: ``_slice_t`` and the merge launched as programmatic dependents of the kernel before each
-    (a CUDA GPU only: the query's kernel should trigger early, ``absorbed_query(trigger=True)``)."""
+    context, latent + rope), ``splits`` a power of two) computed by ``_slice_t``; (batch, heads, latent)."""
     block_n, stages, warps = config
     parts, ml, split_len = partials(q, cache, rope, splits, block_n, "latent_attention_t")
     batch, heads, latent = q.shape[0], q.shape[1], q.shape[2] - rope
     c_desc = TensorDescriptor.from_tensor(cache, [1, block_n, latent])  # the latent columns, BLOCK_N rows a copy
     _slice_t[(batch, splits)](q, c_desc, cache, parts, ml, cache.shape[1], scale * math.log2(math.e),
                               SPLIT_LEN=split_len, HEADS=heads, H_PAD=H_PAD, LATENT=latent, ROPE=rope,
-                              BLOCK_N=block_n, PDL=pdl, num_warps=warps, num_stages=stages,
-                              **({"launch_pdl": True} if pdl else {}))
-    return merged(q, parts, ml, latent, splits, 4, pdl)
+                              BLOCK_N=block_n, num_warps=warps, num_stages=stages)
+    return merged(q, parts, ml, latent, splits, 4)

@@ -55,14 +55,11 @@ class LeanFusedLatentMLA(FusedLatentMLA):
     def front(self) -> torch.Tensor:
         """The step up to the output projection: (batch, heads x v_dim)."""
         w = self.workload
-        o_lat = self.attend(self.query())
+        q_all = absorbed_query(self.x @ self.w_q.T, self.w_uk, self.cos, self.sin, w.rope)
+        o_lat = self.attend(q_all)
         o = o_lat.new_empty(w.batch, w.heads * w.v_dim)
         torch.bmm(o_lat.transpose(0, 1), self.w_uv_t, out=o.view(w.batch, w.heads, w.v_dim).transpose(0, 1))
         return o
-
-    def query(self) -> torch.Tensor:
-        """The latent kernel's (batch, heads, latent + rope) query: the projection, then ``absorbed_query``."""
-        return absorbed_query(self.x @ self.w_q.T, self.w_uk, self.cos, self.sin, self.workload.rope)
 
     def attend(self, q_all: torch.Tensor) -> torch.Tensor:
         return latent_attention(q_all, self.cache, self.workload.rope, self.scale, self.splits, self.slice_config)

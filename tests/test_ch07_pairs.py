@@ -44,8 +44,7 @@ def test_the_chapter_has_its_pairs() -> None:
                                                                   "optimized_tiled_matmul_paired"}
     assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
                                                                          "optimized_noncontiguous_views_fused",
-                                                                         "optimized_noncontiguous_views_cluster",
-                                                                         "optimized_noncontiguous_views_pipelined"}
+                                                                         "optimized_noncontiguous_views_cluster"}
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -61,19 +60,17 @@ def test_cuda_pairs_skip_with_reason_on_cpu(module: str) -> None:
     assert reason and "CUDA" in reason
 
 
-@pytest.mark.parametrize("module", ["optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster",
-                                    "optimized_noncontiguous_views_pipelined"])
+@pytest.mark.parametrize("module", ["optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster"])
 def test_gpu_views_variants_skip_with_reason_on_cpu(module: str) -> None:
     reason = unmet_requirements(build(module).workload.requires, CPU)
     assert reason and "CUDA" in reason
 
 
-@pytest.mark.parametrize("module", ["optimized_noncontiguous_views_cluster", "optimized_noncontiguous_views_pipelined"])
-def test_cluster_views_variant_needs_hopper(module: str) -> None:
-    """Thread-block clusters, distributed shared memory and st.async exist from sm_90 on (plain sm_90,
-    no wgmma)."""
-    assert build(module).workload.requires.min_compute_capability == (9, 0)
-    assert not load("optimized_noncontiguous_views_cluster").LIBRARY.needs_sm90a()
+def test_cluster_views_variant_needs_hopper() -> None:
+    """Thread-block clusters and distributed shared memory exist from sm_90 on (plain sm_90, no wgmma)."""
+    mod = load("optimized_noncontiguous_views_cluster")
+    assert mod.get_benchmark().workload.requires.min_compute_capability == (9, 0)
+    assert not mod.LIBRARY.needs_sm90a()
 
 
 def test_noncontiguous_views_declare_the_bytes_the_result_needs() -> None:
@@ -81,8 +78,7 @@ def test_noncontiguous_views_declare_the_bytes_the_result_needs() -> None:
     reads the view in place can reach the HBM ceiling, so the roofline must count what the result needs."""
     w = load("baseline_noncontiguous_views").WORKLOAD
     assert w.bytes == 8 * w.rows * w.cols == 536_870_912 and w.link == "hbm"
-    for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster",
-                   "optimized_noncontiguous_views_pipelined"):
+    for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster"):
         assert build(module).workload.bytes == w.bytes
 
 

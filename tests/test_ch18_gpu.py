@@ -26,7 +26,7 @@ from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
 VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait", "_ahead"), "split_kv_decode": ("",),
-            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph", "_wgmma", "_prefetch"), "flexdecoding": ("_split",),
+            "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph", "_wgmma"), "flexdecoding": ("_split",),
             "flex_document_mask": ("_triton", "_triton_grouped")}
 pytestmark = pytest.mark.gpu
 
@@ -257,27 +257,3 @@ def test_flash_sweep_verifies_and_times_pvwait_ahead_and_tma() -> None:
     rows = sweep.sweep_flash(sweep.flash_settings()[:3], budget_s=600.0)
     print("\n".join(sweep.table(rows, 0.537)))
     assert all(r.verdict == "ok" and r.ms > 0 for r in rows), rows
-
-
-def test_prefetch_variant_matches_wgmma_and_prints_its_settings_times() -> None:
-    """mla_absorption's ``_prefetch`` at the pair's size: its graphed step (L2 prefetch beside the query
-    projection, ``_absorb`` -> ``_slice_t`` -> merge as programmatic dependent launches) gives ``_wgmma``'s
-    output within bf16 tolerance at each prefetch size with and without PDL; an L2 prefetch over a
-    ragged context (slices past it, a tail under 4 KB) runs without a fault. Printed (-s): each
-    setting's call (run(): replay + output projection), the mean of 200 back-to-back calls, beside ``_wgmma``'s."""
-    from ch18_mla_prefetch import prefetch_slices
-    own, ref_mod = import_module_at(CH18 / "optimized_mla_absorption_prefetch.py"), "optimized_mla_absorption_wgmma"
-    ref_bench = cuda_bench(ref_mod)
-    ref, w = ref_bench.run(), ref_bench.workload
-    times = {"_wgmma": timed_ms(ref_bench.run, 200)}
-    for rows, pdl in ((own.PREFETCH_ROWS, True), (0, True), (own.PREFETCH_ROWS, False), (2 * own.PREFETCH_ROWS, True)):
-        bench = own.PrefetchGraphedMLA()
-        bench.device, bench.prefetch_rows, bench.pdl = torch.device("cuda"), rows, pdl
-        bench.setup()
-        compare([("out", ref)], [("out", bench.run())], w)
-        times[f"rows {rows}, pdl {pdl}"] = timed_ms(bench.run, 200)
-        bench.teardown()
-    ragged = torch.randn(3, 1000, 576, device="cuda", dtype=torch.bfloat16)
-    prefetch_slices(ragged, 16, 64, 64)  # slices 15.. start past the context; 1000 - 960 = 40 rows: 45 KB, 11 whole chunks
-    torch.cuda.synchronize()
-    print({n: f"{t * 1e3:.1f} us" for n, t in times.items()})

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
 OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph",
-                                                                                                  "_wgmma", "_prefetch"))
+                                                                                                  "_wgmma"))
 OTHER_PAIRS += tuple(("baseline_flex_document_mask", f"optimized_flex_document_mask_triton{v}") for v in ("", "_grouped"))
 """Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
@@ -53,7 +53,7 @@ OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in
              "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
              "ch18_attention_ws", "optimized_flash_attention_triton_ws", "ch18_attention_pvwait",
              "optimized_flash_attention_triton_pvwait", "ch18_attention_ahead", "optimized_flash_attention_triton_ahead",
-             "ch18_mla_kernel", "ch18_mla_query", "ch18_mla_wgmma", "ch18_mla_prefetch", *(o for _, o in OTHER_PAIRS))
+             "ch18_mla_kernel", "ch18_mla_query", "ch18_mla_wgmma", *(o for _, o in OTHER_PAIRS))
 
 PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
@@ -627,34 +627,3 @@ def test_wgmma_sweep_starts_at_the_variants_own_and_pastes_it() -> None:
     pasted: dict = {"TokenConfig": s.TokenConfig}
     exec(s.mla_paste(*settings[1]), pasted)
     assert (pasted["TOKENS"], pasted["SPLITS"]) == settings[1]
-
-
-def test_sm90_prefetch_variant_kernels_compile_to_bulk_l2_prefetch_and_grid_dependency_control() -> None:
-    """``_prefetch`` at the pair's shape: the L2 prefetch kernel issues bulk prefetches (UBLKPF) of 4 KB
-    and nothing else that touches memory; ``_slice_t`` with PDL waits on and triggers its dependents
-    (griddepcontrol) and still fits two programs an SM; ``_absorb`` triggers, the merge waits."""
-    own = import_module_at(CH18 / "optimized_mla_absorption_prefetch.py")
-    consts = {"SPLIT_LEN": 1024, "ROWS": own.PREFETCH_ROWS, "ROW_BYTES": 1152, "CHUNK": 4096, "CHUNKS": 32}
-    compiled = compile_sm90("ch18/ch18_mla_prefetch:_prefetch_l2", {"cache_ptr": "*bf16", "ctx": "i32"}, consts,
-                            {"num_warps": 1, "num_stages": 1}, divisible=("ctx",))
-    fits_sm90(compiled)
-    code = cuobjdump(compiled, "-sass")
-    assert "UBLKPF.L2" in code and not re.search(r"\b(LDG|STG|LDS|STS)\b", code)
-    assert "cp.async.bulk.prefetch.L2.global" in compiled.asm["ptx"] and ", 4096;" in compiled.asm["ptx"]
-    sig = {"q_ptr": "*bf16", "c_desc": "tensordesc<bf16[1, 64, 512]>", "cache_ptr": "*bf16", "o_ptr": "*fp32",
-           "ml_ptr": "*fp32", "ctx": "i32", "qk_scale": "fp32"}
-    consts = {"SPLIT_LEN": 1024, "HEADS": 16, "H_PAD": 16, "LATENT": 512, "ROPE": 64, "BLOCK_N": 64, "PDL": True}
-    compiled = compile_sm90("ch18/ch18_mla_wgmma:_slice_t", sig, consts, {"num_warps": 4, "num_stages": 1},
-                            divisible=("ctx",))
-    usage, ptx = fits_sm90(compiled), compiled.asm["ptx"]
-    assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
-    assert ptx.index("griddepcontrol.wait") < ptx.index("cp.async.bulk.tensor") < ptx.index("griddepcontrol.launch_dependents")
-    assert 2 * compiled.metadata.shared <= 228 * 1024 - 2 * 1024 and 2 * 128 * -(-usage["REG"] // 8) * 8 <= 65536, usage
-    merge = compile_sm90("ch18/ch18_mla_kernel:_merge_after", {"o_ptr": "*fp32", "ml_ptr": "*fp32", "out_ptr": "*bf16"},
-                         {"SPLITS": 8, "GROUPS": 16, "D": 512}, {"num_warps": 4, "num_stages": 1})
-    assert merge.asm["ptx"].index("griddepcontrol.wait") < merge.asm["ptx"].index("ld.global")
-    sig = {"q_ptr": "*bf16", "w_ptr": "*bf16", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "out_ptr": "*bf16", "batch": "i32"}
-    consts = {"HEADS": 16, "NOPE": 128, "ROPE": 64, "LATENT": 512, "BLOCK_B": 32, "BLOCK_L": 128, "TRIGGER": True}
-    assert "griddepcontrol.launch_dependents" in compile_sm90("ch18/ch18_mla_query:_absorb", sig, consts,
-                                                              {"num_warps": 4, "num_stages": 1}).asm["ptx"]
-
