@@ -72,6 +72,14 @@ class ChunkSums(PipelinedSend):
         self.plan = piece_plan(2 * self.src_k.shape[0], self.chunks)
         self.sums = calibrate(self.dst_k, checksum) if self.rank == RECEIVER else None
         self.page_state = self.sums.state if self.sums is not None else torch.empty(0, device=self.device)
+        kept = torch.tensor([float(self.sums is not None)], device=self.device)
+        dist.broadcast(kept, RECEIVER, group=self.group)  # every rank reports the receiver's path
+        self.per_chunk = bool(kept.item())
+
+    def metrics(self) -> dict[str, float]:
+        """1.0 where the receiver sums each chunk as it lands (calibrated in setup), 0.0 where it fell
+        back to one ``checksum`` a pool."""
+        return {"per_chunk_sums": float(self.per_chunk)} if hasattr(self, "per_chunk") else {}
 
     def send(self) -> torch.Tensor:
         layers, pools, flat, works = self.src_k.shape[0], (self.src_k, self.src_v), self.staging.flatten(0, 1), []
