@@ -303,3 +303,24 @@ def test_uring_variant_in_several_turns_and_its_pread_fallback(failed: bool, mon
     torch.testing.assert_close(opt.run(), base.run(), atol=0, rtol=0)
     base.teardown()
     opt.teardown()
+
+
+@pytest.mark.parametrize("bad", [-1, 1024])
+def test_mmap_variant_reads_repeats_and_refuses_indices_outside_the_shard(bad: int) -> None:
+    """np.take runs with mode="clip" (so it writes into the batch in place): the variant checks the
+    indices itself, so one outside the shard raises instead of reading a clipped neighbour."""
+    base, opt = build("baseline_packed_shards", 4), build("optimized_packed_shards_mmap", 4)
+    base.setup()
+    opt.setup()
+    try:
+        for bench in (base, opt):
+            bench.order[:3] = bench.order[5]  # the same sample in four rows
+        opt.out.fill_(7)
+        torch.testing.assert_close(opt.run(), base.run(), atol=0, rtol=0)
+        opt.order[-1] = bad
+        with pytest.raises(IndexError):
+            opt.run()
+    finally:
+        base.teardown()
+        opt.teardown()
+    assert not hasattr(opt, "map") and not hasattr(opt, "rows")
