@@ -85,7 +85,8 @@ def test_multigpu_pairs_need_two_gpus() -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("module", ["optimized_zero_copy", "optimized_p2p_direct_access_multigpu"])
+@pytest.mark.parametrize("module", ["optimized_zero_copy", "optimized_p2p_direct_access_multigpu",
+                                    "optimized_small_copies_mapped"])
 def test_kernels_compile_to_16_byte_loads_and_stores(module: str) -> None:
     from aisp.kits import native
 
@@ -102,3 +103,43 @@ def test_l2_blocking_declares_the_l2_traffic_of_its_passes() -> None:
     assert workload.bytes == workload.passes * 2 * workload.elements * 4 == 4 * 2**30
     assert workload.link == "l2" and workload.flops == 0
     assert workload.ceiling_note.startswith("profiled (ncu, H200):") and len(workload.ceiling_note) < 160
+
+
+def test_mapped_small_copies_documents_itself_and_shares_the_workload() -> None:
+    opt = load("optimized_small_copies_mapped")
+    bench = opt.get_benchmark()
+    assert bench.workload is load("baseline_small_copies").WORKLOAD and bench.inputs == ("srcs",)
+    assert "Expect: not yet measured. Estimate (arithmetic, not a measurement):" in opt.__doc__
+    assert "aisp bench run -t ch02:small_copies" in opt.__doc__
+    assert "CUDA" in unmet_requirements(bench.workload.requires, torch.device("cpu"))
+
+
+def test_mapped_small_copies_checks_what_its_kernel_assumes() -> None:
+    """Host addresses in order for contiguous 16-byte-aligned fp32 tensors of the piece size;
+    every other source refused before a kernel could read past or beside it."""
+    addresses = load("optimized_small_copies_mapped").source_addresses
+    srcs = [torch.randn(8) for _ in range(3)]
+    assert addresses(srcs, 8).tolist() == [t.data_ptr() for t in srcs]
+    assert addresses(srcs, 8).dtype == torch.int64
+    bad = {"size": [torch.randn(8), torch.randn(12)], "dtype": [torch.randn(8, dtype=torch.float64)],
+           "strided": [torch.randn(16)[::2]], "misaligned": [torch.randn(9)[1:]], "empty": []}
+    for srcs in bad.values():
+        with pytest.raises(ValueError, match="tensor|need"):
+            addresses(srcs, 8)
+    with pytest.raises(ValueError):
+        addresses([torch.randn(6)], 6)  # not a multiple of 4 floats
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_mapped_small_copies_kernel_loads_before_storing_without_spills() -> None:
+    """Per thread both 16-byte loads come before the first store (the piece requested at once),
+    in registers only."""
+    from aisp.kits import native
+
+    if native.cuobjdump() is None:
+        pytest.skip("cuobjdump not found")
+    library = load("optimized_small_copies_mapped").LIBRARY
+    usage = library.resource_usage("90")
+    assert "gather_pieces_kernel" in usage and "LOCAL:0" in usage and "STACK:0" in usage
+    ops = re.findall(r"\b(LDG\.E\.128|STG\.E\.128)", library.sass("90"))
+    assert ops[:4] == ["LDG.E.128", "LDG.E.128", "STG.E.128", "STG.E.128"]
