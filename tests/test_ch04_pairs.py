@@ -44,7 +44,9 @@ EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimi
                   "ddp_overlap_pulled": ("ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled"),
                   "gradient_bucketing_pulled": ("gradient_bucketing_multigpu",
                                                 "optimized_gradient_bucketing_multigpu_pulled"),
-                  "zero_sharding_pipelined": ("zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined")}
+                  "zero_sharding_pipelined": ("zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined"),
+                  "gradient_compression_pulled": ("gradient_compression_multigpu",
+                                                  "optimized_gradient_compression_multigpu_pulled")}
 """Further optimized variants the gloo run checks against their pair's baseline (report key: pair, module)."""
 
 
@@ -65,7 +67,9 @@ def test_variant_shares_workload_and_documents_itself(name: str) -> None:
     for mod in extra:
         assert mod.get_benchmark().workload is base.WORKLOAD and mod.get_benchmark().inputs == bench.inputs
     for doc in (base.__doc__, opt.__doc__, *(mod.__doc__ for mod in extra)):
-        assert ("Expect (estimate, not yet measured" in doc or "Expect (measured" in doc) and f"aisp bench run -t ch04:{name}" in doc
+        assert any(form in doc for form in ("Expect (estimate, not yet measured", "Expect (measured",
+                                            "Expect: not yet measured. Estimate (arithmetic, not a measurement):"))
+        assert f"aisp bench run -t ch04:{name}" in doc
 
 
 @pytest.mark.parametrize("name", [p for p in PAIRS if p.endswith("_multigpu")])
@@ -101,6 +105,19 @@ def test_pull_chunks_cover_the_buffer_and_shrink_at_the_end() -> None:
         assert all(b % 256 == 0 for _, b in bounds[:-1]) and all(b - a <= cap + 255 for a, b in bounds)
     gpt2 = [b - a for a, b in plan(85_054_464, 6_250_000)]  # the pair's 340 MB at 25 MB
     assert len(gpt2) == 16 and gpt2[-1] < 800_000 and gpt2[-3:] == sorted(gpt2[-3:], reverse=True)
+
+
+def test_compression_chunks_ramp_up_and_down() -> None:
+    """optimized_gradient_compression_multigpu_pulled's chunks: they cover the buffer in order, bounds on
+    ALIGN, small first (the exposed cast) and last (the exposed mean), CAP in the middle."""
+    pulled = load("optimized_gradient_compression_multigpu_pulled")
+    for total in (1, 255, 257, 1000, 4096, 2**22 + 77, 64 * 2**20):
+        bounds = pulled.plan(total)
+        assert bounds[0][0] == 0 and bounds[-1][1] == total and all(a < b for a, b in bounds)
+        assert all(bounds[i][1] == bounds[i + 1][0] and bounds[i][1] % 256 == 0 for i in range(len(bounds) - 1))
+    sizes = [b - a for a, b in pulled.plan(64 * 2**20)]  # the pair's 64 Mi values
+    assert len(sizes) == 14 and max(sizes) == pulled.CAP and sizes.count(pulled.CAP) == 6
+    assert sizes[:3] == [2**20, 2**21, 2**22] and sizes[-4:] == [2**22, 2**21, 2**20, 2**19]
 
 
 def test_pulled_bucket_layout_averages_each_tensor() -> None:
@@ -169,6 +186,7 @@ def test_pair_matches_on_every_rank(ranked, name: str) -> None:
         result = report[name]
         assert result.get("error") is None, result
         assert result["driven"], f"{name}: the baseline's output ignores its declared inputs"
+        assert result.get("exact", True), f"{name}: not the exact mean of the ranks' bf16 gradients"
 
 
 def test_gradients_without_sync_fail_verification(ranked) -> None:
@@ -263,6 +281,18 @@ def check_pair(base: aisp.Benchmark, opt: aisp.Benchmark, workload: aisp.Workloa
         return {"error": str(exc)}
 
 
+COMPRESSED = "optimized_gradient_compression_multigpu_pulled"
+
+
+def is_bf16_mean(bench: aisp.Benchmark) -> bool:
+    """``bench``'s last output is (bf16(a) + bf16(b)) / 2 in fp32 of the two ranks' gradients
+    (``grads``, as refilled), bit for bit, on this rank: every chunk cast, exchanged and averaged once."""
+    grads = [torch.empty_like(bench.grads) for _ in range(2)]
+    torch.distributed.all_gather(grads, bench.grads)
+    want = (grads[0].bfloat16().float() + grads[1].bfloat16().float()) / 2
+    return bool(torch.equal(bench.out, want)) and not torch.equal(want, grads[0])
+
+
 def check_all(out: Path) -> None:
     from aisp.kits.multirank import script_init, world_and_rank
 
@@ -281,7 +311,9 @@ def check_all(out: Path) -> None:
     for name, (pair, variant) in EXTRA_VARIANTS.items():
         base = load(f"baseline_{pair}")
         small = replace(base.WORKLOAD, requires=GLOO, **SMALL[pair])
-        report[name] = check_pair(base.get_benchmark(), load(variant).get_benchmark(), small)
+        report[name] = check_pair(base.get_benchmark(), opt := load(variant).get_benchmark(), small)
+        if variant == COMPRESSED and hasattr(opt, "grads"):  # set up on both ranks: both gather
+            report[name]["exact"] = is_bf16_mean(opt)
     dp = load("ch04_dataparallel")
 
     class NoSync(dp.DDPStep):
@@ -307,6 +339,8 @@ NCCL_CHECKS = (
      {"width": 256, "layers": 2, "bucket_mb": 1.0}, True),
     # pushes into symmetric memory, signals, Triton, a graph: 16 chunks of 64 K parameters a shard
     ("baseline_zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined", {"params": 2**21}, False),
+    # casts into symmetric memory, a barrier and a pull a chunk (14 chunks of 32-512 K values), a graph
+    ("baseline_gradient_compression_multigpu", COMPRESSED, {"numel": 2**22}, False),
 )
 """check_tensor_parallel_nccl's pairs: (baseline, optimized variant, the small sizes, whether the variant
 must match its baseline bit for bit)."""
@@ -323,10 +357,12 @@ def check_tensor_parallel_nccl(out: Path) -> None:
     report = {}
     for baseline, optimized, small, exact in NCCL_CHECKS:
         base = load(baseline)
-        report[optimized] = check_pair(base.get_benchmark(), load(optimized).get_benchmark(),
+        report[optimized] = check_pair(base.get_benchmark(), opt := load(optimized).get_benchmark(),
                                        replace(base.WORKLOAD, **small), device)
         if exact:
             report[optimized]["exact"] = report[optimized].get("rel_l2") == 0.0
+        if optimized == COMPRESSED and hasattr(opt, "grads"):
+            report[optimized]["exact"] = is_bf16_mean(opt)
     (out / f"rank{world_and_rank()[1]}.json").write_text(json.dumps(report))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
@@ -374,10 +410,11 @@ def test_pulled_partials_sum_to_the_block() -> None:
 @pytest.mark.multigpu
 def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
     """Both optimized tensor-parallel variants, optimized_ddp_overlap_multigpu_pulled and
-    optimized_gradient_bucketing_multigpu_pulled and optimized_zero_sharding_multigpu_pipelined
-    against their baselines on two GPUs (NCCL), each rank's output, after poisoned scratch and
-    refilled inputs too (check_tensor_parallel_nccl); both pulled gradient variants match their
-    baseline's bit for bit."""
+    optimized_gradient_bucketing_multigpu_pulled, optimized_zero_sharding_multigpu_pipelined and
+    optimized_gradient_compression_multigpu_pulled against their baselines on two GPUs (NCCL), each
+    rank's output, after poisoned scratch and refilled inputs too (check_tensor_parallel_nccl); both
+    pulled gradient variants match their baseline's bit for bit, the pulled bf16 one the exact fp32
+    mean of the two ranks' bf16 gradients."""
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     proc = _torchrun(__file__, str(tmp_path), "nccl")
