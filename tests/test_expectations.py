@@ -45,6 +45,20 @@ def _doc(folder, key="h100"):
     return json.loads((folder / f"expectations_{key}.json").read_text())
 
 
+def test_outside_bytes_charged_to_a_memory_ratio_are_stored_and_shown(tmp_path):
+    """A memory-headline best holding 300 MiB outside torch's allocator: the stored entry keeps its
+    peak_bytes and the charged bytes beside them, and the README table shows both."""
+    from aisp.report.expectations_table import _figures
+
+    result = _result(tmp_path, "m", 10, 5, headline="memory", peaks=(1200 * 2**20, 800 * 2**20))
+    result["variants"][0]["outside_excess_bytes"] = 300 * 2**20
+    memory = expectations.entry_from(result, ENV)["memory"]
+    assert memory["optimized_peak_bytes"] == 800 * 2**20 and memory["optimized_outside_bytes"] == 300 * 2**20
+    assert _figures({"memory": memory}, "memory") == ("1.17 GiB", "800.0 MiB + 300.0 MiB outside")
+    plain = expectations.entry_from(_result(tmp_path, "n", 10, 5, headline="memory"), ENV)["memory"]
+    assert "optimized_outside_bytes" not in plain
+
+
 def test_missing_entry_is_new(tmp_path):
     judged = expectations.judge(_result(tmp_path, "a", 10, 5), ENV)
     assert judged["expectation"]["status"] == "new" and judged["verdict"] == "ok"

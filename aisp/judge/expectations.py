@@ -170,7 +170,10 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
         "seconds": (result.get("phases") or {}).get("total"),  # the pair's wall time: --gpus and --shard plan with it
         "memory": {"baseline_peak_bytes": (base.get("memory") or {}).get("peak_bytes"),
                    "optimized_peak_bytes": (best.get("memory") or {}).get("peak_bytes"),
-                   "peak_method": (base.get("memory") or {}).get("peak_method")},
+                   "peak_method": (base.get("memory") or {}).get("peak_method"),
+                   # held outside torch's allocator beyond the baseline's, charged in the memory ratio
+                   **({"optimized_outside_bytes": best["outside_excess_bytes"]}
+                      if best.get("outside_excess_bytes") else {})},
         "throughput": best.get("throughput", {}),
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),

@@ -154,7 +154,8 @@ def _figures(entry: dict[str, Any], headline: str) -> tuple[str, str]:
     headline's values are not stored in the file, so its times are shown."""
     if headline == "memory":
         memory = entry.get("memory") or {}
-        return _bytes(memory.get("baseline_peak_bytes")), _bytes(memory.get("optimized_peak_bytes"))
+        optimized, outside = _bytes(memory.get("optimized_peak_bytes")), memory.get("optimized_outside_bytes")
+        return _bytes(memory.get("baseline_peak_bytes")), f"{optimized} + {_bytes(outside)} outside" if outside else optimized
     return _ms(entry.get("baseline_ms")), _ms(entry.get("optimized_ms"))
 
 
