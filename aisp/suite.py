@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from aisp.harness.artifacts import read_json
+from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import Pair, repo_root, resolve_targets
 from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES, exit_code
@@ -24,7 +24,7 @@ from aisp.harness.resume import Part, options_for, read_manifest
 from aisp.harness.runner import Again, Hooks, PairContext, Reporter, run_suite
 from aisp.harness.scheduler import DEFAULT_SECONDS, Hint, Share, Topology, parse_shard, partition
 from aisp.judge import expectations
-from aisp.peak.measure import load_peaks
+from aisp.peak.measure import RUN_HOST_PEAKS, load_peaks, measure_host, run_host_peaks, with_host
 from aisp.profile.pair import attach_profile
 from aisp.report.ceilings import add_ceiling
 from aisp.report.console import RichReporter
@@ -39,13 +39,18 @@ from aisp.system.nvml import NvmlUnavailable, open_nvml
 GPUS_IN_KEY = re.compile(r"^expectations_(\d+)x_")
 
 
-def _roofline_step() -> Any:
+def _roofline_step(host: dict[str, Any] | None = None) -> Any:
+    """The roofline and ceiling of each result, from the cached peaks of the GPUs it used; with ``host``
+    (--host-peaks: this host's figures, measured for the run), the host links priced at those, which
+    the first result's step also writes into the run folder."""
     cache: dict[str, dict[str, Any] | None] = {}
 
     def step(result: dict[str, Any], ctx: PairContext) -> dict[str, Any]:
         key = expectations.gpu_key(result, ctx.manifest)  # the GPUs the pair uses: h200 on a 4 x H200 host
         if key not in cache:
-            cache[key] = load_peaks(key)
+            cache[key] = with_host(load_peaks(key), host)
+        if host is not None and not (ctx.work_dir.parent / RUN_HOST_PEAKS).exists():
+            atomic_write_json(ctx.work_dir.parent / RUN_HOST_PEAKS, host)
         return add_ceiling(add_roofline(result, cache[key]), cache[key])
     return step
 
@@ -117,14 +122,14 @@ def shard_of(pairs: list[Pair], hints: dict[str, Hint], shard: str) -> list[Pair
     return [p for p in pairs if p.slug in mine]
 
 
-def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hooks:
+def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None, host: dict[str, Any] | None = None) -> Hooks:
     """The tools a run with these options brings in: profiling, roofline, expectations with the
     re-runs that confirm a regression, NVML's view of other processes on a pair's GPUs; and, for
     ``--gpus``, the GPUs with their CPU shares and NVLink pairs (raises PlacementError for GPUs not here)."""
     post = []
     if options.profile != "none":
         post.append(partial(attach_profile, nsight=options.profile == "full"))
-    post.append(_roofline_step())
+    post.append(_roofline_step(host))
     if not options.verify_only:
         post.append(_judge_step)
     on_timed = "aisp.profile.capture:capture_for_run" if options.profile != "none" else None
@@ -132,6 +137,14 @@ def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None) -> Hook
     confirm = _confirm_step(options.confirm_runs) if options.confirm_runs and not options.verify_only else None
     return Hooks(on_timed=on_timed, post=tuple(post), finish=_write_tables, topology=topology, hints=hints or {},
                  gpu_pids=gpu_pids, confirm=confirm)
+
+
+def host_figures(options: RunOptions, resumed: Path | None) -> dict[str, Any] | None:
+    """With --host-peaks, this host's figures: those the resumed run measured, else measured now, before
+    any pair runs (the host otherwise idle)."""
+    if not options.host_peaks:
+        return None
+    return (run_host_peaks(resumed) if resumed is not None else None) or measure_host()
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
@@ -146,7 +159,7 @@ def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,
     part = part or Part(tuple(targets), tuple(str(Path(r).resolve()) for r in roots))
     pairs = resolve_targets(targets, repo_root(), roots)
     hints = pair_hints(pairs)
-    hooks = hooks_for(options, hints)
+    hooks = hooks_for(options, hints, host_figures(options, part.resume))
     if options.shard:
         pairs = shard_of(pairs, hints, options.shard)
     results, run_dir = run_suite(pairs, options, reporter or RichReporter(verb="verifying" if options.verify_only else "running"),

@@ -213,6 +213,9 @@ def run(
                             ] = RunOptions.confirm_runs,
     reuse_workers: ReuseWorkers = RunOptions.reuse_workers,
     fork_workers: ForkWorkers = RunOptions.fork_workers,
+    host_peaks: Annotated[bool, typer.Option(
+        "--host-peaks", help="Measure this host's memory, page-cache and first-touch rates first (~10 s) and price "
+                             "host-bound pairs at them, not at another host's cached figures.")] = RunOptions.host_peaks,
     junit_xml: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the results as JUnit XML here.")] = None,
     step_summary: Annotated[Path | None, typer.Option(
         metavar="PATH", help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,
@@ -229,7 +232,8 @@ def run(
                        timeout_multiplier=timeout_multiplier, suite_timeout=suite_timeout,
                        reproducible=reproducible, cold_start=cold_start, cold_runs=cold_runs, flush_l2=flush_l2,
                        profile=profile, update_expectations=update_expectations, seed=seed, gpus=gpus, shard=shard,
-                       confirm_runs=confirm_runs, reuse_workers=reuse_workers, fork_workers=fork_workers)
+                       confirm_runs=confirm_runs, reuse_workers=reuse_workers, fork_workers=fork_workers,
+                       host_peaks=host_peaks)
     if force_resume and resume is None:
         fail_usage("--force-resume goes with --resume RUN_DIR")
     if resume is not None:

@@ -127,6 +127,7 @@ def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, A
     """A run's results (with today's notes or workloads), the table's title and the peaks of each pair."""
     from aisp.harness.artifacts import read_json
     from aisp.judge.expectations import gpu_key
+    from aisp.peak.measure import run_host_peaks, with_host
     from aisp.report import ceilings
     from aisp.report.html_report import load_run
 
@@ -135,9 +136,17 @@ def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, A
     summary, _ = load_run(run_dir)
     manifest = read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").exists() else summary
 
+    host = run_host_peaks(run_dir)  # the run's own host figures (bench run --host-peaks)
+
     def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
-        """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run)."""
-        return _peaks_of_key(gpu_key(result, manifest), cache)
+        """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run), with the
+        run's own host figures where it measured them."""
+        key = gpu_key(result, manifest)
+        if host is None:
+            return _peaks_of_key(key, cache)
+        if (key, "host") not in cache:
+            cache[(key, "host")] = with_host(_peaks_of_key(key, cache), host)
+        return cache[(key, "host")]
     results = summary.get("results", [])
     if notes:
         from aisp.harness.discovery import repo_root

@@ -26,8 +26,9 @@ from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_
 from aisp.peak import device_launch, fma_latency, graph_while, host, l2, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
-__all__ = ["FULL", "QUICK", "PeakConfig", "environment_changes", "latency_figure", "load_peaks", "measure_peaks",
-           "merge_peaks", "peak_dirs", "probe_names", "save_peaks"]
+__all__ = ["FULL", "HOST_PROBES", "QUICK", "RUN_HOST_PEAKS", "PeakConfig", "environment_changes", "latency_figure",
+           "load_peaks", "measure_host", "measure_peaks", "merge_peaks", "peak_dirs", "probe_names", "run_host_peaks",
+           "save_peaks", "with_host"]
 
 PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
                      "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
@@ -187,3 +188,29 @@ def merge_peaks(cached: dict[str, Any], fresh: dict[str, Any], probes_run: Colle
     remeasured = {**cached["provenance"].get("remeasured", {}), **{name: when for name in probes_run}}
     merged["provenance"] = {**cached["provenance"], "remeasured": remeasured}
     return merged
+
+
+HOST_PROBES = ("host_memory", "page_cache", "first_touch")
+"""The probes of the host's own rates (memory copy and fill, page-cache read, first-touch page faults):
+the figures the host links (``host_memory``, ``page_cache``, ``page_faults``) are priced at."""
+RUN_HOST_PEAKS = "host_peaks.json"
+"""The file in a run folder that holds the host figures measured for that run (``bench run --host-peaks``)."""
+
+
+def measure_host(cfg: PeakConfig = FULL) -> dict[str, Any]:
+    """This host's figures (:data:`HOST_PROBES`), measured now; no GPU is touched."""
+    return measure_peaks(cfg, torch.device("cpu"), only=HOST_PROBES)
+
+
+def run_host_peaks(run_dir: Path) -> dict[str, Any] | None:
+    """The host figures a run measured for itself, or None where it measured none."""
+    path = run_dir / RUN_HOST_PEAKS
+    return read_json(path) if path.exists() else None
+
+
+def with_host(peaks: dict[str, Any] | None, host: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``peaks`` (a machine's cached figures) with a run's own host figures in place of the cached
+    host ones: a host link is priced at the host the run ran on, since the cached file may come from
+    another host with the same GPUs (ch03:hugepages' first-touch rate moved its best from 97% to 71%
+    of the cached figure between two 2 x H200 hosts). Unchanged where either is missing."""
+    return merge_peaks(peaks, host, HOST_PROBES) if peaks and host else peaks
