@@ -407,3 +407,11 @@ def test_cli_report_ceilings_with_the_workloads_declared_since_the_run(tmp_path:
     assert stored.exit_code == current.exit_code == 0, current.output
     assert "latency" in stored.output and "latency" not in current.output
     assert ("compute" in current.output) or ("memory" in current.output)
+
+
+def test_the_pairs_are_counted_by_band_of_percent_reached() -> None:
+    from aisp.report.ceilings import Row, bands
+
+    found = [Row(f"ch01:p{i}", "memory", pct, "optimized_p", "") for i, pct in enumerate([95, 80, 79.9, 70, 55, 20, 19.9, 0])]
+    found.append(Row("ch01:none", "none", None, None, "declares no bound"))
+    assert bands(found) == [(">= 80%", 2), ("70-80%", 2), ("50-70%", 1), ("20-50%", 1), ("< 20%", 2)]

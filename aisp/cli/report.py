@@ -112,6 +112,7 @@ def ceilings_report(run_dir: Annotated[Path | None, typer.Argument(
     typer.echo(f"{t['pairs']} pairs: {t['reached']} at >= {ceilings.REACHED_PCT:.0f}% of their ceiling, "
                f"{t['below']} below ({t['below_without_reason']} without a reason, {t['below_unprofiled']} whose reason "
                f"cites no profile{failed}), {t['no_ceiling']} without a ceiling, {t['untimed']} not timed in this run")
+    typer.echo("By % reached: " + ", ".join(f"{n} at {label}" for label, n in ceilings.bands(found)))
 
 
 def _peaks_of_key(key: str, cache: dict[str, Any]) -> dict[str, Any] | None:

@@ -19,9 +19,11 @@ reaches and, below :data:`REACHED_PCT`, the reason its workload's ``ceiling_note
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -333,6 +335,19 @@ def tally(found: list[Row]) -> dict[str, int]:
             "below_unprofiled": sum(not profiled(r.reason) for r in below),
             "below_failed": sum(FAILED_IN_RUN in (r.variant or "") for r in below),
             "no_ceiling": sum(r.kind == "none" for r in found), "untimed": sum(r.kind == "untimed" for r in found)}
+
+
+BANDS = (REACHED_PCT, 70.0, 50.0, 20.0)
+"""The lower edges of the bands :func:`bands` counts pairs in (the mark first)."""
+
+
+def bands(found: list[Row]) -> list[tuple[str, int]]:
+    """How many judged pairs fall in each band of % reached: at the mark or above, then between each
+    edge of :data:`BANDS` and the one above it, then below the last: how far the pairs below are."""
+    judged = [r.percent for r in found if r.percent is not None]
+    edges = [math.inf, *BANDS, -math.inf]
+    labels = [f">= {BANDS[0]:.0f}%", *[f"{lo:.0f}-{hi:.0f}%" for hi, lo in pairwise(BANDS)], f"< {BANDS[-1]:.0f}%"]
+    return [(label, sum(lo <= p < hi for p in judged)) for label, (hi, lo) in zip(labels, pairwise(edges), strict=True)]
 
 
 CEILING_COLUMNS = (Column("pair"), Column("ceiling"), Column("% reached"), Column("variant", drop_rank=0),
