@@ -66,7 +66,8 @@ def test_if_nodes_take_the_branches_the_reference_takes() -> None:
 
 
 @pytest.mark.parametrize("module", ["optimized_graph_replay", "optimized_graph_replay_pdl", "optimized_graph_update",
-                                    "optimized_graph_update_exec_update", "optimized_graph_update_ring"])
+                                    "optimized_graph_update_exec_update", "optimized_graph_update_ring",
+                                    "optimized_graph_update_template"])
 def test_graph_replays_give_the_same_answer(module: str) -> None:
     bench = built(module)
     first = bench.run().clone()
@@ -129,6 +130,7 @@ def test_lean_levels_split_what_the_host_levels_split_from_garbage_scratch() -> 
                                                 ("optimized_graph_replay_pdl", "us_per_kernel_trigger_after_wait"),
                                                 ("optimized_graph_update", "us_per_kernel"),
                                                 ("optimized_graph_update_ring", "us_per_kernel"),
+                                                ("optimized_graph_update_template", "us_per_kernel"),
                                                 ("optimized_conditional_while", "us_per_pass"),
                                                 ("optimized_conditional_while_in_graph", "us_per_pass"),
                                                 ("optimized_conditional_if", "us_per_stage"),
@@ -184,12 +186,14 @@ def test_in_graph_copy_reads_the_input_of_each_call() -> None:
     opt.teardown()
 
 
-def test_ring_update_applies_each_calls_coefficients_and_input() -> None:
-    """Five calls (40 launches: every exec of the ring at several steps), each with new c_t and a
-    new x, out poisoned before each: the result is the chain from that call's x and c_t (the root
-    node reads x, every exec got that call's values), matching the re-capturing baseline's bits."""
+@pytest.mark.parametrize("module", ["optimized_graph_update_ring", "optimized_graph_update_template"])
+def test_ring_update_applies_each_calls_coefficients_and_input(module: str) -> None:
+    """Five calls (40 launches: every exec of the ring at several steps; the template variant's one
+    exec updated while its earlier launches may still be queued), each with new c_t and a new x, out
+    poisoned before each: the result is the chain from that call's x and c_t (the root node reads x,
+    every launch got its step's values), matching the re-capturing baseline's bits."""
     mod = load("baseline_graph_update")
-    base, opt = built("baseline_graph_update"), built("optimized_graph_update_ring")
+    base, opt = built("baseline_graph_update"), built(module)
     w, gen = opt.workload, torch.Generator("cuda").manual_seed(3)
     for call in range(5):
         coefs = [0.02 * (t + 1) * (call + 1) - 0.05 for t in range(w.steps)]
