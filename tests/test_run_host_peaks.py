@@ -107,3 +107,13 @@ def test_the_ceilings_report_prices_the_run_at_its_own_host(host_run, monkeypatc
     assert cached.percent == pytest.approx(9 * own.percent)
     shown = CliRunner().invoke(app, ["report", "ceilings", str(run_dir)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0 and "hostfx:copy" in shown.output
+
+
+def test_the_ceilings_report_names_a_key_without_cached_peaks_beside_the_run_figures(host_run, monkeypatch):
+    """No cached peaks for the run's key: the run's host figures alone do not make a peaks document;
+    the report says which key has none and shows the ceilings stored in the run."""
+    run_dir, _ = host_run
+    monkeypatch.setattr("aisp.peak.measure.load_peaks", lambda key: None)
+    shown = CliRunner().invoke(app, ["report", "ceilings", str(run_dir)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "No measured peaks for cpu" in shown.output and "hostfx:copy" in shown.output

@@ -115,12 +115,13 @@ def ceilings_report(run_dir: Annotated[Path | None, typer.Argument(
     typer.echo("By % reached: " + ", ".join(f"{n} at {label}" for label, n in ceilings.bands(found)))
 
 
-def _peaks_of_key(key: str, cache: dict[str, Any]) -> dict[str, Any] | None:
-    """The measured peaks of hardware ``key``, loaded once into ``cache`` (None where there are none)."""
-    from aisp.peak.measure import load_peaks
+def _peaks_of_key(key: str, cache: dict[str, Any], host: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The measured peaks of hardware ``key``, loaded once into ``cache`` (None where there are none),
+    with ``host`` (a run's own host figures) in place of the cached host ones."""
+    from aisp.peak.measure import load_peaks, with_host
 
     if key not in cache:
-        cache[key] = load_peaks(key)
+        cache[key] = with_host(load_peaks(key), host)
     return cache[key]
 
 
@@ -128,7 +129,7 @@ def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, A
     """A run's results (with today's notes or workloads), the table's title and the peaks of each pair."""
     from aisp.harness.artifacts import read_json
     from aisp.judge.expectations import gpu_key
-    from aisp.peak.measure import run_host_peaks, with_host
+    from aisp.peak.measure import run_host_peaks
     from aisp.report import ceilings
     from aisp.report.html_report import load_run
 
@@ -142,12 +143,7 @@ def _run_results(run_dir: Path, notes: bool, workloads: bool, cache: dict[str, A
     def peaks_of(result: dict[str, Any]) -> dict[str, Any] | None:
         """The peaks of the GPUs the pair uses (h200 for a one-GPU pair of a 4 x H200 run), with the
         run's own host figures where it measured them."""
-        key = gpu_key(result, manifest)
-        if host is None:
-            return _peaks_of_key(key, cache)
-        if (key, "host") not in cache:
-            cache[(key, "host")] = with_host(_peaks_of_key(key, cache), host)
-        return cache[(key, "host")]
+        return _peaks_of_key(gpu_key(result, manifest), cache, host)
     results = summary.get("results", [])
     if notes:
         from aisp.harness.discovery import repo_root
