@@ -4,8 +4,11 @@ recorded on an H100)."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
+
+import pytest
 
 from aisp.harness.telemetry import SAMPLE_PERIOD_S, Reading, Telemetry, reason_names
 
@@ -64,3 +67,15 @@ def test_a_failing_read_loses_one_reading_not_the_run():
         while calls["n"] < 4 and time.monotonic() < give_up:
             time.sleep(0.01)
     assert calls["n"] >= 4 and len(tel.readings) == calls["n"] - 1  # every call but the failed one, and the last
+
+
+def test_the_clock_over_the_windows_is_the_median_of_the_readings_in_them():
+    """Readings at 0.00-0.19 s with the clock falling 10 MHz a step; windows [0.055, 0.065] and [0.145, 0.155],
+    widened by one period (0.02 s) each side, take the readings at 0.04-0.08 and 0.13-0.17."""
+    tel = Telemetry(lambda: Reading(0, 0, 0, 0, 0, 0))
+    tel.readings = [Reading(t=i / 100, sm_clock_mhz=1980 - 10 * i, mem_clock_mhz=0, temperature_c=0, power_w=0,
+                            reasons=0) for i in range(0, 20)]
+    assert SAMPLE_PERIOD_S == 0.02
+    assert tel.clock_over([(0.055, 0.065), (0.145, 0.155)]) == pytest.approx(statistics.median(
+        [1980 - 10 * i for i in (*range(4, 9), *range(13, 18))]))
+    assert tel.clock_over([(5.0, 6.0)]) is None

@@ -173,3 +173,30 @@ def test_the_loaded_pair_is_flagged_on_the_real_clock(tmp_path):
     assert loaded["verdict"] == "inconclusive", loaded["reason"]
     assert any(n.startswith("baseline_loaded: ran ") for n in loaded["notes"]), loaded["notes"]
     assert unloaded["baseline"]["solo_ms"] is not None and unloaded["baseline"]["solo_samples_ms"]
+
+
+def test_a_slowdown_the_sm_clock_explains_is_noted_not_named():
+    """The A/A matmul of an H200 (1.386 ms alone on a cool GPU, 1.538 interleaved once it warmed into its
+    power cap): with the clocks read, 1,980 MHz alone and 1,755 interleaved, the samples alone are scaled
+    by their ratio and the rule stays quiet, with a note; without the clocks it fires (the false flag)."""
+    alone, mixed = [1.386, 1.384, 1.386, 1.392, 1.387], [1.538 + 0.001 * i for i in range(20)]
+    assert _pair(_base(alone, mixed), [1.5] * 20)["baseline"]["interference"]["ratio"] > 1.1
+    result = _pair(_base(alone, mixed, solo_clock_mhz=[1980] * 5, timed_clock_mhz=1755.0), [1.5] * 20)
+    base = result["baseline"]
+    assert base["interference"] is None and result["verdict"] in ("ok", "slower", "inconclusive")
+    assert base["verification"]["notes"][-1].startswith("ran 1.12x slower interleaved than alone (1.386 against 1.547 ms)")
+    assert "1980 MHz alone, 1755 interleaved" in base["verification"]["notes"][-1]
+    faster = _pair(_base(alone, mixed, solo_clock_mhz=[1755] * 5, timed_clock_mhz=1980.0), [1.5] * 20)
+    assert faster["baseline"]["interference"] is not None  # a clock that rose explains nothing
+
+
+def test_a_slowdown_beyond_the_clocks_fall_is_named_with_the_part_the_clock_explains():
+    """2.16x slower with the clock 10% lower: still named; its ratio (what the clock does not explain,
+    1.96x) decides whether the speedups are trusted, and the note gives both."""
+    result = _pair(_base([0.375] * 4 + [0.376], [0.80 + 0.001 * i for i in range(20)], solo_clock_mhz=[1980] * 5,
+                         timed_clock_mhz=1800.0), [0.42] * 20)
+    slowed = result["baseline"]["interference"]
+    assert slowed["ratio"] == pytest.approx(0.8095 / (0.375 * 1.1), rel=1e-3) and slowed["solo_ms"] == 0.375
+    note = result["baseline"]["verification"]["notes"][-1]
+    assert note.startswith("ran 2.16x slower once") and "1.96x beyond its SM clock's fall (1980 MHz alone, 1800" in note
+    assert result["verdict"] == "inconclusive"

@@ -108,6 +108,10 @@ class Variant:
     ``_tiled`` read 0.175 ms against 0.089-0.093 for the other 19); one taken at the spacer's cap stays."""
     solo_samples_ms: list[float] = field(default_factory=list)
     """The baseline's samples alone, before any other variant's setup (:func:`time_alone`)."""
+    solo_clock_mhz: list[int] = field(default_factory=list)
+    """The SM clock NVML read right after each sample alone (empty: not read)."""
+    timed_clock_mhz: float | None = None
+    """The median SM clock of the telemetry readings over its timed samples (None: not read)."""
     checked_call: int | None = None
     """The timed call whose inputs were refilled and output checked (0-based, among all timed calls):
     timed like the others but left out of the samples (refilling and cloning came right before it)."""
@@ -415,10 +419,13 @@ def time_alone(var: Variant, options: RunOptions, device: torch.device) -> None:
     the L2 is always evicted before each sample (outside the events, as ``--flush-l2`` does), since
     back-to-back calls alone find their own data in L2 where interleaved ones find the other
     variant's; evicted, the solo figure is never the faster for that reason alone, so the check can
-    miss a slowdown that warm L2 would hide, never invent one. Costs a warmup, 1 + SOLO_SAMPLES calls
+    miss a slowdown that warm L2 would hide, never invent one. The SM clock is read after each sample
+    (``solo_clock_mhz``): a GPU that warmed into its power cap later runs slower for that alone
+    (:func:`aisp.harness.results.check_alone`). Costs a warmup, 1 + SOLO_SAMPLES calls
     and (CUDA) a graph capture and the eviction buffer; SOLO_LONG_SAMPLES for a call over SOLO_LONG_MS."""
     warm_up([var], options, device, 0)
     issue, fn = var.warm_issue_ms[-options.warmup:], var.bench.run
+    read = nvml_reader(device) if device.type == "cuda" else None
     var.warm_issue_ms.clear()  # the interleaved warmup sizes their spacer afresh
     if options.timing == "graph" and device.type == "cuda":
         fn = graph_replay(fn, device)[0] or fn
@@ -434,6 +441,8 @@ def time_alone(var: Variant, options: RunOptions, device: torch.device) -> None:
                 spacer = grown  # it timed the host: again
                 continue
             var.solo_samples_ms.append(timed.ms)
+            if read is not None:
+                var.solo_clock_mhz.append(read().sm_clock_mhz)
     if count < SOLO_SAMPLES:
         var.evidence.notes.append(f"timed alone in {count} samples, not {SOLO_SAMPLES}: a call from idle took "
                                   f"{probe.ms:.4g} ms (over {SOLO_LONG_MS:g})")
@@ -624,6 +633,7 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
         last = timed()
     for var in live:
         var.throttled = {i: r for i, (a, b) in enumerate(var.windows) if (r := tel.throttled(a, b))}
+        var.timed_clock_mhz = tel.clock_over(var.windows)
     if telemetry_out is not None:
         telemetry_out.update(tel.summary())
     return last

@@ -3,6 +3,7 @@ sampled on a background thread; timed samples taken while the GPU was throttled 
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -122,6 +123,12 @@ class Telemetry:
         """Throttle reasons seen in the window, widened by one sample period each side."""
         return reason_names(reduce(or_, [r.reasons for r in self.readings
                                          if start - SAMPLE_PERIOD_S <= r.t <= end + SAMPLE_PERIOD_S], 0))
+
+    def clock_over(self, windows: list[tuple[float, float]]) -> float | None:
+        """The median SM clock of the readings in the windows, each widened by one sample period."""
+        clocks = [r.sm_clock_mhz for r in self.readings
+                  if any(a - SAMPLE_PERIOD_S <= r.t <= b + SAMPLE_PERIOD_S for a, b in windows)]
+        return float(statistics.median(clocks)) if clocks else None
 
     def summary(self) -> dict[str, Any]:
         if not self.readings:

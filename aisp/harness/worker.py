@@ -44,6 +44,8 @@ def raw_record(var: Variant) -> dict[str, Any]:
         "reason": var.reason,
         **{key: getattr(var, key) for key in SAMPLE_KEYS},
         "solo_samples_ms": var.solo_samples_ms,
+        "solo_clock_mhz": var.solo_clock_mhz,
+        "timed_clock_mhz": var.timed_clock_mhz,
         "spacer_ms": var.spacer_ms,
         "starved_samples": var.starved_samples,
         "retaken_samples": var.retaken_samples,
