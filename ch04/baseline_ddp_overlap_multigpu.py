@@ -27,8 +27,8 @@ from ch04_dataparallel import AllReduceAfterBackward
 
 import aisp
 
-WORKLOAD = step_workload(batch=8192, width=4096, ceiling_note="overlapped 67 MB all-reduces take ~0.4 ms (~0.21 alone); "
-                         "backward GEMMs run in two waves beside NCCL's 24 SMs (profiled)")
+WORKLOAD = step_workload(batch=8192, width=4096, ceiling_note="profiled (torch profiler, 2xH200): _pulled "
+                         "7.74 ms a call, GPU busy 74%: GEMMs 3.98 ms, mean reductions 0.56, barriers 0.27; host gaps 1.5 ms")
 
 
 class Baseline(AllReduceAfterBackward):
