@@ -208,3 +208,42 @@ def test_work_beside_the_spacer_is_work_the_events_never_see():
     assert beside_spacer_us(side) == 0.0  # no spacer: nothing to say
     # the rule then fires on it as on work left past the marker
     assert left_on_streams(beside_spacer_us([*spacer, *side]), [0.03]) is not None
+
+
+def test_the_stream_probe_runs_after_every_timed_sample(monkeypatch):
+    """torch's profiler leaves CUPTI loaded once it has run, which slows every later launch from the host,
+    so the profiled call of a short variant comes after the timed samples (and after the checked call's
+    verification), never between them; a long variant gets none, nor does any variant on a CPU."""
+    import torch
+
+    from aisp.harness import execute
+    from aisp.harness.options import RunOptions
+
+    order = []
+    monkeypatch.setattr(execute, "traced_leftover", lambda fn, device: (order.append(("traced", fn)), (2.0, None))[1])
+    monkeypatch.setattr(execute, "start", lambda paths, options: (torch.device("cuda"), variants, execute.ProcessSettings(
+        execute.Path("/x"), []), execute.Workload()))
+    monkeypatch.setattr(execute, "unmet_requirements", lambda requires, device: None)
+    monkeypatch.setattr(execute, "verify_seed", lambda *a, **k: None)
+    monkeypatch.setattr(execute, "timed_with_telemetry", lambda live, *a, **k: order.append("timed") or {})
+    monkeypatch.setattr(execute, "verify_checked", lambda *a, **k: order.append("verified"))
+    monkeypatch.setattr(execute, "confirm_tails", lambda *a, **k: order.append("tails"))
+    monkeypatch.setattr(execute, "measure_standing", lambda live, device: live)
+    monkeypatch.setattr(execute, "teardown", lambda variants: None)
+
+    class Bench:
+        def run(self):
+            return None
+
+    variants = []
+    for name, idle in (("baseline_x", [0.4] * 3), ("optimized_x", [0.05] * 3)):
+        var = execute.Variant(path=execute.Path(f"/x/{name}.py"))
+        var.bench, var.idle_probe_ms = Bench(), idle
+        variants.append(var)
+    execute.run_variants([v.path for v in variants], RunOptions())
+    assert order[:2] == ["timed", "verified"] and order[-1] == "tails", order
+    assert [e for e in order if isinstance(e, tuple)] == [("traced", variants[1].bench.run)]
+    assert variants[1].stream_leftover_us == 2.0 and variants[0].stream_leftover_us is None
+    order.clear()
+    execute.probe_streams(variants, RunOptions(), torch.device("cpu"))
+    assert not order

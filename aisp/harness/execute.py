@@ -324,14 +324,23 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
         var.syncs_inside = syncs_inside(var.bench.run)
     if probe.tail_ms is not None:  # what the tail sync costs here with nothing left (EMPTY_PROBES)
         var.empty_tail_ms += [time_call(_alone, device, 1, spacer).tail_ms for _ in range(EMPTY_PROBES)]
-    short = bool(var.idle_probe_ms) and statistics.median(var.idle_probe_ms) < STREAM_PROBE_MAX_MS
-    if short and options.profile == "none" and "CUDA_INJECTION64_PATH" not in os.environ:
-        # (our own profiler, or Nsight's injection, holds CUPTI then)
-        var.enter()
-        var.stream_leftover_us, why = traced_leftover(var.bench.run, device)
-        if why:
-            var.evidence.notes.append(f"work on other streams not read from the GPU's timestamps: {why}")
     return calls, spacer
+
+
+def probe_streams(live: list[Variant], options: RunOptions, device: torch.device) -> None:
+    """The profiled call of :mod:`aisp.harness.streams` (``stream_leftover_us``) for each variant whose
+    calls from idle took under STREAM_PROBE_MAX_MS, after all timed samples: torch's profiler leaves
+    CUPTI loaded in the process once it has run, and every launch from the host after it is slower
+    (a probe before the timed samples made ch01:cuda_graphs' eager baseline read 4.11 ms interleaved
+    against 2.14 alone, 2 x H200, 2026-11-30)."""
+    if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
+        return  # (our own profiler, or Nsight's injection, holds CUPTI then)
+    for var in live:
+        if var.idle_probe_ms and statistics.median(var.idle_probe_ms) < STREAM_PROBE_MAX_MS:
+            var.enter()
+            var.stream_leftover_us, why = traced_leftover(var.bench.run, device)
+            if why:
+                var.evidence.notes.append(f"work on other streams not read from the GPU's timestamps: {why}")
 
 
 def timed_functions(live: list[Variant], options: RunOptions, device: torch.device) -> dict[int, Callable[[], Any]]:
@@ -667,6 +676,7 @@ def run_variants(paths: list[Path], options: RunOptions,
         last = timed_with_telemetry(live, options, device, telemetry_out, check=plan)
         verify_checked(live, last, workload, before)
         del last
+        probe_streams(live, options, device)
         confirm_tails(live, options, device)
         standing = measure_standing(live, device)
         if on_timed is not None:
@@ -688,6 +698,7 @@ class ColdCheck:
 
 def _time_cold(var: Variant, options: RunOptions, device: torch.device, cold: ColdCheck) -> None:
     checked = time_interleaved([var], options, device, check=cold.plan)[id(var)]()
+    probe_streams([var], options, device)
     if cold.baseline:
         torch.save([(p, t.cpu()) for p, t in checked], cold.reference)
     else:
