@@ -10,10 +10,12 @@ Optimized here: no host memcpy and no staging. Pinned memory is mapped into the 
 The table of the tensors' device addresses is built in setup(), as a CUDA graph captures them: the
 harness refills inputs in place and addresses keep; a caller whose tensors move rebuilds it
 (``map_sources``: 0.12 ms of Python for 2,048 tensors, measured on a 2-core CPU box).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): chapter 2's zero_copy kernel (the
-same mapped reads, one block per 4 KiB row) moved 2.7 MB in 0.059 ms end to end on the H200 (45 GB/s,
-fixed costs included); 8.4 MB at 45-50 GB/s plus ~5 us of launch is 0.17-0.19 ms, 80-89% of the
-0.151 ms pinned H2D ceiling, ~10x the measured optimized variant's 1.99 ms.
+Expect: measured (H200 of a 2 x H200 host, 2026-11-30, one run of 20 samples): 0.2291 ms against the
+staged variant's 2.9249 and the baseline's 20.3823 in the same run: 89.79x [83.93, 96.07], 66% of the
+ceiling (8 MiB at the pinned H2D link, 0.151 ms), the pair's best. Estimated (arithmetic): chapter 2's
+zero_copy kernel (the same mapped reads) ran 45 GB/s end to end on 2.7 MB; 8.4 MB at 45-50 GB/s plus ~5 us
+of launch is 0.17-0.19 ms, 80-89%; measured 0.229 ms, 66% (36.6 GB/s): under the estimate. Why is not
+profiled yet.
 Run: python ch02/optimized_small_copies_mapped.py  |  aisp bench run -t ch02:small_copies
 """
 

@@ -12,13 +12,14 @@ one thread (as the ceiling's probe), no system call and no request per sample. A
 wired in by a minor fault the first time it is touched (the kernel maps 16 cached pages a fault);
 it stays mapped, so every call after a sample's first (epochs after the first) pays only the copy.
 Same bytes copied once out of the page cache, same output.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): the 32 MiB copied at the
-H200 host's page_cache_read (5.42 GB/s) is 6.2 ms, at its 1-thread DRAM-to-DRAM copy (5.14 GB/s)
-6.5 ms; no request costs remain (the uring variant pays ~2.2 ms of its 8.4 beside the copy); a TLB
-miss a 4 KiB page of the map (8,192 a call, ~50-100 ns in a VM) adds 0.4-0.8 ms: ~6.2-7.4 ms,
-84-100% of page_cache_read (uring: 74%). On our 2-core CPU box (CPU figures, a loaded host): with
-the LLC evicted before each call, 2.46 ms, as 1 MiB preads of the same 32 MiB (2.44-2.67), against
-the uring variant's 4.32-4.39; through the harness 2.32 ms against uring's 4.19 and preadv's 4.86.
+Expect: measured (H200 of a 2 x H200 host, 2026-11-30, one run of 20 samples): 6.7172 ms against the
+io_uring variant's 9.0493, the preadv variant's 11.0136 and the baseline's 45.0687 in the same run:
+6.71x [6.57, 6.85], 92% of the ceiling (page_cache_read), the pair's best. Estimated (arithmetic) the
+32 MiB at page_cache_read (5.42 GB/s), 6.2 ms, plus 0.4-0.8 ms of TLB misses on the map's 4 KiB pages:
+~6.2-7.4 ms, 84-100%; measured 6.72 ms, 92%: within the estimate. On our 2-core CPU box (CPU figures, a
+loaded host): with the LLC evicted before each call, 2.46 ms, as 1 MiB preads of the same 32 MiB
+(2.44-2.67), against the uring variant's 4.32-4.39; through the harness 2.32 ms against uring's 4.19
+and preadv's 4.86.
 Run: python ch05/optimized_packed_shards_mmap.py  |  aisp bench run -t ch05:packed_shards
 """
 

@@ -14,19 +14,12 @@
 //          one __half2 a thread. Same operations per element in the same order as half2: the
 //          same bits. ILP is a second technique on top of the packed math (the lesson), the one
 //          ilp_vs_occupancy teaches.
-//   half2_pinned  8 __half2 a thread (two uint4) in two kinds of chain, so that the two fp16 pipes
-//          share the loop evenly: `fma.rn.oob.f16x2` (HFMA2.OOB: the FMA pipe's opcode with a flag,
-//          never HFMA2.MMA; .oob only changes NaN operands, which the clamp rules out) pins two chains
-//          to the FMA pipe, each running two __half2 back to back (the second's first step multiplies
-//          the first's result by 0: the same bits as 0 x v + c), and ptxas puts the four plain chains
-//          on the MMA pipe: 512 HFMA2.OOB and ~509 HFMA2.MMA, paths of equal length in ptxas's latency
-//          model, so the two kinds interleave instead of running in phases as in half2_ilp.
 // fp16 math rounds at every step: the results differ from the fp32 path by a few fp16 ulps.
 #include "ch08_check.cuh"
 #include "ch08_poly.cuh"
 
 constexpr int kTerms = 128, kThreads = 256;
-constexpr int kChains = 4, kIlpBlocks = 8;  // half2_ilp/_pinned: 8 x 256 threads, a full SM, at <= 32 registers
+constexpr int kChains = 4, kIlpBlocks = 8;  // half2_ilp: 8 x 256 threads, a full SM, at <= 32 registers
 
 __global__ void __launch_bounds__(kThreads) poly_fp32(const __half2* __restrict__ x, __half2* __restrict__ y,
                                                      long n2) {
@@ -98,82 +91,6 @@ __global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_ilp(const __h
   for (long j = steps * round * kChains + first; j < n2; j += round) y[j] = poly2(x[j]);
 }
 
-// acc * v + c on the FMA pipe: fma.rn.oob differs from fma.rn only for NaN operands; sm_90 and later.
-__device__ __forceinline__ __half2 hfma2_fma_pipe(__half2 a, __half2 b, __half2 c) {
-#if __CUDA_ARCH__ >= 900
-  unsigned ua, ub, uc, ur;
-  memcpy(&ua, &a, 4);
-  memcpy(&ub, &b, 4);
-  memcpy(&uc, &c, 4);
-  asm("fma.rn.oob.f16x2 %0, %1, %2, %3;" : "=r"(ur) : "r"(ua), "r"(ub), "r"(uc));
-  __half2 r;
-  memcpy(&r, &ur, 4);
-  return r;
-#else
-  return __hfma2(a, b, c);
-#endif
-}
-
-// Two vectors (8 __half2) in place. Plain chains (ptxas: the MMA pipe) on __half2 0, 1, 4, 5; the
-// FMA-pipe chains on 2 then 3, and 6 then 7: 3's first step is 2's result x 0 + c, which is c, as
-// poly2's 0 x v + c (both finite), and ties 3's chain to 2's end. Each element's HFMA2s are poly2's.
-__device__ __forceinline__ void poly2_pinned(uint4 (&io)[2]) {
-  constexpr int kFree[4] = {0, 1, 4, 5};
-  __half2 v[8], acc[8];
-  memcpy(v, io, sizeof(io));
-  const __half2 one = __float2half2_rn(1.0f), zero = __float2half2_rn(0.0f);
-#pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    v[c] = __hmin2(__hmax2(v[c], __hneg2(one)), one);
-    acc[c] = zero;
-  }
-#pragma unroll
-  for (int k = kTerms - 1; k >= 0; --k) {
-    const __half2 coef = __float2half2_rn(kCoef.v[k]);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[kFree[j]] = __hfma2(acc[kFree[j]], v[kFree[j]], coef);
-    acc[2] = hfma2_fma_pipe(acc[2], v[2], coef);
-    acc[6] = hfma2_fma_pipe(acc[6], v[6], coef);
-  }
-  acc[3] = hfma2_fma_pipe(acc[2], zero, __float2half2_rn(kCoef.v[kTerms - 1]));
-  acc[7] = hfma2_fma_pipe(acc[6], zero, __float2half2_rn(kCoef.v[kTerms - 1]));
-#pragma unroll
-  for (int k = kTerms - 2; k >= 0; --k) {
-    const __half2 coef = __float2half2_rn(kCoef.v[k]);
-    acc[3] = hfma2_fma_pipe(acc[3], v[3], coef);
-    acc[7] = hfma2_fma_pipe(acc[7], v[7], coef);
-  }
-  memcpy(io, acc, sizeof(io));
-}
-
-// As poly_half2_ilp, in steps of two vectors a thread (t's pair: vectors 2 * kThreads * block +
-// t % kThreads and that + kThreads, so the 16-byte loads stay coalesced), the next pair loaded
-// before this one's chains; then the vectors under one such round go one a thread (poly2_x4, at
-// most two rounds of the grid), and the last n2 % 4 __half2 one __half2 a thread.
-__global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_pinned(const __half2* __restrict__ x,
-                                                                          __half2* __restrict__ y, long n2) {
-  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(x);
-  uint4* __restrict__ yv = reinterpret_cast<uint4*>(y);
-  const long threads = (long)gridDim.x * kThreads, t = (long)blockIdx.x * kThreads + threadIdx.x;
-  const long nv = n2 / kChains, pairs = nv / (2 * threads);
-  if (pairs > 0) {
-    const long first = 2 * (long)blockIdx.x * kThreads + threadIdx.x;
-    uint4 in[2] = {xv[first], xv[first + kThreads]};
-    long i = first;
-    for (long s = 1; s <= pairs; ++s, i += 2 * threads) {
-      uint4 cur[2] = {in[0], in[1]};
-      const long next = i + (s < pairs ? 2 * threads : 0);
-      in[0] = xv[next];
-      in[1] = xv[next + kThreads];
-      poly2_pinned(cur);
-      yv[i] = cur[0];
-      yv[i + kThreads] = cur[1];
-    }
-  }
-  for (long j = pairs * 2 * threads + t; j < nv; j += threads) yv[j] = poly2_x4(xv[j]);
-  for (long j = nv * kChains + t; j < n2; j += threads) y[j] = poly2(x[j]);
-}
-
 // Blocks of Kernel resident at once on the whole GPU (SMs x blocks per SM), found once a kernel:
 // 0, or the occupancy query's CUDA error.
 template <auto Kernel>
@@ -189,9 +106,8 @@ int persistent_grid(int* grid) {
   return blocks > 0 ? 0 : -1;
 }
 
-// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: packed, 8 __half2 a
-// thread, chains pinned to the two fp16 pipes. x, y: n fp16 values (n even; 4-byte aligned, 16-byte
-// for modes 2 and 3).
+// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread. x, y: n fp16 values
+// (n even; 4-byte aligned, 16-byte for mode 2).
 extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t s) {
   if (n <= 0 || n % 2 || ((size_t)x | (size_t)y) % (mode >= 2 ? 16 : 4)) return -1;
   const long n2 = n / 2;
@@ -206,10 +122,6 @@ extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t 
     int grid = 0;
     if (const int err = persistent_grid<poly_half2_ilp>(&grid)) return err;
     poly_half2_ilp<<<grid, kThreads, 0, s>>>(in, out, n2);
-  } else if (mode == 3) {
-    int grid = 0;
-    if (const int err = persistent_grid<poly_half2_pinned>(&grid)) return err;
-    poly_half2_pinned<<<grid, kThreads, 0, s>>>(in, out, n2);
   } else {
     return -1;
   }

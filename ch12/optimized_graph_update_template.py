@@ -11,9 +11,14 @@ exec, as exec_update does, without its capture. CUDA applies an exec update to l
 launches already queued keep the values they were launched with (the exec_update variant relies on
 the same rule and matches the baseline's bits), so the ring's spare execs are not needed for a
 correct answer; what they may cost is the question this variant asks of the GPU.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): if its kernels run as
-exec_update's (1.02 us, 131 us for 128) with the ring's ~30-37 us of other time a call, 0.161-0.168
-ms, 76-80% of the ceiling; if they run as the ring's (1.37 us), a tie with the ring (0.206-0.212 ms).
+Expect: measured (H200 of a 2 x H200 host, 2026-11-30, one run of 20 samples, --gpus 1): 0.3564 ms
+against the ring's 0.3844, the node-update variant's 0.3793, exec_update's 0.5186 and the baseline's
+1.3168 in the same run: 3.77x [3.69, 3.86], 36% of the 128 us ceiling, the pair's best in that run. The
+run was host-bound (the baseline read 0.545 ms alone against 1.317 interleaved; the ring measured
+0.206-0.212 ms on 2026-11-29), so the % is of this run's figures. Estimated (arithmetic): 0.161-0.168 ms,
+76-80%, if its kernels ran at exec_update's 1.02 us (131 us for 128) with the ring's ~30-37 us of other
+time a call; a tie with the ring if at the ring's 1.37 us. Measured 7% faster than the ring in the same
+run: under the estimate, not a tie; the kernel times are not profiled.
 Run: python ch12/optimized_graph_update_template.py  |  aisp bench run -t ch12:graph_update
 """
 

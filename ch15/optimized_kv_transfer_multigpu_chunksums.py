@@ -20,10 +20,11 @@ rank 1 (one PyTorch reduction over the whole V pool: it needs V's last layer), i
   after the wire), and 6 NCCL operations instead of 8 (0.82 ms for 8 sends vs 0.59 for one receive).
 - As the _pipelined variant: 8-byte-word gathers/scatters, each isend queued behind its gather, every
   irecv posted up front, NCCL on a high-priority group.
-Expect (measured, 2 x H200, 2026-11-30, two runs of 20 samples): 1.1372 / 1.1477 ms against _pipelined's
-1.3010 / 1.2855, the one-piece send's 2.2120 / 2.2175 and the baseline's 8.9303 / 8.8022 in the same runs:
-8.31x [6.91, 10.00] / 7.83x [6.38, 9.62], 60.2% / 59.6% of the 0.684 ms one-way ceiling, the pair's best.
-Estimated ~0.75-0.88 ms, 78-91%; measured 1.14-1.15 ms, 60%: not the estimate. Why is not profiled yet.
+Expect (measured, 2 x H200, 2026-11-30, three runs of 20 samples): 1.1372 / 1.1477 / 0.9381 ms against
+_pipelined's 1.3010 / 1.2855 / 1.1133, the one-piece send's 2.2120 / 2.2175 / 2.0188 and the baseline's
+8.9303 / 8.8022 / 8.0400 in the same runs: 8.31x [6.91, 10.00] / 7.83x [6.38, 9.62] / 8.51x [7.73, 9.37],
+60.2% / 59.6% / 72.9% of the 0.684 ms one-way ceiling, the pair's best in each. Estimated ~0.75-0.88 ms,
+78-91%; measured 0.94-1.15 ms, 60-73%: under the estimate in all three. Why is not profiled yet.
 Tolerance: exact (copies; the checksum is PyTorch's reduction order, checked in setup and by the tests).
 Run: aisp bench run -t ch15:kv_transfer_multigpu  (two GPUs; the harness starts torchrun)
 """

@@ -109,7 +109,7 @@ def test_mapped_small_copies_documents_itself_and_shares_the_workload() -> None:
     opt = load("optimized_small_copies_mapped")
     bench = opt.get_benchmark()
     assert bench.workload is load("baseline_small_copies").WORKLOAD and bench.inputs == ("srcs",)
-    assert "Expect: not yet measured. Estimate (arithmetic, not a measurement):" in opt.__doc__
+    assert "Expect: measured (H200 of a 2 x H200 host, 2026-11-30" in opt.__doc__ and "Estimated" in opt.__doc__
     assert "aisp bench run -t ch02:small_copies" in opt.__doc__
     assert "CUDA" in unmet_requirements(bench.workload.requires, torch.device("cpu"))
 

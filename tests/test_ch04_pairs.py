@@ -68,7 +68,7 @@ def test_variant_shares_workload_and_documents_itself(name: str) -> None:
         assert mod.get_benchmark().workload is base.WORKLOAD and mod.get_benchmark().inputs == bench.inputs
     for doc in (base.__doc__, opt.__doc__, *(mod.__doc__ for mod in extra)):
         assert any(form in doc for form in ("Expect (estimate, not yet measured", "Expect (measured",
-                                            "Expect: not yet measured. Estimate (arithmetic, not a measurement):"))
+                                            "Expect: measured (", "Expect: not yet measured. Estimate (arithmetic, not a measurement):"))
         assert f"aisp bench run -t ch04:{name}" in doc
 
 

@@ -33,7 +33,7 @@ ENTRY_POINTS = {"softmax_smem.cu": ("softmax_init", "softmax_run", "softmax_bloc
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-VARIANTS = ["optimized_half2_math_ilp", "optimized_half2_math_pinned", "optimized_register_spill_strip64"]
+VARIANTS = ["optimized_half2_math_ilp", "optimized_register_spill_strip64"]
 """Further optimized files of a pair, measured beside the pair's optimized file."""
 MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")] + VARIANTS
 
@@ -49,7 +49,7 @@ def test_discovery_finds_exactly_the_chapter_pairs() -> None:
 def test_variants_belong_to_their_pairs() -> None:
     found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH08)}
     assert found["register_spill"] == {"optimized_register_spill", "optimized_register_spill_strip64"}
-    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp", "optimized_half2_math_pinned"}
+    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp"}
 
 
 def test_register_spill_strip_variant_fits_the_kernel() -> None:
@@ -134,18 +134,18 @@ def test_half2_math_uses_packed_hfma2() -> None:
 
 @needs_nvcc
 def test_half2_run_refuses_what_it_cannot_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refused (-1) before any CUDA call: modes 2 and 3's uint4 vectors need 16-byte pointers, modes 0
-    and 1 four; an unknown mode (4) is refused, not run as another. What passes the checks reaches CUDA,
-    which on a machine without a GPU answers a CUDA error code, never -1."""
+    """Refused (-1) before any CUDA call: mode 2's uint4 vectors need 16-byte pointers, modes 0 and 1
+    four; an unknown mode (3: the removed _dyn's, then _pinned's) is refused, not run as another. What passes the
+    checks reaches CUDA, which on a machine without a GPU answers a CUDA error code, never -1."""
     monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     run = ctypes.CDLL(str(native.Library((CH08 / "half2_poly.cu",)).build("90"))).half2_run
     run.argtypes, run.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p], ctypes.c_int
     for mode, x, y, n in [(2, 4096 + 4, 8192, 64), (2, 4096, 8192 + 8, 64), (1, 4096 + 2, 8192, 64),
-                          (3, 4096 + 8, 8192, 64), (3, 4096, 8192 + 4, 64), (0, 4096, 8192, 63),
+                          (3, 4096, 8192, 64), (0, 4096, 8192, 63),
                           (4, 4096, 8192, 64), (-1, 4096, 8192, 64)]:
         assert run(mode, x, y, n, None) == -1, (mode, x, y, n)
     if not torch.cuda.is_available():
-        assert all(run(mode, 4096, 8192, 64, None) not in (0, -1) for mode in (0, 1, 2, 3))
+        assert all(run(mode, 4096, 8192, 64, None) not in (0, -1) for mode in (0, 1, 2))
 
 
 @needs_sass
@@ -162,22 +162,6 @@ def test_half2_ilp_loop_is_four_packed_chains() -> None:
     assert count("\n".join(loop[loads[0]:]), r"HFMA2(\.MMA)?") >= 3 * 128
     one = kernel("half2_poly.cu", "poly_half2PK")  # the mangled name: not poly_half2_ilp
     assert (count(one, r"HFMA2\.MMA"), count(one, r"HFMA2(?!\.MMA)")) == (65, 64)
-
-
-@needs_sass
-def test_half2_pinned_loop_shares_both_fp16_pipes() -> None:
-    """poly_half2_pinned's loop: 8 chains of 128 HFMA2, 512 pinned to the FMA pipe (HFMA2.OOB) and
-    nearly all the rest on the MMA pipe (ptxas's choice: at most 8 plain HFMA2), at least 93% of the
-    loop; two 16-byte loads and stores; within 32 registers, no stack (8 blocks of 256 an SM)."""
-    loop = hot_loop(kernel("half2_poly.cu", "poly_half2_pinned"))
-    text = "\n".join(loop)
-    hfma2, oob, mma = count(text, r"HFMA2(\.\w+)*"), count(text, r"HFMA2\.OOB"), count(text, r"HFMA2\.MMA")
-    assert hfma2 == 8 * 128 and oob == 4 * 128 and mma >= 4 * 128 - 8, (hfma2, oob, mma)
-    assert hfma2 >= 0.93 * len(loop), f"{hfma2} HFMA2 of {len(loop)}"
-    assert count(text, r"LDG\.E\.128[.\w]*") == 2 and count(text, r"STG\.E\.128") == 2
-    usage = native.Library((CH08 / "half2_poly.cu",)).resource_usage("90")
-    found = re.search(r"poly_half2_pinned.*\n.*REG:(\d+) STACK:(\d+)", usage)
-    assert found and int(found.group(1)) <= 32 and found.group(2) == "0", usage
 
 
 @needs_sass

@@ -50,6 +50,7 @@ def test_variant_shares_its_baselines_workload_and_skips_on_cpu(baseline: str, o
 def test_pair_file_documents_itself(module: str) -> None:
     doc = load(module).__doc__ or ""
     assert any(form in doc for form in ("Expect (estimate, not yet measured):", "Expect (measured, H200",
+                                        "Expect: measured (H200",
                                         "Expect: not yet measured. Estimate (arithmetic, not a measurement):"))
     for line in ("Baseline", "Optimized", "Run:"):
         assert line in doc, f"{module} docstring lacks '{line}'"
