@@ -53,8 +53,8 @@ class Fp32MathOnHalf(aisp.Benchmark):
     inputs = ("x",)
     scratch = ("y",)
     mode = 0
-    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 3: packed, 8 a thread, chains
-    pinned to the two fp16 pipes (half2_poly.cu)."""
+    """0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread (half2_poly.cu; 3 was the removed
+    pinned-chains kernel, refused now)."""
 
     def setup(self) -> None:
         w = self.workload
