@@ -94,7 +94,7 @@ def test_chunk_plan_covers_each_pool_layer_once_k_first(layers, chunks):
 @pytest.mark.parametrize("dtype, shape", [(torch.bfloat16, (3, 31, 2, 4, 16)), (torch.float32, (2, 17, 1, 3, 5)),
                                           (torch.bfloat16, (2, 9, 1, 1, 2))])
 def test_word_gather_and_scatter_copy_the_bits_of_index_select(dtype, shape):
-    from ch15_kv_transfer import words
+    words = import_module_at(CH15 / "ch15_kv_transfer.py").words
     gen = torch.Generator().manual_seed(3)
     pool = torch.randn(shape, generator=gen).to(dtype)
     pages = torch.randperm(shape[1], generator=gen)[:shape[1] // 2 + 1]  # an odd count where shape[1] % 4 == 1
