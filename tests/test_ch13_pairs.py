@@ -74,6 +74,8 @@ CPU_UNRUNNABLE = {
     "optimized_long_context_attention_cudnn": "cuDNN attention (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu)",
     "optimized_sliding_window_attention_triton": "a Triton kernel (verified under TRITON_INTERPRET=1: "
                                                  "test_triton_window_variant_verifies_under_the_interpreter)",
+    "optimized_sliding_window_attention_hostdesc": "a Triton kernel (verified under TRITON_INTERPRET=1: "
+                                                   "test_triton_window_variant_verifies_under_the_interpreter)",
 }
 """Variants whose code cannot run on a CPU, with why."""
 
@@ -269,24 +271,31 @@ def test_autotuned_window_variant_computes_as_its_parent_on_a_cpu() -> None:
 FP32_QKV = """
 def fp32(make):
     return lambda bench: tuple(t.float() for t in make(bench))
-for mod in mods.values():  # bf16 through tensor descriptors comes out garbled in the Triton 3.6 interpreter
-    mod.make_qkv = fp32(mod.make_qkv)
+parent = sys.modules.get("optimized_sliding_window_attention_triton")  # _hostdesc's setup is _triton's
+for mod in {id(m): m for m in (*mods.values(), parent) if hasattr(m, "make_qkv")}.values():
+    mod.make_qkv = fp32(mod.make_qkv)  # bf16 through tensor descriptors comes out garbled in the Triton 3.6 interpreter
 """
 
 
-def test_triton_window_variant_verifies_under_the_interpreter() -> None:
+WINDOW_TRITON = ("triton", "hostdesc")
+"""The window's variants on ``aisp.kits.sparse_flash``: descriptors made by each program, or on the host."""
+
+
+@pytest.mark.parametrize("suffix", WINDOW_TRITON)
+def test_triton_window_variant_verifies_under_the_interpreter(suffix: str) -> None:
     """aisp.kits.sparse_flash at the pair's CPU size (its own 128 x 64 tiles: partial tiles at both window
     edges), q, k, v in fp32 on both sides."""
-    verify_pair_interpreted(CH13, "baseline_sliding_window_attention", "optimized_sliding_window_attention_triton",
+    verify_pair_interpreted(CH13, "baseline_sliding_window_attention", f"optimized_sliding_window_attention_{suffix}",
                             SMALL["sliding_window_attention"](), FP32_QKV)
 
 
 @pytest.mark.gpu
-def test_triton_window_variant_verifies_at_full_size_on_gpu() -> None:
+@pytest.mark.parametrize("suffix", WINDOW_TRITON)
+def test_triton_window_variant_verifies_at_full_size_on_gpu(suffix: str) -> None:
     """The kit kernel at the pair's H200 size against the pair's baseline, twice (the lists are reused)."""
     pair = "sliding_window_attention"
     outs = []
-    for module in (f"baseline_{pair}", f"optimized_{pair}_triton"):
+    for module in (f"baseline_{pair}", f"optimized_{pair}_{suffix}"):
         bench = load(module).get_benchmark()
         bench.device = torch.device("cuda")
         bench.setup()

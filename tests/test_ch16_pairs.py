@@ -45,7 +45,7 @@ def load(module: str) -> ModuleType:
     return import_module_at(CH16 / f"{module}.py")
 
 
-TRITON_VARIANTS = ("optimized_block_sparse_attention_triton",)
+TRITON_VARIANTS = ("optimized_block_sparse_attention_triton", "optimized_block_sparse_attention_hostdesc")
 """Triton variants of CPU-checked pairs: verified under the Triton interpreter instead."""
 
 

@@ -7,7 +7,10 @@ reference on patterns with partial tiles, rows a tile masks whole, one tile a bl
 plain causal and a short last head group (fp32: bf16 through tensor descriptors comes out garbled in
 the Triton 3.6 interpreter, ch18's causal kernel alike); and its sm_90a code at both pairs' bands:
 wgmma, TMA, at most 128 registers, no spills, no ptxas advisory, no serialized wgmma, and ch18
-``_ahead``'s key-loop order (the K tile waited for after a softmax and a P V product).
+``_ahead``'s key-loop order (the K tile waited for after a softmax and a P V product). The same kernel
+over host-made descriptors (``host=True``): the same bits as the device-made ones under the
+interpreter, and its sm_90a code held to those checks (but 8 bytes of stack, outside the key loops),
+with no descriptor written on the device.
 The document mode: the starts and launch order from the flags, the tiles a block walks are exactly
 those with a visible pair and the full ones exactly the all-visible ones, the kernel against an fp64
 reference under the interpreter (documents longer than a tile, boundaries inside tiles and blocks,
@@ -30,6 +33,7 @@ from triton_cpu import (
     fits_sm90,
     key_loop_events,
     ptxas_advisories,
+    resource_usage,
     run_interpreted,
     wgmma_serialized,
 )
@@ -112,16 +116,21 @@ for band, seq, (bm, bn), (b, h) in cases:
     ref = reference(q, k, v, band.visible(pos[:, None], pos[None, :]))
     if b * h == 3:
         sf.L2_SHARE = 2 * seq * 32 * 4 * 2  # two heads a group: the last group holds one
-    err = (sparse_flash_attention(q, k, v, lists).double() - ref).abs().max().item()
+    out = sparse_flash_attention(q, k, v, lists)
+    host = sparse_flash_attention(q, k, v, lists, host=True)  # descriptors made on the host: the same kernel body
     sf.L2_SHARE = 16 << 20
+    err = (out.double() - ref).abs().max().item()
     assert err < 2e-5, (band, seq, bm, bn, err)
+    assert torch.equal(host, out), (band, seq, bm, bn, (host - out).abs().max().item())
     if band.span == 0:
         assert int(lists.offsets[-1]) == 0 and ref.abs().max() == 0
 wrong = tile_lists(Band(40).visible, Band(40), 128, "cpu", 32, 16)
 q, k, v = (torch.randn(1, 1, 128, 32, generator=gen) for _ in range(3))
 pos = torch.arange(128)
-err = (sparse_flash_attention(q, k, v, wrong).double() - reference(q, k, v, Band(48).visible(pos[:, None], pos[None, :])))
-assert err.abs().max() > 1e-2, "another band's answer passed"
+for host in (False, True):
+    err = (sparse_flash_attention(q, k, v, wrong, host=host).double()
+           - reference(q, k, v, Band(48).visible(pos[:, None], pos[None, :])))
+    assert err.abs().max() > 1e-2, ("another band's answer passed", host)
 with pytest.raises(ValueError, match="lists for seq 128"):
     sparse_flash_attention(*(torch.randn(1, 1, 64, 32) for _ in range(3)), wrong)
 print("interpreted ok")
@@ -150,6 +159,38 @@ def test_sm90_kernel_keeps_aheads_loop_in_128_registers(band: Band) -> None:
     assert ptxas_advisories(compiled) == []
     assert not wgmma_serialized(cuobjdump(compiled, "-sass"))
     assert key_loop_events(compiled.asm["ptx"]) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
+
+
+HOST_SIG = {"q_desc": "tensordesc<bf16[128, 128]>", "k_desc": "tensordesc<bf16[64, 128]>",
+            "v_desc": "tensordesc<bf16[64, 128]>", "o_desc": "tensordesc<bf16[128, 128]>"} | {
+    name: kind for name, kind in SIG.items() if not name.endswith("_ptr")}
+"""``_sparse_flash_fwd_host``'s parameters at the kit's tiles, head_dim 128, bf16."""
+
+
+@pytest.mark.parametrize("band", PAIR_BANDS.values(), ids=PAIR_BANDS)
+def test_sm90_host_descriptor_kernel_keeps_the_loop_and_makes_no_descriptor(band: Band) -> None:
+    """``_sparse_flash_fwd_host`` at each pair's band: the list kernel's checks but the spill one (two values,
+    8 bytes, kept across the loops for O's store), no stack access inside a key loop, the key loops within
+    5% of the list kernel's 342 and 509 SASS instructions a tile, and no descriptor written on the device
+    (no tensormap.replace, no tensormap fence: the loads read the parameters)."""
+    consts = {"SPAN": band.span, "SINK": band.sink, "HEAD_GROUP": 4, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}
+    compiled = compile_sm90("aisp/kits/sparse_flash:_sparse_flash_fwd_host", HOST_SIG, consts, LAUNCH,
+                            divisible=("seq",))
+    assert_tma_and_wgmma(compiled, "Q/K/V")
+    ptx = compiled.asm["ptx"]
+    assert "tensormap.replace" not in ptx and "fence.proxy.tensormap" not in ptx
+    usage = resource_usage(compiled)
+    assert usage["REG"] <= 128 and usage["LOCAL"] == 0 and usage["STACK"] <= 8, usage
+    assert 2 * compiled.metadata.shared <= 228 * 1024, compiled.metadata.shared
+    assert ptxas_advisories(compiled) == []
+    sass = cuobjdump(compiled, "-sass")
+    assert not wgmma_serialized(sass)
+    assert key_loop_events(ptx) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
+    loops = loop_ranges(sass)[:2]
+    stack = [int(m.group(1), 16) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\d\s+)?(?:STL|LDL)", sass)]
+    assert not any(lo <= at <= hi for at in stack for lo, hi in loops), (stack, loops)
+    unmasked, masked = ((hi - lo) // 16 + 1 for lo, hi in loops)
+    assert unmasked <= 1.05 * 342 and masked <= 1.05 * 509, (unmasked, masked)
 
 
 def flags(lengths: list[list[int]]) -> torch.Tensor:
@@ -342,11 +383,16 @@ def assert_aheads_tile_loops(compiled) -> None:
 def loop_bodies(sass: str) -> list[int]:
     """SASS instructions of each backward branch's body (target to branch), in code order: the key
     loops first (then the barrier waits' retry stubs, which jump back into the code)."""
+    return [(at - to) // 16 + 1 for to, at in loop_ranges(sass)]
+
+
+def loop_ranges(sass: str) -> list[tuple[int, int]]:
+    """(target, branch) addresses of each backward branch in the SASS, in code order (``loop_bodies``'s)."""
     out = []
     for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?P\d\s+)?BRA\s+0x([0-9a-f]+)", sass):
         at, to = int(m.group(1), 16), int(m.group(2), 16)
         if to < at:
-            out.append((at - to) // 16 + 1)
+            out.append((to, at))
     return out
 
 
@@ -373,7 +419,8 @@ def test_document_kernel_matches_masked_sdpa_on_a_gpu() -> None:
 @pytest.mark.gpu
 def test_kernel_matches_masked_sdpa_on_a_gpu() -> None:
     """bf16, 2 x 4 heads of 4,096 tokens, head dim 128, at the kit's tiles: both pairs' bands, and a band
-    with no key (every list empty: zeros), against SDPA on the dense mask in fp32."""
+    with no key (every list empty: zeros), against SDPA on the dense mask in fp32; the kernel over
+    device-made descriptors and over host-made ones (``host=True``)."""
     import torch.nn.functional as F
 
     from aisp.kits.sparse_flash import sparse_flash_attention
@@ -383,6 +430,8 @@ def test_kernel_matches_masked_sdpa_on_a_gpu() -> None:
     q, k, v = (torch.randn(2, 4, seq, 128, generator=gen, device="cuda").bfloat16() for _ in range(3))
     for band in (*PAIR_BANDS.values(), Band(0)):
         mask = dense(band, seq).cuda()
-        out = sparse_flash_attention(q, k, v, tile_lists(band.visible, band, seq, "cuda"))
+        lists = tile_lists(band.visible, band, seq, "cuda")
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).nan_to_num(0.0)
-        torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
+        for host in (False, True):  # descriptors made by each program, or on the host
+            out = sparse_flash_attention(q, k, v, lists, host=host)
+            torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)

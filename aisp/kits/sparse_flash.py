@@ -42,6 +42,13 @@ longest block): a row at a time, its heads in L2-sized groups, a group's blocks 
 fastest, so the resident programs walk the same documents' K/V tiles; the default mapping compiles to
 the same SASS as before the option (compared by hand), the grouped one to 128 registers, no spills.
 
+``sparse_flash_attention(..., host=True)`` runs the same key loop in ``_sparse_flash_fwd_host``, whose Q,
+K, V, O descriptors are kernel parameters the host makes (``TensorDescriptor``), not four descriptors each
+program writes to global scratch and fences before its first copy. Compiled for sm_90a: 128 registers,
+no advisory, 357 / 508 SASS instructions an unmasked / masked tile (parameter addresses moved to uniform
+registers at each copy), two values (8 bytes of stack) kept across the loops for O's store. Not yet
+measured on a GPU; the band kernel's code is unchanged by it (SASS compared byte for byte).
+
 Rows that see no key (a query block with an empty list, or rows a partial tile masks whole) give 0,
 as FlexAttention's do: the masked softmax keeps the running max at -inf without NaN, and the final
 division uses 1 for an empty row sum. The Triton interpreter runs the same code on a CPU (inline asm
@@ -58,6 +65,7 @@ from functools import cache
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from aisp.kits.flash_parts import pv_step as _pv
 from aisp.kits.flash_parts import row_tiles as _rows
@@ -224,26 +232,47 @@ def _head_group_entry(p, n_heads, n_blocks, HEAD_GROUP: tl.constexpr):
 
 
 @triton.jit
+def _list_entry(offsets, order, n_heads, seq, HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr):
+    """This program's query block of the lists (``_head_group_entry``'s mapping, the blocks in ``order``):
+    (block, its first list entry, its tile count, its head's first row, its first query's row)."""
+    head, i = _head_group_entry(tl.program_id(0), n_heads, seq // BLOCK_M, HEAD_GROUP)
+    block = tl.load(order + i)
+    start = tl.load(offsets + block)
+    head_row = head * seq
+    return block, start, tl.load(offsets + block + 1) - start, head_row, head_row + block * BLOCK_M
+
+
+@triton.jit
 def _sparse_flash_fwd(q_ptr, k_ptr, v_ptr, o_ptr, offsets, full, indices, order, n_heads, seq, qk_scale,
                       SPAN: tl.constexpr, SINK: tl.constexpr, D: tl.constexpr, HEAD_GROUP: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program: BLOCK_M queries of one head over their listed key tiles. Heads in groups of
     HEAD_GROUP, a group's query blocks in ``order``, the group's heads fastest (the last group may be
     smaller)."""
-    pid = tl.program_id(0)
-    n_blocks = seq // BLOCK_M
-    head, i = _head_group_entry(pid, n_heads, n_blocks, HEAD_GROUP)
-    block = tl.load(order + i)
-    start = tl.load(offsets + block)
-    n = tl.load(offsets + block + 1) - start
+    block, start, n, head_row, q_row = _list_entry(offsets, order, n_heads, seq, HEAD_GROUP, BLOCK_M)
     rows = n_heads * seq
-    head_row = head * seq
-    q_row = head_row + block * BLOCK_M
     k_desc, v_desc, q, offs_m, m_i, l_i, acc = _program_start(q_ptr, k_ptr, v_ptr, rows, q_row, block, D, BLOCK_M, BLOCK_N)
     acc, m_i, l_i = _walk(acc, m_i, l_i, q, k_desc, v_desc, head_row, offs_m, indices + start, tl.load(full + block),
                           n, qk_scale, SPAN, SINK, BLOCK_N)
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     _rows(o_ptr, rows, D, BLOCK_M).store([q_row, 0], out.to(o_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _sparse_flash_fwd_host(q_desc, k_desc, v_desc, o_desc, offsets, full, indices, order, n_heads, seq, qk_scale,
+                           SPAN: tl.constexpr, SINK: tl.constexpr, HEAD_GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
+                           BLOCK_N: tl.constexpr):
+    """``_sparse_flash_fwd`` over host-made descriptors (kernel parameters: Q and O of BLOCK_M x D tiles,
+    K and V of BLOCK_N x D, over the (n_heads * seq, D) rows): no descriptor written and fenced in each
+    program, so its Q and first K/V copies go out as soon as its list entry is read."""
+    block, start, n, head_row, q_row = _list_entry(offsets, order, n_heads, seq, HEAD_GROUP, BLOCK_M)
+    q = q_desc.load([q_row, 0])
+    offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    acc, m_i, l_i = _walk(tl.zeros(q.shape, tl.float32), m_i, tl.zeros((BLOCK_M,), tl.float32), q, k_desc, v_desc,
+                          head_row, offs_m, indices + start, tl.load(full + block), n, qk_scale, SPAN, SINK, BLOCK_N)
+    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    o_desc.store([q_row, 0], out.to(q.dtype))
 
 
 @triton.jit
@@ -340,9 +369,19 @@ def _launch(q: torch.Tensor) -> dict[str, int]:
     return LAUNCH
 
 
-def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: TileLists) -> torch.Tensor:
+def host_descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, block_m: int,
+                     block_n: int) -> tuple[TensorDescriptor, ...]:
+    """Q, K, V, O over their (batch * heads * seq, head_dim) rows, as the host passes them to
+    ``_sparse_flash_fwd_host``: Q and O in block_m x head_dim tiles, K and V in block_n x head_dim."""
+    return tuple(TensorDescriptor.from_tensor(t.view(-1, t.shape[-1]), [block, t.shape[-1]])
+                 for t, block in ((q, block_m), (k, block_n), (v, block_n), (out, block_m)))
+
+
+def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: TileLists,
+                           host: bool = False) -> torch.Tensor:
     """softmax(q k^T / sqrt(d), masked by ``tiles``) v for contiguous q, k, v (batch, heads, seq, head_dim)
-    of one shape; every head walks the same lists. Rows that see no key give 0."""
+    of one shape; every head walks the same lists. Rows that see no key give 0. ``host``: the same
+    kernel over TMA descriptors made on the host (``_sparse_flash_fwd_host``) instead of by each program."""
     batch, heads, seq, dim = q.shape
     _check(q, k, v, "sparse_flash_attention")
     if seq != tiles.seq or tiles.indices.device != q.device:
@@ -350,13 +389,30 @@ def sparse_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ti
                          f"seq {seq} on {q.device}")
     out = torch.empty_like(q)
     n_heads = batch * heads
-    launch = _launch(q)
     band = tiles.band
-    _sparse_flash_fwd[(n_heads * (seq // tiles.block_m),)](
-        q, k, v, out, tiles.offsets, tiles.full, tiles.indices, tiles.order, n_heads, seq,
-        math.log2(math.e) / math.sqrt(dim), SPAN=band.span, SINK=band.sink, D=dim, HEAD_GROUP=head_group(q),
-        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, **launch)
+    grid = (n_heads * (seq // tiles.block_m),)
+    lists = (tiles.offsets, tiles.full, tiles.indices, tiles.order, n_heads, seq, math.log2(math.e) / math.sqrt(dim))
+    shape = {"SPAN": band.span, "SINK": band.sink, "HEAD_GROUP": head_group(q), "BLOCK_M": tiles.block_m,
+             "BLOCK_N": tiles.block_n}
+    if host:
+        _sparse_flash_fwd_host[grid](*host_descriptors(q, k, v, out, tiles.block_m, tiles.block_n), *lists, **shape,
+                                     **(LAUNCH if q.is_cuda else {}))
+    else:
+        _sparse_flash_fwd[grid](q, k, v, out, *lists, D=dim, **shape, **_launch(q))
     return out
+
+
+class HostDescriptorRun:
+    """A pair's ``run`` over ``sparse_flash_attention(host=True)``: mixed in ahead of a benchmark whose
+    setup leaves ``q``, ``k``, ``v`` and ``tiles`` (the pairs' ``_hostdesc`` variants)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    tiles: TileLists
+
+    def run(self) -> torch.Tensor:
+        return sparse_flash_attention(self.q, self.k, self.v, self.tiles, host=True)
 
 
 @cache
