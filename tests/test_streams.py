@@ -211,8 +211,8 @@ def test_work_beside_the_spacer_is_work_the_events_never_see():
 
 
 def test_the_stream_probe_runs_after_every_timed_sample(monkeypatch):
-    """torch's profiler leaves CUPTI loaded once it has run, which slows every later launch from the host,
-    so the profiled call of a short variant comes after the timed samples (and after the checked call's
+    """The first run of torch's profiler in a process slows the calls right after it (for about 2 s on an
+    H200), so the profiled call of a short variant comes after the timed samples (and after the checked call's
     verification), never between them; a long variant gets none, nor does any variant on a CPU."""
     import torch
 

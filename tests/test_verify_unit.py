@@ -151,3 +151,33 @@ def test_declared_inputs_must_match_the_baseline_and_exist():
     other.inputs = ("nothing",)
     with pytest.raises(VerificationError, match="holds no tensor"):
         input_signature(other)
+
+
+def test_an_attribute_set_over_a_declared_role_fails_setup_with_its_name(monkeypatch):
+    """A tensor assigned to ``self.scratch`` in setup() (the outside-memory fixture's 256 MiB did) would
+    make the checked call iterate its elements for minutes; set_up refuses it with a one-line reason."""
+    from aisp.harness import execute
+    from aisp.harness.benchmark import Benchmark
+
+    class Shadowed(Benchmark):
+        inputs = ("x",)
+
+        def setup(self) -> None:
+            self.x = torch.ones(4)
+            self.scratch = torch.empty(1 << 20)
+
+        def run(self) -> torch.Tensor:
+            return self.x * 2
+
+    class Fine(Shadowed):
+        def setup(self) -> None:
+            self.x, self.held = torch.ones(4), torch.empty(8)
+
+    execute.declared_names(Fine())
+    bench = Shadowed()
+    bench.setup()
+    with pytest.raises(TypeError, match=r"setup\(\) set self.scratch to a Tensor; 'scratch' names"):
+        execute.declared_names(bench)
+    monkeypatch.setattr(execute, "load_benchmark", lambda path: Shadowed())
+    with pytest.raises(TypeError, match="self.scratch"):
+        execute.set_up(execute.Variant(execute.Path("optimized_x.py")), torch.device("cpu"), 0)

@@ -187,6 +187,7 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     before, reserved, outside = _memory_now(device), _reserved_now(device), _outside_now(device)
     with phase("setup"):
         bench.setup()
+    declared_names(bench)
     _settle(device)
     _snapshot_modules(var)
     var.bench = bench
@@ -198,6 +199,17 @@ def set_up(var: Variant, device: torch.device, seed: int) -> Benchmark:
     var.known_after_setup = set(tensor_attributes(bench))
     var.held_after_setup = held_bytes(bench, device.type)
     return bench
+
+
+def declared_names(bench: Benchmark) -> None:
+    """Raise where setup() assigned an attribute over one of the names the harness reads its tensors'
+    roles from (``inputs``, ``scratch``, ``state``: tuples of attribute names): a tensor there made the
+    checked call iterate its elements (a 256 MiB ``self.scratch`` held the worker past its 120 s limit)."""
+    for role in ("inputs", "scratch", "state"):
+        names = getattr(bench, role)
+        if not isinstance(names, (tuple, list)) or not all(isinstance(n, str) for n in names):
+            raise TypeError(f"setup() set self.{role} to a {type(names).__name__}; '{role}' names the benchmark's "
+                            f"{role} (a tuple of attribute names): give that attribute another name")
 
 
 def _snapshot_modules(var: Variant) -> None:
@@ -329,10 +341,10 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
 
 def probe_streams(live: list[Variant], options: RunOptions, device: torch.device) -> None:
     """The profiled call of :mod:`aisp.harness.streams` (``stream_leftover_us``) for each variant whose
-    calls from idle took under STREAM_PROBE_MAX_MS, after all timed samples: torch's profiler leaves
-    CUPTI loaded in the process once it has run, and every launch from the host after it is slower
-    (a probe before the timed samples made ch01:cuda_graphs' eager baseline read 4.11 ms interleaved
-    against 2.14 alone, 2 x H200, 2026-11-30)."""
+    calls from idle took under STREAM_PROBE_MAX_MS, after all timed samples: the first run of torch's
+    profiler in a process slows the calls right after it (an H200, 2026-11-30: ch01:cuda_graphs' eager
+    baseline 2.97 → 4.50 ms and its graph replay 0.164 → 0.253 ms, back within 2 s), so a probe before
+    them slowed a short pair's timed samples (that pair read 55% of its ceiling, 96% with the probe after)."""
     if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
         return  # (our own profiler, or Nsight's injection, holds CUPTI then)
     for var in live:
