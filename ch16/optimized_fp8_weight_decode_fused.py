@@ -62,31 +62,23 @@ class FusedStep:
 
     def _attention(self, layer: int, xn: torch.Tensor, qkv: torch.nn.Module) -> torch.Tensor:
         from ch16_fp8_gemv import gemv_launch
-        from ch16_fused_decode import _rope_cache
+        from ch16_fp8_kv import G_PAD, _combine
+        from ch16_fused_decode import BLOCK_KEYS, SPLIT_LEN, _attend, _rope_cache
 
-        cfg, rows, k, v = self.cfg, xn.shape[0], self.cache.k[layer], self.cache.v[layer]
-        hd, max_len = cfg.head_dim, k.shape[2]
+        cfg, (rows, dim), k, v = self.cfg, xn.shape, self.cache.k[layer], self.cache.v[layer]
+        groups, hd, max_len = cfg.heads // cfg.kv_heads, cfg.head_dim, k.shape[2]
         p = gemv_launch(xn, qkv.w8.view(torch.float8_e4m3fn), qkv.scale, True)
         q = torch.empty(rows, cfg.heads, hd, device=xn.device, dtype=xn.dtype)
         _rope_cache[(rows, cfg.heads + 2 * cfg.kv_heads)](
             p, qkv.scale, self.pos, q, k, v, rows * p.shape[2], p.shape[2], max_len, math.log2(cfg.rope_base),
             SPLITS=p.shape[0], HEADS=cfg.heads, KV_HEADS=cfg.kv_heads, D=hd, num_warps=1)
-        return self._flash(layer, q)
-
-    def _flash(self, layer: int, q: torch.Tensor) -> torch.Tensor:
-        """Flash-decoding of q (rows, heads, head_dim) over layer's cache to each row's position: (rows, dim)."""
-        from ch16_fp8_kv import G_PAD, _combine
-        from ch16_fused_decode import BLOCK_KEYS, SPLIT_LEN, _attend
-
-        cfg, rows, k, v = self.cfg, q.shape[0], self.cache.k[layer], self.cache.v[layer]
-        groups, hd, max_len, dim = cfg.heads // cfg.kv_heads, cfg.head_dim, k.shape[2], cfg.dim
         splits = triton.next_power_of_2(triton.cdiv(self.kv_len, SPLIT_LEN))
-        parts = torch.empty(rows * cfg.heads * splits, hd, device=q.device, dtype=torch.float32)
-        ml = torch.empty(rows * cfg.heads * splits, 2, device=q.device, dtype=torch.float32)
+        parts = torch.empty(rows * cfg.heads * splits, hd, device=xn.device, dtype=torch.float32)
+        ml = torch.empty(rows * cfg.heads * splits, 2, device=xn.device, dtype=torch.float32)
         _attend[(rows * cfg.kv_heads, splits)](
             q, k, v, self.pos, parts, ml, max_len, math.log2(math.e) / hd**0.5, KV_HEADS=cfg.kv_heads,
             GROUPS=groups, G_PAD=G_PAD, D=hd, SPLIT_LEN=SPLIT_LEN, BLOCK_N=BLOCK_KEYS, num_warps=4, num_stages=2)
-        out = torch.empty(rows, dim, device=q.device, dtype=q.dtype)
+        out = torch.empty(rows, dim, device=xn.device, dtype=xn.dtype)
         _combine[(rows * cfg.heads,)](parts, ml, self.ones, out, KV_HEADS=cfg.kv_heads, SPLITS=splits, GROUPS=groups,
                                       D=hd, num_warps=4)
         return out

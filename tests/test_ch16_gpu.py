@@ -186,30 +186,6 @@ def test_fused_decode_step_matches_the_gemv_step_at_full_size() -> None:
     assert err < 1.0, err
 
 
-def test_folded_decode_step_matches_the_fused_step_at_full_size() -> None:
-    """``_folded`` (norms and RoPE folded into the GEMVs, last-split fix-ups) against ``_fused`` (the same
-    e4m3 weights and tiles): the same tokens, top logits within the pair's tolerance and 1.0 of each
-    other (only the sums of squares add in another order), a second call the same as the first (the
-    arrival counters reset themselves); both calls' times printed (run with -s)."""
-    outs = {}
-    for variant in ("optimized_fp8_weight_decode_fused", "optimized_fp8_weight_decode_folded"):
-        bench = cuda_bench(variant)
-        outs[variant] = guarded_run(bench)
-        again = guarded_run(bench)
-        assert torch.equal(outs[variant][0][1], again[0][1]), variant  # the tokens
-        if variant.endswith("folded"):
-            assert not bench.step.counts.any()
-        ms = timed_ms(bench.run, reps=20)
-        print(f"\n{variant}: {ms:.3f} ms a call (16 steps), {bench.workload.bytes / ms / 1e9:.2f} TB/s")
-        bench.teardown()
-    (tokens, top), (folded_tokens, folded_top) = ([t for _, t in out] for out in outs.values())
-    assert torch.equal(tokens, folded_tokens)
-    err = (top - folded_top).abs().max().item()
-    print(f"top-4 logits: max difference {err:.3f} (rms {top.pow(2).mean().sqrt().item():.2f})")
-    compare(*outs.values(), load("baseline_fp8_weight_decode").WORKLOAD)
-    assert err < 1.0, err
-
-
 def test_fused_tp_decode_at_one_shard_matches_the_baseline() -> None:
     """``tp_decode_multigpu``'s ``_fused`` step at one shard (the whole 70B-wide decoder on one GPU: 64
     query / 8 K/V heads, SwiGLU 28,672, the whole vocabulary; no collective) against the baseline's
