@@ -50,7 +50,7 @@ def _workload() -> UpdateWorkload:
                           item_unit="kernels",
                           latency=aisp.LatencyCounts(graph_launches=s.steps, graph_nodes=1, dependent_graph_nodes=kernels - 1),
                           precision="fp32", element_tol=2e-5, requires=native.REQUIRES,
-                          ceiling_note="profiled (torch profiler, H200): _ring's 128 graph kernels run 1.37 us each (175 us a call; 1.02 after a whole-graph update) against 128 us",
+                          ceiling_note="profiled (torch profiler, H200): _template's 128 graph kernels run 1.05 us each (135 us a call) against 128 us; the host's template update the rest",
                           window="idle")
 
 
