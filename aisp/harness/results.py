@@ -91,7 +91,8 @@ def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
                         "the other variants caused")
     if slowed:
         slowed["solo_ms"] = base["solo_ms"]  # its ratio stays the scaled one: what the clock does not explain
-        note = (f"ran {slowed['interleaved_ms'] / slowed['solo_ms']:.2f}x slower once the other variants were set up: {slowed['solo_ms']:.4g} ms "
+        raw_ratio = slowed["interleaved_ms"] / slowed["solo_ms"]
+        note = (f"ran {raw_ratio:.2f}x slower once the other variants were set up: {slowed['solo_ms']:.4g} ms "
                 f"alone ({slowed['solo_samples']} samples, before their setup) against {slowed['interleaved_ms']:.4g} "
                 "ms interleaved (medians); a variant may change state the baseline shares (L2 set-aside, memory, "
                 "device settings, an object changed in place)")
