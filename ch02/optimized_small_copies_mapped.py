@@ -14,8 +14,13 @@ Expect: measured (H200 of a 2 x H200 host, 2026-11-30, one run of 20 samples): 0
 staged variant's 2.9249 and the baseline's 20.3823 in the same run: 89.79x [83.93, 96.07], 66% of the
 ceiling (8 MiB at the pinned H2D link, 0.151 ms), the pair's best. Estimated (arithmetic): chapter 2's
 zero_copy kernel (the same mapped reads) ran 45 GB/s end to end on 2.7 MB; 8.4 MB at 45-50 GB/s plus ~5 us
-of launch is 0.17-0.19 ms, 80-89%; measured 0.229 ms, 66% (36.6 GB/s): under the estimate. Why is not
-profiled yet.
+of launch is 0.17-0.19 ms, 80-89%; measured 0.229 ms, 66% (36.6 GB/s): under the estimate. Two more runs
+(2 x H200 host, 2026-11-30, 20 samples, --gpus all): 0.2293 and 0.2232 ms against the staged variant's
+3.4223 and 2.9980 (baseline 14.7366, 19.9055): 68.01x [54.65, 84.65] and 77.16x [42.86, 138.93], 66.0%
+and 67.8%, the pair's best in both. Why (torch profiler, H200, 2026-11-30): the one gather kernel reads
+the 8 MiB over PCIe in 168.5 us (49.8 GB/s, ~90% of pinned H2D's 55 GB/s); the rest of a call from
+idle is the host's issue before it (a 0.268 ms window a call under the profiler). The kernel is near
+the link; the launch from idle holds the call at 66-68%.
 Run: python ch02/optimized_small_copies_mapped.py  |  aisp bench run -t ch02:small_copies
 """
 

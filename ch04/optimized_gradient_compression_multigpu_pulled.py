@@ -23,8 +23,12 @@ variant's 0.9066 and the baseline's 1.1625 in the same run: 1.83x [1.70, 1.97], 
 ceiling, the pair's best (1.43x the NCCL bf16 variant). Estimated (arithmetic): 134.2 MB a direction at
 the 300-330 GB/s the chapter's pulls reached (gradient_bucketing _pulled), 0.41-0.45 ms, plus ~20-30 us
 exposed: 0.43-0.48 ms, 71-80%, 1.8-2.0x the NCCL bf16 variant; measured 0.635 ms, 54% (211 GB/s a
-direction end to end): under the estimate. Why is not profiled yet; the risk the estimate named (the
-~1.2 GB of HBM traffic beside the pulls) is one candidate, not checked.
+direction end to end): under the estimate. Two more runs (2 x H200, 2026-11-30, 20 samples): 0.6380 and
+0.6134 ms against the NCCL variant's 0.9072 and 0.8905 (baseline 1.1670, 1.1461): 1.84x [1.77, 1.92] and
+1.87x [1.84, 1.90], 53.6% and 55.8%, the pair's best in both. Why (torch profiler, 2 x H200): 0.61 ms of
+kernels a call, 14 means 0.30 ms, 15 barriers 0.18, casts 0.13, in series on the SMs, the copy-engine
+pulls beside them: the estimate priced the pulls with the means and casts hidden, but the means and
+barriers run in series with the pulls' waits, so the kernels' sum is the call.
 Run: aisp bench run -t ch04:gradient_compression_multigpu
 """
 

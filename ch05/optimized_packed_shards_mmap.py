@@ -16,7 +16,12 @@ Expect: measured (H200 of a 2 x H200 host, 2026-11-30, one run of 20 samples): 6
 io_uring variant's 9.0493, the preadv variant's 11.0136 and the baseline's 45.0687 in the same run:
 6.71x [6.57, 6.85], 92% of the ceiling (page_cache_read), the pair's best. Estimated (arithmetic) the
 32 MiB at page_cache_read (5.42 GB/s), 6.2 ms, plus 0.4-0.8 ms of TLB misses on the map's 4 KiB pages:
-~6.2-7.4 ms, 84-100%; measured 6.72 ms, 92%: within the estimate. On our 2-core CPU box (CPU figures, a
+~6.2-7.4 ms, 84-100%; measured 6.72 ms, 92%: within the estimate. Two more runs (2 x H200 host,
+2026-11-30, 20 samples, --gpus all): 7.5880 and 6.0303 ms against the io_uring variant's 10.4551 and
+8.1522, preadv's 12.2079 and 9.2534 (baseline 48.1667, 34.0883): 6.03x [5.47, 6.64] and 5.79x [5.48,
+6.12], 81.6% and 102.7%, the pair's best in both. Over 100% means the stored page_cache_read (aisp peak,
+measured on another lease's host) is under this host's rate; ``aisp bench run --host-peaks`` measures
+it on the run's host, and the next whole-book run uses it. On our 2-core CPU box (CPU figures, a
 loaded host): with the LLC evicted before each call, 2.46 ms, as 1 MiB preads of the same 32 MiB
 (2.44-2.67), against the uring variant's 4.32-4.39; through the harness 2.32 ms against uring's 4.19
 and preadv's 4.86.

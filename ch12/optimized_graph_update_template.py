@@ -18,7 +18,15 @@ run was host-bound (the baseline read 0.545 ms alone against 1.317 interleaved; 
 0.206-0.212 ms on 2026-11-29), so the % is of this run's figures. Estimated (arithmetic): 0.161-0.168 ms,
 76-80%, if its kernels ran at exec_update's 1.02 us (131 us for 128) with the ring's ~30-37 us of other
 time a call; a tie with the ring if at the ring's 1.37 us. Measured 7% faster than the ring in the same
-run: under the estimate, not a tie; the kernel times are not profiled.
+run: under the estimate, not a tie. Two more runs (2 x H200 host, 2026-11-30, 20 samples, --gpus all,
+the harness's profiled stream probe moved after the timed samples): 0.1927 and 0.1768 ms against the
+ring's 0.2238 and 0.2032, the node-update variant's 0.2530 and 0.2320, exec_update's 0.3100 and 0.2647
+(baseline 0.9622, 0.8160): 5.33x [3.98, 7.14] and 4.57x [4.19, 4.98], 66.4% and 72.4% of the ceiling,
+13-14% faster than the ring, the pair's best in all three runs. The first run's samples followed the
+probe, whose first torch-profiler run slows the calls after it for ~2 s (ch01's graph replay 0.164 ->
+0.253 ms on an H200): that, not the variant, made it 0.3564 ms. Still under the estimate's 76-80%: the
+profile (the pair's ceiling_note) puts its kernels at 1.05 us (135 us a call), the host's template
+update the rest.
 Run: python ch12/optimized_graph_update_template.py  |  aisp bench run -t ch12:graph_update
 """
 
