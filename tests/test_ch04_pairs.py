@@ -44,6 +44,8 @@ EXTRA_VARIANTS = {"tensor_parallel_pulled": ("tensor_parallel_multigpu", "optimi
                   "ddp_overlap_pulled": ("ddp_overlap_multigpu", "optimized_ddp_overlap_multigpu_pulled"),
                   "gradient_bucketing_pulled": ("gradient_bucketing_multigpu",
                                                 "optimized_gradient_bucketing_multigpu_pulled"),
+                  "gradient_bucketing_tapered": ("gradient_bucketing_multigpu",
+                                                 "optimized_gradient_bucketing_multigpu_tapered"),
                   "zero_sharding_pipelined": ("zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined"),
                   "gradient_compression_pulled": ("gradient_compression_multigpu",
                                                   "optimized_gradient_compression_multigpu_pulled")}
@@ -105,6 +107,24 @@ def test_pull_chunks_cover_the_buffer_and_shrink_at_the_end() -> None:
         assert all(b % 256 == 0 for _, b in bounds[:-1]) and all(b - a <= cap + 255 for a, b in bounds)
     gpt2 = [b - a for a, b in plan(85_054_464, 6_250_000)]  # the pair's 340 MB at 25 MB
     assert len(gpt2) == 16 and gpt2[-1] < 800_000 and gpt2[-3:] == sorted(gpt2[-3:], reverse=True)
+
+
+def test_tapered_chunks_cover_the_buffer_and_shrink_by_the_factor() -> None:
+    """optimized_gradient_bucketing_multigpu_tapered's plan: in order, bounds on ALIGN, no chunk over
+    the cap (+ ALIGN), each but the first at most GROWTH x the next (so its mean hides under the next
+    pull); the pair's 340 MB in 10 pulls of <= 100 MB, the last ~3 MB."""
+    tapered = load("optimized_gradient_bucketing_multigpu_tapered")
+    for total, bucket in ((1, 1), (255, 10), (257, 64), (1000, 1), (3_160_000, 125_000), (85_054_464, 6_250_000)):
+        bounds = tapered.plan(total, bucket)
+        cap = max(tapered.BUCKETS_A_CHUNK * bucket, 256)
+        sizes = [b - a for a, b in bounds]
+        assert bounds[0][0] == 0 and bounds[-1][1] == total and all(n > 0 for n in sizes)
+        assert all(bounds[i][1] == bounds[i + 1][0] and bounds[i][1] % 256 == 0 for i in range(len(bounds) - 1))
+        assert max(sizes) < cap + 256
+        assert all(sizes[i] <= tapered.GROWTH * sizes[i + 1] + 256 for i in range(1, len(sizes) - 1))
+    sizes = [b - a for a, b in tapered.plan(85_054_464, 6_250_000)]  # the pair's 340 MB, 25 MB buckets
+    assert len(sizes) == 10 and 25_000_000 <= max(sizes) < 25_000_256 and 700_000 < sizes[-1] < 800_000
+    assert sizes[1:] == sorted(sizes[1:], reverse=True)
 
 
 def test_compression_chunks_ramp_up_and_down() -> None:
@@ -337,6 +357,9 @@ NCCL_CHECKS = (
     # one symmetric bucket, 9 chunked pulls, means
     ("baseline_gradient_bucketing_multigpu", "optimized_gradient_bucketing_multigpu_pulled",
      {"width": 256, "layers": 2, "bucket_mb": 1.0}, True),
+    # the same, in 13 tapered pulls (500 K values down to 16 K), the last barrier on the pull stream
+    ("baseline_gradient_bucketing_multigpu", "optimized_gradient_bucketing_multigpu_tapered",
+     {"width": 256, "layers": 4, "bucket_mb": 0.5}, True),
     # pushes into symmetric memory, signals, Triton, a graph: 16 chunks of 64 K parameters a shard
     ("baseline_zero_sharding_multigpu", "optimized_zero_sharding_multigpu_pipelined", {"params": 2**21}, False),
     # casts into symmetric memory, a barrier and a pull a chunk (14 chunks of 32-512 K values), a graph
@@ -410,7 +433,7 @@ def test_pulled_partials_sum_to_the_block() -> None:
 @pytest.mark.multigpu
 def test_tensor_parallel_variants_match_on_two_gpus(tmp_path) -> None:
     """Both optimized tensor-parallel variants, optimized_ddp_overlap_multigpu_pulled and
-    optimized_gradient_bucketing_multigpu_pulled, optimized_zero_sharding_multigpu_pipelined and
+    optimized_gradient_bucketing_multigpu_pulled (and _tapered), optimized_zero_sharding_multigpu_pipelined and
     optimized_gradient_compression_multigpu_pulled against their baselines on two GPUs (NCCL), each
     rank's output, after poisoned scratch and refilled inputs too (check_tensor_parallel_nccl); both
     pulled gradient variants match their baseline's bit for bit, the pulled bf16 one the exact fp32
