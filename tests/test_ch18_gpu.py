@@ -25,7 +25,8 @@ from aisp.harness.loader import import_module_at
 from aisp.harness.verify import compare
 
 CH18 = Path(__file__).resolve().parents[1] / "ch18"
-VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait", "_ahead"), "split_kv_decode": ("",),
+VARIANTS = {"flash_attention_triton": ("", "_sdpa", "_cudnn", "_tma", "_pipelined", "_pvwait", "_ahead", "_hostdesc"),
+            "split_kv_decode": ("",),
             "paged_attention_decode": ("",), "fused_rope_kv_write": ("",), "mla_absorption": ("_fused", "_fused_qo", "_graph", "_wgmma"), "flexdecoding": ("_split",),
             "flex_document_mask": ("_triton", "_triton_grouped")}
 pytestmark = pytest.mark.gpu
@@ -151,6 +152,23 @@ def test_key_loop_variant_matches_sdpa_and_prints_its_time_beside_tma(module: st
           f"{function} {getattr(variant, tuned).best_config}, tma {_flash_tma_tuned.best_config}, "
           f"first call {tuning_s:.1f} s")
     assert tuning_s < 60, f"compile + autotune took {tuning_s:.0f} s"
+
+
+def test_hostdesc_kernel_matches_ahead_and_sdpa_and_prints_both_times() -> None:
+    """The ahead kernel over host-made TMA descriptors against SDPA (causal, and non-causal on a short last
+    head group) and against ``_ahead``'s output on the same inputs (the same math; printed: whether the
+    bits are equal); printed (-s): both times on the same inputs (CUDA events, 10 calls each)."""
+    from ch18_attention_ahead import flash_attention_ahead
+    from ch18_attention_hostdesc import flash_attention_hostdesc
+    q, k, v = _flash_inputs()
+    first_s = _matches_sdpa(flash_attention_hostdesc, q, k, v)
+    own, ahead = flash_attention_hostdesc(q, k, v), flash_attention_ahead(q, k, v)
+    torch.testing.assert_close(own, ahead)
+    times = {"hostdesc": timed_ms(lambda: flash_attention_hostdesc(q, k, v)),
+             "ahead": timed_ms(lambda: flash_attention_ahead(q, k, v))}
+    print({n: f"{t:.4f} ms, {FLASH_FLOPS / t / 1e9:.0f} TFLOP/s" for n, t in times.items()},
+          f"bit-equal to _ahead: {torch.equal(own, ahead)}, first call {first_s:.1f} s")
+    assert first_s < 60, f"compile took {first_s:.0f} s"
 
 
 def test_decode_kernels_match_sdpa_at_the_pairs_shapes() -> None:

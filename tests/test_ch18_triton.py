@@ -53,6 +53,7 @@ OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in
              "optimized_flash_attention_triton_tma", "ch18_attention_pipelined", "optimized_flash_attention_triton_pipelined",
              "ch18_attention_ws", "optimized_flash_attention_triton_ws", "ch18_attention_pvwait",
              "optimized_flash_attention_triton_pvwait", "ch18_attention_ahead", "optimized_flash_attention_triton_ahead",
+             "ch18_attention_hostdesc", "optimized_flash_attention_triton_hostdesc",
              "ch18_mla_kernel", "ch18_mla_query", "ch18_mla_wgmma", *(o for _, o in OTHER_PAIRS))
 
 PRELUDE = INTERPRETER_FIX + f"""
@@ -283,6 +284,7 @@ def test_every_variant_is_discovered() -> None:
                                                           "optimized_flash_attention_triton_ws",
                                                           "optimized_flash_attention_triton_pvwait",
                                                           "optimized_flash_attention_triton_ahead",
+                                                          "optimized_flash_attention_triton_hostdesc",
                                                           *(o for _, o in OTHER_PAIRS)}
 
 
@@ -304,6 +306,25 @@ def test_tma_kernel_matches_fp64_reference_under_the_interpreter(variant: str) -
     short last group, and over a single key tile."""
     module, function, _ = TMA_KERNELS[variant]
     interpret(TMA_SCRIPT.replace("{module}", module).replace("{function}", function), "tma ok")
+
+
+HOSTDESC_SCRIPT = TMA_SCRIPT.replace("{module}", "ch18_attention_hostdesc").replace(
+    "{function}", "flash_attention_hostdesc").replace('print("tma ok")', """
+from ch18_attention_ahead import flash_attention_ahead
+for causal, blocks, shape, group in ((True, (64, 32), (2, 3, 128, 32), 4), (False, (32, 16), (1, 2, 64, 32), None)):
+    q, k, v = (torch.randn(*shape, generator=gen) for _ in range(3))
+    assert torch.equal(attention(q, k, v, causal, blocks, group), flash_attention_ahead(q, k, v, causal, blocks, group))
+    wrong = attention(q, k, v, not causal, blocks, group)  # the other mask's answer is told apart
+    assert not torch.allclose(wrong, flash_attention_ahead(q, k, v, causal, blocks, group), atol=1e-3)
+print("tma ok")
+""")
+
+
+def test_hostdesc_kernel_matches_fp64_and_aheads_bits_under_the_interpreter() -> None:
+    """The ahead kernel over host-made descriptors: ``TMA_SCRIPT``'s cases against fp64 (causal or not, a
+    short last head group, one head a group, one key tile), then bit for bit ``_ahead``'s output (causal in
+    head groups, and non-causal), the other mask's output rejected."""
+    interpret(HOSTDESC_SCRIPT, "tma ok")
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), own_pairs())
@@ -453,6 +474,50 @@ def test_sm90_ahead_loop_waits_for_its_k_tile_after_a_softmax_and_a_product() ->
     assert key_loop_events(compiled.asm["ptx"]) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
     assert key_loop_events(tma_kernel("pvwait", config).asm["ptx"]) == ["wait", "mma", "ex2", "wait", "mma", "tma"]
     assert ptxas_advisories(compiled) == [] and fits_sm90(compiled)["REG"] <= 128
+
+
+HOST_SIG = {"q_desc": "tensordesc<bf16[128, 128]>", "k_desc": "tensordesc<bf16[64, 128]>",
+            "v_desc": "tensordesc<bf16[64, 128]>", "o_desc": "tensordesc<bf16[128, 128]>", "n_heads": "i32", "seq": "i32",
+            "qk_scale": "fp32"}
+"""``_flash_fwd_host``'s parameters at the pair's tiles (128 x 64), head_dim 128, bf16."""
+
+
+def key_loops(sass: str) -> list[int]:
+    """SASS instructions of each loop whose body holds an HGMMA and no EXIT (a backward branch's span), in
+    code order: the key loops, not the mbarrier waits' retry branches (placed past the kernel's EXIT)."""
+    at = {int(m.group(1), 16): m.group(2) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)}
+    spans = [(int(m.group(2), 16), int(m.group(1), 16))
+             for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\d\s+)?BRA\s+0x([0-9a-f]+)", sass)]
+    return [(hi - lo) // 16 + 1 for lo, hi in spans
+            if lo < hi and any("HGMMA" in ins for a, ins in at.items() if lo <= a <= hi)
+            and not any("EXIT" in ins for a, ins in at.items() if lo <= a <= hi)]
+
+
+def test_sm90_hostdesc_kernel_keeps_aheads_loop_and_makes_no_descriptor() -> None:
+    """``_flash_fwd_host`` at the pair's shape and ``_ahead``'s launch settings: wgmma, Q/K/V by TMA, no
+    spills or stack, at most 128 registers, shared memory for two programs an SM, no ptxas advisory, no
+    serialized wgmma, ``_ahead``'s key-loop order; no descriptor written on the device (no
+    ``tensormap.replace``, no tensormap fence: ``_ahead``, the control, has both), and its off-diagonal key
+    loop within 5% of ``_ahead``'s SASS instructions a tile (325 there: 336 here, the parameter descriptors'
+    addresses moved to uniform registers at each copy)."""
+    hostdesc = import_module_at(CH18 / "ch18_attention_hostdesc.py")
+    config = import_module_at(CH18 / "ch18_attention_ahead.py").CONFIGS[0]
+    assert hostdesc.TILES == (128, 64) and hostdesc.LAUNCH == {"num_warps": config.num_warps,
+                                                               "num_stages": config.num_stages, "maxnreg": config.maxnreg}
+    consts = {"CAUSAL": True, "HEAD_GROUP": 8, "BLOCK_M": 128, "BLOCK_N": 64}
+    compiled = compile_sm90("ch18/ch18_attention_hostdesc:_flash_fwd_host", HOST_SIG, consts, hostdesc.LAUNCH)
+    assert_tma_and_wgmma(compiled, "Q/K/V")
+    assert fits_sm90(compiled)["REG"] <= 128
+    assert 2 * compiled.metadata.shared <= 228 * 1024, compiled.metadata.shared
+    assert ptxas_advisories(compiled) == []
+    ptx, code = compiled.asm["ptx"], cuobjdump(compiled, "-sass")
+    assert not wgmma_serialized(code)
+    assert key_loop_events(ptx) == ["ex2", "wait", "mma", "wait", "mma", "tma"]
+    assert "tensormap.replace" not in ptx and "fence.proxy.tensormap" not in ptx
+    control = tma_kernel("ahead", config)
+    assert "tensormap.replace" in control.asm["ptx"] and "fence.proxy.tensormap" in control.asm["ptx"]
+    own, ahead = key_loops(code)[0], key_loops(cuobjdump(control, "-sass"))[0]
+    assert own <= 1.05 * ahead, (own, ahead)
 
 
 def test_sm90_paged_kernel_multiplies_on_the_tensor_cores() -> None:
