@@ -119,15 +119,17 @@ class Telemetry:
         self._thread.join()
         self.readings.append(self.read())
 
+    def _within(self, *windows: tuple[float, float]) -> list[Reading]:
+        """The readings taken in any of the windows, each widened by one sample period each side."""
+        return [r for r in self.readings if any(a - SAMPLE_PERIOD_S <= r.t <= b + SAMPLE_PERIOD_S for a, b in windows)]
+
     def throttled(self, start: float, end: float) -> list[str]:
         """Throttle reasons seen in the window, widened by one sample period each side."""
-        return reason_names(reduce(or_, [r.reasons for r in self.readings
-                                         if start - SAMPLE_PERIOD_S <= r.t <= end + SAMPLE_PERIOD_S], 0))
+        return reason_names(reduce(or_, [r.reasons for r in self._within((start, end))], 0))
 
     def clock_over(self, windows: list[tuple[float, float]]) -> float | None:
         """The median SM clock of the readings in the windows, each widened by one sample period."""
-        clocks = [r.sm_clock_mhz for r in self.readings
-                  if any(a - SAMPLE_PERIOD_S <= r.t <= b + SAMPLE_PERIOD_S for a, b in windows)]
+        clocks = [r.sm_clock_mhz for r in self._within(*windows)]
         return float(statistics.median(clocks)) if clocks else None
 
     def summary(self) -> dict[str, Any]:
