@@ -339,14 +339,20 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
     return calls, spacer
 
 
+def _can_trace(options: RunOptions, device: torch.device) -> bool:
+    """Whether :func:`traced_leftover` can read the GPU's timestamps here: a GPU, and CUPTI free (our own
+    profiler, or Nsight's injection, holds it under ``--profile`` or Nsight)."""
+    return device.type == "cuda" and options.profile == "none" and "CUDA_INJECTION64_PATH" not in os.environ
+
+
 def probe_streams(live: list[Variant], options: RunOptions, device: torch.device) -> None:
     """The profiled call of :mod:`aisp.harness.streams` (``stream_leftover_us``) for each variant whose
     calls from idle took under STREAM_PROBE_MAX_MS, after all timed samples: the first run of torch's
     profiler in a process slows the calls right after it (an H200, 2026-11-30: ch01:cuda_graphs' eager
     baseline 2.97 → 4.50 ms and its graph replay 0.164 → 0.253 ms, back within 2 s), so a probe before
     them slowed a short pair's timed samples (that pair read 55% of its ceiling, 96% with the probe after)."""
-    if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
-        return  # (our own profiler, or Nsight's injection, holds CUPTI then)
+    if not _can_trace(options, device):
+        return
     for var in live:
         if var.idle_probe_ms and statistics.median(var.idle_probe_ms) < STREAM_PROBE_MAX_MS:
             var.enter()
@@ -495,7 +501,7 @@ def confirm_tails(live: list[Variant], options: RunOptions, device: torch.device
     on one stream (4 x H200, 2026-11-28). Where the timestamps show nothing and the other tail agrees,
     the results read the variant as timed right, with a note (:func:`aisp.harness.timing.tail_overruled`,
     :func:`aisp.harness.timing.idle_tail_overruled`)."""
-    if device.type != "cuda" or options.profile != "none" or "CUDA_INJECTION64_PATH" in os.environ:
+    if not _can_trace(options, device):
         return
     for var in live:
         if not unseen_work(var.tail_samples_ms, var.samples_ms, empty_ms=var.empty_tail_ms) \
