@@ -211,4 +211,5 @@ def test_a_baseline_slowed_by_the_other_variants_setup_is_named_on_gpu(tmp_path)
     assert any(n.startswith("baseline_gpu_loaded: ran ") for n in loaded["notes"]), loaded["notes"]
     assert same["baseline"]["solo_ms"] is not None
     assert same["baseline"]["interference"] is None, (same["baseline"]["solo_samples_ms"], same["baseline"]["summary"],
-                                                      same["baseline"]["solo_clock_mhz"], same["baseline"]["timed_clock_mhz"])
+                                                      same["baseline"]["solo_clock_mhz"], same["baseline"]["timed_clock_mhz"],
+                                                      same["baseline"]["throttled_samples"])

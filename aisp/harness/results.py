@@ -7,7 +7,15 @@ from typing import Any
 import numpy as np
 
 from aisp.harness.execute import UNCHECKED
-from aisp.harness.stats import SLOWED_UNTRUSTED, grouped_ratio, paired_ratio, slowed_beside, summarize
+from aisp.harness.stats import (
+    SLOWED_CAPPED_REL,
+    SLOWED_REL,
+    SLOWED_UNTRUSTED,
+    grouped_ratio,
+    paired_ratio,
+    slowed_beside,
+    summarize,
+)
 from aisp.harness.timing import host_bound, idle_tail_overruled, left_on_streams, tail_overruled, unseen_work
 
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
@@ -84,10 +92,15 @@ def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
     base["solo_ms"] = float(np.median(solo)) if solo else None
     mixed = [] if base.get("sample_groups") else base.get("samples_ms") or []
     scale, fell = clock_scale(base)
-    base["interference"] = slowed = slowed_beside([x * scale for x in solo], mixed)
-    if not slowed and fell and (raw := slowed_beside(solo, mixed)):
+    capped = power_capped(base, len(mixed))
+    base["interference"] = slowed = slowed_beside([x * scale for x in solo], mixed,
+                                                  SLOWED_CAPPED_REL if capped else SLOWED_REL)
+    if not slowed and (fell or capped) and (raw := slowed_beside(solo, mixed)):
+        why = [f"its SM clock fell ({fell})"] if fell else []
+        if capped:
+            why.append(f"it ran at a power or thermal cap ({capped})")
         _add_note(base, f"ran {raw['ratio']:.2f}x slower interleaved than alone ({raw['solo_ms']:.4g} against "
-                        f"{raw['interleaved_ms']:.4g} ms), as its SM clock fell ({fell}): not named as a slowdown "
+                        f"{raw['interleaved_ms']:.4g} ms), as {' and '.join(why)}: not named as a slowdown "
                         "the other variants caused")
     if slowed:
         slowed["solo_ms"] = base["solo_ms"]  # its ratio stays the scaled one: what the clock does not explain
@@ -103,6 +116,19 @@ def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
                      if base.get("host_bound") else "; the speedups over it are not trusted")
         _add_note(base, note)
     return slowed
+
+
+CAP_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown")
+"""Throttle reasons (telemetry) under which the GPU manages its clock against a power or heat cap."""
+
+
+def power_capped(base: dict[str, Any], samples: int) -> str | None:
+    """How many of the ``samples`` interleaved samples ran throttled by a power or thermal cap
+    (``throttled_samples``), in words, where more than half did; else None: the rule then allows
+    SLOWED_CAPPED_REL instead of SLOWED_REL (:data:`aisp.harness.stats.SLOWED_CAPPED_REL`)."""
+    capped = sum(1 for reasons in (base.get("throttled_samples") or {}).values()
+                 if any(reason in CAP_REASONS for reason in reasons))
+    return f"{capped} of {samples} samples" if samples and capped * 2 > samples else None
 
 
 def clock_scale(base: dict[str, Any]) -> tuple[float, str | None]:
