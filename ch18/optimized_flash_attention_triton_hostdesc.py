@@ -11,11 +11,9 @@ without a GPU: 128 registers, no spills, no stack, no ptxas advisory, no ``tenso
 in the PTX, 336 SASS instructions an off-diagonal key tile (``_ahead`` 325: the parameter
 descriptors' addresses moved to uniform registers at each copy), the diagonal block's one masked
 tile straight-line code. One launch setting, nothing tuned, compiled at the first call (untimed).
-Expect: not yet measured. Estimate (arithmetic, not a measurement): 0.94-0.97 ms, 72-74% of the 783
-TFLOP/s bf16 peak, 2-5% under ``_ahead``'s 0.989 ms: the same change made ``aisp.kits.sparse_flash``
-7.5-8.3% faster on an H200 for programs of ~17-19 key tiles; ch18's programs walk ~33 on average, so
-the per-program start it saves weighs about half as much (3.4% more instructions a tile, with issue
-active at ~38% in the profiled ``_tma``, should not take it back). Likely still behind cuDNN (0.92 ms).
+Expect: (measured, H200: 2 x H200, 2026-11-30, two runs: the whole book, then a pair run): 0.9571 and 0.9545 ms,
+73.3% and 73.6% of the 783 TFLOP/s bf16 peak, 2.8-3.1% under ``_ahead`` (0.9851, 0.9850 ms in the same runs;
+estimated 72-74%, 2-5%); cuDNN (0.9145, 0.9122 ms) stays the pair's best.
 Run: python ch18/optimized_flash_attention_triton_hostdesc.py  |  aisp bench run -t ch18:flash_attention_triton
 """
 
