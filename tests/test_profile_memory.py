@@ -159,6 +159,7 @@ def test_the_cli_prints_what_is_live_at_the_peak(tmp_path: Path, monkeypatch: py
     assert out.exit_code == 0, out.output
     assert "baseline: live at the peak 5.0 MiB (1.0 MiB at the start)" in out.output
     assert "aisp/kits/gpt.py:40:forward" in out.output and "60.0%" in out.output
+    assert "each rank" not in out.output  # one rank: no line of every rank's peak
 
 
 @pytest.mark.gpu

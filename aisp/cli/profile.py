@@ -133,6 +133,8 @@ def _print_result(result: dict[str, Any]) -> None:
     elif result["tool"] == "memory":
         for name, data in done.items():
             console.print(_memory_table(name, data))
+            if "ranks" in data:  # a pair of several ranks: the table is rank 0's
+                console.print(f"{name}: peak, each rank: {_per_rank_peak(data)}", soft_wrap=True)
     elif result["tool"] == "ncu":
         for name, data in done.items():
             console.print(_ncu_table(name, data["kernels"]))
@@ -166,6 +168,17 @@ def _memory_table(name: str, data: dict[str, Any]) -> Table:
         table.add_row(row["where"], format_bytes(row["bytes"]), f"{row['count']:,}",
                       _pct(row["bytes"] / peak if peak else None))
     return table
+
+
+def _per_rank_peak(summary: dict[str, Any]) -> str:
+    """``r0 486.6 MiB / r1 276.9 MiB (at the start r0 268.0 MiB / r1 268.0 MiB)``: every rank's peak
+    and the bytes live when its recorded window began."""
+    from aisp.profile.memory import format_bytes
+
+    ranks = summary["ranks"]
+    peaks = " / ".join(f"r{r['rank']} {format_bytes(r['peak_bytes'])}" for r in ranks)
+    starts = " / ".join(f"r{r['rank']} {format_bytes(r['start_bytes'])}" for r in ranks)
+    return f"{peaks} (at the start {starts})"
 
 
 def _side_by_side(summaries: dict[str, dict[str, Any]]) -> Table:

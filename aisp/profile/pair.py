@@ -19,6 +19,7 @@ from aisp.profile.host import recording
 from aisp.profile.memory import record_memory
 from aisp.profile.ncu import launch_configs, run_ncu, top_launches
 from aisp.profile.nsight import run_nsys
+from aisp.profile.ranks import RANK_FIGURES
 from aisp.profile.ranks import launch as launch_ranks
 from aisp.profile.setup import set_up_here
 
@@ -83,14 +84,16 @@ def ranks_needed(baseline: Path) -> tuple[int, str | None]:
 
 def _profile_ranks(req: ProfileRequest, files: dict[str, Path], out_dir: Path, world: int,
                    unmet: str | None) -> dict[str, Any]:
-    """A pair of several ranks: the torch profiler on every rank (aisp.profile.ranks); the other tools
-    would run it as a world of one rank, so each variant says it is skipped and why."""
+    """A pair of several ranks: the torch profiler or the allocator's history on every rank
+    (aisp.profile.ranks); ncu, nsys and py-spy would run it as a world of one rank, so each variant
+    says it is skipped and why."""
     if unmet:
         return {name: {"skipped": unmet} for name in files}
-    if req.tool != "torch":
-        why = f"runs as {world} ranks; --tool {req.tool} would profile a world of one: use --tool torch (every rank)"
+    if req.tool not in RANK_FIGURES:
+        why = (f"runs as {world} ranks; --tool {req.tool} would profile a world of one: "
+               "use --tool torch or --tool memory (every rank)")
         return {name: {"skipped": why} for name in files}
-    return launch_ranks(files, world, out_dir, req.iterations, req.warmup, req.timeout_s)
+    return launch_ranks(files, world, out_dir, req.iterations, req.warmup, req.timeout_s, tool=req.tool)
 
 
 def _one_pair(target: str) -> Pair:
