@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from aisp.harness.artifacts import atomic_write_json, read_json
 from aisp.harness.discovery import Pair, repo_root, resolve_targets
+from aisp.harness.names import HOST_RATE_LINKS
 from aisp.harness.options import RunOptions
 from aisp.harness.results import EXIT_CODES, exit_code
 from aisp.harness.resume import Part, options_for, read_manifest
@@ -92,9 +93,11 @@ def _write_tables(run_dir: Path, results: list[dict[str, Any]]) -> None:
 
 
 def pair_hints(pairs: list[Pair]) -> dict[str, Hint]:
-    """Each pair's GPU count and expected seconds from the expectation files beside it: the count
+    """Each pair's GPU count, expected seconds and link from the expectation files beside it: the count
     from the files whose key names one (``expectations_2x_h200.json``), the seconds an entry
-    recorded (the longest of any file). The same files give the same hints on every machine."""
+    recorded (the longest of any file), and a host link where any file's entry names one of
+    :data:`HOST_RATE_LINKS` (entries without a ``link`` mark nothing). The same files give the same
+    hints on every machine."""
     files: dict[Path, list[tuple[int, dict[str, Any]]]] = {}
     hints = {}
     for pair in pairs:
@@ -103,7 +106,8 @@ def pair_hints(pairs: list[Pair]) -> dict[str, Hint]:
                                   for path in sorted(pair.folder.glob("expectations_*.json"))]
         found = [(gpus, entries[pair.name]) for gpus, entries in files[pair.folder] if pair.name in entries]
         seconds = [e["seconds"] for _, e in found if isinstance(e.get("seconds"), (int, float))]
-        hints[pair.slug] = Hint(max((g for g, _ in found), default=1), max(seconds, default=DEFAULT_SECONDS))
+        host_link = any(e.get("link") in HOST_RATE_LINKS for _, e in found)
+        hints[pair.slug] = Hint(max((g for g, _ in found), default=1), max(seconds, default=DEFAULT_SECONDS), host_link)
     return hints
 
 

@@ -205,6 +205,21 @@ def test_a_pending_run_is_not_judged_against_and_cannot_confirm_itself(tmp_path)
     assert expectations.pending_runs([slower], {**env, "run_id": "run-5"}) == []
 
 
+def _with_link(result, link):
+    return {**result, "workload": {**result["workload"], "link": link}}
+
+
+def test_the_workload_link_is_stored_even_with_a_run_held_as_pending(tmp_path):
+    """The --gpus scheduler reads ``link`` (aisp.suite.pair_hints); a held run must not leave it unset."""
+    expectations.update([_result(tmp_path, "a", 10, 5, noise=0.002, seed=1)], ENV)
+    assert _doc(tmp_path)["entries"]["a"]["link"] is None, "a workload that names no link stores None"
+    expectations.update([_with_link(_result(tmp_path, "a", 10, 5, noise=0.002, seed=2), "hbm")], ENV)
+    assert _doc(tmp_path)["entries"]["a"]["link"] == "hbm"
+    expectations.update([_with_link(_result(tmp_path, "a", 10, 7, noise=0.002, seed=3), "l2")], ENV)
+    entry = _doc(tmp_path)["entries"]["a"]
+    assert "pending" in entry and len(entry["history"]) == 2 and entry["link"] == "l2"
+
+
 def test_a_new_environment_restarts_the_history_at_once(tmp_path):
     for seed in (1, 2):
         expectations.update([_result(tmp_path, "a", 10, 5, noise=0.002, seed=seed)], ENV)

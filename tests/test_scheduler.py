@@ -269,3 +269,91 @@ def test_a_job_that_raises_stops_the_others_and_is_raised():
         return Outcome(stop.is_set())
     with pytest.raises(RuntimeError, match="broken job"):
         run_jobs(["bad", "slow"], {"bad": Hint(1, 1)}, four_gpus(), work, Events(lambda k, s: None, lambda k, r: None))
+
+
+class HostLinkRecorder(Recorder):
+    """A Recorder that also notes, as each job starts, the host-link jobs already running beside it."""
+
+    def __init__(self, host_jobs: set[str]) -> None:
+        super().__init__()
+        self.host_jobs = host_jobs
+        self.beside: list[tuple[str, set[str]]] = []
+
+    def work(self, key: str, share: Share, stop: threading.Event) -> Outcome:
+        with self.lock:
+            if key in self.host_jobs:
+                self.beside.append((key, self.host_jobs & set(self.now)))
+        return super().work(key, share, stop)
+
+
+def test_host_link_pairs_never_run_together_and_the_others_fill_the_gap():
+    """ch11:bidirectional_copy read 80% of its ceiling beside ch05:uint8_transfer's H2D copies on 2 x H200:
+    h2 (the next in the queue) is passed over while h1 runs, a and then b take the other GPU."""
+    hints = {"h1": Hint(1, 900, True), "h2": Hint(1, 800, True), "a": Hint(1, 100), "b": Hint(1, 50)}
+    rec, done = HostLinkRecorder({"h1", "h2"}), []
+    thread = run_in_thread(list(hints), hints, Topology(four_gpus().gpus[:2], 16), rec, done)
+    wait_until(lambda: set(rec.now) == {"h1", "a"})
+    rec.gate("a").set()
+    wait_until(lambda: set(rec.now) == {"h1", "b"})
+    rec.gate("h1").set()
+    wait_until(lambda: set(rec.now) == {"h2", "b"})
+    for key in ("h2", "b"):
+        rec.gate(key).set()
+    thread.join(WAIT_S)
+    assert rec.started == ["h1", "a", "b", "h2"] and len(done) == 4
+    assert rec.beside == [("h1", set()), ("h2", set())], "no host-link job started beside another"
+
+
+def test_pairs_not_bound_by_a_host_link_run_side_by_side_as_before():
+    hints = {"h1": Hint(1, 900), "h2": Hint(1, 800), "a": Hint(1, 100)}
+    rec, done = Recorder(), []
+    thread = run_in_thread(list(hints), hints, Topology(four_gpus().gpus[:2], 16), rec, done)
+    wait_until(lambda: set(rec.now) == {"h1", "h2"})
+    for key in hints:
+        rec.gate(key).set()
+    thread.join(WAIT_S)
+    assert rec.started == ["h1", "h2", "a"]
+
+
+def test_a_multi_gpu_pair_keeps_its_claim_while_a_host_link_pair_is_passed_over():
+    """Three GPUs: hb holds two; hc (next, a host-link pair) is passed over; m, the first that may
+    start, waits for two GPUs with GPU 2 free, and the single s behind it does not take that GPU."""
+    topo = Topology(four_gpus().gpus[:3], 12)
+    hints = {"hb": Hint(2, 900, True), "hc": Hint(2, 800, True), "m": Hint(2, 700), "s": Hint(1, 10)}
+    rec, done = Recorder(), []
+    thread = run_in_thread(list(hints), hints, topo, rec, done)
+    wait_until(lambda: "hb" in rec.now)
+    rec.gate("hc").set()  # hc ends as soon as it runs: m then gets two GPUs
+    assert set(rec.now) == {"hb"} and rec.started == ["hb"], "m waits for its group; s does not take GPU 2"
+    rec.gate("hb").set()
+    wait_until(lambda: "m" in rec.now)
+    assert len(rec.now["m"].gpus) == 2
+    for key in ("m", "s"):
+        rec.gate(key).set()
+    thread.join(WAIT_S)
+    assert rec.started == ["hb", "hc", "m", "s"] and len(done) == 4
+
+
+def test_a_held_multi_gpu_host_link_pair_gets_its_group_before_the_singles_behind_it():
+    topo = Topology(four_gpus().gpus[:3], 12)
+    hints = {"ha": Hint(2, 900, True), "hb": Hint(2, 800, True), "s1": Hint(1, 20), "s2": Hint(1, 10)}
+    rec, done = Recorder(), []
+    thread = run_in_thread(list(hints), hints, topo, rec, done)
+    wait_until(lambda: set(rec.now) == {"ha", "s1"})
+    rec.gate("ha").set()
+    wait_until(lambda: "hb" in rec.now)
+    assert rec.now["hb"].gpus == ("0", "1") and "s2" not in rec.now
+    for key in ("hb", "s1", "s2"):
+        rec.gate(key).set()
+    thread.join(WAIT_S)
+    assert rec.started == ["ha", "s1", "hb", "s2"]
+
+
+def test_without_gpus_host_link_hints_change_nothing():
+    hints = {"h1": Hint(1, 900, True), "a": Hint(1, 500), "h2": Hint(1, 400, True)}
+    rec, done = Recorder(), []
+    for key in hints:
+        rec.gate(key).set()
+    thread = run_in_thread(["h2", "a", "h1"], hints, Topology(), rec, done)
+    thread.join(WAIT_S)
+    assert rec.peak == 1 and rec.started == ["h1", "a", "h2"] == order(["h2", "a", "h1"], hints)

@@ -144,6 +144,18 @@ def test_hints_come_from_the_expectation_files(tmp_path: Path):
                      "ch99_constant": Hint(1, DEFAULT_SECONDS)}
 
 
+def test_a_stored_host_link_marks_the_pair_for_the_scheduler(tmp_path: Path):
+    """Any file's entry naming a host link marks the pair; hbm, None or no link at all leave it unmarked."""
+    folder = tmp_path / "ch99"
+    shutil.copytree(FIXTURE_PAIRS, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "expectations_h200.json").write_text(json.dumps({"entries": {
+        "good": {"link": None}, "raises": {"link": "hbm"}, "constant": {}}}))
+    (folder / "expectations_2x_h200.json").write_text(json.dumps({"entries": {"good": {"link": "h2d"}}}))
+    hints = suite.pair_hints([p for p in pairs_in(folder) if p.name in ("good", "raises", "constant")])
+    assert {slug: h.host_link for slug, h in hints.items()} == {"ch99_good": True, "ch99_raises": False,
+                                                                 "ch99_constant": False}
+
+
 def test_phases_by_chapter_sum_pairs_and_give_the_fixed_cost():
     results = [{"target": "ch01:a", "group": "ch01", "phases": {"start": 2.0, "timed": 5.0, "exit": 1.0, "total": 8.0}},
                {"target": "ch01:b", "group": "ch01", "phases": {"start": 4.0, "timed": 1.0, "other": 1.0, "total": 6.0}},

@@ -41,10 +41,31 @@ def test_a_run_from_another_machine_is_stored_beside_this_checkouts_pair(tmp_pat
     assert stored["good"]["speedup"]["value"] == result["speedup"]["value"]
     assert "mine:gone: no such pair in this checkout; not stored" in out.output
 
-    assert stored["good"]["history"][-1]["run"] == run_dir.name
+    assert stored["good"]["history"][-1]["run"] == run_dir.name and stored["good"]["link"] == "hbm"
     again = runner.invoke(app, ["bench", "store", str(run_dir), "--root", str(mine)])  # the same run twice
     assert again.exit_code == 0 and "Expectations updated" not in again.output
     assert len(json.loads((mine / "expectations_cpu.json").read_text())["entries"]["good"]["history"]) == 1
+
+
+def test_storing_a_run_already_stored_fills_in_the_link_of_entries_stored_before_they_named_it(tmp_path):
+    """Entries stored before 2026-11-30 lack ``link`` (the --gpus scheduler reads it): storing the latest
+    run again gives them its link and nothing else; a run that names no link writes nothing."""
+    from aisp.judge import expectations
+
+    mine = good_pair_folder(tmp_path)
+    entry = {"speedup": {"value": 2.0, "low": 1.9, "high": 2.1}, "headline": "time", "best": "optimized_good",
+             "provenance": {"date": "2026-11-29T00:00:00"}, "history": [{"run": "run-1", "speedup": 2.0}]}
+    path = mine / "expectations_cpu.json"
+    path.write_text(json.dumps({"hardware_key": "cpu", "entries": {"good": entry}}))
+    result = {"target": "mine:good", "name": "good", "verdict": "ok", "speedup": entry["speedup"],
+              "baseline": {"name": "baseline_good"}, "files": [str(mine / "baseline_good.py")],
+              "workload": {"link": "h2d"}}
+    env = {"hardware_key": "cpu", "gpu_name": None, "run_id": "run-1"}
+    assert expectations.update([{**result, "workload": {}}], env) == []
+    assert expectations.update([result], env) == [path]
+    stored = json.loads(path.read_text())["entries"]["good"]
+    assert stored == {**entry, "link": "h2d"}
+    assert expectations.update([result], env) == [], "stored with its link: nothing left to write"
 
 
 def test_a_folder_that_is_not_a_finished_run_is_bad_usage(tmp_path):

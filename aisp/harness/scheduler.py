@@ -2,13 +2,19 @@
 
 Pure logic, no CUDA: the GPUs, their NUMA cores and NVLink peers come in as a :class:`Topology`
 (built by :mod:`aisp.system.gpu_topology` on a real host, by hand in the tests), and each pair's
-GPU count and expected seconds as a :class:`Hint` (from stored expectations, else defaults).
+GPU count, expected seconds and link as a :class:`Hint` (from stored expectations, else defaults).
 
 - Each GPU gets a CPU share: ``cores // GPUs`` threads (``OMP_NUM_THREADS``, torch's threads) and,
   where its NUMA node is known, a slice of that node's cores of its own (affinity), so workers never
   oversubscribe the host.
-- Jobs start biggest GPU group first, then longest first; the head of the queue waits for its group
-  (a multi-GPU pair is never starved by single-GPU pairs taking every GPU that frees up).
+- Jobs start biggest GPU group first, then longest first; the head of the queue (the first job the
+  host-link rule lets start) waits for its group (a multi-GPU pair is never starved by single-GPU pairs
+  taking every GPU that frees up).
+- A pair bound by a host link (:data:`aisp.harness.names.HOST_RATE_LINKS`: pinned copies, the host's
+  memory, page cache or page faults) never runs beside another such pair: both would share the host's
+  memory bandwidth and PCIe root (ch11:bidirectional_copy read 80-91% of its pinned-H2D ceiling in four
+  runs on 2 x H200, the lowest beside ch05:uint8_transfer's H2D copies). While one runs, the others are
+  passed over and keep their place in the queue.
 - A multi-GPU pair gets GPUs that NVLink connects to each other where there are such, else any.
 - ``--shard I/N`` is a greedy longest-first partition by expected seconds: the same pairs and
   hints give the same partition on every machine.
@@ -71,6 +77,9 @@ class Hint:
 
     gpus: int = 1
     seconds: float = DEFAULT_SECONDS
+    host_link: bool = False
+    """Its bytes cross a link whose rate the host sets (its stored ``link`` is one of ``HOST_RATE_LINKS``):
+    it never runs beside another such pair."""
 
 
 @dataclass(frozen=True)
@@ -219,13 +228,22 @@ def _size(hint: Hint, topo: Topology) -> int:
     return min(hint.gpus, len(topo.gpus)) if topo.gpus else 0
 
 
+def _first_allowed(pending: list[str], hints: Mapping[str, Hint], host_busy: bool) -> int | None:
+    """The index of the first pending job that may start: any while no host-link pair runs, else the
+    first that is not one; None when every pending job is one and one runs."""
+    for index, key in enumerate(pending):
+        if not (host_busy and hints.get(key, Hint()).host_link):
+            return index
+    return None
+
+
 def run_jobs(keys: list[str], hints: Mapping[str, Hint], topo: Topology, work: Work, events: Events) -> None:
     """Run every job, each in a thread of its own holding its GPUs; with no GPU in ``topo``, one at
     a time. However this ends (Ctrl-C raised here too), every job's thread is told to stop and joined."""
     hints, shares = dict(hints), cpu_shares(topo)
     pending, free = order(keys, hints), {g.ordinal for g in topo.gpus}
     finished: queue.Queue = queue.Queue()
-    stop, threads, running = threading.Event(), [], 0
+    stop, threads, running, host_running = threading.Event(), [], 0, set()
 
     def call(key: str, group: tuple[int, ...], share: Share) -> None:
         try:
@@ -236,18 +254,24 @@ def run_jobs(keys: list[str], hints: Mapping[str, Hint], topo: Topology, work: W
     try:
         while pending or running:
             while pending and not (not topo.gpus and running):
-                group = pick_group(free, _size(hints.get(pending[0], Hint()), topo), topo)
+                index = _first_allowed(pending, hints, bool(host_running))
+                if index is None:
+                    break  # only host-link pairs wait, and one runs
+                group = pick_group(free, _size(hints.get(pending[index], Hint()), topo), topo)
                 if group is None:
-                    break  # the head waits for its group
-                key, share = pending.pop(0), group_share(group, shares)
+                    break  # the first that may start waits for its group
+                key, share = pending.pop(index), group_share(group, shares)
                 free -= set(group)
                 running += 1
+                if hints.get(key, Hint()).host_link:
+                    host_running.add(key)
                 events.started(key, share)
                 threads.append(thread := threading.Thread(target=call, args=(key, group, share), daemon=True))
                 thread.start()
             key, group, outcome = _next(finished)
             free |= set(group)
             running -= 1
+            host_running.discard(key)
             if isinstance(outcome, BaseException):
                 raise outcome
             if outcome.needs and len(group) < min(outcome.needs, len(topo.gpus)):  # more GPUs would help

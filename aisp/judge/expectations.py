@@ -155,8 +155,8 @@ def stored_times(result: dict[str, Any], env: dict[str, Any]) -> dict[str, list[
 
 def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     """What a measured result stores: times, speedup with interval, best variant, memory,
-    throughput, environment and provenance (the history is added by :func:`update`). ``env`` is the
-    run's manifest, written when the run started: the commit is the one that ran, and a tree with
+    throughput, the workload's link, environment and provenance (the history is added by
+    :func:`update`). ``env`` is the run's manifest, written when the run started: the commit is the one that ran, and a tree with
     changes to anything but expectation files is recorded as dirty with the diff's SHA-256."""
     base, best = result["baseline"], best_variant(result) or {}
     return {
@@ -175,6 +175,7 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
                    **({"optimized_outside_bytes": best["outside_excess_bytes"]}
                       if best.get("outside_excess_bytes") else {})},
         "throughput": best.get("throughput", {}),
+        "link": _link(result),  # --gpus runs no two pairs over a host link at once (aisp.harness.scheduler)
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
                        "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256"),
@@ -204,7 +205,12 @@ def stored_entry(result: dict[str, Any], old: dict[str, Any] | None, env: dict[s
     if pending and level_change(result, {**old, "history": [pending], "best": pending.get("best")},
                                 new["environment"]) == "kept":
         return {**new, "history": [pending, run], **noise}
-    return {**old, "pending": run}
+    return {**old, "link": new["link"], "pending": run}
+
+
+def _link(result: dict[str, Any]) -> str | None:
+    """The link the pair's bytes cross (``Workload.link``); None for a result that does not say."""
+    return (result.get("workload") or {}).get("link")
 
 
 def pending_runs(results: list[dict[str, Any]], env: dict[str, Any]) -> list[str]:
@@ -239,7 +245,8 @@ def refused(results: list[dict[str, Any]]) -> list[str]:
 
 def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
     """Store this run's measured pairs; entries not re-measured are kept. Returns files written.
-    A pair :func:`refused` names is not stored, nor a run (``env["run_id"]``, its folder's name) an entry's history already holds.
+    A pair :func:`refused` names is not stored, nor a run (``env["run_id"]``, its folder's name) an entry's history already holds;
+    an entry that holds the run already takes only its ``link`` (entries stored before they named one).
 
     A file that cannot be read is left as it is (``judge`` has named it in its pairs' results)."""
     written = []
@@ -248,11 +255,18 @@ def update(results: list[dict[str, Any]], env: dict[str, Any]) -> list[Path]:
             entries = dict(load(path)["entries"])
         except Unreadable:
             continue
-        fresh = [r for r in measured if not _stored_already(entries.get(r["name"]), env.get("run_id"))]
-        if not fresh:
+        changed = False
+        for result in measured:
+            old = entries.get(result["name"])
+            if not _stored_already(old, env.get("run_id")):
+                entries[result["name"]] = stored_entry(result, old, env)
+            elif old.get("link") != _link(result):
+                entries[result["name"]] = {**old, "link": _link(result)}
+            else:
+                continue
+            changed = True
+        if not changed:
             continue
-        for result in fresh:
-            entries[result["name"]] = stored_entry(result, entries.get(result["name"]), env)
         _save(path, key_for(measured[0], env), entries)
         written.append(path)
     return sorted(written)
