@@ -18,10 +18,10 @@ schedule). (2) The last barrier (neither rank may rewrite its row 0 while the pe
 the pull stream straight after the last pull. It runs beside the last ~3 MB mean instead of after
 it, and the main stream joins it before returning. The same bytes cross NVLink, the same means give
 the same bits (``_pulled``'s outputs matched NCCL's AVG exactly). On gloo (CPU tests) or another world size: the 25 MB NCCL buckets.
-Expect: not yet measured. Estimate (arithmetic, not a measurement): 6 fewer copy boundaries at
-~2-4 us each, plus ~3-6 us of barrier beside the last mean: 15-30 us off ``_pulled``'s 1.098-1.125
-ms (2026-11-30), so 1.07-1.11 ms, 78-81% of the 0.867 ms ceiling. The means' HBM traffic beside the
-pulls (1.02 GB) is unchanged. If it slows the pulls, that is the bound here too.
+Expect: measured (2 x H200, 2026-11-30, four runs of 20 samples, medians): 1.0813, 1.1190, 1.1287,
+1.0441 ms against ``_pulled``'s 1.1178, 1.1097, 1.1801, 1.0874 in the same runs: faster in three of four (by
+3-4%), slower by 0.8% in one; 80.2% of the 0.867 ms ceiling in the whole book (the estimate: 78-81%). The
+pair's samples spread widely (min to max 1.02-1.26 ms in one run): the boundaries' cost is not profiled.
 Run: aisp bench run -t ch04:gradient_bucketing_multigpu
 """
 
