@@ -12,9 +12,9 @@ GPU count, expected seconds and link as a :class:`Hint` (from stored expectation
   taking every GPU that frees up).
 - A pair bound by a host link (:data:`aisp.harness.names.HOST_RATE_LINKS`: pinned copies, the host's
   memory, page cache or page faults) never runs beside another such pair: both would share the host's
-  memory bandwidth and PCIe root (ch11:bidirectional_copy read 80-91% of its pinned-H2D ceiling in four
-  runs on 2 x H200, the lowest beside ch05:uint8_transfer's H2D copies). While one runs, the others are
-  passed over and keep their place in the queue.
+  memory bandwidth (on 2 x H200 a 512 MiB first touch took 354 ms alone and 527 beside a 16-thread
+  host memcpy on the other GPU's cores; pinned copies beside pinned copies read unchanged, beside that
+  memcpy 4% slower). While one runs, the others are passed over and keep their place in the queue.
 - A multi-GPU pair gets GPUs that NVLink connects to each other where there are such, else any.
 - ``--shard I/N`` is a greedy longest-first partition by expected seconds: the same pairs and
   hints give the same partition on every machine.

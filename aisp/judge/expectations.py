@@ -156,8 +156,9 @@ def stored_times(result: dict[str, Any], env: dict[str, Any]) -> dict[str, list[
 def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     """What a measured result stores: times, speedup with interval, best variant, memory,
     throughput, the workload's link, environment and provenance (the history is added by
-    :func:`update`). ``env`` is the run's manifest, written when the run started: the commit is the one that ran, and a tree with
-    changes to anything but expectation files is recorded as dirty with the diff's SHA-256."""
+    :func:`update`). ``env`` is the run's manifest, written when the run started: the commit is the
+    one that ran, and a tree with changes to anything but expectation files is recorded as dirty with
+    the diff's SHA-256."""
     base, best = result["baseline"], best_variant(result) or {}
     return {
         "baseline_ms": base["summary"]["median"],
