@@ -23,7 +23,8 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
 ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16"),
-                "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm")}
+                "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm"),
+                "optimized_gemm_epilogue_lt": ("epi_plan", "epi_choose", "epi_gemm")}
 
 
 def cublaslt_headers_found() -> bool:
@@ -47,7 +48,7 @@ def test_every_cuda_source_belongs_to_a_pair() -> None:
 @pytest.mark.parametrize("module", sorted(ENTRY_POINTS))
 def test_library_builds_for_sm90_with_its_entry_points(module: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    if module == "optimized_cublaslt_gemm" and not cublaslt_headers_found():
+    if module in ("optimized_cublaslt_gemm", "optimized_gemm_epilogue_lt") and not cublaslt_headers_found():
         pytest.skip("cublasLt.h is in neither the CUDA toolkit nor an nvidia-cublas wheel here")
     monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     lib = ctypes.CDLL(str(library(module).build("90")))
