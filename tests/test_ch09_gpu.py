@@ -1,8 +1,9 @@
 """Chapter 9 on a GPU: every optimized variant matches its baseline within the pair's tolerance (each
 native GEMM has also checked itself against torch.matmul in setup()); the fused GEMM epilogue (through
-torch and through our cuBLASLt call with a timed algorithm) runs no elementwise pass (cuBLASLt's GELU_BIAS
-epilogue, not PyTorch's GEMM + GELU fallback); the timed choice is a correct candidate no slower than the
-heuristic's first; the fused row kernels launch once each; the roofline tool runs on this GPU's peaks."""
+torch, through our cuBLASLt call with a timed algorithm, and CUTLASS's ping-pong kernel) runs no
+elementwise pass (cuBLASLt's GELU_BIAS epilogue, not PyTorch's GEMM + GELU fallback); the timed choice
+is a correct candidate no slower than the heuristic's first; the fused row kernels launch once each;
+the roofline tool runs on this GPU's peaks."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def kernels_launched(bench) -> list[str]:
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-@pytest.mark.parametrize("fused_variant", ["optimized_gemm_epilogue", "optimized_gemm_epilogue_lt"])
+@pytest.mark.parametrize("fused_variant", ["optimized_gemm_epilogue", "optimized_gemm_epilogue_lt",
+                                           "optimized_gemm_epilogue_cutlass"])
 def test_gemm_epilogue_runs_no_elementwise_pass(fused_variant: str) -> None:
     unfused = kernels_launched(set_up("baseline_gemm_epilogue"))
     fused = kernels_launched(set_up(fused_variant))
