@@ -18,6 +18,8 @@ extern "C" int cutlass_headers() { return 1; }  // built with CUTLASS
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/kernel_hardware_info.h>
 
+#include "cutlass_run.cuh"
+
 using namespace cute;
 using Element = cutlass::bfloat16_t;
 using RowMajor = cutlass::layout::RowMajor;  // A (M x K, K-major), B (K x N, N-major), C (M x N)
@@ -37,11 +39,6 @@ using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
 using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
 using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-static int sm_count() {
-  static int count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(0);
-  return count;
-}
-
 // Row-major A (m x k), B (k x n), C (m x n) on `stream`; `workspace` holds `workspace_bytes` bytes.
 extern "C" int cutlass_sm90_gemm(const void* a, const void* b, void* c, int m, int n, int k, void* workspace,
                                  size_t workspace_bytes, cudaStream_t stream) {
@@ -52,12 +49,7 @@ extern "C" int cutlass_sm90_gemm(const void* a, const void* b, void* c, int m, i
                                 {m, n, k, 1},
                                 {static_cast<const Element*>(a), stride_a, static_cast<const Element*>(b), stride_b},
                                 {{1.0f, 0.0f}, static_cast<Element*>(c), stride_c, static_cast<Element*>(c), stride_c}};
-  args.hw_info.sm_count = sm_count();
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return 1;
-  if (Gemm::get_workspace_size(args) > workspace_bytes) return 2;
-  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return 3;
-  return gemm.run(stream) == cutlass::Status::kSuccess ? int(cudaGetLastError()) : 4;
+  return run_gemm<Gemm>(args, workspace, workspace_bytes, stream);
 }
 #else
 constexpr int kNoCutlass = 1000;  // the entry point's status when built without the headers

@@ -1,8 +1,10 @@
 """Chapter 9's CUDA C++ on a CPU (nvcc and cuobjdump, no GPU): each library its pairs declare builds
 for sm_90 with its entry points; the register-tiled kernel issues 20x fewer shared-memory loads
-per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the CUTLASS pair's kernels hold what they are about (HGMMA and TMA loads in the
-sm90 one, FFMA and no tensor-core instruction in the SIMT one) when the CUTLASS headers are present
-(CUTLASS_DIR or the nvidia-cutlass wheel; a 2-4 minute nvcc build, skipped otherwise). The
+per FFMA than the one-output kernel (1/16 against 1.25, 128-bit loads) and spills nothing; the CUTLASS
+kernels hold what they are about (HGMMA and TMA loads in the sm90 one, FFMA and no tensor-core
+instruction in the SIMT one; gemm_epilogue's is the ping-pong schedule with the tanh GELU, MUFU.TANH,
+in its epilogue, and spills nothing) when the CUTLASS headers are present (CUTLASS_DIR or the
+nvidia-cutlass wheel; a 2-4 minute nvcc build, skipped otherwise). The
 repository-wide check that every .cu compiles (tests/test_kits_native.py) builds the CUTLASS files
 without headers: their stubs."""
 
@@ -23,7 +25,8 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
 ENTRY_POINTS = {"baseline_register_tiling": ("smem_gemm_f32", "reg_gemm_f32", "reg_gemm_bf16"),
-                "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm")}
+                "optimized_cublaslt_gemm": ("lt_plan", "lt_gemm"),
+                "optimized_gemm_epilogue_lt": ("epi_plan", "epi_choose", "epi_gemm")}
 
 
 def cublaslt_headers_found() -> bool:
@@ -39,7 +42,8 @@ def library(module: str) -> native.Library:
 
 
 def test_every_cuda_source_belongs_to_a_pair() -> None:
-    used = {library(m).sources[0].name for m in (*ENTRY_POINTS, "baseline_cutlass_gemm", "optimized_cutlass_gemm")}
+    cutlass = ("baseline_cutlass_gemm", "optimized_cutlass_gemm", "optimized_gemm_epilogue_cutlass")
+    used = {library(m).sources[0].name for m in (*ENTRY_POINTS, *cutlass)}
     assert used == {p.name for p in CH09.glob("*.cu")}
 
 
@@ -47,7 +51,7 @@ def test_every_cuda_source_belongs_to_a_pair() -> None:
 @pytest.mark.parametrize("module", sorted(ENTRY_POINTS))
 def test_library_builds_for_sm90_with_its_entry_points(module: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    if module == "optimized_cublaslt_gemm" and not cublaslt_headers_found():
+    if module in ("optimized_cublaslt_gemm", "optimized_gemm_epilogue_lt") and not cublaslt_headers_found():
         pytest.skip("cublasLt.h is in neither the CUDA toolkit nor an nvidia-cublas wheel here")
     monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     lib = ctypes.CDLL(str(library(module).build("90")))
@@ -95,3 +99,14 @@ def test_cutlass_sm90_kernel_uses_wgmma_and_tma() -> None:
 def test_cutlass_simt_kernel_uses_the_cuda_cores_only() -> None:
     sass = library("baseline_cutlass_gemm").sass("90")
     assert "FFMA" in sass and "HMMA" not in sass and "HGMMA" not in sass
+
+
+@needs_sass
+@needs_cutlass
+def test_cutlass_gelu_kernel_is_pingpong_with_the_tanh_gelu_in_its_epilogue_and_spills_nothing() -> None:
+    lib = library("optimized_gemm_epilogue_cutlass")
+    [(name, body)] = kernels(lib).items()
+    assert "KernelTmaWarpSpecializedPingpong" in name and "GELU_taylor" in name
+    assert "HGMMA" in body and "UTMALDG" in body and "UTMASTG" in body
+    assert "MUFU.TANH" in body  # the GELU's tanh, in the GEMM kernel itself
+    assert "LDL" not in body and "STL" not in body

@@ -1,7 +1,9 @@
 """Chapter 9 on a GPU: every optimized variant matches its baseline within the pair's tolerance (each
-native GEMM has also checked itself against torch.matmul in setup()); the fused GEMM epilogue runs no
-elementwise pass (cuBLASLt's GELU_BIAS epilogue, not PyTorch's GEMM + GELU fallback) and the fused row
-kernels once each; the roofline tool runs on this GPU's peaks."""
+native GEMM has also checked itself against torch.matmul in setup()); the fused GEMM epilogue (through
+torch, through our cuBLASLt call with a timed algorithm, and CUTLASS's ping-pong kernel) runs no
+elementwise pass (cuBLASLt's GELU_BIAS epilogue, not PyTorch's GEMM + GELU fallback); the timed choice
+is a correct candidate no slower than the heuristic's first; the fused row kernels launch once each;
+the roofline tool runs on this GPU's peaks."""
 
 from __future__ import annotations
 
@@ -54,11 +56,19 @@ def kernels_launched(bench) -> list[str]:
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-def test_gemm_epilogue_runs_no_elementwise_pass() -> None:
+@pytest.mark.parametrize("fused_variant", ["optimized_gemm_epilogue", "optimized_gemm_epilogue_lt",
+                                           "optimized_gemm_epilogue_cutlass"])
+def test_gemm_epilogue_runs_no_elementwise_pass(fused_variant: str) -> None:
     unfused = kernels_launched(set_up("baseline_gemm_epilogue"))
-    fused = kernels_launched(set_up("optimized_gemm_epilogue"))
+    fused = kernels_launched(set_up(fused_variant))
     assert any("elementwise" in name for name in unfused), unfused  # the GELU pass
     assert not any("elementwise" in name for name in fused) and len(fused) < len(unfused), fused
+
+
+def test_gemm_epilogue_lt_keeps_a_correct_candidate_no_slower_than_the_first() -> None:
+    m = set_up("optimized_gemm_epilogue_lt").metrics()
+    assert m["lt_candidates"] >= 1 and 0 <= m["lt_chosen"] < m["lt_candidates"], m
+    assert 0 < m["lt_tuned_ms"] <= m["lt_first_ms"] or m["lt_first_ms"] == 0, m  # 0: candidate 0 failed
 
 
 def test_fused_row_kernels_launch_once() -> None:

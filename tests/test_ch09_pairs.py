@@ -82,6 +82,17 @@ def test_cublaslt_flags_link_cublaslt(native_mod) -> None:
     assert any("cublasLt" in f for f in flags)
 
 
+def test_gemm_epilogue_lt_keeps_the_fastest_correct_candidate() -> None:
+    """setup()'s choice among cuBLASLt's candidates: the shortest best round wins; a candidate that
+    failed (None) never does; a tie goes to the heuristic's earlier candidate; none correct is an error."""
+    fastest = load("optimized_gemm_epilogue_lt").fastest
+    assert fastest([[0.90, 0.88], [0.85, 0.91], [0.87, 0.86]]) == 1
+    assert fastest([None, [0.95], None, [0.93, 0.99]]) == 3
+    assert fastest([[0.88], [0.88]]) == 0
+    with pytest.raises(RuntimeError):
+        fastest([None, None])
+
+
 @pytest.fixture
 def roofline():
     return import_module_at(CH09 / "roofline_table.py")
