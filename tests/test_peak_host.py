@@ -18,7 +18,7 @@ from aisp.peak.probes import PeakConfig
 
 CPU = torch.device("cpu")
 TINY = PeakConfig(repeats=2, host_bytes=4 << 20, first_touch_bytes=4 << 20, compile=False)
-HOST_PROBES = ("host_memory", "page_cache", "first_touch")
+HOST_PROBES = ("host_memory", "page_cache", "first_touch", "dispatch")
 
 
 def _positive_rates(found: dict) -> None:
@@ -85,6 +85,7 @@ def test_measure_peaks_runs_only_the_probes_named(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("AISP_IO_DIR", str(tmp_path))
     peaks = measure_peaks(TINY, CPU, only=HOST_PROBES)
     assert {"host_memory_copy", "page_cache_read", "first_touch"} <= set(peaks["measurements"])
+    assert peaks["latency"]["dispatch_torch_op"]["value"] > 0  # the host's own dispatch floor
     assert "matmul_fp32" not in peaks["measurements"] and peaks["skipped"] == {} and peaks["errors"] == {}
     assert set(HOST_PROBES) <= set(probe_names())
     with pytest.raises(ValueError, match="unknown probe.*host_memroy"):

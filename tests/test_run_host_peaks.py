@@ -1,4 +1,4 @@
-"""``aisp bench run --host-peaks``: the host's own memory, page-cache and first-touch figures are
+"""``aisp bench run --host-peaks``: the host's own memory, page-cache, first-touch and dispatch figures are
 measured before the pairs run, priced into the host links' ceilings instead of the cached figures
 (which may come from another host with the same GPUs), kept in the run folder, reused by a resumed
 run and by ``aisp report ceilings``. The measurement is faked here: only where the figures go is tested."""
@@ -48,6 +48,21 @@ CACHED = doc(1.0, memory_copy=4000.0, matmul_fp32=50.0)
 """The cached peaks: another host's page cache (1 GB/s) beside the GPU's figures."""
 HERE = {**doc(9.0), "provenance": {"date": "now", "cpu_model": "this host"}}
 """This host's figures, as the faked measurement returns them."""
+
+
+def test_the_dispatch_floor_is_the_run_hosts_too():
+    """A pair priced by its torch op dispatches (``dispatches``) is priced at the run host's own
+    dispatch figure: hosts with the same GPUs dispatch at 3.45-5.76 us an op (the cached H200 files)."""
+    from aisp.report.ceilings import bounds
+
+    def with_dispatch(peaks: dict, us: float) -> dict:
+        return {**peaks, "latency": {"dispatch_torch_op": {"value": us, "unit": "us"}}}
+    merged = with_host(with_dispatch(CACHED, 4.0), with_dispatch(HERE, 8.0))
+    assert "dispatch" in HOST_PROBES and merged["provenance"]["remeasured"]["dispatch"]["cpu_model"] == "this host"
+    (bound,) = bounds({"latency": {"dispatches": 100}}, merged)
+    assert bound.kind == "latency" and bound.seconds == pytest.approx(100 * 8.0e-6)
+    (cached,) = bounds({"latency": {"dispatches": 100}}, with_dispatch(CACHED, 4.0))
+    assert cached.seconds == pytest.approx(100 * 4.0e-6)
 
 
 def test_the_run_figures_replace_only_the_host_ones():

@@ -71,9 +71,10 @@ class RunOptions:
     """A pair flagged regressed is re-run at once this many times in fresh processes, and stays
     regressed only if the mean of the re-runs is worse too (aisp.judge.regression.confirm); 0: no re-run."""
     host_peaks: bool = False
-    """Measure this host's memory, page-cache and first-touch rates before the pairs run (aisp peak's
-    host probes, ~10 s) and price the host links at them, not at the cached peaks of another host
-    with the same GPUs; kept in the run folder (host_peaks.json), which a resumed run reuses."""
+    """Measure this host's memory, page-cache, first-touch and torch-dispatch rates before the pairs run
+    (aisp peak's host probes, ~10 s) and price the host links and dispatch counts at them, not at the
+    cached peaks of another host with the same GPUs; kept in the run folder (host_peaks.json), which a
+    resumed run reuses."""
 
     def __post_init__(self) -> None:
         if self.iterations < 2:
