@@ -220,3 +220,5 @@ def test_a_slowdown_at_a_power_cap_is_allowed_a_wider_margin():
     assert _pair(_base(alone, mixed, throttled_samples=few, **clocks), [1.5] * 10)["baseline"]["interference"]
     slowed = _pair(_base(alone, [1.8 + 0.001 * i for i in range(10)], throttled_samples=capped), [1.5] * 10)
     assert slowed["baseline"]["interference"]["ratio"] > 1.3
+    braked = {str(i): ["hw_power_brake_slowdown"] for i in range(8)}  # the platform's power brake is a cap too
+    assert _pair(_base(alone, mixed, throttled_samples=braked, **clocks), [1.5] * 10)["baseline"]["interference"] is None

@@ -16,6 +16,7 @@ from aisp.harness.stats import (
     slowed_beside,
     summarize,
 )
+from aisp.harness.telemetry import THROTTLE_REASONS
 from aisp.harness.timing import host_bound, idle_tail_overruled, left_on_streams, tail_overruled, unseen_work
 
 VERDICT_ORDER = ("ok", "inconclusive", "ok-unchecked", "skipped", "slower", "regressed", "verify-failed",
@@ -118,8 +119,9 @@ def check_alone(base: dict[str, Any]) -> dict[str, float] | None:
     return slowed
 
 
-CAP_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown")
-"""Throttle reasons (telemetry) under which the GPU manages its clock against a power or heat cap."""
+CAP_REASONS = tuple(THROTTLE_REASONS.values())
+"""Throttle reasons (telemetry) under which the GPU manages its clock against a power or heat cap:
+every reason telemetry counts as throttled, the platform's power brake included."""
 
 
 def power_capped(base: dict[str, Any], samples: int) -> str | None:
