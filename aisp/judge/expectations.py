@@ -30,7 +30,15 @@ from typing import Any
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
 from aisp.harness.artifacts import world_size as workload_world_size
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
-from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_change, refusal
+from aisp.judge.regression import (
+    MEASURED,
+    comparable,
+    dispatch_us,
+    history_run,
+    judge_entry,
+    level_change,
+    refusal,
+)
 from aisp.judge.run_noise import HISTORY_LENGTH
 
 
@@ -177,6 +185,7 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
                       if best.get("outside_excess_bytes") else {})},
         "throughput": best.get("throughput", {}),
         "link": _link(result),  # --gpus runs no two pairs over a host link at once (aisp.harness.scheduler)
+        "host_dispatch_us": dispatch_us(result),  # the host's speed: host figures are judged at a similar one
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
                        "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256"),
