@@ -123,16 +123,16 @@ def _host_heavy(variant: dict[str, Any]) -> bool:
     return bool(issue and events and issue >= HOST_HEAVY_SHARE * events)
 
 
-def _host_timed(variant: dict[str, Any] | None) -> bool:
+def host_timed(variant: dict[str, Any] | None) -> bool:
     """Whether the variant's time moves with the host: tagged host-bound (``host_bound`` set by the
     harness) or host-heavy (:data:`HOST_HEAVY_SHARE`)."""
     return bool(variant and (variant.get("host_bound") or _host_heavy(variant)))
 
 
 def host_bound_names(result: dict[str, Any]) -> list[str]:
-    """The baseline and best variant when tagged host-bound or host-heavy (:func:`_host_timed`)."""
+    """The baseline and best variant when tagged host-bound or host-heavy (:func:`host_timed`)."""
     best = next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
-    return [v["name"] for v in (result.get("baseline"), best) if _host_timed(v)]
+    return [v["name"] for v in (result.get("baseline"), best) if host_timed(v)]
 
 
 def host_rate_link(result: dict[str, Any]) -> bool:
@@ -227,17 +227,21 @@ def dispatch_us(result: dict[str, Any]) -> float | None:
     return (result.get("host") or {}).get("dispatch_us")
 
 
+def similar_speed(a_us: float, b_us: float) -> bool:
+    """Whether two op dispatch readings are within :data:`HOST_SPEED_REL` of each other, either way."""
+    return abs(math.log(a_us / b_us)) <= math.log1p(HOST_SPEED_REL)
+
+
 def same_host_speed(history: list[dict[str, Any]], probe: float) -> list[dict[str, Any]]:
-    """The history runs whose ``host_dispatch_us`` is within :data:`HOST_SPEED_REL` of ``probe``, either way."""
-    band = math.log1p(HOST_SPEED_REL)
-    return [h for h in history if h.get("host_dispatch_us") and abs(math.log(h["host_dispatch_us"] / probe)) <= band]
+    """The history runs whose ``host_dispatch_us`` is of a :func:`similar_speed` to ``probe``."""
+    return [h for h in history if h.get("host_dispatch_us") and similar_speed(h["host_dispatch_us"], probe)]
 
 
 def host_labels(result: dict[str, Any], entry: dict[str, Any]) -> set[str]:
     """The labels of the result's *host figures*, those that move with the host's speed: the baseline's
     time when it is host-bound or host-heavy, the stored best variant's time when it is, and the
     headline ratio (speedup or metric; not a memory ratio) when either of the result's is."""
-    labels = {f"{v['name']} time" for v in (result.get("baseline"), _stored_best(result, entry)) if _host_timed(v)}
+    labels = {f"{v['name']} time" for v in (result.get("baseline"), _stored_best(result, entry)) if host_timed(v)}
     headline = result["workload"].get("headline", "time")
     if host_bound_names(result) and headline != "memory":
         labels.add(_ratio_label(headline))
