@@ -11,7 +11,9 @@ keeps its own runs instead of one replacing the other's.
 Each entry holds the latest measured figures, its own environment fingerprint
 (:func:`aisp.harness.environment.fingerprint`: GPU model and the pair's GPU count, driver, CUDA,
 torch, Triton, Python, CPU model; the host's GPU count and NVLinks for a multi-GPU pair),
-provenance (the commit that ran, dirty flag, diff hash), the A/A ``noise`` of ``aisp bench noise``, and
+provenance (the commit that ran, dirty flag, diff hash), the host's speed (``host_dispatch_us``: the op
+dispatch cost the worker read, by which host figures are judged, :data:`regression.HOST_SPEED_REL`), the
+A/A ``noise`` of ``aisp bench noise``, and
 a ``history`` of up to ten runs: ``--update-expectations`` appends a run while the figures stay
 within their run-to-run limits in the same environment, and starts a new history when the level
 changed (another environment, a shift its re-runs confirmed, or a shift seen in two runs in a row);
