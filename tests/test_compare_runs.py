@@ -187,6 +187,41 @@ def test_a_worse_headline_fails(tmp_path):
     assert result.exit_code == 3 and "(worse)" in result.output
 
 
+def _host_bound_pair(base_ms: float, opt_ms: float, dispatch: float, seed: int) -> dict:
+    """A pair whose baseline is tagged host-bound, its worker's op dispatch cost ``dispatch`` us."""
+    found = pair("ch05:x", variant("baseline_x", samples(base_ms, 0.01, seed=seed), host_bound={"issue_ms": 1.0}),
+                 [variant("optimized_x", samples(opt_ms, 0.01, seed=seed + 1), host_bound={"issue_ms": 1.0})])
+    return {**found, "host": {"busy": [], "dispatch_us": dispatch}}
+
+
+@pytest.mark.parametrize(("dispatch_b", "compared"), [(7.9, False), (4.6, True), (None, True)])
+def test_host_bound_variants_of_runs_on_hosts_of_another_speed_are_not_compared(tmp_path, dispatch_b, compared):
+    """Run B's host 1.88x slower (dispatch 7.9 against 4.2 us): its host-bound variants read slower and
+    its headline lower, neither a change of the code; on a host within 25%, or a run without the probe, they count."""
+    a = write_run(tmp_path, "a", [_host_bound_pair(26.76, 10.0, 4.2, 1)])
+    b = write_run(tmp_path, "b", [_host_bound_pair(50.32, 25.0, dispatch_b, 3)])
+    found = compare_runs(a, b)["pairs"][0]
+    rows = {r["variant"]: r for r in found["variants"]}
+    if compared:
+        assert found["status"] == "slower" and rows["optimized_x"]["status"] == "slower"
+        assert runner.invoke(app, ["bench", "compare", str(a), str(b)]).exit_code == 3
+        return
+    assert found["status"] == "not-compared" and not found["headline_worse"]
+    assert {r["status"] for r in rows.values()} == {"not-compared"}
+    assert rows["baseline_x"]["reason"] == "host speed differs: dispatch 7.9 us in run B against 4.2 us in run A (over 25%)"
+    assert rows["baseline_x"]["ratio"]["value"] > 1.8, "the figures are still shown"
+    assert runner.invoke(app, ["bench", "compare", str(a), str(b)]).exit_code == 0
+
+
+def test_a_gpu_bound_variant_is_compared_whatever_the_hosts_speed(tmp_path):
+    runs = [_host_bound_pair(26.76, 10.0, 4.2, 1), _host_bound_pair(50.32, 25.0, 7.9, 3)]
+    for run in runs:
+        del run["variants"][0]["host_bound"]
+    a, b = write_run(tmp_path, "a", runs[:1]), write_run(tmp_path, "b", runs[1:])
+    rows = {r["variant"]: r for r in compare_runs(a, b)["pairs"][0]["variants"]}
+    assert rows["optimized_x"]["status"] == "slower" and rows["baseline_x"]["status"] == "not-compared"
+
+
 def test_pairs_missing_from_one_run_do_not_fail(tmp_path):
     a = write_run(tmp_path, "a", [one_pair(5.0, 0.01, 1), one_pair(5.0, 0.01, 3, "ch02:only_a")])
     b = write_run(tmp_path, "b", [one_pair(5.0, 0.001, 2)])

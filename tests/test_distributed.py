@@ -76,6 +76,7 @@ def test_two_ranks_verify_and_time(suite):
     from aisp.harness import host
     if host.schedstat() is not None:  # Linux: the most starved rank's run-queue wait while timed
         assert result["host"]["cpu_wait"]["ran_s"] > 0
+    assert result["host"]["dispatch_us"] > 0, "the slowest rank's op dispatch cost"
     checks = result["variants"][0]["verification"]["checks"]
     assert "each of 2 ranks: matches that rank's baseline" in checks
 

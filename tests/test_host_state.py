@@ -121,6 +121,11 @@ def test_a_thread_sharing_its_cpu_with_five_spinning_processes_reads_as_starved(
     assert host.state(_reading(), _reading(), cores=8, waits=waits)["busy"], waits
 
 
+def test_the_dispatch_probe_reads_a_positive_cost_per_op():
+    """The host-speed probe (aisp peak's dispatch_torch_op too): no wall-clock figure is asserted here."""
+    assert host.dispatch_us(calls=50, repeats=3) > 0
+
+
 def test_the_default_share_is_the_physical_cores_split_among_the_ranks():
     """One pair at a time: torch's own default (physical cores), at most the cores allowed, per rank."""
     big = Topology(cpu_count=64)
@@ -173,6 +178,7 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
     options = RunOptions(device="cpu", iterations=3, warmup=1, warmup_s=0, artifacts_dir=tmp_path / "runs")
     (result,), run_dir = run_suite(pairs_in(mine), options, hooks=hooks)
     waits = result["host"]["cpu_wait"]  # the worker read its threads' schedstat around the timed iterations
+    assert result["host"]["dispatch_us"] > 0, "the worker read the host's op dispatch cost after its samples"
     if host.schedstat() is not None:  # Linux
         assert waits["ran_s"] > 0 and waits["waited_s"] >= 0
     assert result["host"]["gpu_processes"] == [2**22 + 1]

@@ -24,7 +24,8 @@ COMPARE_EXIT_HELP = ("Exit codes: 0 no optimized variant nor headline got worse 
                      "the threshold is out of range or --json and --csv are both given; 3 some pair of RUN_B "
                      "got worse than in RUN_A: an optimized variant significantly slower, or its headline "
                      "(speedup or memory ratio) lower by more than the threshold (also when the environment "
-                     "changed: the rows say so).")
+                     "changed: the rows say so; not for a host-bound variant or its pair's headline where the runs' hosts "
+                     "differ in speed).")
 STATUS_STYLE = {"faster": "green", "same": "dim", "slower": "red", "ambiguous": "yellow",
                 "not in run A": "cyan", "not in run B": "cyan", "not-compared": "dim"}
 

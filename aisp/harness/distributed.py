@@ -245,10 +245,12 @@ def merge_memory(variants: list[Variant]) -> None:
 def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
                  telemetry: dict[str, Any], check: CheckPlan | None = None) -> dict[int, Any]:
     """Time the live variants on every rank, then keep the slowest rank's samples (and the run-queue
-    wait of the rank whose threads waited longest for a CPU per second run: the host-busy rule)."""
+    wait of the rank whose threads waited longest for a CPU per second run: the host-busy rule; and the
+    slowest rank's op dispatch, as its samples are the slowest rank's)."""
     last = timed_with_telemetry(live, options, device, telemetry, meet, check)
     slowest(live, telemetry["ranks"])
     telemetry["cpu_wait"] = host.worst_wait(gather(telemetry.get("cpu_wait")))
+    telemetry["dispatch_us"] = max(filter(None, gather(telemetry.get("dispatch_us"))), default=None)
     return last
 
 

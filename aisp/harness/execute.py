@@ -643,7 +643,9 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
                          telemetry_out: dict[str, Any] | None, align: Callable[[Any], Any] = _alone,
                          check: CheckPlan | None = None) -> dict[int, Any]:
     """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples. The threads'
-    run-queue wait over the timed iterations goes in ``telemetry_out["cpu_wait"]`` (host busy)."""
+    run-queue wait over the timed iterations goes in ``telemetry_out["cpu_wait"]`` (host busy), and the
+    host's op dispatch cost read right after them in ``telemetry_out["dispatch_us"]`` (the host's speed,
+    with whatever ran beside the pair still running)."""
     read = nvml_reader(device) if device.type == "cuda" else None
     started = host.schedstat()
 
@@ -651,6 +653,7 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
         last = time_interleaved(live, options, device, align, check)
         if telemetry_out is not None:
             telemetry_out["cpu_wait"] = host.cpu_wait(started, host.schedstat())
+            telemetry_out["dispatch_us"] = host.dispatch_us()
         return last
     if read is None:
         if telemetry_out is not None and device.type == "cuda":

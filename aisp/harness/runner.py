@@ -579,16 +579,19 @@ def default_share(topo: Topology, gpus: int, physical: int | None = None) -> Sha
 
 def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share, gpus: int) -> dict[str, Any]:
     """The pair's result with the host's state around it (:mod:`aisp.harness.host`): load, steal and
-    other processes on its GPUs, read before it starts and after its processes are gone."""
+    other processes on its GPUs, read before it starts and after its processes are gone; the run-queue
+    wait and op dispatch cost its worker read after the timed samples."""
     def pids() -> Iterable[int] | None:
         return hooks.gpu_pids(share, gpus) if hooks.gpu_pids is not None else None
     before = host.read(pids())
     result = measure()
     after = host.read(pids())
     own = host.own_processes([os.getpid(), *(p.pid for p in descendants())])
-    state = host.state(before, after, os.cpu_count() or 1, own, (result.get("telemetry") or {}).get("cpu_wait"))
+    telemetry = result.get("telemetry") or {}
+    state = host.state(before, after, os.cpu_count() or 1, own, telemetry.get("cpu_wait"))
     busy = [f"host busy: {why}" for why in state["busy"]]
-    return {**result, "host": state, "notes": [*result.get("notes", []), *busy]}
+    return {**result, "host": {**state, "dispatch_us": telemetry.get("dispatch_us")},
+            "notes": [*result.get("notes", []), *busy]}
 
 
 def _where(share: Share) -> str:

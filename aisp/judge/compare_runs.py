@@ -19,7 +19,10 @@ A's and lower by more than the threshold. Only a ``slower`` pair makes ``aisp be
 A pair (or variant) in one run only is ``not in run A`` / ``not in run B``.
 
 A different environment fingerprint (GPU, driver, CUDA, torch) or a missing manifest is reported as
-"environment changed" and flags every row.
+"environment changed" and flags every row. Where the two runs' workers read op dispatch costs further
+apart than :data:`aisp.judge.regression.HOST_SPEED_REL` (hosts of one CPU model can differ 1.7x), a
+host-bound or host-heavy variant is ``not-compared`` ("host speed differs") and a headline of a pair
+with one cannot fail the comparison, as the expectations' judge leaves out those figures.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from aisp.harness.artifacts import read_json
 from aisp.harness.environment import fingerprint, fingerprint_changes
 from aisp.harness.stats import grouped_ratio
 from aisp.judge.expectations import stored_times
+from aisp.judge.regression import HOST_SPEED_REL, dispatch_us, host_bound_names, host_timed, similar_speed
 from aisp.judge.run_noise import log_limit, noise_of
 
 ALPHA = 0.01
@@ -117,6 +121,23 @@ def _baseline_names(*results: dict[str, Any] | None) -> set[str]:
     return {r["baseline"]["name"] for r in results if r and r.get("baseline")}
 
 
+def host_speed_gap(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why the pair's host-bound figures of run B are not held against run A's: their workers' op dispatch
+    costs (the results' ``host.dispatch_us``) are not of a similar speed; None where they are or either
+    run did not read one."""
+    da, db = dispatch_us(a), dispatch_us(b)
+    if not da or not db or similar_speed(da, db):
+        return None
+    return f"host speed differs: dispatch {db:.1f} us in run B against {da:.1f} us in run A (over {HOST_SPEED_REL:.0%})"
+
+
+def _host_rows(rows: list[dict[str, Any]], a: dict[str, Any], b: dict[str, Any], gap: str) -> list[dict[str, Any]]:
+    """The rows with each host-bound or host-heavy variant (in either run) not compared, for ``gap``."""
+    host = {v["name"] for r in (a, b) for v in (r.get("baseline"), *r.get("variants", [])) if host_timed(v)}
+    return [{**r, "status": "not-compared", "reason": gap} if r["variant"] in host and r["status"] in STATUS_ORDER
+            else r for r in rows]
+
+
 def compare_pair(target: str, a: dict[str, Any] | None, b: dict[str, Any] | None,
                  threshold: float | None = None, history_ms: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """Every variant of a pair; ``not in run A``/``not in run B`` when the pair is in one run only.
@@ -130,6 +151,10 @@ def compare_pair(target: str, a: dict[str, Any] | None, b: dict[str, Any] | None
                             "baseline" if n in baselines else "optimized") for n in names]
     speedup_a, speedup_b = (a or {}).get("speedup"), (b or {}).get("speedup")
     worse = headline_worse(speedup_a, speedup_b, threshold or run_to_run_threshold([]))
+    gap = host_speed_gap(a, b) if a and b else None
+    if gap:
+        rows = _host_rows(rows, a, b, gap)
+        worse = worse and not (host_bound_names(a) or host_bound_names(b))
     if a is None or b is None:
         status = NOT_IN_A if a is None else NOT_IN_B
     else:

@@ -11,7 +11,9 @@ keeps its own runs instead of one replacing the other's.
 Each entry holds the latest measured figures, its own environment fingerprint
 (:func:`aisp.harness.environment.fingerprint`: GPU model and the pair's GPU count, driver, CUDA,
 torch, Triton, Python, CPU model; the host's GPU count and NVLinks for a multi-GPU pair),
-provenance (the commit that ran, dirty flag, diff hash), the A/A ``noise`` of ``aisp bench noise``, and
+provenance (the commit that ran, dirty flag, diff hash), the host's speed (``host_dispatch_us``: the op
+dispatch cost the worker read, by which host figures are judged, :data:`regression.HOST_SPEED_REL`), the
+A/A ``noise`` of ``aisp bench noise``, and
 a ``history`` of up to ten runs: ``--update-expectations`` appends a run while the figures stay
 within their run-to-run limits in the same environment, and starts a new history when the level
 changed (another environment, a shift its re-runs confirmed, or a shift seen in two runs in a row);
@@ -30,7 +32,15 @@ from typing import Any
 from aisp.harness.artifacts import atomic_write_json, best_variant, read_json
 from aisp.harness.artifacts import world_size as workload_world_size
 from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_key
-from aisp.judge.regression import MEASURED, comparable, history_run, judge_entry, level_change, refusal
+from aisp.judge.regression import (
+    MEASURED,
+    comparable,
+    dispatch_us,
+    history_run,
+    judge_entry,
+    level_change,
+    refusal,
+)
 from aisp.judge.run_noise import HISTORY_LENGTH
 
 
@@ -177,6 +187,7 @@ def entry_from(result: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
                       if best.get("outside_excess_bytes") else {})},
         "throughput": best.get("throughput", {}),
         "link": _link(result),  # --gpus runs no two pairs over a host link at once (aisp.harness.scheduler)
+        "host_dispatch_us": dispatch_us(result),  # the host's speed: host figures are judged at a similar one
         "environment": pair_fingerprint(result, env),
         "provenance": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": env.get("git_commit"),
                        "dirty": env.get("git_dirty"), "diff_sha256": env.get("git_diff_sha256"),

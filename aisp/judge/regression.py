@@ -18,9 +18,16 @@ is again worse than the reference by more than the limit of a mean of that many 
 variant (most of its timed call host code) is judged with the time prior: its interleaved variants no
 longer cancel the host's drift.
 
+A *host figure* (a host-bound or host-heavy variant's time; the headline ratio when the baseline or
+best variant is one) moves with the host's speed, which the environment fingerprint cannot see: it is
+judged only against the stored runs whose worker read an op dispatch cost within :data:`HOST_SPEED_REL`
+of the new result's, and left out, with a clause in the detail, where none did. A result without that
+reading is judged as before.
+
 A result is ``not-compared`` (never ``regressed``) when its environment differs from the entry's
-(``environment changed`` and each difference) or it was measured on a busy host (``host busy`` and
-the readings, :mod:`aisp.harness.host`).
+(``environment changed`` and each difference), it was measured on a busy host (``host busy`` and
+the readings, :mod:`aisp.harness.host`), or every figure it has is a host figure left out (``host
+speed differs``).
 """
 
 from __future__ import annotations
@@ -116,11 +123,16 @@ def _host_heavy(variant: dict[str, Any]) -> bool:
     return bool(issue and events and issue >= HOST_HEAVY_SHARE * events)
 
 
+def host_timed(variant: dict[str, Any] | None) -> bool:
+    """Whether the variant's time moves with the host: tagged host-bound (``host_bound`` set by the
+    harness) or host-heavy (:data:`HOST_HEAVY_SHARE`)."""
+    return bool(variant and (variant.get("host_bound") or _host_heavy(variant)))
+
+
 def host_bound_names(result: dict[str, Any]) -> list[str]:
-    """The baseline and best variant when tagged host-bound (``host_bound`` set by the harness) or
-    host-heavy (:data:`HOST_HEAVY_SHARE`)."""
+    """The baseline and best variant when tagged host-bound or host-heavy (:func:`host_timed`)."""
     best = next((v for v in result.get("variants", []) if v["name"] == result.get("best")), None)
-    return [v["name"] for v in (result.get("baseline"), best) if v and (v.get("host_bound") or _host_heavy(v))]
+    return [v["name"] for v in (result.get("baseline"), best) if host_timed(v)]
 
 
 def host_rate_link(result: dict[str, Any]) -> bool:
@@ -140,6 +152,10 @@ def same_peaks(history: list[dict[str, Any]], method: str | None) -> list[dict[s
     return [h for h in history if h.get("peak_method") == method]
 
 
+def _ratio_label(headline: str) -> str:
+    return "speedup" if headline == "time" else f"{headline} ratio"
+
+
 def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) -> Figure | None:
     new, history = result["speedup"], entry["history"]
     headline = result["workload"].get("headline", "time")
@@ -149,7 +165,8 @@ def _speedup_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) ->
             return None
     values = [h["speedup"] for h in history]
     if headline != "time":
-        return Figure(f"{headline} ratio", new["value"], new["value"], tuple(values), True, _ratio_limit(history), "x")
+        return Figure(_ratio_label(headline), new["value"], new["value"], tuple(values), True,
+                      _ratio_limit(history), "x")
     aa = (entry.get("noise") or {}).get("speedup_rel")
     prior = TIME_PRIOR if host_bound_names(result) or host_rate_link(result) else RATIO_PRIOR
     return Figure("speedup", new["value"], new["high"], tuple(values), True, _noise_limit(values, aa, prior, runs), "x")
@@ -173,18 +190,95 @@ def _variant_figures(variant: dict[str, Any] | None, role: str, history: list[di
     return figures
 
 
-def figures(result: dict[str, Any], entry: dict[str, Any], runs: int = 1) -> list[Figure]:
-    """Every figure of the result that the entry's history can judge; with ``runs``, the limits
-    are those of a mean of that many new runs."""
+def _stored_best(result: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The result's variant of the entry's best (the optimized figures' variant)."""
+    return next((v for v in result.get("variants", []) if v["name"] == entry.get("best")), None)
+
+
+def _every_figure(result: dict[str, Any], entry: dict[str, Any], runs: int) -> list[Figure]:
     memory = result["workload"].get("headline") == "memory"
-    best = entry.get("best")
-    optimized = next((v for v in result.get("variants", []) if v["name"] == best), None)
-    same_best = [h for h in entry["history"] if h.get("best") == best]
+    same_best = [h for h in entry["history"] if h.get("best") == entry.get("best")]
     method = peak_method(result)
     ratio = _speedup_figure(result, entry, runs)
     return [*([ratio] if ratio else []),
             *_variant_figures(result.get("baseline"), "baseline", entry["history"], entry, memory, runs, method),
-            *_variant_figures(optimized, "optimized", same_best, entry, memory, runs, method)]
+            *_variant_figures(_stored_best(result, entry), "optimized", same_best, entry, memory, runs, method)]
+
+
+HOST_SPEED_REL = 0.25
+"""How far (either way) the op dispatch cost a result's worker read (:func:`dispatch_us`) may be from a
+stored run's for that run to judge the result's host figures (:func:`host_labels`). The environment
+fingerprint cannot tell hosts apart that report one CPU model ("Intel(R) Xeon(R) Processor" on every
+H200 lease, a VM), yet aisp peak's dispatch_torch_op read 3.45, 4.19 and 5.76 us on three of them. A
+whole-book run on 2 x H200 (2026-11-30, code unchanged since the previous book) flagged five pairs,
+every one host-bound or host-heavy, while its GPU-bound baselines read as before (median ratio 1.01):
+ch05:uint8_transfer's baseline (a CPU normalize, then one copy) 50.32 ms against 26.76 stored (24.1-29.2
+on three earlier leases; its speedup went up, 59x against 33x), ch17:moe_grouped_gemm's per-expert loop
+20.74 against 14.14 ms, ch15:kv_cache_reuse's speedup 3.17x against 3.655x, and the decode-gap ratios of
+ch15:chunked_prefill (2.94x against 3.35x) and ch17:prefill_decode_priority (3.88x against 5.11x); other
+host-bound baselines of that book read 1.6-2.5x slower (ch01:cuda_graphs' eager launches 3.13 against
+1.71 ms, ch02:small_copies 22.1 against 10.8, ch13:dataloader_default 290 against 145). Hosts within 25%
+differ less than the time prior's limits (+46% for ch17:moe_grouped_gemm's baseline) allow for."""
+
+
+def dispatch_us(result: dict[str, Any]) -> float | None:
+    """The op dispatch cost (us) the result's worker read after its timed samples (``host.dispatch_us``);
+    None for a result measured before the harness read it."""
+    return (result.get("host") or {}).get("dispatch_us")
+
+
+def similar_speed(a_us: float, b_us: float) -> bool:
+    """Whether two op dispatch readings are within :data:`HOST_SPEED_REL` of each other, either way."""
+    return abs(math.log(a_us / b_us)) <= math.log1p(HOST_SPEED_REL)
+
+
+def same_host_speed(history: list[dict[str, Any]], probe: float) -> list[dict[str, Any]]:
+    """The history runs whose ``host_dispatch_us`` is of a :func:`similar_speed` to ``probe``."""
+    return [h for h in history if h.get("host_dispatch_us") and similar_speed(h["host_dispatch_us"], probe)]
+
+
+def host_labels(result: dict[str, Any], entry: dict[str, Any]) -> set[str]:
+    """The labels of the result's *host figures*, those that move with the host's speed: the baseline's
+    time when it is host-bound or host-heavy, the stored best variant's time when it is, and the
+    headline ratio (speedup or metric; not a memory ratio) when either of the result's is."""
+    labels = {f"{v['name']} time" for v in (result.get("baseline"), _stored_best(result, entry)) if host_timed(v)}
+    headline = result["workload"].get("headline", "time")
+    if host_bound_names(result) and headline != "memory":
+        labels.add(_ratio_label(headline))
+    return labels
+
+
+def _host_gap(probe: float, history: list[dict[str, Any]], left_out: list[str], near: bool) -> str:
+    """The clause that names the host figures left out, and why (``near``: some stored runs are at this
+    host's speed, but none of them holds these figures)."""
+    head = f"host figures not judged ({', '.join(left_out)}): dispatch {probe:.1f} us here"
+    stored = sorted(h["host_dispatch_us"] for h in history if h.get("host_dispatch_us"))
+    if not stored:
+        return f"{head}, not read in the stored runs"
+    span = f"{stored[0]:.1f}" if stored[0] == stored[-1] else f"{stored[0]:.1f}-{stored[-1]:.1f}"
+    return f"{head} against {span} us in the stored runs (no stored run within {HOST_SPEED_REL:.0%}" \
+           f"{' holds them' if near else ''})"
+
+
+def judged_figures(result: dict[str, Any], entry: dict[str, Any], runs: int = 1) -> tuple[list[Figure], str | None]:
+    """The figures of :func:`figures`, and the clause naming the host figures it left out (None if none)."""
+    every, probe = _every_figure(result, entry, runs), dispatch_us(result)
+    host = host_labels(result, entry)
+    if probe is None or not any(f.label in host for f in every):
+        return every, None  # a result without the probe is judged as before it existed
+    near = same_host_speed(entry["history"], probe)
+    matched = {f.label: f for f in _every_figure(result, {**entry, "history": near}, runs)} if near else {}
+    left_out = [f.label for f in every if f.label in host and f.label not in matched]
+    kept = [matched[f.label] if f.label in host else f for f in every if f.label not in left_out]
+    return kept, _host_gap(probe, entry["history"], left_out, bool(near)) if left_out else None
+
+
+def figures(result: dict[str, Any], entry: dict[str, Any], runs: int = 1) -> list[Figure]:
+    """Every figure of the result that the entry's history can judge; with ``runs``, the limits
+    are those of a mean of that many new runs. A host figure (:func:`host_labels`) of a result that
+    read the host's speed is judged against the runs of a host of similar speed only
+    (:data:`HOST_SPEED_REL`), and left out where the history holds none."""
+    return judged_figures(result, entry, runs)[0]
 
 
 def host_busy(result: dict[str, Any]) -> str | None:
@@ -223,18 +317,23 @@ def comparable(result: dict[str, Any]) -> bool:
 def confirm(flagged: list[str], reruns: list[dict[str, Any]], entry: dict[str, Any]) -> dict[str, Any]:
     """Whether the re-runs confirm the figures a run flagged: a flagged figure's geometric mean over
     the comparable re-runs is worse than the reference beyond the limit of a mean of that many runs.
-    Re-runs that failed or ran on a busy host do not count; with none left nothing is confirmed."""
+    Re-runs that failed or ran on a busy host do not count; with none left nothing is confirmed. Each
+    re-run's figures are its own (:func:`figures`: a host figure judged at the re-run's host speed);
+    a flagged figure some re-run could not judge is not confirmed."""
     measured = [r for r in reruns if comparable(r)]
     if not measured:
         return {"confirmed": False, "runs": 0, "detail": f"none of {len(reruns)} re-run(s) could be compared"}
-    pooled = []
+    pooled, unjudged = [], []
     for label in flagged:
         each = [f for r in measured for f in figures(r, entry, len(measured)) if f.label == label]
         if len(each) == len(measured):
             value = geomean([f.value for f in each])
             pooled.append(assess(replace(each[0], value=value, best_case=value)))
+        else:  # a host figure of a re-run whose own probe read another host speed
+            unjudged.append(label)
     held = [p["text"] for p in pooled if p["regressed"]]
-    detail = "; ".join(held or [p["text"] for p in pooled])
+    texts = held or [p["text"] for p in pooled]
+    detail = "; ".join([*texts, f"{', '.join(unjudged)} not judged in them"] if unjudged else texts)
     return {"confirmed": bool(held), "runs": len(measured), "detail": f"mean of {len(measured)} re-run(s): {detail}"}
 
 
@@ -244,8 +343,8 @@ def _not_compared(why: str, detail: str, **extra: Any) -> dict[str, Any]:
 
 def judge_entry(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> dict[str, Any]:
     """How the result compares with its stored entry: new, ok, regressed, or not-compared (its
-    ``why``: not measured, unchecked, reused worker, host busy, environment changed, re-runs not
-    comparable)."""
+    ``why``: not measured, unchecked, reused worker, host busy, environment changed, host speed differs
+    (every figure a host figure with no stored run at this host's speed), re-runs not comparable)."""
     if not comparable(result):
         busy, reused = host_busy(result), reused_worker(result)
         if reused and result["verdict"] in MEASURED:
@@ -258,31 +357,36 @@ def judge_entry(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: 
     changes = fingerprint_changes(entry.get("environment") or {}, pair_env)
     if changes:
         return _not_compared("environment changed", "; ".join(changes), changes=changes)
-    judged = [assess(f) for f in figures(result, entry)]
+    kept, gap = judged_figures(result, entry)
+    if gap and not kept:
+        return _not_compared("host speed differs", gap)
+    judged = [assess(f) for f in kept]
     worse = [j for j in judged if j["regressed"]]
     detail = "; ".join(j["text"] for j in worse or judged)
+    gap = f"; {gap}" if gap else ""
     if not worse or result.get("reruns") is None:
-        return {"status": "regressed" if worse else "ok", "detail": detail, "figures": judged}
+        return {"status": "regressed" if worse else "ok", "detail": detail + gap, "figures": judged}
     check = confirm([j["figure"] for j in worse], result["reruns"], entry)
     if check["confirmed"]:
-        return {"status": "regressed", "detail": f"{detail}; confirmed by the {check['detail']}",
+        return {"status": "regressed", "detail": f"{detail}; confirmed by the {check['detail']}{gap}",
                 "figures": judged, "confirmation": check}
     if not check["runs"]:
-        return _not_compared("not confirmed", f"flagged ({detail}) but {check['detail']}", figures=judged,
+        return _not_compared("not confirmed", f"flagged ({detail}) but {check['detail']}{gap}", figures=judged,
                              confirmation=check)
-    return {"status": "ok", "detail": f"flagged ({detail}), not confirmed by the {check['detail']}",
+    return {"status": "ok", "detail": f"flagged ({detail}), not confirmed by the {check['detail']}{gap}",
             "figures": judged, "confirmation": check}
 
 
 def history_run(entry: dict[str, Any]) -> dict[str, Any]:
-    """What one run adds to an entry's history: its figures, date and commit."""
+    """What one run adds to an entry's history: its figures, date, commit and host speed."""
     memory, provenance = entry.get("memory") or {}, entry.get("provenance") or {}
     return {"date": provenance.get("date"), "commit": provenance.get("commit"),
             "diff_sha256": provenance.get("diff_sha256"), "run": provenance.get("run"),
             "speedup": entry["speedup"]["value"], "best": entry.get("best"),
             "baseline_ms": entry.get("baseline_ms"), "optimized_ms": entry.get("optimized_ms"),
             "baseline_peak_bytes": memory.get("baseline_peak_bytes"),
-            "optimized_peak_bytes": memory.get("optimized_peak_bytes"), "peak_method": memory.get("peak_method")}
+            "optimized_peak_bytes": memory.get("optimized_peak_bytes"), "peak_method": memory.get("peak_method"),
+            "host_dispatch_us": entry.get("host_dispatch_us")}
 
 
 def level_change(result: dict[str, Any], entry: dict[str, Any] | None, pair_env: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from aisp.harness import host
 from aisp.harness.timing import gc_disabled, synchronize
 from aisp.kits import native
 from aisp.kits.collectives import size_label
@@ -66,9 +67,10 @@ def figure(value: float, detail: str) -> dict[str, Any]:
 
 def dispatch(calls: int, repeats: int) -> dict[str, dict[str, Any]]:
     """Host cost of one torch op from Python (binding, dispatcher, a one-element CPU kernel): the
-    part of an eager GPU launch that is Python and PyTorch, measured on the CPU on every machine."""
-    x = torch.zeros(1)
-    us = host_us_per_call(lambda: x.add_(1.0), torch.device("cpu"), calls, repeats)
+    part of an eager GPU launch that is Python and PyTorch, measured on the CPU on every machine.
+    The harness's own probe (:func:`aisp.harness.host.dispatch_us`), which every pair's worker also
+    reads to tell hosts of one CPU model apart."""
+    us = host.dispatch_us(calls, repeats)
     return {"dispatch_torch_op": figure(us, f"x.add_(1) on a 1-element CPU tensor, {calls} back to back, "
                                             f"median of {repeats}")}
 
