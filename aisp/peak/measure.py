@@ -29,9 +29,10 @@ from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_
 from aisp.peak import device_launch, fma_latency, graph_while, host, l2, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
-__all__ = ["FULL", "HOST_GPU_PROBES", "HOST_PROBES", "QUICK", "RUN_HOST_PEAKS", "PeakConfig", "environment_changes", "latency_figure",
-           "load_peaks", "measure_host", "measure_host_gpu", "measure_peaks", "merge_peaks", "peak_dirs", "probe_names", "run_host_peaks",
-           "save_peaks", "with_host"]
+__all__ = ["FULL", "HOST_GPU_PROBES", "HOST_PROBES", "QUICK", "RUN_HOST_PEAKS", "HostGpuFailed", "PeakConfig",
+           "environment_changes", "latency_figure", "load_peaks", "measure_host", "measure_host_gpu",
+           "measure_peaks", "merge_peaks", "peak_dirs", "probe_names", "run_host_peaks", "save_peaks",
+           "with_host", "with_host_gpu"]
 
 PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
                      "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
