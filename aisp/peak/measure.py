@@ -236,7 +236,7 @@ def measure_host_gpu(gpu: str, timeout_s: float = HOST_GPU_TIMEOUT_S) -> dict[st
     ``CUDA_VISIBLE_DEVICES`` entry) by ``aisp peak --only launch,sync --out FILE`` in a subprocess: this
     process creates no CUDA context (a suite's workers fork from a zygote, and a context here would hold
     GPU memory and show as a process on the GPU). Returns that peaks document; raises
-    :class:`HostGpuFailed` where the subprocess fails or runs past ``timeout_s``."""
+    :class:`HostGpuFailed` where the subprocess fails, runs past ``timeout_s`` or writes no readable file."""
     package_parent = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="aisp_host_gpu_") as folder:
         out = Path(folder) / "host_gpu.json"
@@ -249,7 +249,10 @@ def measure_host_gpu(gpu: str, timeout_s: float = HOST_GPU_TIMEOUT_S) -> dict[st
         if done.returncode != 0 or not out.exists():
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise HostGpuFailed(f"'aisp peak --only {','.join(HOST_GPU_PROBES)}' exited {done.returncode}: {last}")
-        return read_json(out)
+        try:
+            return read_json(out)
+        except ValueError as exc:
+            raise HostGpuFailed(str(exc)) from exc
 
 
 def with_host_gpu(host: dict[str, Any], gpu: str | None, reason: str) -> tuple[dict[str, Any], str | None]:
