@@ -25,7 +25,14 @@ from aisp.harness.resume import Part, options_for, read_manifest
 from aisp.harness.runner import Again, Hooks, PairContext, Reporter, run_suite
 from aisp.harness.scheduler import DEFAULT_SECONDS, Hint, Share, Topology, parse_shard, partition
 from aisp.judge import expectations
-from aisp.peak.measure import RUN_HOST_PEAKS, load_peaks, measure_host, run_host_peaks, with_host
+from aisp.peak.measure import (
+    RUN_HOST_PEAKS,
+    load_peaks,
+    measure_host,
+    run_host_peaks,
+    with_host,
+    with_host_gpu,
+)
 from aisp.profile.pair import attach_profile
 from aisp.report.ceilings import add_ceiling
 from aisp.report.console import RichReporter
@@ -145,10 +152,19 @@ def hooks_for(options: RunOptions, hints: dict[str, Hint] | None = None, host: d
 
 def host_figures(options: RunOptions, resumed: Path | None) -> dict[str, Any] | None:
     """With --host-peaks, this host's figures: those the resumed run measured, else measured now, before
-    any pair runs (the host otherwise idle)."""
+    any pair runs (the host otherwise idle): the CPU's (``measure_host``), then the launch and sync
+    floors on the run's first GPU in a subprocess (``with_host_gpu``). Where those cannot be measured
+    (no GPU, the subprocess failed) the run goes on at the cached floors, and one line says why."""
     if not options.host_peaks:
         return None
-    return (run_host_peaks(resumed) if resumed is not None else None) or measure_host()
+    if resumed is not None and (kept := run_host_peaks(resumed)):
+        return kept
+    on_cpu = options.device == "cpu"
+    gpu = None if on_cpu else gpu_topology.first_gpu(options.gpus)
+    host, note = with_host_gpu(measure_host(), gpu, "the run uses the CPU (--device cpu)" if on_cpu else "no CUDA GPU")
+    if note:
+        Console(stderr=True).print(f"[yellow]--host-peaks:[/yellow] {escape(note)}", soft_wrap=True)
+    return host
 
 
 def run(targets: list[str], roots: tuple[Path, ...], options: RunOptions,

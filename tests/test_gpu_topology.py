@@ -37,6 +37,20 @@ def test_workers_name_gpus_as_the_parent_sees_them():
     assert gpu_topology._visible(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}) == "GPU-abc"
 
 
+def test_the_first_gpu_of_a_run_is_named_as_a_subprocess_sees_it(monkeypatch):
+    """What --host-peaks measures the launch floors on: the first GPU the run uses, by its entry in this
+    process's CUDA_VISIBLE_DEVICES; None without a CUDA GPU; --gpus naming a GPU not here is refused."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    visible = {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    assert gpu_topology.first_gpu("1", visible) == "4" and gpu_topology.first_gpu("all", visible) == "4"
+    assert gpu_topology.first_gpu("2,3", visible) == "6" and gpu_topology.first_gpu("2,3", {}) == "2"
+    with pytest.raises(PlacementError):
+        gpu_topology.first_gpu("5,", visible)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_topology.first_gpu("2,3", visible) is None
+
+
 def test_direct_links_pair_only_their_ends():
     nvml = StaticNvml([gpu(0, [BUSES[1], BUSES[1]]), gpu(1, [BUSES[0], BUSES[0]]), gpu(2, [BUSES[3]]), gpu(3, [BUSES[2]])])
     pairs = gpu_topology.nvlink_pairs(nvml, {i: i for i in range(4)})

@@ -1,6 +1,7 @@
 """The host ceilings of ``aisp peak`` (aisp/peak/host.py): each probe on this CPU at tiny sizes, the
 rates' arithmetic on a stubbed clock, the buffer size against the last-level cache, and ``--only``
-(some probes measured and merged into the cached file, the rest kept)."""
+(some probes measured and merged into the cached file, the rest kept) and ``--out`` (a measurement
+written alone, the cache untouched: what ``bench run --host-peaks`` runs for the launch floors)."""
 
 from __future__ import annotations
 
@@ -154,3 +155,15 @@ def test_cli_only_fails_on_an_unknown_probe_or_without_a_cached_file(peak_dir: P
     missing = CliRunner().invoke(app, ["peak", "--only", "host_memory"])
     assert missing.exit_code == 2 and "no cached peaks for h999" in missing.stderr
     assert not list(peak_dir.iterdir())
+
+
+def test_cli_out_writes_the_measurement_alone_and_leaves_the_cache(peak_dir: Path, tmp_path: Path) -> None:
+    """``--only dispatch --out FILE`` measures on this CPU and writes that document to FILE; no cached
+    peaks are needed (--only alone would exit 2 here) and none are written."""
+    out_file = tmp_path / "measured" / "floors.json"
+    out = CliRunner().invoke(app, ["peak", "--only", "dispatch", "--out", str(out_file)])
+    assert out.exit_code == 0, out.output
+    written = json.loads(out_file.read_text())
+    assert written["latency"]["dispatch_torch_op"]["value"] > 0 and written["measurements"] == {}
+    assert written["provenance"]["hardware_key"] == "cpu" and "remeasured" not in written["provenance"]
+    assert [p.name for p in peak_dir.iterdir()] == ["measured"]  # no peak_h999.json

@@ -214,8 +214,9 @@ def run(
     reuse_workers: ReuseWorkers = RunOptions.reuse_workers,
     fork_workers: ForkWorkers = RunOptions.fork_workers,
     host_peaks: Annotated[bool, typer.Option(
-        "--host-peaks", help="Measure this host's memory, page-cache, first-touch and torch-dispatch rates first "
-                             "(~10 s) and price host-bound pairs at them, not at another host's cached figures.")] = RunOptions.host_peaks,
+        "--host-peaks", help="Measure this host's memory, page-cache, first-touch and torch-dispatch rates (~10 s) and "
+                             "its launch and sync floors on the run's first GPU (a subprocess) first, and price "
+                             "host-bound pairs at them, not at another host's cached figures.")] = RunOptions.host_peaks,
     junit_xml: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the results as JUnit XML here.")] = None,
     step_summary: Annotated[Path | None, typer.Option(
         metavar="PATH", help="Write a Markdown summary here (default: append to $GITHUB_STEP_SUMMARY when set).")] = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,23 +20,30 @@ def peak(
     only: Annotated[str | None, typer.Option(
         "--only", help="Measure only these probes (comma-separated, e.g. host_memory,page_cache,first_touch) "
                        "and merge their figures into this machine's cached peaks.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", metavar="PATH", help="Write this measurement alone (--only's probes where given) to PATH as JSON; "
+                                      "the cached peaks are neither read nor written.")] = None,
 ) -> None:
     """Measure this machine's ceilings (matmul per dtype, SIMT FFMA and HFMA2 rates, HBM, L2 and
     host<->device bandwidths, compile time; latency floors of a kernel launch, a graph launch and node,
     a graph node on its predecessor's output, a device-side tail launch and graph launch, a WHILE node's pass, a sync, small copies and a torch
     op's dispatch; with 2+ GPUs, peer copies per direction, NCCL all-reduce bus bandwidth and small
     all-reduce and all-to-all latency; the host's memory copy and fill, page-cache read and first-touch
-    page-fault rates). Exit 2: an unknown probe in --only, or --only without cached peaks to merge into."""
+    page-fault rates). ``--out``: what ``bench run --host-peaks`` runs in a subprocess to measure the
+    launch and sync floors on the GPU without a CUDA context in the suite's own process. Exit 2: an
+    unknown probe in --only, or --only without cached peaks to merge into (and no --out)."""
+    from aisp.harness.artifacts import atomic_write_json
     from aisp.harness.environment import hardware_key
     from aisp.peak import measure
 
     console = Console(stderr=as_json)
     key = hardware_key()
     names = _only(only, measure.probe_names())
-    base = measure.load_peaks(key) if names and not quick else None
-    if names and not quick and base is None:
+    merge = bool(names) and not quick and out is None
+    base = measure.load_peaks(key) if merge else None
+    if merge and base is None:
         _fail(f"error: no cached peaks for {key} to merge --only into; run 'aisp peak' first")
-    cached = None if (quick or refresh or names) else measure.load_peaks(key)
+    cached = None if (quick or refresh or names or out) else measure.load_peaks(key)
     if cached is not None:
         console.print(f"Cached peaks for [bold]{key}[/] from {cached['source']} (--refresh re-measures).")
         for change in measure.environment_changes(cached):
@@ -47,7 +55,10 @@ def peak(
             peaks = measure.measure_peaks(cfg, progress=lambda n: status.update(f"measuring {n}"), only=names or None)
         if base is not None:
             peaks = measure.merge_peaks(base, peaks, names)
-        if quick:
+        if out is not None:
+            atomic_write_json(out, peaks)
+            console.print(f"Wrote {out} (not cached)")
+        elif quick:
             console.print("--quick: figures are indicative and not cached.")
         else:
             console.print(f"Wrote {measure.save_peaks(peaks)}")

@@ -71,10 +71,10 @@ class RunOptions:
     """A pair flagged regressed is re-run at once this many times in fresh processes, and stays
     regressed only if the mean of the re-runs is worse too (aisp.judge.regression.confirm); 0: no re-run."""
     host_peaks: bool = False
-    """Measure this host's memory, page-cache, first-touch and torch-dispatch rates before the pairs run
-    (aisp peak's host probes, ~10 s) and price the host links and dispatch counts at them, not at the
-    cached peaks of another host with the same GPUs; kept in the run folder (host_peaks.json), which a
-    resumed run reuses."""
+    """Measure this host's memory, page-cache, first-touch and dispatch rates (~10 s) and its launch and
+    sync floors on the run's first GPU (a subprocess; else the cached ones) before the pairs run, and price
+    the host links and those counts at them, not at the cached peaks of another host with the same GPUs;
+    kept in the run folder (host_peaks.json), which a resumed run reuses."""
 
     def __post_init__(self) -> None:
         if self.iterations < 2:

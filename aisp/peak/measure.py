@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import datetime
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import asdict
 from functools import partial
@@ -26,9 +29,10 @@ from aisp.harness.environment import fingerprint, fingerprint_changes, hardware_
 from aisp.peak import device_launch, fma_latency, graph_while, host, l2, latency, probes, simt
 from aisp.peak.probes import FULL, QUICK, PeakConfig, ProbeSkipped
 
-__all__ = ["FULL", "HOST_PROBES", "QUICK", "RUN_HOST_PEAKS", "PeakConfig", "environment_changes", "latency_figure",
-           "load_peaks", "measure_host", "measure_peaks", "merge_peaks", "peak_dirs", "probe_names", "run_host_peaks",
-           "save_peaks", "with_host"]
+__all__ = ["FULL", "HOST_GPU_PROBES", "HOST_PROBES", "QUICK", "RUN_HOST_PEAKS", "HostGpuFailed", "PeakConfig",
+           "environment_changes", "latency_figure", "load_peaks", "measure_host", "measure_host_gpu",
+           "measure_peaks", "merge_peaks", "peak_dirs", "probe_names", "run_host_peaks", "save_peaks",
+           "with_host", "with_host_gpu"]
 
 PROVENANCE_FIELDS = ("hardware_key", "gpu_name", "gpu_count", "compute_capability", "gpu_memory_bytes",
                      "driver", "max_sm_clock_mhz", "power_limit_w", "cpu_model", "cpu_count",
@@ -206,6 +210,76 @@ def measure_host(cfg: PeakConfig = FULL) -> dict[str, Any]:
     return measure_peaks(cfg, torch.device("cpu"), only=HOST_PROBES)
 
 
+HOST_GPU_PROBES = ("launch", "sync")
+"""The probes of the host's side of the GPU: a kernel launch and a graph launch from Python (``launch``:
+``launch_eager``, ``launch_graph``, ``launch_graph_node``) and an event record + host wait (``sync``:
+``sync_roundtrip``), the floors of the ``launches``, ``graph_launches``, ``graph_nodes`` and ``syncs``
+counts. They need a CUDA GPU, so they are apart from :data:`HOST_PROBES` (what the CPU measures) and
+measured in a subprocess (:func:`measure_host_gpu`). Each is the host's: the CPU runs the launch path
+and polls for the event, so the same GPU reads differently on another host. The cached files of three
+H200 hosts read ``launch_eager`` 4.60, 5.84 and 5.84 us, ``launch_graph`` 2.75, 5.12 and 4.32 us and
+``sync_roundtrip`` 7.88, 13.04 and 11.73 us (2 x, 4 x, 1 x H200), and ch01:cuda_graphs' eager baseline read
+1.71 then 3.13 ms in two 2 x H200 books, code unchanged (2026-11-30). ``launch_graph_node`` (the
+device's per-node cost: 0.526-0.541 us on the three) comes with ``launch`` and is replaced with it, the
+same GPU model measured again."""
+HOST_GPU_TIMEOUT_S = 120.0
+"""Limit of :func:`measure_host_gpu`'s subprocess: Python, torch and CUDA start, then about a second of
+launches and syncs (FULL: 11 windows of 1,000 each)."""
+
+
+class HostGpuFailed(RuntimeError):
+    """The subprocess of :func:`measure_host_gpu` failed, timed out or wrote no figures; the message says which."""
+
+
+def measure_host_gpu(gpu: str, timeout_s: float = HOST_GPU_TIMEOUT_S) -> dict[str, Any]:
+    """This host's launch and sync floors (:data:`HOST_GPU_PROBES`) measured now on GPU ``gpu`` (its
+    ``CUDA_VISIBLE_DEVICES`` entry) by ``aisp peak --only launch,sync --out FILE`` in a subprocess: this
+    process creates no CUDA context (a suite's workers fork from a zygote, and a context here would hold
+    GPU memory and show as a process on the GPU). Returns that peaks document; raises
+    :class:`HostGpuFailed` where the subprocess fails, runs past ``timeout_s`` or writes no readable file."""
+    package_parent = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory(prefix="aisp_host_gpu_") as folder:
+        out = Path(folder) / "host_gpu.json"
+        argv = [sys.executable, "-m", "aisp", "peak", "--only", ",".join(HOST_GPU_PROBES), "--out", str(out)]
+        try:
+            done = subprocess.run(argv, cwd=package_parent, env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
+                                  capture_output=True, text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise HostGpuFailed(f"'aisp peak --only {','.join(HOST_GPU_PROBES)}' ran past {timeout_s:g} s") from exc
+        if done.returncode != 0 or not out.exists():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise HostGpuFailed(f"'aisp peak --only {','.join(HOST_GPU_PROBES)}' exited {done.returncode}: {last}")
+        try:
+            return read_json(out)
+        except ValueError as exc:
+            raise HostGpuFailed(str(exc)) from exc
+
+
+def with_host_gpu(host: dict[str, Any], gpu: str | None, reason: str) -> tuple[dict[str, Any], str | None]:
+    """``host`` (:func:`measure_host`'s figures) with the launch and sync floors measured on ``gpu``
+    merged in (``provenance["remeasured"]`` then names their probes, which :func:`with_host` replaces),
+    and None; where ``gpu`` is None (``reason`` says why) or the measurement fails, ``host`` with the
+    reason under ``skipped`` or ``errors`` instead (the cached floors then price the run), and a line
+    that says so. A probe that failed inside a successful subprocess is named by such a line too."""
+    if gpu is None:
+        host = {**host, "skipped": {**host["skipped"], **dict.fromkeys(HOST_GPU_PROBES, reason)}}
+    else:
+        try:
+            host = merge_peaks(host, measure_host_gpu(gpu), HOST_GPU_PROBES)
+        except HostGpuFailed as exc:
+            host = {**host, "errors": {**host["errors"], **dict.fromkeys(HOST_GPU_PROBES, str(exc))}}
+    lines = {**host.get("skipped", {}), **host.get("errors", {})}
+    missing = {p: lines[p] for p in HOST_GPU_PROBES if p in lines}
+    if not missing:
+        return host, None
+    why = "; ".join(dict.fromkeys(missing.values()))
+    return host, f"{', '.join(missing)} not measured ({why}): the cached floors price them"
+
+
+def _remeasured_gpu(host: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(p for p in HOST_GPU_PROBES if p in host.get("provenance", {}).get("remeasured", {}))
+
+
 def run_host_peaks(run_dir: Path) -> dict[str, Any] | None:
     """The host figures a run measured for itself, or None where it measured none."""
     path = run_dir / RUN_HOST_PEAKS
@@ -216,5 +290,12 @@ def with_host(peaks: dict[str, Any] | None, host: dict[str, Any] | None) -> dict
     """``peaks`` (a machine's cached figures) with a run's own host figures in place of the cached
     host ones: a host link is priced at the host the run ran on, since the cached file may come from
     another host with the same GPUs (ch03:hugepages' first-touch rate moved its best from 97% to 71%
-    of the cached figure between two 2 x H200 hosts). Unchanged where either is missing."""
-    return merge_peaks(peaks, host, HOST_PROBES) if peaks and host else peaks
+    of the cached figure between two 2 x H200 hosts). Replaced: the figures of :data:`HOST_PROBES`, and
+    of those :data:`HOST_GPU_PROBES` the run measured (its ``provenance["remeasured"]`` names them); where
+    it could not, the cached launch and sync floors stay and its line of why is left out. Unchanged
+    where either is missing."""
+    if not peaks or not host:
+        return peaks
+    replaced = (*HOST_PROBES, *_remeasured_gpu(host))
+    lines = {s: {k: v for k, v in host.get(s, {}).items() if k in replaced} for s in ("skipped", "errors")}
+    return merge_peaks(peaks, {**host, **lines}, replaced)

@@ -40,6 +40,17 @@ def _visible(ordinal: int, env: Mapping[str, str]) -> str:
     return entries[ordinal] if "CUDA_VISIBLE_DEVICES" in env else str(ordinal)
 
 
+def first_gpu(text: str, env: Mapping[str, str] | None = None) -> str | None:
+    """How a subprocess's CUDA_VISIBLE_DEVICES names the first GPU ``--gpus text`` uses (ordinal 0 of the
+    default run's GPUs, else the first ordinal named); None where no CUDA GPU is visible. Asks the CUDA
+    runtime for the count only, as :func:`topology` does: no context is created. Raises PlacementError."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return _visible(select(text, torch.cuda.device_count())[0], os.environ if env is None else env)
+
+
 def by_core(cpus: tuple[int, ...], root: Path = Path("/")) -> tuple[int, ...]:
     """``cpus`` with each core's hyperthreads side by side (0, 64, 1, 65, ...), so that the scheduler's
     even slices of a node give each GPU whole cores, not the siblings of another GPU's cores."""
