@@ -25,7 +25,6 @@ which the judge uses to hold host-bound figures only against runs on a host of s
 
 from __future__ import annotations
 
-import gc
 import os
 import statistics
 import time
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from aisp.harness.timing import gc_disabled
 
 STEAL_LIMIT = 0.05
 """Share of CPU time taken by the hypervisor above which the host counts as busy."""
@@ -132,13 +133,8 @@ def dispatch_us(calls: int = DISPATCH_CALLS, repeats: int = DISPATCH_REPEATS) ->
         return (time.perf_counter() - t0) * 1e6 / calls
 
     window()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_disabled():
         return statistics.median(window() for _ in range(repeats))
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def read(gpu_pids: Iterable[int] | None = None) -> Reading:
