@@ -89,12 +89,13 @@ def test_gpu_pair_needs_two_gpus(monkeypatch):
 @pytest.fixture(scope="module")
 def fused_suite(tmp_path_factory):
     """The ``_fused`` variant and its wrong twin at CPU sizes, two gloo ranks, its Triton kernels
-    interpreted (TRITON_INTERPRET=1 in the workers)."""
+    interpreted (TRITON_INTERPRET=1 in the workers). Verified, not timed: CPU timing of interpreted
+    kernels says nothing, and the timed calls were 56 of this fixture's 106 s."""
     pytest.importorskip("triton")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRITON_INTERPRET", "1")
         results = run_fixture_pairs(FIXTURES.parent / "distributed_ch16_fused", CH16,
-                                    RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu",
+                                    RunOptions(device="cpu", verify_only=True,
                                                artifacts_dir=tmp_path_factory.mktemp("art_fused")), ranks=2)
     return {v["name"]: v for r in results for v in [r["baseline"], *r["variants"]]}
 
@@ -102,7 +103,7 @@ def fused_suite(tmp_path_factory):
 def test_fused_ranks_decode_the_one_shard_tokens(fused_suite):
     """Each rank's fused 2-way decode (vocab-parallel head, one-graph loop) against its one-shard decode."""
     opt = fused_suite["optimized_tp_fused"]
-    assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
+    assert opt["verdict"] == "ok", opt["reason"]
     assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
     assert opt["verification"]["max_abs_err"] < 1e-3
 
