@@ -77,6 +77,7 @@ def test_two_ranks_verify_and_time(suite):
     if host.schedstat() is not None:  # Linux: the most starved rank's run-queue wait while timed
         assert result["host"]["cpu_wait"]["ran_s"] > 0
     assert result["host"]["dispatch_us"] > 0, "the slowest rank's op dispatch cost"
+    assert result["host"]["dispatch_cpu"] in range(os.cpu_count() or 1), "the CPU that rank read it on"
     checks = result["variants"][0]["verification"]["checks"]
     assert "each of 2 ranks: matches that rank's baseline" in checks
 

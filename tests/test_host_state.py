@@ -126,6 +126,25 @@ def test_the_dispatch_probe_reads_a_positive_cost_per_op():
     assert host.dispatch_us(calls=50, repeats=3) > 0
 
 
+@pytest.mark.skipif(not host.THREAD_STAT.exists() or not hasattr(os, "sched_setaffinity"), reason="Linux only")
+def test_the_cpu_the_probe_ran_on_is_the_one_the_thread_is_pinned_to():
+    """current_cpu reads the calling thread's CPU: pinned to each allowed CPU in turn, it names that one."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        for cpu in sorted(allowed):
+            os.sched_setaffinity(0, {cpu})
+            assert host.current_cpu() == cpu
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def test_the_cpu_reading_is_none_where_the_file_cannot_be_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(host, "THREAD_STAT", tmp_path / "absent")
+    assert host.current_cpu() is None
+    (tmp_path / "absent").write_text("12 (a) b) S 1")  # a name with ')' and too few fields
+    assert host.current_cpu() is None
+
+
 def test_the_default_share_is_the_physical_cores_split_among_the_ranks():
     """One pair at a time: torch's own default (physical cores), at most the cores allowed, per rank."""
     big = Topology(cpu_count=64)
@@ -179,6 +198,7 @@ def test_the_runner_records_the_host_the_default_share_and_re_runs_on_request(tm
     (result,), run_dir = run_suite(pairs_in(mine), options, hooks=hooks)
     waits = result["host"]["cpu_wait"]  # the worker read its threads' schedstat around the timed iterations
     assert result["host"]["dispatch_us"] > 0, "the worker read the host's op dispatch cost after its samples"
+    assert result["host"]["dispatch_cpu"] in range(os.cpu_count() or 1), "and the CPU it read it on"
     if host.schedstat() is not None:  # Linux
         assert waits["ran_s"] > 0 and waits["waited_s"] >= 0
     assert result["host"]["gpu_processes"] == [2**22 + 1]

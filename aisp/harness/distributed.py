@@ -246,11 +246,12 @@ def _time_ranked(live: list[Variant], options: RunOptions, device: torch.device,
                  telemetry: dict[str, Any], check: CheckPlan | None = None) -> dict[int, Any]:
     """Time the live variants on every rank, then keep the slowest rank's samples (and the run-queue
     wait of the rank whose threads waited longest for a CPU per second run: the host-busy rule; and the
-    slowest rank's op dispatch, as its samples are the slowest rank's)."""
+    slowest rank's op dispatch and the CPU it was read on, as its samples are the slowest rank's)."""
     last = timed_with_telemetry(live, options, device, telemetry, meet, check)
     slowest(live, telemetry["ranks"])
     telemetry["cpu_wait"] = host.worst_wait(gather(telemetry.get("cpu_wait")))
-    telemetry["dispatch_us"] = max(filter(None, gather(telemetry.get("dispatch_us"))), default=None)
+    read = [r for r in gather((telemetry.get("dispatch_us"), telemetry.get("dispatch_cpu"))) if r[0]]
+    telemetry["dispatch_us"], telemetry["dispatch_cpu"] = max(read, key=lambda r: r[0], default=(None, None))
     return last
 
 

@@ -645,7 +645,7 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
     """time_interleaved with NVML sampled alongside (on CUDA); flags throttled samples. The threads'
     run-queue wait over the timed iterations goes in ``telemetry_out["cpu_wait"]`` (host busy), and the
     host's op dispatch cost read right after them in ``telemetry_out["dispatch_us"]`` (the host's speed,
-    with whatever ran beside the pair still running)."""
+    with whatever ran beside the pair still running), and the CPU it was read on in ``dispatch_cpu``."""
     read = nvml_reader(device) if device.type == "cuda" else None
     started = host.schedstat()
 
@@ -654,6 +654,7 @@ def timed_with_telemetry(live: list[Variant], options: RunOptions, device: torch
         if telemetry_out is not None:
             telemetry_out["cpu_wait"] = host.cpu_wait(started, host.schedstat())
             telemetry_out["dispatch_us"] = host.dispatch_us()
+            telemetry_out["dispatch_cpu"] = host.current_cpu()
         return last
     if read is None:
         if telemetry_out is not None and device.type == "cuda":

@@ -50,6 +50,7 @@ window: 10-17 ms at the 3.45-5.76 us the H200 hosts' peaks files read). Every pa
 test suite's hundreds of pair runs on a 2-core CI host included (8,000 calls took 0.3 s a pair there)."""
 PROC_STAT = Path("/proc/stat")
 TASKS = Path("/proc/self/task")
+THREAD_STAT = Path("/proc/thread-self/stat")
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,16 @@ def dispatch_us(calls: int = DISPATCH_CALLS, repeats: int = DISPATCH_REPEATS) ->
     window()
     with gc_disabled():
         return statistics.median(window() for _ in range(repeats))
+
+
+def current_cpu() -> int | None:
+    """The CPU the calling thread ran on last (``/proc/thread-self/stat``'s 39th field); None off Linux.
+    Read beside :func:`dispatch_us`: on the H200 leases the reading depends on the core (one vCPU read
+    5.0-5.6 us in three processes, two others 3.0-3.6), so a result says which core it was read on."""
+    try:
+        return int(THREAD_STAT.read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def read(gpu_pids: Iterable[int] | None = None) -> Reading:

@@ -590,7 +590,8 @@ def _with_host(measure: Callable[[], dict[str, Any]], hooks: Hooks, share: Share
     telemetry = result.get("telemetry") or {}
     state = host.state(before, after, os.cpu_count() or 1, own, telemetry.get("cpu_wait"))
     busy = [f"host busy: {why}" for why in state["busy"]]
-    return {**result, "host": {**state, "dispatch_us": telemetry.get("dispatch_us")},
+    return {**result, "host": {**state, "dispatch_us": telemetry.get("dispatch_us"),
+                               "dispatch_cpu": telemetry.get("dispatch_cpu")},
             "notes": [*result.get("notes", []), *busy]}
 
 
