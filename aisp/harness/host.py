@@ -47,7 +47,7 @@ STARVED_MIN_S = 0.05
 DISPATCH_CALLS, DISPATCH_REPEATS = 500, 5
 """Calls per window and windows of the worker's :func:`dispatch_us` (3,000 calls with the warm-up
 window: 10-17 ms at the 3.45-5.76 us the H200 hosts' peaks files read). Every pair run pays it, the
-test suite's hundreds of pair runs on a 2-core CI host included (8,000 calls took 0.3 s a pair there)."""
+test suite's pair runs on a 2-core CI host included (8,000 calls took 0.3 s on a busy 2-core machine)."""
 PROC_STAT = Path("/proc/stat")
 TASKS = Path("/proc/self/task")
 THREAD_STAT = Path("/proc/thread-self/stat")
