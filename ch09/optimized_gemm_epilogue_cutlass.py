@@ -16,9 +16,10 @@ Expect: measured (one H200 of a 2 x H200 host, 2026-11-30, whole-book run, 20 sa
 the power cap, SM clock 1,605-1,920 MHz): 0.7636 ms, 720 TFLOP/s = 91.9% of the 783 TFLOP/s bf16
 rate, the pair's best: 1.42x [1.38, 1.46] against 1.0797 ms; torch's cuBLASLt GELU_BIAS 0.8760 ms
 (80.2%) and the timed cuBLASLt pick (_lt) 0.8308 ms (84.5%) in the same run. The estimate was
-0.74-0.80 ms. One run so far.
-Needs the CUTLASS
-headers (nvidia-cutlass wheel or CUTLASS_DIR; the first call builds the kernel, ~40 s of nvcc).
+0.74-0.80 ms. Two more runs (2026-11-30): the next whole book 0.7542 ms (92.9%, 1.42x [1.41, 1.44]) and
+a targeted run on one H200 0.7476 ms (93.9%, 1.43x [1.38, 1.49]; _lt 0.8174, torch 0.8681), stored.
+Needs the CUTLASS headers (nvidia-cutlass wheel or CUTLASS_DIR; the first call builds the kernel, ~40 s of
+nvcc).
 Run: python ch09/optimized_gemm_epilogue_cutlass.py  |  aisp bench run -t ch09:gemm_epilogue
 """
 
