@@ -70,15 +70,18 @@ def suite(tmp_path_factory):
     forked workers' results to the spawned ones'), which saves CI a torch import per pair."""
     pairs = resolve_targets([], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
 
-    def run(half: list) -> tuple[list, Path]:
-        art = tmp_path_factory.mktemp("art")
+    def run(half: list, art: Path) -> tuple[list, Path]:
         return run_suite(half, RunOptions(iterations=8, warmup=2, warmup_s=0.0, device="cpu", artifacts_dir=art,
                                             fork_workers=True))
+    # The folders are made here, not in the threads: where this fixture is a worker's first use of
+    # tmp_path_factory, two threads in mktemp both create the base folder and one fails (FileExistsError,
+    # seen under --dist loadscope, which can schedule this module first).
+    arts = [tmp_path_factory.mktemp("art"), tmp_path_factory.mktemp("art")]
     # One intra-op thread per worker: two suites of 2-thread workers (under pytest -n 2, four
     # processes on a 2-core CI machine) made a 96x96 matmul take 0.05 or 15 ms by the scheduler's whim.
     with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(2) as pool:
         mp.setenv("OMP_NUM_THREADS", "1")
-        done = list(pool.map(run, [pairs[0::2], pairs[1::2]]))
+        done = list(pool.map(run, [pairs[0::2], pairs[1::2]], arts))
     results = {r["name"]: r for found, _ in done for r in found}
     return results, {r["name"]: run_dir for found, run_dir in done for r in found}
 
