@@ -22,7 +22,7 @@ traced_ops 72 vs 18, cold_process_s 5.02 vs 3.18 s, steady_ms 0.635 vs 0.783 ms 
 whole-model compile 1.23x ahead per call). One H200, 2026-11-29, 10 timed compiles a variant (a
 single-pair run on a one-GPU machine): 2,185 vs 1,016 ms, 2.23x [1.93, 2.58]; cold_process_s 6.32
 vs 4.90 s, steady_ms 0.813 vs 1.084 ms; the pair took 146 s, 57 s of it the two fresh-process
-metrics.
+metrics. The GPU test on an H200 of a 2 x H200 host (2026-11-30): steady_ms 1.05 vs 1.50 ms (1.43x).
 Tolerance: bf16 weights and activations; the whole-model graph keeps each residual add and the
 next LayerNorm in fp32 registers where regional compile stores each block's output in bf16,
 and the difference compounds over the residual blocks: element_tol 0.03 (0.15 absolute at max |h| ~5),

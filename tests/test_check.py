@@ -140,10 +140,12 @@ def test_a_raise_is_an_error_with_exit_5() -> None:
 
 
 def fake_clock(ms: dict[str, tuple[float, float | None, float]]):
-    """A clock that runs the call and reports fixed (host, device, sync tail) times, told apart by output."""
+    """A clock that runs the call and reports fixed (host, device, sync tail) times, told apart by output
+    (an empty call, whose output is None, reads ``ms["empty"]``, or the reference's where absent)."""
     def clock(call, device, spacer=0.0):
         out = call()
-        host, events, tail = ms["fn" if getattr(out, "is_kernel", False) else "ref"]
+        kind = "fn" if getattr(out, "is_kernel", False) else "empty" if out is None and "empty" in ms else "ref"
+        host, events, tail = ms[kind]
         return Timed(out, host, events, host, tail)
     return clock
 
@@ -159,6 +161,19 @@ def test_work_outside_the_timed_stream_fails() -> None:
     with pytest.raises(Fired) as fired:
         time_pair(marked, ex.softmax_reference, [torch.randn(4, 8)], Workload(), torch.device("cpu"), 1, 6, clock)
     assert fired.value.check == "unjoined-stream" and "wait_stream" in fired.value.reason
+
+
+def test_the_tail_is_read_past_what_the_sync_takes_after_an_empty_call() -> None:
+    # Seen on an H200 that three other processes shared: a correct 0.027 ms kernel read a 0.012 ms tail,
+    # over the 0.01 ms bar, and an empty call the same; subtracted, it passes. A tail past the empty
+    # call's still fires.
+    args = [torch.randn(4, 8)]
+    shared = fake_clock({"fn": (0.1, 0.027, 0.012), "ref": (0.1, 0.03, 0.012), "empty": (0.01, 0.001, 0.012)})
+    assert time_pair(marked, ex.softmax_reference, args, Workload(), torch.device("cpu"), 1, 6, shared).fn_ms == 0.027
+    left = fake_clock({"fn": (0.1, 0.027, 0.05), "ref": (0.1, 0.03, 0.012), "empty": (0.01, 0.001, 0.012)})
+    with pytest.raises(Fired) as fired:
+        time_pair(marked, ex.softmax_reference, args, Workload(), torch.device("cpu"), 1, 6, left)
+    assert fired.value.check == "unjoined-stream" and "more than after an empty call (0.012 ms)" in fired.value.reason
 
 
 def test_the_speedup_is_the_paired_ratio_of_the_clocks() -> None:
