@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aisp.harness.results import _variant_verdict
-from aisp.harness.stats import grouped_ratio, paired_ratio, summarize
+from aisp.harness.stats import grouped_ratio, paired_ratio, row_medians, summarize
 
 
 def test_summarize_known_values():
@@ -197,3 +197,10 @@ def test_at_a_loaded_hosts_noise_20_iterations_miss_5pct_and_100_find_it():
     assert found < 0.5 and held >= 0.91
     held, found = _rates(100, 0.10, 200)
     assert found >= 0.95 and held >= 0.9
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 20, 41])
+def test_row_medians_are_numpys_bit_for_bit(width):
+    x = np.random.default_rng(width).lognormal(size=(500, width))
+    x[::7, 0] = x[::7, -1]  # ties
+    assert np.array_equal(row_medians(x), np.median(x, axis=1))
