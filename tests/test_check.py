@@ -142,7 +142,7 @@ def test_a_raise_is_an_error_with_exit_5() -> None:
 def fake_clock(ms: dict[str, tuple[float, float | None, float]]):
     """A clock that runs the call and reports fixed (host, device, sync tail) times, told apart by output
     (an empty call, whose output is None, reads ``ms["empty"]``, or the reference's where absent)."""
-    def clock(call, device, spacer=0.0):
+    def clock(call, device, calls=1, spacer=0.0):
         out = call()
         kind = "fn" if getattr(out, "is_kernel", False) else "empty" if out is None and "empty" in ms else "ref"
         host, events, tail = ms[kind]

@@ -16,11 +16,11 @@ import torch
 from aisp.check.calls import Fired, judge, reference, refill
 from aisp.harness.benchmark import Workload
 from aisp.harness.stats import Ratio, paired_ratio
-from aisp.harness.timing import EMPTY_PROBES, Timed, gc_disabled, spacer_ms, time_call, unseen_work
+from aisp.harness.timing import Timed, empty_tails, gc_disabled, spacer_ms, time_call, unseen_work
 from aisp.harness.verify import detach_copy
 
 Clock = Callable[..., Timed]
-"""``clock(call, device, spacer=ms)``: one timed call (the harness's ``time_call``)."""
+"""``clock(call, device, calls, spacer)``: one timed window (the harness's ``time_call``)."""
 
 
 @dataclass(frozen=True)
@@ -60,18 +60,12 @@ def time_pair(fn: Callable, ref: Callable, args: Sequence[Any], workload: Worklo
         tails = [t.tail_ms for t in samples["fn"] if t.tail_ms is not None]
         # What the tail's sync costs here with nothing left (a loaded host, a GPU other processes
         # share): the harness's empty calls, subtracted as it subtracts them.
-        spacer = spacer_ms([t.issue_ms for t in samples["fn"][-5:]]) if tails else 0.0
-        empty = [clock(_nothing, device, spacer=spacer).tail_ms for _ in range(EMPTY_PROBES if tails else 0)]
-    unseen = unseen_work(tails, [t.device_ms for t in samples["fn"] if t.device_ms is not None],
-                         empty_ms=[ms for ms in empty if ms is not None])
+        empty = empty_tails(device, spacer_ms([t.issue_ms for t in samples["fn"][-5:]]), clock) if tails else []
+    unseen = unseen_work(tails, [t.device_ms for t in samples["fn"] if t.device_ms is not None], empty_ms=empty)
     if unseen:
         raise Fired("unjoined-stream", unseen)
     ref_ms, fn_ms = [t.ms for t in samples["ref"]], [t.ms for t in samples["fn"]]
     return Timing(_median(ref_ms), _median(fn_ms), paired_ratio(ref_ms, fn_ms, 2))
-
-
-def _nothing() -> None:
-    """An empty call: what the clock reads with nothing issued between its events."""
 
 
 def _check_timed(expected: list, output: Any, workload: Workload) -> None:

@@ -28,9 +28,9 @@ from aisp.harness.settings import ProcessSettings
 from aisp.harness.streams import traced_leftover
 from aisp.harness.telemetry import Telemetry, nvml_memory_reader, nvml_reader
 from aisp.harness.timing import (
-    EMPTY_PROBES,
     IDLE_PROBES,
     SAMPLE_KEYS,
+    empty_tails,
     gc_disabled,
     graph_replay,
     grown_spacer,
@@ -335,7 +335,7 @@ def _calls_per_sample(var: Variant, options: RunOptions, device: torch.device) -
         var.enter()
         var.syncs_inside = syncs_inside(var.bench.run)
     if probe.tail_ms is not None:  # what the tail sync costs here with nothing left (EMPTY_PROBES)
-        var.empty_tail_ms += [time_call(_alone, device, 1, spacer).tail_ms for _ in range(EMPTY_PROBES)]
+        var.empty_tail_ms += empty_tails(device, spacer, time_call)
     return calls, spacer
 
 

@@ -235,6 +235,13 @@ def graph_replay(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[
     return replay, None
 
 
+def empty_tails(device: torch.device, spacer: float, clock: Callable[..., Timed] | None = None) -> list[float]:
+    """The sync tails of EMPTY_PROBES empty calls, one a window (``clock``: :func:`time_call` or a stand-in
+    taking its first four arguments), what :func:`unseen_work` subtracts as ``empty_ms``; none on a CPU."""
+    timed = ((clock or time_call)(lambda: None, device, 1, spacer) for _ in range(EMPTY_PROBES))
+    return [t.tail_ms for t in timed if t.tail_ms is not None]
+
+
 def unseen_work(tail_ms: Sequence[float], device_ms: Sequence[float], calls: str = "timed calls",
                 empty_ms: Sequence[float] = ()) -> str | None:
     """Why the events under-time a variant (a device-wide sync after its end events still waited
