@@ -79,6 +79,23 @@ def test_the_peaks_of_a_two_gpu_pair_on_a_bigger_host_are_its_two_gpus(tmp_path)
     assert expectations.key_for(two, TWO_GPU_HOST) == "2x_h200"
 
 
+def test_a_cpu_run_on_a_gpu_host_is_keyed_cpu_and_never_judged_against_the_gpus_file(tmp_path, monkeypatch):
+    """``--device cpu`` on an H200 host: the manifest is the CPU's (key ``cpu``, no GPU), so its timings
+    go to expectations_cpu.json; before, the host's GPU gave it the ``h200`` key, and a CPU run was
+    judged against (or stored into) the H200's expectations. A run on the GPU keeps the GPU's key."""
+    h200 = {"gpu_name": "NVIDIA H200", "gpu_count": 1, "compute_capability": "9.0"}
+    monkeypatch.setattr(environment, "_gpu", lambda: h200)
+    monkeypatch.setattr(environment, "hardware_key", lambda *a: "h200")
+    on_cpu = environment.manifest(tmp_path, {"device": "cpu"})
+    assert on_cpu["hardware_key"] == "cpu" and on_cpu["gpu_name"] is None and on_cpu["gpu_count"] == 0
+    on_gpu = environment.manifest(tmp_path, {"device": "auto"})
+    assert on_gpu["hardware_key"] == "h200" and on_gpu["gpu_name"] == "NVIDIA H200"
+    expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
+    judged = expectations.judge(_result(tmp_path, "a", 8, seed=2), {**ENV, **on_cpu})  # regressed against the H200's 5
+    assert expectations.key_for(judged, on_cpu) == "cpu"
+    assert judged["verdict"] == "ok" and judged["expectation"]["status"] == "new"
+
+
 def test_a_one_gpu_pair_is_compared_whatever_the_hosts_gpu_count(tmp_path):
     expectations.update([_result(tmp_path, "a", 5, seed=1)], ENV)
     judged = expectations.judge(_result(tmp_path, "a", 5, seed=2), {**ENV, "gpu_count": 4, "nvlink": [18] * 4})

@@ -136,8 +136,12 @@ def _versions() -> dict[str, Any]:
 
 
 def manifest(root: Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The full fingerprint: GPU, NVML state, CPU, versions, git state, command line and config."""
-    return {"hardware_key": hardware_key(), **_gpu(), **_cpu(), **_versions(), **_git(root),
+    """The full fingerprint: GPU, NVML state, CPU, versions, git state, command line and config. A run
+    on the CPU (config ``device`` ``cpu``) has the ``cpu`` key and no GPU, as on a host without one:
+    its figures are the CPU's, judged against the ``cpu`` expectations, not against the GPU's beside it."""
+    on_cpu = (config or {}).get("device") == "cpu"
+    gpu = {"gpu_name": None, "gpu_count": 0} if on_cpu else _gpu()
+    return {"hardware_key": "cpu" if on_cpu else hardware_key(), **gpu, **_cpu(), **_versions(), **_git(root),
             "hostname": platform.node(), "command_line": sys.argv, "config": config or {}}
 
 
