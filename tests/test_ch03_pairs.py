@@ -148,12 +148,15 @@ def test_numa_binding_is_undone_after_run() -> None:
 
 
 def test_neighbour_dies_with_its_parent() -> None:
+    # The pair's NEIGHBOUR text, handed to the parent as its argument: a parent that imported the pair
+    # file would spend seconds of CPU importing torch before starting it.
+    from baseline_kubernetes import NEIGHBOUR
+
     parent = subprocess.Popen([sys.executable, "-c",
-                               "import os, subprocess, sys, time; from baseline_kubernetes import NEIGHBOUR; "
-                               "p = subprocess.Popen([sys.executable, '-c', NEIGHBOUR, str(os.getpid())]); "
+                               "import os, subprocess, sys, time; "
+                               "p = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid())]); "
                                "print(p.pid, flush=True); "
-                               "time.sleep(60)"], cwd=CH03, stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=f"{CH03}:{CH03.parent}"))
+                               "time.sleep(60)", NEIGHBOUR], cwd=CH03, stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)
     parent.wait()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from ci_harness_interpreted import run_interpreted_parts
 from conftest import variant_modules
 from refill_check import check_refilled_pair, check_two_seeds
-from triton_cpu import run_interpreted
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -151,8 +151,8 @@ print("interpreted ok")
 """
 
 
-def test_fused_stage_and_gather_combine_under_the_interpreter() -> None:
-    run_interpreted(INTERPRETED)
+def test_fused_stage_and_gather_combine_under_the_interpreter(interpreted: dict[str, str]) -> None:
+    assert interpreted["fused"] == "interpreted ok", interpreted["fused"]
 
 
 ROUTE_INTERPRETED = """
@@ -177,11 +177,17 @@ print("interpreted ok")
 """
 
 
-def test_device_route_stage_routes_as_stage_4_under_the_interpreter() -> None:
+def test_device_route_stage_routes_as_stage_4_under_the_interpreter(interpreted: dict[str, str]) -> None:
     """Stage 5's routing (aisp.kits.moe_topk_route, ch17's kit; its properties at ch20's launch shapes in
     tests/test_kits_moe_topk_route.py): on the stage's inputs, stage 4's ids, gates, order and schedule
     exactly."""
-    run_interpreted(ROUTE_INTERPRETED)
+    assert interpreted["route"] == "interpreted ok", interpreted["route"]
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, str]:
+    """Both interpreted scripts in one process (a torch and Triton import less), each one's outcome."""
+    return run_interpreted_parts({"fused": INTERPRETED, "route": ROUTE_INTERPRETED})
 
 
 def test_device_route_stage_runs_at_the_shape_ch17_compiles_its_kit_for() -> None:

@@ -34,8 +34,16 @@ def test_forked_workers_give_the_spawned_workers_verdicts_and_evidence(tmp_path)
     assert (run_dir / "zygote.log").exists()
 
 
-def test_each_forked_worker_is_a_new_process_of_the_zygote(tmp_path):
-    zygote = Zygote({**os.environ}, Path.cwd(), tmp_path / "zygote.log")
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    """One zygote for the tests that look at a zygote itself (its start imports torch and the compile
+    stack: seconds of CPU a start)."""
+    started = Zygote({**os.environ}, Path.cwd(), tmp_path_factory.mktemp("zygote") / "zygote.log")
+    yield started
+    started.close()
+
+
+def test_each_forked_worker_is_a_new_process_of_the_zygote(zygote, tmp_path):
     try:
         spec = tmp_path / "missing.json"  # the worker fails at once: it reads its spec first
         children = [zygote.fork(spec, {**os.environ, "AISP_FIXTURE": str(i)}, tmp_path / f"{i}.log", tmp_path)
@@ -47,7 +55,7 @@ def test_each_forked_worker_is_a_new_process_of_the_zygote(tmp_path):
             assert child.returncode == 70  # the child's catch-all: a missing spec is a traceback in its log
         assert "FileNotFoundError" in (tmp_path / "0.log").read_text()
     finally:
-        zygote.close()
+        zygote.close()  # what it imported stays readable for the compile-stack test
     assert zygote.proc.returncode == 0  # EOF ends it
 
 
@@ -98,14 +106,10 @@ def test_a_zygote_that_cannot_start_is_an_oserror_and_the_run_starts_workers_ane
 
 
 
-def test_the_zygote_imports_the_compile_stack_once_for_its_children(tmp_path):
+def test_the_zygote_imports_the_compile_stack_once_for_its_children(zygote):
     """torch._dynamo (Triton too where installed) is imported by the zygote, not by each pair; never
     Inductor's compile_fx, after whose import a forked child cannot start CUDA (seen on an H200)."""
-    zygote = Zygote({**os.environ}, Path.cwd(), tmp_path / "zygote.log")
-    try:
-        assert "torch._dynamo" in zygote.imported and "torch._inductor.compile_fx" not in zygote.imported
-    finally:
-        zygote.close()
+    assert "torch._dynamo" in zygote.imported and "torch._inductor.compile_fx" not in zygote.imported
 
 
 def test_a_share_applied_after_inductor_was_imported_recounts_its_compile_threads(monkeypatch):

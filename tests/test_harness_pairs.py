@@ -187,9 +187,11 @@ def test_check_plan_is_random_and_in_range():
 def test_cold_start_checks_outputs(tmp_path):
     """--cold-start times each variant in a process of its own: there too one timed call is
     checked against the baseline's (a variant honest only when set up twice in a process fails).
-    Forked workers here (CI time); tests/test_modes.py runs cold starts in spawned ones."""
+    Forked workers here (CI time); tests/test_modes.py runs cold starts in spawned ones. Two cold
+    processes a variant, not the default three: each of the baseline's saves its checked call's output,
+    each optimized one checks a call against it, and the samples are kept as groups either way."""
     options = RunOptions(iterations=6, warmup=2, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path, cold_start=True,
-                         fork_workers=True)
+                         cold_runs=2, fork_workers=True)
     pairs = resolve_targets(["pairs:cold_cheat", "pairs:good"], FIXTURE_PAIRS, (FIXTURE_PAIRS,))
     results = {r["name"]: r for r in run_suite(pairs, options)[0]}
     cheat = results["cold_cheat"]

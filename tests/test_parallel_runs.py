@@ -32,11 +32,21 @@ def fake_topology(count: int) -> Topology:
     return Topology(tuple(Gpu(i, str(i), (0, 1) if hasattr(os, "sched_getaffinity") else ()) for i in range(count)), 8)
 
 
-def test_four_gpus_give_the_verdicts_of_one_at_a_time(tmp_path: Path):
+def _options(artifacts: Path) -> RunOptions:
+    return RunOptions(iterations=3, warmup=1, warmup_s=0, device="cpu", artifacts_dir=artifacts)
+
+
+@pytest.fixture(scope="module")
+def one_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """The fixture pairs one at a time (a worker each): the four-GPU run's reference, and its timed
+    pair's phases for the phases test (a worker start less)."""
+    return run_suite(resolve_targets(TARGETS, REPO, (FIXTURE_PAIRS,)), _options(tmp_path_factory.mktemp("one")))[0]
+
+
+def test_four_gpus_give_the_verdicts_of_one_at_a_time(one_at_a_time: list[dict], tmp_path: Path):
     pairs = resolve_targets(TARGETS, REPO, (FIXTURE_PAIRS,))
-    options = RunOptions(iterations=3, warmup=1, warmup_s=0, device="cpu", artifacts_dir=tmp_path)
-    one, _ = run_suite(pairs, options)
-    four, run_dir = run_suite(pairs, options, hooks=Hooks(topology=fake_topology(4)))
+    one = one_at_a_time
+    four, run_dir = run_suite(pairs, _options(tmp_path), hooks=Hooks(topology=fake_topology(4)))
     assert [r["target"] for r in four] == TARGETS, "the summary keeps the order asked for"
     untimed = {r["target"]: r["verdict"] for r in one if r["target"] != "pairs:good"}
     assert untimed == {r["target"]: r["verdict"] for r in four if r["target"] != "pairs:good"}
@@ -56,10 +66,8 @@ def test_four_gpus_give_the_verdicts_of_one_at_a_time(tmp_path: Path):
     assert '"gpus": [\n      "0",\n      "1",\n      "2",\n      "3"\n    ]' in manifest
 
 
-def test_a_timed_pair_records_every_phase(tmp_path: Path):
-    pairs = resolve_targets(["pairs:good"], REPO, (FIXTURE_PAIRS,))
-    (result,), _ = run_suite(pairs, RunOptions(iterations=3, warmup=1, warmup_s=0, device="cpu",
-                                               artifacts_dir=tmp_path))
+def test_a_timed_pair_records_every_phase(one_at_a_time: list[dict]):
+    (result,) = [r for r in one_at_a_time if r["target"] == "pairs:good"]
     phases = result["phases"]
     assert {"start", "import", "setup", "verify", "warmup", "timed", "memory", "teardown", "exit"} <= set(phases)
     inside = sum(v for k, v in phases.items() if k != "total")

@@ -3,6 +3,7 @@ fixture in ncu's ``--csv --page raw`` format), the side-by-side table, and the C
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from aisp.cli.main import app
+from aisp.profile import diff
 from aisp.profile.diff import columns, diff_lines, diff_table, fits, rows, totals
 from aisp.profile.ncu import SECTIONS, parse_raw_csv
 
@@ -90,6 +92,10 @@ def _diff_with_stub_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, width: 
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr("aisp.cli.profile.console", Console(width=width))
+    # The torch capture that names each variant's top kernels runs ch01:batch_size here, on the CPU:
+    # one profiled call and no warm-up instead of 3 + 3 (the stub ncu reads a fixture whatever it is
+    # told), a sixth of those calls' CPU time.
+    monkeypatch.setattr(diff, "ProfileRequest", functools.partial(diff.ProfileRequest, iterations=1, warmup=0))
     return CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--kernels", "2",
                                     "--output-dir", str(tmp_path / "p")])
 

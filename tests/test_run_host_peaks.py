@@ -93,14 +93,10 @@ GPU_HERE = {"measurements": {}, "latency": launch_floors(9.0, 13.0), "skipped": 
 """This host's launch and sync floors, as the faked subprocess returns them."""
 
 
-def run_with(tmp_path, monkeypatch, device: str = "cpu", gpu: str | None = None, gpu_figures: object = GPU_HERE):
-    """A one-pair CPU run with --host-peaks, both measurements faked and counted (the GPU one with the
-    GPU it was given; ``gpu_figures`` its document, or the exception it raises), the cached peaks given;
-    ``gpu``: what ``first_gpu`` names as the run's first GPU."""
-    folder = tmp_path / "hostfx"
-    folder.mkdir()
-    for side in ("baseline", "optimized"):
-        (folder / f"{side}_copy.py").write_text(PAIR)
+def fake_measurements(monkeypatch, gpu: str | None = None, gpu_figures: object = GPU_HERE) -> tuple[list, list]:
+    """Both measurements faked and counted (the GPU one with the GPU it was given; ``gpu_figures`` its
+    document, or the exception it raises), the cached peaks given; ``gpu``: what ``first_gpu`` names as
+    the run's first GPU. Returns the lists the measurements append to."""
     measured, on_gpu = [], []
 
     def measure_gpu(visible: str) -> dict:
@@ -113,6 +109,16 @@ def run_with(tmp_path, monkeypatch, device: str = "cpu", gpu: str | None = None,
     monkeypatch.setattr(measure, "measure_host_gpu", measure_gpu)
     monkeypatch.setattr("aisp.system.gpu_topology.first_gpu", lambda text: gpu)
     monkeypatch.setattr(suite, "load_peaks", lambda key: CACHED)
+    return measured, on_gpu
+
+
+def run_with(tmp_path, monkeypatch, device: str = "cpu", gpu: str | None = None, gpu_figures: object = GPU_HERE):
+    """A one-pair CPU run with --host-peaks, the measurements faked (:func:`fake_measurements`)."""
+    folder = tmp_path / "hostfx"
+    folder.mkdir()
+    for side in ("baseline", "optimized"):
+        (folder / f"{side}_copy.py").write_text(PAIR)
+    measured, on_gpu = fake_measurements(monkeypatch, gpu, gpu_figures)
     options = RunOptions(iterations=3, warmup=1, warmup_s=0, device=device, artifacts_dir=tmp_path / "art",
                          host_peaks=True)
     suite.run(["hostfx:copy"], (folder,), options, reporter=Reporter())  # its exit code is the pair's timing's
@@ -120,10 +126,13 @@ def run_with(tmp_path, monkeypatch, device: str = "cpu", gpu: str | None = None,
     return run_dir, measured, on_gpu
 
 
-@pytest.fixture
-def host_run(tmp_path, monkeypatch):
-    """A --host-peaks run on the CPU (--device cpu): the launch floors are not measured."""
-    return run_with(tmp_path, monkeypatch)[:2]
+@pytest.fixture(scope="module")
+def host_run(tmp_path_factory):
+    """A --host-peaks run on the CPU (--device cpu): the launch floors are not measured. One run for
+    the four tests that read it (a worker start each, before): the fakes are undone after it, and a
+    test that runs the suite again (the resume) or removes a file of the run puts them back."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return run_with(tmp_path_factory.mktemp("host_run"), monkeypatch)[:2]
 
 
 def _kept(run_dir) -> dict:
@@ -195,10 +204,11 @@ def test_a_host_link_is_priced_at_the_run_hosts_figure(host_run):
     assert _kept(run_dir) == {**HERE, "skipped": dict.fromkeys(HOST_GPU_PROBES, "the run uses the CPU (--device cpu)")}
 
 
-def test_a_resumed_run_reuses_its_figures_without_measuring_again(host_run):
-    run_dir, measured = host_run
+def test_a_resumed_run_reuses_its_figures_without_measuring_again(host_run, monkeypatch):
+    run_dir, first = host_run
+    measured, _ = fake_measurements(monkeypatch)  # counts a measurement the resume would make
     suite.resume(run_dir, [], (), {}, reporter=Reporter())  # its exit code is the pair's timing's
-    assert measured == [1]
+    assert first == [1] and measured == []
 
 
 def test_the_ceilings_report_prices_the_run_at_its_own_host(host_run, monkeypatch):
@@ -210,8 +220,12 @@ def test_the_ceilings_report_prices_the_run_at_its_own_host(host_run, monkeypatc
     run_dir, _ = host_run
     monkeypatch.setattr("aisp.peak.measure.load_peaks", lambda key: CACHED)
     (own,) = rows(*_run_results(run_dir, False, False, {})[::2])
+    kept = (run_dir / RUN_HOST_PEAKS).read_bytes()
     (run_dir / RUN_HOST_PEAKS).unlink()
-    (cached,) = rows(*_run_results(run_dir, False, False, {})[::2])
+    try:
+        (cached,) = rows(*_run_results(run_dir, False, False, {})[::2])
+    finally:
+        (run_dir / RUN_HOST_PEAKS).write_bytes(kept)  # the run is the module's: the other tests read it whole
     assert own.kind == cached.kind == "memory"
     assert cached.percent == pytest.approx(9 * own.percent)
     shown = CliRunner().invoke(app, ["report", "ceilings", str(run_dir)], env={"COLUMNS": "200"})
