@@ -204,3 +204,20 @@ def test_row_medians_are_numpys_bit_for_bit(width):
     x = np.random.default_rng(width).lognormal(size=(500, width))
     x[::7, 0] = x[::7, -1]  # ties
     assert np.array_equal(row_medians(x), np.median(x, axis=1))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 8, 20, 41, 64])
+def test_summary_percentiles_are_numpys_bit_for_bit(size):
+    """summarize's one-sort quantiles equal np.percentile's, ties and constant samples included; NaN too."""
+    rng = np.random.default_rng(size)
+    for trial in range(300):
+        x = rng.lognormal(0, rng.uniform(0.001, 1), size) * rng.uniform(0.001, 100)
+        if trial % 3 == 0:
+            x = np.round(x, 2)  # ties
+        if trial % 50 == 0:
+            x = np.full(size, 0.37)
+        s = summarize(x)
+        p10, p50, p90 = np.percentile(x, [10, 50, 90])
+        assert (s.p10, s.median, s.p90, s.min, s.max) == (p10, p50, p90, x.min(), x.max())
+    with_nan = summarize([1.0, float("nan"), 2.0])
+    assert all(np.isnan(v) for v in (with_nan.median, with_nan.p10, with_nan.p90, with_nan.min, with_nan.max))

@@ -42,11 +42,31 @@ def summarize(samples: Sequence[float]) -> Summary:
         raise ValueError("no samples to summarize")
     mean = float(x.mean())
     std = float(x.std(ddof=1)) if x.size > 1 else 0.0
-    p10, p50, p90 = np.percentile(x, [10, 50, 90])
+    s = np.sort(x)
+    if np.isnan(s[-1]):  # NaN sorts last; np.percentile, min and max give NaN then
+        p10 = p50 = p90 = low = high = math.nan
+    else:
+        p10, p50, p90 = (sorted_percentile(s, q) for q in (0.1, 0.5, 0.9))
+        low, high = s[0], s[-1]
     return Summary(
         n=int(x.size), median=float(p50), mean=mean, std=std, p10=float(p10), p90=float(p90),
-        min=float(x.min()), max=float(x.max()), cv=std / mean if mean > 0 else 0.0,
+        min=float(low), max=float(high), cv=std / mean if mean > 0 else 0.0,
     )
+
+
+def sorted_percentile(s: np.ndarray, q: float) -> float:
+    """The ``q`` quantile (0..1) of the sorted samples ``s``, equal to ``np.percentile(s, 100 q)`` bit for
+    bit (its default linear method: index (n - 1) q, and its two-sided interpolation). One sort serves
+    the three quantiles :func:`summarize` takes, where np.percentile's generic path cost ~0.14 ms a
+    call, most of a simulated book's judging (tests/test_judge_simulation.py)."""
+    n = s.size
+    at = (n - 1) * q
+    if at >= n - 1:
+        return float(s[-1])
+    low = math.floor(at)
+    t = at - low
+    a, b = float(s[low]), float(s[low + 1])
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
 
 
 @dataclass(frozen=True)
