@@ -1,8 +1,8 @@
 """Chapter 13's multi-GPU pairs and tools on the CPU with gloo: the pairs at small fp32 sizes on
 three ranks through the real harness path (tests/fixtures/distributed_ch13/; each pair's worker
 forked from a zygote, so a forked worker is shown to run a multi-rank pair), with a wrong variant of
-each that verification must reject; the context-parallelism tool, the FSDP example and the
-priority group under torchrun, in one two-rank world."""
+each that verification must reject; the context-parallelism tool and the FSDP
+example under torchrun."""
 
 from __future__ import annotations
 
@@ -156,19 +156,16 @@ def test_fused_merge_of_two_cudnn_blocks_matches_one_attention_on_gpu():
     assert (out.float() - want.float()).abs().max() <= 2.0 ** -6 * want.float().abs().max()
 
 
-SCRIPTS = """import json, sys
-from pathlib import Path
-sys.path.insert(0, {ch13!r})
+def test_priority_group_carries_the_ring_and_is_destroyed(tmp_path):
+    """Two gloo ranks: priority_group() is a new group of both ranks; the ring on it with the merge
+    kernel's fallback equals the all-gather; destroyed before the default group, both ranks exit 0
+    (kept in a module cache past it, a rank aborted at exit under load)."""
+    script = tmp_path / "group.py"
+    script.write_text(f"""import sys
+sys.path.insert(0, {str(CH13)!r})
 import torch, torch.distributed as dist
-import context_parallelism, fsdp_example
 from context_parallel_common import allgather_attention, priority_group, ring_attention, ring_buffers
 from context_parallel_merge import fused_merge
-out = Path(sys.argv[1])
-codes = {{"tool": context_parallelism.main(["--device", "cpu", "--dtype", "fp32", "--heads", "2", "--head-dim", "16",
-                                           "--seq-per-rank", "32", "96", "--iterations", "3", "--warmup", "1",
-                                           "--json", str(out / "rows.json")]),
-          "fsdp": fsdp_example.main(["--device", "cpu", "--preset", "tiny", "--steps", "4",
-                                     "--json", str(out / "fsdp.json")])}}
 dist.init_process_group("gloo")
 group = priority_group()
 assert group is not dist.group.WORLD and dist.get_world_size(group) == 2
@@ -176,59 +173,38 @@ torch.manual_seed(dist.get_rank())
 q, k, v = (torch.randn(1, 2, 24, 16) for _ in range(3))
 ring = ring_attention(q, k, v, ring_buffers(k, v), group=group, merge_block=fused_merge)
 assert torch.allclose(ring, allgather_attention(q, k, v), atol=1e-5), (ring - allgather_attention(q, k, v)).abs().max()
-if dist.get_rank() == 0:
-    (out / "codes.json").write_text(json.dumps(codes))
 dist.destroy_process_group(group)
 dist.barrier()
 dist.destroy_process_group()
-print("priority group ok")
-"""
-
-
-@pytest.fixture(scope="module")
-def scripts(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
-    """Chapter 13's two torchrun scripts and the priority group's check in one two-gloo-rank world, in
-    turn (each script joins the default group and destroys it, as a launch of its own does): one
-    world instead of three saves seven Python starts (each importing torch, ~4-8 s of CPU). The
-    priority group's check comes last, so its group's destruction order is what the exit sees, as
-    when it ran alone. The tool at two ranks (it ran at three): the ring at three ranks is the same
-    RingAttention class that the suite above verifies on three ranks. The process and its folder."""
-    out = tmp_path_factory.mktemp("scripts")
-    (out / "scripts.py").write_text(SCRIPTS.format(ch13=str(CH13)))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(out / "scripts.py"),
-           str(out)]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300), out
-
-
-def test_priority_group_carries_the_ring_and_is_destroyed(scripts):
-    """Two gloo ranks: priority_group() is a new group of both ranks; the ring on it with the merge
-    kernel's fallback equals the all-gather; destroyed before the default group, both ranks exit 0
-    (kept in a module cache past it, a rank aborted at exit under load)."""
-    proc, _ = scripts
+print("ok")
+""")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "priority group ok" in proc.stdout
 
 
-def exit_code(scripts: tuple[subprocess.CompletedProcess, Path], script: str) -> int:
-    """What ``script``'s main() returned (its exit status when run alone)."""
-    proc, out = scripts
-    assert (out / "codes.json").exists(), proc.stdout + proc.stderr
-    return json.loads((out / "codes.json").read_text())[script]
+def _torchrun(ranks: int, script: str, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+           str(CH13 / script), "--device", "cpu", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
-def test_context_parallelism_tool(scripts):
-    proc, out = scripts
-    assert exit_code(scripts, "tool") == 0, proc.stdout + proc.stderr
-    rows = json.loads((out / "rows.json").read_text())
-    assert [r["seq"] for r in rows] == [64, 192]
+def test_context_parallelism_tool(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = _torchrun(3, "context_parallelism.py", "--dtype", "fp32", "--heads", "2", "--head-dim", "16",
+                     "--seq-per-rank", "32", "96", "--iterations", "3", "--warmup", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())
+    assert [r["seq"] for r in rows] == [96, 288]
     assert all(r["match"] and r["allgather_ms"] > 0 and r["ring_ms"] > 0 for r in rows)
     assert "all-gather ms" in proc.stdout
 
 
-def test_fsdp_example_halves_training_state(scripts):
-    proc, out = scripts
-    assert exit_code(scripts, "fsdp") == 0, proc.stdout + proc.stderr
-    doc = json.loads((out / "fsdp.json").read_text())
+def test_fsdp_example_halves_training_state(tmp_path):
+    out = tmp_path / "fsdp.json"
+    proc = _torchrun(2, "fsdp_example.py", "--preset", "tiny", "--steps", "4", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
     ddp, fsdp = doc["runs"]
     assert doc["losses_agree"] and len(ddp["losses"]) == 4, proc.stdout
     assert max(fsdp["state_bytes"]) < 0.6 * min(ddp["state_bytes"]), proc.stdout
