@@ -20,8 +20,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed_ch15"
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """Both pairs, two gloo ranks each; ch15/ on the workers' PYTHONPATH."""
-    results = run_fixture_pairs(FIXTURES, CH15, RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art")), ranks=2)
+    """Both pairs (four fixture pairs: the transfer at three sizes), two gloo ranks each; ch15/ on the
+    workers' PYTHONPATH. The workers are forked from one zygote (--fork-workers, as
+    tests/test_distributed_ch13.py runs its pairs): a spawned worker imports torch and the pair's
+    modules anew, ~7 s of CPU each, four times; the ranks start as they do under a spawned worker."""
+    options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"),
+                         fork_workers=True)
+    results = run_fixture_pairs(FIXTURES, CH15, options, ranks=2)
+    assert all(r["placement"]["forked"] for r in results), [r["placement"] for r in results]
     return {r["name"]: {v["name"]: v for v in [r["baseline"], *r["variants"]]} for r in results}
 
 

@@ -78,13 +78,18 @@ FIXTURES = {"baseline_topo": "SmallRoundRobin", "optimized_topo": "SmallLocal", 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """Both pairs with their wrong variants, two gloo ranks each; ch17/ on the workers' PYTHONPATH."""
+    """Both pairs with their wrong variants, two gloo ranks each; ch17/ on the workers' PYTHONPATH. The
+    workers are forked from one zygote (--fork-workers, as tests/test_distributed_ch13.py runs its
+    pairs): a spawned worker imports torch, the harness and the pair's modules anew, ~7 s of CPU a
+    pair; each still becomes torchrun's agent and starts its two ranks afresh."""
     pairs = tmp_path_factory.mktemp("pairs")
     (pairs / "ch17_small.py").write_text(SMALL)
     for stem, cls in FIXTURES.items():
         (pairs / f"{stem}.py").write_text(f"from ch17_small import {cls}\n\n\ndef get_benchmark():\n    return {cls}()\n")
-    options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"))
+    options = RunOptions(iterations=2, warmup=0, warmup_s=0.0, device="cpu", artifacts_dir=tmp_path_factory.mktemp("art"),
+                         fork_workers=True)
     results = run_fixture_pairs(pairs, CH17, options, ranks=2)
+    assert all(r["placement"]["forked"] for r in results), [r["placement"] for r in results]
     return {r["name"]: {v["name"]: v for v in [r["baseline"], *r["variants"]]} for r in results}
 
 

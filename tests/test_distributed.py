@@ -24,9 +24,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed"
 SLOW_MS = 40.0  # common_ranks.SLOW_MS
 
 
-def _run(names: list[str], artifacts: Path) -> tuple[dict[str, dict], Path]:
+def _run(names: list[str], artifacts: Path, fork_workers: bool = False) -> tuple[dict[str, dict], Path]:
     pairs = [p for p in resolve_targets([], FIXTURES, (FIXTURES,)) if p.name in names]
-    options = RunOptions(iterations=6, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=artifacts)
+    options = RunOptions(iterations=6, warmup=1, warmup_s=0.0, device="cpu", artifacts_dir=artifacts,
+                         fork_workers=fork_workers)
     results, run_dir = run_suite(pairs, options, hooks=rank_hints(pairs, 2))
     return {r["name"]: r for r in results}, run_dir
 
@@ -50,7 +51,10 @@ def limit_once_both_ranks_run(mp: pytest.MonkeyPatch, pid_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """Two suites at once (the hang takes its whole timeout): the hang alone, the rest together."""
+    """Two suites at once (the hang takes its whole timeout): the hang alone, its worker spawned as by
+    default (the process model its test is about), and the rest together, their five workers forked
+    from one zygote (--fork-workers): a spawned worker imports torch and the harness, ~4 s of CPU
+    each. Either way each worker becomes torchrun's agent and starts its ranks afresh."""
     pid_dir = tmp_path_factory.mktemp("pids")
     os.environ["AISP_TEST_PID_DIR"] = str(pid_dir)
     try:
@@ -58,10 +62,12 @@ def suite(tmp_path_factory):
             limit_once_both_ranks_run(mp, pid_dir)
             hang = pool.submit(_run, ["rank_hangs"], tmp_path_factory.mktemp("hang"))
             rest = pool.submit(_run, ["slow_rank", "rank_mismatch", "rank_raises", "rank_aborts", "needs_gpus"],
-                               tmp_path_factory.mktemp("rest"))
+                               tmp_path_factory.mktemp("rest"), fork_workers=True)
             (hang_results, _), (results, run_dir) = hang.result(), rest.result()
     finally:
         del os.environ["AISP_TEST_PID_DIR"]
+    assert all(r["placement"]["forked"] for r in results.values()), [r["placement"] for r in results.values()]
+    assert not hang_results["rank_hangs"]["placement"]["forked"]
     return {**results, **hang_results}, run_dir, pid_dir
 
 

@@ -2,9 +2,10 @@
 ceiling is world x one GPU's peak. Where the work is matmuls and attention that PyTorch's
 ``FlopCounterMode`` counts, this is checked: each pair's chapter accounting at CPU sizes, one call
 of a variant that does no rank's work twice, on two gloo ranks under torchrun (this file's
-``__main__``), the ranks' counts summed. A per-rank declaration reads about 1/world of that sum; a
-fixture declaring one rank's FLOPs shows the check fires. Bytes cannot be counted this way (the ch02
-and ch04 NVLink pairs), and pairs that declare no FLOPs are not listed."""
+``__main__``, in ranks forked from torchrun's agent), the ranks' counts summed. A per-rank
+declaration reads about 1/world of that sum; a fixture declaring one rank's FLOPs shows the check
+fires. Bytes cannot be counted this way (the ch02 and ch04 NVLink pairs), and pairs that declare no
+FLOPs are not listed."""
 
 from __future__ import annotations
 
@@ -122,11 +123,18 @@ def summed(declared: float, counted: float) -> bool:
 
 @pytest.fixture(scope="module")
 def counts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
-    """Every case counted on two gloo ranks (one torchrun launch): declared and counted FLOPs."""
+    """Every case counted on two gloo ranks (one torchrun launch): declared and counted FLOPs. The ranks
+    are forked from torchrun's agent, which runs this file in each (--start-method fork --run-path):
+    started afresh, each rank imported torch again (~4 s of CPU a rank); what is counted is the same.
+    This folder is on their path for conftest, as it is on a script's. OMP_NUM_THREADS is given as
+    torchrun gives it to ranks it starts afresh (1 where unset): it sets it after importing torch, too
+    late for a forked rank, and two ranks of two threads each on two cores took 2.7x the CPU."""
     out = tmp_path_factory.mktemp("flops") / "counts.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}", __file__, str(out)]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
+           "--start-method", "fork", "--run-path", __file__, str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(Path(__file__).parent)]),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
 
