@@ -53,6 +53,17 @@ def test_importing_the_cli_app_imports_no_torch_nor_scipy():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_run_and_the_serving_kit_leave_scipy_stats_and_dynamo_to_those_that_use_them():
+    """``aisp bench run`` loads aisp.suite (the judge with it) before any worker starts, and every
+    serving rank and worker loads aisp.kits.llm: scipy.stats (~2 s of CPU) and torch._dynamo (~3 s,
+    through torch.nn.attention.bias) load where they are called, not at import (2026-11-30)."""
+    code = ("import sys, aisp.suite; a = 'scipy.stats' in sys.modules; import aisp.kits.llm; "
+            "print(a, 'torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=True)
+    assert done.stdout.split() == ["False", "False"]
+
+
 def test_package_names_stay_importable_lazily():
     from aisp import Benchmark, Workload  # the chapters' imports
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import binom, t
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,9 @@ def log_limit(noise: Noise, reference_runs: int, new_runs: int = 1) -> float:
 
 @lru_cache(maxsize=64)
 def _quantile(df: int) -> float:
+    # imported here, as in _median_rank: scipy.stats is ~2 s of CPU at every 'aisp bench run' start
+    from scipy.stats import t
+
     return float(t.isf(FALSE_FLAG_RATE / FIGURES, df))
 
 
@@ -115,4 +117,6 @@ def median_interval(samples: Sequence[float]) -> tuple[float, float]:
 @lru_cache(maxsize=64)
 def _median_rank(n: int) -> int:
     """The 1-based rank of the lower bound of the median's 95% interval among ``n`` samples."""
+    from scipy.stats import binom
+
     return int(binom.ppf(0.025, n, 0.5))

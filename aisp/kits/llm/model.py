@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.bias import causal_lower_right
 
 from aisp.kits.llm.cache import KVCache
 from aisp.kits.llm.config import LLMConfig
@@ -102,6 +101,10 @@ class Attention(nn.Module):
                 keys, values, causal = k.transpose(1, 2), v.transpose(1, 2), None
             else:  # the new tokens are the cache's last ones: causal aligned to the lower right
                 keys, values = seg.cache.read(layer)
+                # imported here: torch.nn.attention.bias imports torch._dynamo, ~3 s of CPU in every
+                # process that loads the kit (each serving rank and worker), used only on this path
+                from torch.nn.attention.bias import causal_lower_right
+
                 causal = causal_lower_right(t, keys.shape[2])
             y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=causal,
                                                is_causal=causal is None, enable_gqa=True).transpose(1, 2)
