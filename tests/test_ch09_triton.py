@@ -1,35 +1,25 @@
-"""Chapter 9's Triton kernels on a CPU through the Triton interpreter (TRITON_INTERPRET=1, set in a
-fresh process before triton is imported), against the pairs' own eager baselines; then Triton's real
-compiler for sm_90 (no GPU), which rejects what the interpreter accepts.
+"""Chapter 9's Triton kernels on a CPU through the Triton interpreter (TRITON_INTERPRET=1, set before
+triton is imported in the process each script's fresh fork comes from: tests/ci_triton_scripts.py),
+against the pairs' own eager baselines; then Triton's real compiler for sm_90 (no GPU), which
+rejects what the interpreter accepts.
 
 The interpreter (Triton 3.6) truncates fp32 to bf16 and multiplies bf16 tiles wrongly in tl.dot, so
 the interpreted checks run in fp32 and fp16; the GPU tests check bf16 (test_ch09_gpu.py)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import assert_ran, run_scripts
 
 pytest.importorskip("triton")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def interpret(code: str) -> None:
-    """Run ``code`` with ch09 importable and the Triton interpreter on; fail with its output."""
-    script = "import sys, torch\nsys.path.insert(0, 'ch09')\ntorch.manual_seed(0)\n" + textwrap.dedent(code)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_rmsnorm_kernel_matches_the_eager_module_on_ragged_rows() -> None:
-    interpret("""
+RMSNORM = """
         from baseline_fused_rmsnorm import rmsnorm_eager
         from ch09_rows import rmsnorm
         for dt in (torch.float32, torch.float16):
@@ -37,11 +27,14 @@ def test_rmsnorm_kernel_matches_the_eager_module_on_ragged_rows() -> None:
             ref = rmsnorm_eager(x, w, 1e-6).float()
             out = rmsnorm(x, w, 1e-6, torch.full_like(x, float("nan"))).float()
             assert ((out - ref).abs() <= 2e-3 * ref.abs() + 1e-6).all(), (dt, (out - ref).abs().max())
-    """)
+    """
 
 
-def test_online_softmax_matches_the_three_step_softmax_over_several_blocks() -> None:
-    interpret("""
+def test_rmsnorm_kernel_matches_the_eager_module_on_ragged_rows(interpreted: dict) -> None:
+    assert_ran(interpreted, "rmsnorm")
+
+
+SOFTMAX = """
         from baseline_fused_softmax import UnfusedSoftmax
         from ch09_rows import softmax
         bench = UnfusedSoftmax()
@@ -51,12 +44,14 @@ def test_online_softmax_matches_the_three_step_softmax_over_several_blocks() -> 
         out = softmax(bench.x, torch.full_like(bench.x, float("nan")), block=256)
         assert torch.allclose(out, ref, rtol=1e-5, atol=1e-7), (out - ref).abs().max()
         assert torch.allclose(out.sum(-1), torch.ones(6))
-    """)
+    """
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_matmul_with_group_order_and_split_k(dtype: str) -> None:
-    interpret(f"""
+def test_online_softmax_matches_the_three_step_softmax_over_several_blocks(interpreted: dict) -> None:
+    assert_ran(interpreted, "softmax")
+
+
+MATMUL = """
         from ch09_matmul import Tiling, matmul, partials
         a, b = torch.randn(100, 256).to(torch.{dtype}), torch.randn(256, 72).to(torch.{dtype})
         ref = a.float() @ b.float()
@@ -70,7 +65,22 @@ def test_matmul_with_group_order_and_split_k(dtype: str) -> None:
             raise AssertionError("K not divisible by split_k * bk was accepted")
         except ValueError:
             pass
-    """)
+    """
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_matmul_with_group_order_and_split_k(dtype: str, interpreted: dict) -> None:
+    assert_ran(interpreted, f"matmul[{dtype}]")
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """The scripts above, each with ch09 on its path and torch seeded, in forks of one process that imported
+    torch and triton once for the four (tests/ci_triton_scripts.py)."""
+    scripts = {"rmsnorm": RMSNORM, "softmax": SOFTMAX} | {
+        f"matmul[{dtype}]": MATMUL.format(dtype=dtype) for dtype in ("float16", "float32")}
+    prelude = "import sys, torch\nsys.path.insert(0, 'ch09')\ntorch.manual_seed(0)\n"
+    return run_scripts({name: prelude + textwrap.dedent(code) for name, code in scripts.items()}, timeout=600)
 
 
 def compile_sm90(fn, signature: dict[str, str], constexprs: dict[str, int], **options: int):

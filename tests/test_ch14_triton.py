@@ -1,5 +1,6 @@
 """Chapter 14's Triton kernels on a CPU through the Triton interpreter (TRITON_INTERPRET=1), each
-in a fresh process (the variable must be set before triton is imported), against PyTorch.
+in a fresh fork of one process that imported triton with the variable set (it must be set before
+triton is imported: tests/ci_triton_scripts.py), against PyTorch.
 
 The interpreter (Triton 3.6, NumPy 2) truncates fp32 to bf16 instead of rounding, multiplies bf16
 tiles wrongly in tl.dot, rounds some values to e4m3 wrongly at binade edges, and cannot take a
@@ -10,15 +11,14 @@ time, and its PTX, SASS and resources read."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from ci_triton_scripts import assert_ran, run_scripts
 from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, compile_sm90, fits_sm90, ptxas_advisories
 
 from aisp.harness.loader import import_module_at
@@ -27,18 +27,7 @@ pytest.importorskip("triton")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def interpret(code: str) -> None:
-    """Run ``code`` with ch14 importable and the Triton interpreter on; fail with its output."""
-    script = INTERPRETER_FIX + "import sys, torch\nsys.path[:0] = ['ch14', 'tests']\ntorch.manual_seed(0)\n" \
-        + textwrap.dedent(code)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_fused_add_norm_gelu_matches_eager_on_ragged_rows() -> None:
-    interpret("""
+ADD_NORM_GELU = """
         import torch.nn.functional as F
         from optimized_triton_fused_layernorm import add_norm_gelu
         x, r = torch.randn(7, 300).bfloat16(), torch.randn(7, 300).bfloat16()
@@ -47,12 +36,14 @@ def test_fused_add_norm_gelu_matches_eager_on_ragged_rows() -> None:
         out = add_norm_gelu(x, r, w, b, 1e-5).float()
         assert (out - ref).abs().max() <= 2 ** -5 * ref.abs().max(), (out - ref).abs().max()
         assert (out - ref).norm() / ref.norm() < 1.5e-2  # the interpreter truncates to bf16 (GPU: rounds)
-    """)
+    """
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_grouped_gemm_matches_a_loop_with_uneven_and_empty_groups(dtype: str) -> None:
-    interpret(f"""
+def test_fused_add_norm_gelu_matches_eager_on_ragged_rows(interpreted: dict) -> None:
+    assert_ran(interpreted, "add_norm_gelu")
+
+
+GROUPED_GEMM = """
         from optimized_triton_grouped_gemm import Tiling, block_table, grouped_mm
         rows, dt = [5, 40, 17, 0, 33, 16], torch.{dtype}
         a, b = torch.randn(sum(rows), 64).to(dt), torch.randn(len(rows), 64, 32).to(dt)
@@ -66,15 +57,15 @@ def test_grouped_gemm_matches_a_loop_with_uneven_and_empty_groups(dtype: str) ->
             raise AssertionError("N not a multiple of the tile width was accepted")
         except ValueError:
             pass
-    """)
+    """
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_grouped_gemm_tma_matches_fp64_with_uneven_and_empty_groups(dtype: str) -> None:
-    """Bands not multiples of the block (a block's box reads the next band's rows, which the store
-    must drop), an empty band, a last band whose box runs past the end of ``a`` (TMA's zero fill),
-    fewer programs than tiles and more; every row written exactly once."""
-    interpret(f"""
+def test_grouped_gemm_matches_a_loop_with_uneven_and_empty_groups(dtype: str, interpreted: dict) -> None:
+    assert_ran(interpreted, f"grouped_gemm[{dtype}]")
+
+
+GROUPED_TMA = """
         from optimized_triton_grouped_gemm import Tiling, block_table
         from ch14_grouped_tma import grouped_mm_tma
         rows, dt = [5, 40, 17, 0, 33, 16, 7], torch.{dtype}
@@ -86,17 +77,18 @@ def test_grouped_gemm_tma_matches_fp64_with_uneven_and_empty_groups(dtype: str) 
             grouped_mm_tma(a, b, block_table(rows, 16, a.device), out, programs, tiling)
             err = (out.double() - ref).abs().max().item()
             assert err < (1e-5 if dt == torch.float32 else 2e-3) * ref.abs().max().item(), (programs, err)
-    """)
+    """
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_grouped_gemm_tma_split_matches_fp64_on_band_tails_of_0_1_64_and_65_rows(dtype: str) -> None:
-    """The two-height kernel at the GPU's 128-row blocks: bands whose last block holds 128 (a
-    remainder of 0), 1, 64 and 65 rows, empty bands, a last band whose box runs past the end of
-    ``a``; fewer programs than tiles and more; then 16-row blocks (8-row tails). Then a table that
-    says 64 rows for a block holding 100: only the 64 are written, so the kernel does take the
-    short path where its table says so (a kernel that ignored the height would pass the rest)."""
-    interpret(f"""
+def test_grouped_gemm_tma_matches_fp64_with_uneven_and_empty_groups(dtype: str, interpreted: dict) -> None:
+    """Bands not multiples of the block (a block's box reads the next band's rows, which the store
+    must drop), an empty band, a last band whose box runs past the end of ``a`` (TMA's zero fill),
+    fewer programs than tiles and more; every row written exactly once."""
+    assert_ran(interpreted, f"grouped_tma[{dtype}]")
+
+
+GROUPED_TMA_SPLIT = """
         from optimized_triton_grouped_gemm import Tiling
         from ch14_grouped_tma_split import grouped_mm_tma_split, split_block_table
         dt = torch.{dtype}
@@ -120,7 +112,17 @@ def test_grouped_gemm_tma_split_matches_fp64_on_band_tails_of_0_1_64_and_65_rows
         out = torch.full((130, 64), float("nan")).to(dt)
         grouped_mm_tma_split(a, b, lying, out, 4, Tiling(bm=128, bn=32, bk=32))
         assert not out[:64].isnan().any() and out[64:100].isnan().all() and not out[100:].isnan().any()
-    """)
+    """
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_grouped_gemm_tma_split_matches_fp64_on_band_tails_of_0_1_64_and_65_rows(dtype: str, interpreted: dict) -> None:
+    """The two-height kernel at the GPU's 128-row blocks: bands whose last block holds 128 (a
+    remainder of 0), 1, 64 and 65 rows, empty bands, a last band whose box runs past the end of
+    ``a``; fewer programs than tiles and more; then 16-row blocks (8-row tails). Then a table that
+    says 64 rows for a block holding 100: only the 64 are written, so the kernel does take the
+    short path where its table says so (a kernel that ignored the height would pass the rest)."""
+    assert_ran(interpreted, f"grouped_tma_split[{dtype}]")
 
 
 def test_grouped_gemm_tma_refuses_what_tma_cannot_address() -> None:
@@ -143,7 +145,9 @@ from pathlib import Path
 from refill_check import check_refilled_pair, check_two_seeds
 from aisp.harness.loader import import_module_at
 from baseline_triton_grouped_gemm import grouped_workload
-SMALL = grouped_workload(groups=4, k=64, n=256)  # bands of 40, 336, 176 and 472 rows
+# bands of 40, 336 and 176 rows: less than a tile, ragged tails under and over half a tile (both of the split
+# kernel's heights), 12 tiles of 128 x 128 on 5 programs (a short last round), the last box past a's end
+SMALL = grouped_workload(groups=3, k=64, n=256)
 torch.cuda.get_device_properties = lambda device: types.SimpleNamespace(multi_processor_count=5)
 
 def build(module, seed):
@@ -165,17 +169,19 @@ for base, opt in PAIRS:
 """
 
 
-def test_grouped_gemm_variants_verify_against_the_loop_under_the_interpreter() -> None:
+def grouped_pairs() -> list[tuple[str, str]]:
+    from conftest import variant_modules
+    return [(b, o) for b, o in variant_modules(REPO / "ch14") if b == "baseline_triton_grouped_gemm"]
+
+
+def test_grouped_gemm_variants_verify_against_the_loop_under_the_interpreter(interpreted: dict) -> None:
     """Each optimized variant of the pair (pointer, TMA and split TMA kernels, default tiles) against the
     torch.mm loop as the harness checks it: two seeds, another seed's answer rejected, refilled inputs."""
-    from conftest import variant_modules
-    pairs = [(b, o) for b, o in variant_modules(REPO / "ch14") if b == "baseline_triton_grouped_gemm"]
-    assert len(pairs) == 3
-    interpret(f"PAIRS = {pairs!r}\n" + PAIR_SCRIPT)
+    assert len(grouped_pairs()) == 3
+    assert_ran(interpreted, "pairs")
 
 
-def test_fp8_quantization_scales_and_scaled_gemm() -> None:
-    interpret("""
+FP8_GEMM = """
         from optimized_triton_fp8_gemm import Tiling, quantize_rows, quantize_rows_reference, scaled_mm
         x = torch.randn(64, 96).bfloat16() * torch.logspace(-2, 2, 64)[:, None].bfloat16()
         q, s = quantize_rows(x)
@@ -190,16 +196,23 @@ def test_fp8_quantization_scales_and_scaled_gemm() -> None:
         assert ((out - ref).abs() <= 2 ** -7 * ref.abs() + 1e-3 * ref.abs().max()).all()
         exact = x.float() @ w.float().t()
         assert (out - exact).norm() / exact.norm() < 0.08  # e4m3 rounding of both operands
-    """)
+    """
 
 
-def test_relu_squared_kernel() -> None:
-    interpret("""
+def test_fp8_quantization_scales_and_scaled_gemm(interpreted: dict) -> None:
+    assert_ran(interpreted, "fp8_gemm")
+
+
+RELU_SQUARED = """
         from baseline_custom_op_graph_break import launch_relu_squared
         x = torch.randn(5000).bfloat16()
         ref = torch.relu(x.float()) ** 2
         assert ((launch_relu_squared(x).float() - ref).abs() <= 2 ** -7 * ref).all()  # one bf16 rounding
-    """)
+    """
+
+
+def test_relu_squared_kernel(interpreted: dict) -> None:
+    assert_ran(interpreted, "relu_squared")
 
 
 def test_fused_add_norm_gelu_compiles_for_sm90() -> None:
@@ -272,13 +285,7 @@ def test_sm90_tma_flattens_its_tile_loop_and_split_does_not(stages: int) -> None
     assert tile_loops(compiled["tma_split"].asm["ptx"])[0][0] == 2 * stages
 
 
-@pytest.mark.parametrize("mma_bias", [False, True])
-def test_alibi_flash_matches_fp64_alibi_attention(mma_bias: bool) -> None:
-    """``ch14_alibi_flash`` (flex_score_mod's ``_triton``) under the interpreter, each route of the bias,
-    against softmax(q k^T / sqrt(d) + the baseline's causal ALiBi bias) v in fp64: several query
-    blocks, one tile a block (BLOCK_M = BLOCK_N) and two, batch > 1 (heads share the slopes by head
-    index), fp32 and fp16; the kernel without its bias (slopes 0) rejected."""
-    interpret(f"""
+ALIBI = """
         import triton
         from baseline_flex_score_mod import alibi_causal_bias, alibi_slopes
         from ch14_alibi_flash import alibi_flash_attention
@@ -294,7 +301,16 @@ def test_alibi_flash_matches_fp64_alibi_attention(mma_bias: bool) -> None:
             assert err < (2e-5 if dt == torch.float32 else 3e-3), (dt, bm, bn, err)
             flat = alibi_flash_attention(q, k, v, slopes * 0, config=config).double()
             assert (flat - ref).abs().max().item() > 0.05
-    """)
+    """
+
+
+@pytest.mark.parametrize("mma_bias", [False, True])
+def test_alibi_flash_matches_fp64_alibi_attention(mma_bias: bool, interpreted: dict) -> None:
+    """``ch14_alibi_flash`` (flex_score_mod's ``_triton``) under the interpreter, each route of the bias,
+    against softmax(q k^T / sqrt(d) + the baseline's causal ALiBi bias) v in fp64: several query
+    blocks, one tile a block (BLOCK_M = BLOCK_N) and two, batch > 1 (heads share the slopes by head
+    index), fp32 and fp16; the kernel without its bias (slopes 0) rejected."""
+    assert_ran(interpreted, f"alibi[{mma_bias}]")
 
 
 def test_alibi_bias_table_parts_sum_to_the_bias_and_bad_inputs_are_refused() -> None:
@@ -314,6 +330,21 @@ def test_alibi_bias_table_parts_sum_to_the_bias_and_bad_inputs_are_refused() -> 
         flash.alibi_flash_attention(q, q, q, slopes[:2], config=flash.CONFIGS[0])
     with pytest.raises(ValueError, match="slopes"):
         flash.alibi_flash_attention(q, q, q, slopes)
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """The scripts above, each after INTERPRETER_FIX with ch14 and tests on its path and torch seeded, in
+    forks of one process that imported torch and triton once for all twelve (tests/ci_triton_scripts.py)."""
+    scripts = {"add_norm_gelu": ADD_NORM_GELU, "pairs": f"PAIRS = {grouped_pairs()!r}\n" + PAIR_SCRIPT,
+               "fp8_gemm": FP8_GEMM, "relu_squared": RELU_SQUARED}
+    for dtype in ("float16", "float32"):
+        scripts |= {f"{name}[{dtype}]": code.format(dtype=dtype) for name, code in (
+            ("grouped_gemm", GROUPED_GEMM), ("grouped_tma", GROUPED_TMA), ("grouped_tma_split", GROUPED_TMA_SPLIT))}
+    for mma_bias in (False, True):
+        scripts[f"alibi[{mma_bias}]"] = ALIBI.format(mma_bias=mma_bias)
+    prelude = INTERPRETER_FIX + "import sys, torch\nsys.path[:0] = ['ch14', 'tests']\ntorch.manual_seed(0)\n"
+    return run_scripts({name: prelude + textwrap.dedent(code) for name, code in scripts.items()}, timeout=600)
 
 
 ALIBI_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "slopes_ptr": "*fp32",

@@ -7,22 +7,14 @@ the attention kernel: V in dim-major blocks read without the byte loads row-majo
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from triton_cpu import (
-    INTERPRETER_FIX,
-    SMEM_PER_BLOCK,
-    compile_sm90,
-    cuobjdump,
-    fits_sm90,
-    resource_usage,
-    run_interpreted,
-)
+from ci_triton_scripts import assert_ran, run_scripts
+from triton_cpu import INTERPRETER_FIX, SMEM_PER_BLOCK, compile_sm90, cuobjdump, fits_sm90, resource_usage
 
 from aisp.harness.loader import import_module_at
 
@@ -43,9 +35,10 @@ from aisp.harness.verify import VerificationError, compare
 from aisp.kits.llm import LLMConfig
 from ch16_fp8_kv import block_values, fp8_decode_attention, quantize_heads
 
-SMALL = {{"fp8_kv_cache": dict(rows=2, kv_heads=2, context=512, splits=4, element_tol=0.15),
+# the cache: 2 slices of 2 key blocks each; the decode: 2 steps a call, the second fed the first's tokens
+SMALL = {{"fp8_kv_cache": dict(rows=2, kv_heads=2, context=256, splits=2, element_tol=0.15),
           "fp8_weight_decode": dict(model=LLMConfig(vocab=256, dim=128, layers=2, heads=2, kv_heads=1, ffn=128),
-                                    batch=3, prompt=10, steps=6)}}
+                                    batch=3, prompt=10, steps=3)}}
 def check_pair(name, sizes, mods, variant):
     def build(mod, seed):
         bench = mod.get_benchmark()
@@ -92,13 +85,19 @@ print("interpreted ok")
 """
 
 
-def test_fp8_pairs_verify_under_the_triton_interpreter() -> None:
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """The module's four interpreted scripts (each after INTERPRETER_FIX), in forks of one process that
+    imported torch and triton once for them (tests/ci_triton_scripts.py)."""
     pytest.importorskip("triton")
-    script = INTERPRETER_FIX + INTERPRETED.format(ch16=str(CH16), tests=str(ROOT / "tests"))
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900,
-                          check=False)
-    assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
+    scripts = {"pairs": INTERPRETED.format(ch16=str(CH16), tests=str(ROOT / "tests")), "gemv": GEMV.format(ch16=str(CH16)),
+               "fused": FUSED.format(ch16=str(CH16)), "push": PUSH}
+    return run_scripts({name: INTERPRETER_FIX + script for name, script in scripts.items()})
+
+
+def test_fp8_pairs_verify_under_the_triton_interpreter(interpreted: dict) -> None:
+    assert_ran(interpreted, "pairs", "interpreted ok")
+    proc = interpreted["pairs"]
     for variant in ("optimized_fp8_kv_cache_v_blocks", "optimized_fp8_weight_decode_gemv",
                     "optimized_fp8_weight_decode_fused"):
         assert f"verified {variant}" in proc.stdout, proc.stdout
@@ -165,16 +164,12 @@ for m, n, k in ((1, 100, 256), (8, 100, 256), (13, 70, 128), (8, 40, 96), (8, 20
 """
 
 
-def test_fp8_gemv_matches_fp64_at_ragged_shapes_under_the_interpreter() -> None:
+def test_fp8_gemv_matches_fp64_at_ragged_shapes_under_the_interpreter(interpreted: dict) -> None:
     """The GEMV against x @ (w8 * scale)^T in fp64: N not a multiple of the block, 1, 8 and 13 rows
     (8 and 16 MMA columns), K split over 4 and 2 programs (partials summed by the second kernel)
     and not split (small blocks and a 8-SM machine, so that the test's shapes take every path)."""
-    pytest.importorskip("triton")
-    script = INTERPRETER_FIX + GEMV.format(ch16=str(CH16))
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert_ran(interpreted, "gemv")
+    proc = interpreted["gemv"]
     splits = [line.split()[5] for line in proc.stdout.splitlines() if line.startswith("gemv")]
     assert splits == ["4", "4", "4", "1", "2", "1"], proc.stdout  # every path taken
 
@@ -283,7 +278,7 @@ for dtype, top_tol in ((torch.float32, 2e-3), (torch.bfloat16, 0.2)):
         aten = [e.name for e in prof.events() if e.name.startswith("aten::") and not (
             e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::"))]
         tokens, tops = [step.next_tok.clone()], [step.top.clone()]
-        for _ in range(5):
+        for _ in range(2):  # 3 steps compared: each after the previous one's token and position
             step()
             tokens.append(step.next_tok.clone())
             tops.append(step.top.clone())
@@ -343,13 +338,13 @@ print("interpreted ok")
 """
 
 
-def test_fused_decode_step_matches_the_kits_step_under_the_interpreter() -> None:
+def test_fused_decode_step_matches_the_kits_step_under_the_interpreter(interpreted: dict) -> None:
     """``_fused``'s step against the kit's (the ``_gemv`` variant's) from the same prefilled cache, rows
     at different positions, in fp32 (to ~1e-4) and bf16 (the same tokens, cache and positions; top
     logits within bf16 rounding): 21 kernels a step against >= 60 aten ops; the masked attention
     against SDPA (and not the unmasked one), the top-k kernel against torch.topk, the SwiGLU GEMV
     against fp64."""
-    run_interpreted(FUSED.format(ch16=str(CH16)))
+    assert_ran(interpreted, "fused", "interpreted ok")
 
 
 BF16 = "*bf16"
@@ -431,12 +426,12 @@ print("interpreted ok")
 """
 
 
-def test_push_all_reduce_kernels_under_the_interpreter() -> None:
+def test_push_all_reduce_kernels_under_the_interpreter(interpreted: dict) -> None:
     """``ch16_tp_push``'s kernels on one process, the peer's side staged as it leaves it (its partial in
     this rank's inbox, its flags set): the push lands in the peer's buffer (the head: only this rank's
     columns), the sum + residual + RMSNorm and the top 4 match torch, each flag is consumed and the
     peer's sent; a flag that never comes sets ``err`` instead of spinning forever."""
-    run_interpreted(PUSH)
+    assert_ran(interpreted, "push", "interpreted ok")
 
 
 def test_push_kernels_compile_for_sm90_with_system_scope_flags() -> None:

@@ -7,10 +7,12 @@ compiles for sm_90 to cp.async-fed x tiles, TMA-fed weights and unserialized wgm
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
-from triton_cpu import cuobjdump, fits_sm90, run_interpreted, wgmma_serialized
+from ci_triton_scripts import assert_ran, run_scripts
+from triton_cpu import INTERPRETER_FIX, cuobjdump, fits_sm90, wgmma_serialized
 
 from aisp.harness.loader import import_module_at
 
@@ -52,8 +54,8 @@ print("interpreted ok")
 """
 
 
-def test_gather_swiglu_and_the_fused_gather_variant_under_the_interpreter() -> None:
-    run_interpreted(INTERPRETED)
+def test_gather_swiglu_and_the_fused_gather_variant_under_the_interpreter(interpreted: dict) -> None:
+    assert_ran(interpreted, "gather", "interpreted ok")
 
 
 @pytest.mark.parametrize("stages", [3, 4])
@@ -123,10 +125,19 @@ print("interpreted ok")
 """
 
 
-def test_the_fused_route_variant_under_the_interpreter() -> None:
+def test_the_fused_route_variant_under_the_interpreter(interpreted: dict) -> None:
     """The _fused_route variant (aisp.kits.moe_topk_route's routing, checked in tests/test_kits_moe_topk_route.py)
     verifies against the baseline and asks the host for nothing."""
-    run_interpreted(ROUTE_INTERPRETED)
+    assert_ran(interpreted, "route", "interpreted ok")
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """Both interpreted scripts, each after INTERPRETER_FIX, in forks of one process that imported torch and
+    triton once for the two (tests/ci_triton_scripts.py)."""
+    pytest.importorskip("triton")
+    return run_scripts({name: INTERPRETER_FIX + script for name, script in (("gather", INTERPRETED),
+                                                                             ("route", ROUTE_INTERPRETED))})
 
 
 def test_topk_route_kernels_compile_for_sm90_without_spills() -> None:

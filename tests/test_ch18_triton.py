@@ -14,15 +14,14 @@ of one-element numpy arrays), so loops whose bounds depend on the program id run
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
+from ci_triton_scripts import assert_ran, run_scripts
 from conftest import variant_modules
 from triton_cpu import (
     INTERPRETER_FIX,
@@ -77,7 +76,8 @@ SMALL = {"flash_attention_triton": dict(batch=1, heads=2, seq=64, head_dim=32),
                                         split_len=128),
          "fused_rope_kv_write": dict(tokens=4, heads=4, kv_heads=2, head_dim=32, max_len=64),
          "mla_absorption": dict(batch=3, context=200, dim=128, heads=4, latent=64, nope=32, rope=16, v_dim=32),
-         "flex_document_mask": dict(batch=2, seq=512, heads=2, head_dim=32, median_doc=64, longest=256)}
+         # two 128-row blocks a row (the kit's tiles), documents of ~64 tokens up to the whole row
+         "flex_document_mask": dict(batch=2, seq=256, heads=2, head_dim=32, median_doc=64, longest=256)}
 
 def build(module, seed):
     bench = import_module_at(Path(CH18) / f"{module}.py").get_benchmark()
@@ -216,9 +216,10 @@ for bad in ((torch.randn(1, 17, 80), torch.randn(1, 64, 80), 16, 3), (torch.rand
     with pytest.raises(ValueError, match="latent_attention"):
         latent_attention(bad[0], bad[1], bad[2], 0.3, bad[3])  # 17 heads; 3 slices; a 24-wide rope
 
-# the absorbed query: (batch, heads, nope, rope, latent) the pair's 16 heads of 128 + 64 into 512 over two
-# batch blocks (a short second one); a small one; one head, one row, one latent block
-for b, h, nope, rope, lat in ((40, 16, 128, 64, 512), (3, 4, 32, 16, 64), (1, 1, 16, 16, 128)):
+# the absorbed query: (batch, heads, nope, rope, latent) the pair's heads of 128 + 64 into 512 over two batch
+# blocks (a short second one), 2 of its 16 (each head's programs run the same code at another offset); a small
+# one; one head, one row, one latent block
+for b, h, nope, rope, lat in ((40, 2, 128, 64, 512), (3, 4, 32, 16, 64), (1, 1, 16, 16, 128)):
     q, w_uk = torch.randn(b, h * (nope + rope), generator=gen), torch.randn(h, nope, lat, generator=gen)
     cos, sin = torch.randn(rope, generator=gen), torch.randn(rope, generator=gen)
     q_nope, q_rope = q.double().view(b, h, -1).split([nope, rope], -1)
@@ -263,13 +264,6 @@ ONE_LOOP = {"ws", "ahead"}
 """Variants whose key loop walks the causal diagonal block too (``KeyLoop.one_loop``)."""
 
 
-def interpret(script: str, marker: str) -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
-    assert proc.returncode == 0 and marker in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
-
-
 def own_pairs() -> list[tuple[str, str]]:
     found = variant_modules(CH18)
     return [(b, o) for b, o in found if b.removeprefix("baseline_") in PAIRS] + [p for p in OTHER_PAIRS if p in found]
@@ -288,24 +282,28 @@ def test_every_variant_is_discovered() -> None:
                                                           *(o for _, o in OTHER_PAIRS)}
 
 
-def test_pairs_verify_under_the_triton_interpreter() -> None:
-    interpret(f"PAIRS = {own_pairs()!r}\n" + PAIR_SCRIPT, "interpreted ok")
+def test_pairs_verify_under_the_triton_interpreter(interpreted: dict) -> None:
+    assert_ran(interpreted, "pairs", "interpreted ok")
 
 
-def test_kernels_match_fp64_references() -> None:
-    interpret(KERNEL_SCRIPT, "kernels ok")
+def test_kernels_match_fp64_references(interpreted: dict) -> None:
+    assert_ran(interpreted, "kernels", "kernels ok")
 
 
-def test_latent_kernel_matches_fp64_reference_and_a_skipped_slice_is_rejected() -> None:
-    interpret(MLA_SCRIPT, "mla ok")
+def test_latent_kernel_matches_fp64_reference_and_a_skipped_slice_is_rejected(interpreted: dict) -> None:
+    assert_ran(interpreted, "mla", "mla ok")
+
+
+def tma_script(variant: str) -> str:
+    module, function, _ = TMA_KERNELS[variant]
+    return TMA_SCRIPT.replace("{module}", module).replace("{function}", function)
 
 
 @pytest.mark.parametrize("variant", TMA_KERNELS)
-def test_tma_kernel_matches_fp64_reference_under_the_interpreter(variant: str) -> None:
+def test_tma_kernel_matches_fp64_reference_under_the_interpreter(variant: str, interpreted: dict) -> None:
     """The descriptor kernel with each key loop, causal or not, in grouped launch orders that include a
     short last group, and over a single key tile."""
-    module, function, _ = TMA_KERNELS[variant]
-    interpret(TMA_SCRIPT.replace("{module}", module).replace("{function}", function), "tma ok")
+    assert_ran(interpreted, f"tma[{variant}]", "tma ok")
 
 
 HOSTDESC_SCRIPT = TMA_SCRIPT.replace("{module}", "ch18_attention_hostdesc").replace(
@@ -320,11 +318,20 @@ print("tma ok")
 """)
 
 
-def test_hostdesc_kernel_matches_fp64_and_aheads_bits_under_the_interpreter() -> None:
+def test_hostdesc_kernel_matches_fp64_and_aheads_bits_under_the_interpreter(interpreted: dict) -> None:
     """The ahead kernel over host-made descriptors: ``TMA_SCRIPT``'s cases against fp64 (causal or not, a
     short last head group, one head a group, one key tile), then bit for bit ``_ahead``'s output (causal in
     head groups, and non-causal), the other mask's output rejected."""
-    interpret(HOSTDESC_SCRIPT, "tma ok")
+    assert_ran(interpreted, "hostdesc", "tma ok")
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """The scripts above under the interpreter, in forks of one process that imported torch and triton once
+    for all nine (tests/ci_triton_scripts.py)."""
+    scripts = {"pairs": f"PAIRS = {own_pairs()!r}\n" + PAIR_SCRIPT, "kernels": KERNEL_SCRIPT, "mla": MLA_SCRIPT,
+               **{f"tma[{variant}]": tma_script(variant) for variant in TMA_KERNELS}, "hostdesc": HOSTDESC_SCRIPT}
+    return run_scripts(scripts, timeout=600)
 
 
 @pytest.mark.parametrize(("baseline", "optimized"), own_pairs())

@@ -1,5 +1,5 @@
 """Chapter 19's Triton kernels under the interpreter (TRITON_INTERPRET=1, CPU tensors), each in a
-fresh process so the variable is set before Triton is imported.
+fresh fork of one process that imported Triton with the variable set (tests/ci_triton_scripts.py).
 
 The interpreter rounds to fp8 wrongly (7.77 -> 4.0) and multiplies bf16 tiles wrongly, so the kernels
 store into the output pointer's dtype and multiply in the activation's: here fp32 buffers check the
@@ -9,7 +9,6 @@ and the bf16 multiply are the hardware's, checked by tests/test_ch19_gpu.py."""
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import assert_ran, run_scripts
 
 pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,48 +210,54 @@ assert torch.equal(out.float(), torch.arange(16.0) + 128), out
 """
 
 
-def run_interpreted(script: str) -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT / 'ch19'}{os.pathsep}{ROOT}"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+SCRIPTS = {"cast": CAST, "cast_persistent": CAST_PERSISTENT, "moe": MOE, "moe_combine": MOE_COMBINE,
+           "moe_passes": MOE_PASSES, "moe_route": MOE_ROUTE, "moe_schedule": MOE_SCHEDULE,
+           "moe_schedule_gemm": MOE_SCHEDULE_GEMM, "w4": W4}
 
 
-def test_cast_transpose_kernel_indexing_amax_and_scale() -> None:
-    run_interpreted(CAST)
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """Every script above under the interpreter, ch19 on the path, in forks of one process (one import of
+    torch and triton for the nine; tests/ci_triton_scripts.py)."""
+    return run_scripts({name: textwrap.dedent(script) for name, script in SCRIPTS.items()}, (str(ROOT / "ch19"),),
+                       timeout=300)
 
 
-def test_persistent_cast_transpose_walks_every_tile_and_finds_the_amax() -> None:
-    run_interpreted(CAST_PERSISTENT)
+def test_cast_transpose_kernel_indexing_amax_and_scale(interpreted: dict) -> None:
+    assert_ran(interpreted, "cast")
 
 
-def test_grouped_fp8_gemm_kernel_covers_every_expert_block() -> None:
-    run_interpreted(MOE)
+def test_persistent_cast_transpose_walks_every_tile_and_finds_the_amax(interpreted: dict) -> None:
+    assert_ran(interpreted, "cast_persistent")
 
 
-def test_fused_combine_adds_every_gated_row_into_its_token() -> None:
-    run_interpreted(MOE_COMBINE)
+def test_grouped_fp8_gemm_kernel_covers_every_expert_block(interpreted: dict) -> None:
+    assert_ran(interpreted, "moe")
+
+
+def test_fused_combine_adds_every_gated_row_into_its_token(interpreted: dict) -> None:
+    assert_ran(interpreted, "moe_combine")
 
 
 
-def test_fused_passes_gather_quantize_gelu_and_combine_rows() -> None:
-    run_interpreted(MOE_PASSES)
+def test_fused_passes_gather_quantize_gelu_and_combine_rows(interpreted: dict) -> None:
+    assert_ran(interpreted, "moe_passes")
 
 
-def test_device_route_is_argsorts_stable_order_and_writes_the_schedule() -> None:
-    run_interpreted(MOE_ROUTE)
+def test_device_route_is_argsorts_stable_order_and_writes_the_schedule(interpreted: dict) -> None:
+    assert_ran(interpreted, "moe_route")
 
 
-def test_device_schedule_walks_tile_ofs_tiles_and_stops_past_the_last() -> None:
-    run_interpreted(MOE_SCHEDULE)
+def test_device_schedule_walks_tile_ofs_tiles_and_stops_past_the_last(interpreted: dict) -> None:
+    assert_ran(interpreted, "moe_schedule")
 
 
-def test_grouped_gemm_on_the_device_schedule_covers_every_expert_block() -> None:
-    run_interpreted(MOE_SCHEDULE_GEMM)
+def test_grouped_gemm_on_the_device_schedule_covers_every_expert_block(interpreted: dict) -> None:
+    assert_ran(interpreted, "moe_schedule_gemm")
 
 
-def test_w4a16_kernel_decodes_nibbles_and_group_scales() -> None:
-    run_interpreted(W4)
+def test_w4a16_kernel_decodes_nibbles_and_group_scales(interpreted: dict) -> None:
+    assert_ran(interpreted, "w4")
 
 
 def compile_sm90(module: str, kernel: str, sig: dict[str, str], consts: dict[str, object], num_warps: int,

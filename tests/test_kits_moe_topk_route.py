@@ -12,10 +12,10 @@ from aisp.kits.moe_schedule import schedule
 from aisp.kits.moe_topk_route import TOKENS, topk_route
 torch.manual_seed(0)
 # (tokens, experts, top_k, bm, tokens a program): ch17's small programs of 8 tokens, and ch20's stage 5 at the
-# kit's 32: the CPU tests' 8 experts, top-2, and the H200's 64 experts, top-8, bm 128, past the scan's
-# 64-program step (65 programs, the last one partial)
-for tokens, experts, k, bm, per_program in ((70, 8, 2, 16, 8), (600, 8, 2, 16, 8), (33, 64, 8, 128, 8),
-                                             (5, 6, 3, 4, 8), (96, 8, 2, 16, TOKENS), (2070, 64, 8, 128, TOKENS)):
+# kit's 32 (a short second program): the CPU tests' 8 experts, top-2, and the H200's 64 experts, top-8, bm 128;
+# at both past the scan's 64-program step (75 programs; 65, the last one partial)
+for tokens, experts, k, bm, per_program in ((70, 8, 2, 16, 8), (600, 8, 2, 16, 8), (33, 64, 8, 128, TOKENS),
+                                             (5, 6, 3, 4, 8), (96, 8, 2, 16, TOKENS), (515, 64, 8, 128, 8)):
     logits = (torch.randn(tokens, experts) * 4).round() / 4  # coarse values: equal logits at the k-th place
     ids, gates, order, row, sched = topk_route(logits, k, bm, tokens_per_program=per_program)
     want = torch.sort(-logits, dim=1, stable=True).indices[:, :k]  # descending, equal logits lowest expert first
@@ -25,7 +25,8 @@ for tokens, experts, k, bm, per_program in ((70, 8, 2, 16, 8), (600, 8, 2, 16, 8
     assert torch.equal(order.long(), flat.argsort(stable=True))
     assert torch.equal(row[order.long()], torch.arange(tokens * k, dtype=torch.int32))
     assert torch.equal(sched, schedule(torch.bincount(flat, minlength=experts), bm))
-    if tokens * k <= 300:  # the interpreter's combine costs ~70 s at 2070 x 8 rows: small shapes say the same
+    if tokens * k <= 300 and tokens != 96:  # the combine reads rows and gates only: top-2, 3 and 8 at small
+        # shapes say what 2070 x 8 rows would (~70 s in the interpreter); 96 x 2 is 70 x 2's path again
         y = torch.randn(tokens * k, 40).to(torch.bfloat16)
         assert torch.equal(combine_rows(y, row, gates, block=32), gather_combine(y, order.long(), gates, block=32))
 print("interpreted ok")

@@ -23,10 +23,13 @@ mask in fp32."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 import torch
+from ci_triton_scripts import assert_ran, run_scripts
 from triton_cpu import (
+    INTERPRETER_FIX,
     assert_tma_and_wgmma,
     compile_sm90,
     cuobjdump,
@@ -34,7 +37,6 @@ from triton_cpu import (
     key_loop_events,
     ptxas_advisories,
     resource_usage,
-    run_interpreted,
     wgmma_serialized,
 )
 
@@ -137,8 +139,8 @@ print("interpreted ok")
 """
 
 
-def test_kernel_matches_fp64_under_the_interpreter() -> None:
-    run_interpreted(INTERPRETED)
+def test_kernel_matches_fp64_under_the_interpreter(interpreted: dict) -> None:
+    assert_ran(interpreted, "bands", "interpreted ok")
 
 
 SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "offsets": "*i32", "full": "*i32",
@@ -346,8 +348,17 @@ print("interpreted ok")
 """
 
 
-def test_document_kernel_matches_fp64_under_the_interpreter() -> None:
-    run_interpreted("import sys; sys.path.insert(0, 'tests')\n" + INTERPRETED_DOCUMENTS)
+def test_document_kernel_matches_fp64_under_the_interpreter(interpreted: dict) -> None:
+    assert_ran(interpreted, "documents", "interpreted ok")
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """Both interpreted scripts, each after INTERPRETER_FIX, in forks of one process that imported torch and
+    triton once for the two (tests/ci_triton_scripts.py)."""
+    pytest.importorskip("triton")
+    scripts = {"bands": INTERPRETED, "documents": "import sys; sys.path.insert(0, 'tests')\n" + INTERPRETED_DOCUMENTS}
+    return run_scripts({name: INTERPRETER_FIX + script for name, script in scripts.items()})
 
 
 DOCUMENT_SIG = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "starts": "*i32",
