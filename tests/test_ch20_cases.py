@@ -13,13 +13,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
-from ci_harness_interpreted import run_interpreted_parts
+from ci_triton_scripts import assert_ran, run_scripts
 from conftest import variant_modules
 from refill_check import check_refilled_pair, check_two_seeds
+from triton_cpu import INTERPRETER_FIX
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
@@ -151,8 +153,8 @@ print("interpreted ok")
 """
 
 
-def test_fused_stage_and_gather_combine_under_the_interpreter(interpreted: dict[str, str]) -> None:
-    assert interpreted["fused"] == "interpreted ok", interpreted["fused"]
+def test_fused_stage_and_gather_combine_under_the_interpreter(interpreted: dict) -> None:
+    assert_ran(interpreted, "fused", "interpreted ok")
 
 
 ROUTE_INTERPRETED = """
@@ -177,17 +179,19 @@ print("interpreted ok")
 """
 
 
-def test_device_route_stage_routes_as_stage_4_under_the_interpreter(interpreted: dict[str, str]) -> None:
+def test_device_route_stage_routes_as_stage_4_under_the_interpreter(interpreted: dict) -> None:
     """Stage 5's routing (aisp.kits.moe_topk_route, ch17's kit; its properties at ch20's launch shapes in
     tests/test_kits_moe_topk_route.py): on the stage's inputs, stage 4's ids, gates, order and schedule
     exactly."""
-    assert interpreted["route"] == "interpreted ok", interpreted["route"]
+    assert_ran(interpreted, "route", "interpreted ok")
 
 
 @pytest.fixture(scope="module")
-def interpreted() -> dict[str, str]:
-    """Both interpreted scripts in one process (a torch and Triton import less), each one's outcome."""
-    return run_interpreted_parts({"fused": INTERPRETED, "route": ROUTE_INTERPRETED})
+def interpreted() -> dict[str, subprocess.CompletedProcess]:
+    """Both interpreted scripts (after triton_cpu's INTERPRETER_FIX) in forks of one process that imported
+    torch and Triton once (tests/ci_triton_scripts.py), each one's outcome."""
+    pytest.importorskip("triton")
+    return run_scripts({"fused": INTERPRETER_FIX + INTERPRETED, "route": INTERPRETER_FIX + ROUTE_INTERPRETED})
 
 
 def test_device_route_stage_runs_at_the_shape_ch17_compiles_its_kit_for() -> None:
