@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_PAIRS, REPO
 from test_processes import PROCESSES, interrupt_when_recorded, pid_file  # noqa: F401  (pid_file: a fixture)
+from test_reuse_workers import TIMED
 
 from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
@@ -131,7 +132,11 @@ def test_every_gpu_of_this_host_gives_the_verdicts_of_one_at_a_time(tmp_path: Pa
     options = RunOptions(iterations=5, warmup=1, artifacts_dir=tmp_path)
     one, _ = run_suite(pairs, options)
     every, _ = run_suite(pairs, options, hooks=Hooks(topology=topology("all")))
-    assert [r["verdict"] for r in one if r["target"] != "pairs:good"] == \
-        [r["verdict"] for r in every if r["target"] != "pairs:good"]
+    # On a GPU host needs_gpu is timed too: ok or inconclusive is the timing's call (it read ok alone and
+    # inconclusive beside the others on 2 x H200, 2026-11-30), so timed verdicts compare as 'timed'.
+    def outcomes(results: list[dict]) -> list[str]:
+        return ["timed" if r["verdict"] in TIMED else r["verdict"] for r in results if r["target"] != "pairs:good"]
+
+    assert outcomes(one) == outcomes(every)
     assert {r["placement"]["gpus"][0] for r in every} <= {str(i) for i in range(torch.cuda.device_count())}
     assert all(r["placement"]["applied"]["threads"] == r["placement"]["threads"] for r in every)
