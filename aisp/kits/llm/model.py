@@ -14,7 +14,10 @@ whole context (a wrong cache changes them).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +38,17 @@ def additive_mask(visible: torch.Tensor, groups: int, dtype: torch.dtype) -> tor
     bias = torch.zeros(b, 1, groups, t, -(-keys // 8) * 8, dtype=dtype, device=visible.device)
     bias[..., :keys].masked_fill_(visible.logical_not()[:, :, None], float("-inf"))
     return bias.view(b, 1, groups * t, -1)[..., :keys]
+
+
+@functools.cache
+def _causal_lower_right() -> Callable[[int, int], Any]:
+    """torch's ``causal_lower_right``, imported on first use: torch.nn.attention.bias imports torch._dynamo,
+    ~3 s of CPU in every process that loads the kit (each serving rank and worker), and only the cached
+    prefill needs it; cached, so a call in a host-bound loop pays no import statement. A process pays the
+    import at its first cached prefill: in the harness a checked or warm-up call, not a timed one."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    return causal_lower_right
 
 
 @dataclass(frozen=True)
@@ -101,11 +115,7 @@ class Attention(nn.Module):
                 keys, values, causal = k.transpose(1, 2), v.transpose(1, 2), None
             else:  # the new tokens are the cache's last ones: causal aligned to the lower right
                 keys, values = seg.cache.read(layer)
-                # imported here: torch.nn.attention.bias imports torch._dynamo, ~3 s of CPU in every
-                # process that loads the kit (each serving rank and worker), used only on this path
-                from torch.nn.attention.bias import causal_lower_right
-
-                causal = causal_lower_right(t, keys.shape[2])
+                causal = _causal_lower_right()(t, keys.shape[2])
             y = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=causal,
                                                is_causal=causal is None, enable_gqa=True).transpose(1, 2)
         else:  # each K/V head's query heads folded into its rows: no copy of the cache
