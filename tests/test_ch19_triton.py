@@ -239,7 +239,6 @@ def test_fused_combine_adds_every_gated_row_into_its_token(interpreted: dict) ->
     assert_ran(interpreted, "moe_combine")
 
 
-
 def test_fused_passes_gather_quantize_gelu_and_combine_rows(interpreted: dict) -> None:
     assert_ran(interpreted, "moe_passes")
 

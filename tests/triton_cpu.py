@@ -12,10 +12,10 @@ import hashlib
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import assert_ran, run_scripts
 
 from aisp.harness.loader import import_module_at
 from aisp.kits import native
@@ -33,13 +33,11 @@ _interp._patch_lang_tensor = _fixed
 
 
 def run_interpreted(script: str, timeout: int = 900) -> None:
-    """Run ``script`` (Python source) with TRITON_INTERPRET=1 in a fresh interpreter from the repository
-    root, after ``INTERPRETER_FIX``; assert it exits 0 and prints ``interpreted ok``."""
+    """Run ``script`` (Python source) with TRITON_INTERPRET=1 from the repository root, after
+    ``INTERPRETER_FIX``, as :func:`ci_triton_scripts.run_scripts` runs a module's scripts (a fork of a
+    process that imported torch and triton); assert it exits 0 and prints ``interpreted ok``."""
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", INTERPRETER_FIX + script], capture_output=True, text=True,
-                          env=env, timeout=timeout, check=False, cwd=ROOT)
-    assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
+    assert_ran(run_scripts({"script": INTERPRETER_FIX + script}, timeout=timeout), "script", "interpreted ok")
 
 
 SMEM_PER_BLOCK = 227 * 1024
