@@ -195,7 +195,7 @@ def test_the_agent_launches_ranks_without_initialising_cuda(monkeypatch, tmp_pat
     monkeypatch.setattr(torch.cuda, "get_device_capability", initialises_cuda)
     workload = distributed.Workload(requires=needs)
     monkeypatch.setattr(distributed, "load_benchmark", lambda _: type("Pair", (), {"workload": workload}))
-    monkeypatch.setattr(distributed, "pick_device", lambda _: torch.device("cuda"))
+    monkeypatch.setattr(distributed, "pick_device", lambda *_, **__: torch.device("cuda"))
     monkeypatch.setattr(distributed, "run_ranks", lambda spec, ranks, result: 40 + ranks)
     monkeypatch.delenv(distributed.AGENT_PID_ENV, raising=False)
     with pytest.raises(SystemExit) as launched:
@@ -219,3 +219,20 @@ def test_launch_keeps_nvlink_multicast_off(monkeypatch):
     assert args == ["--standalone", "--nproc-per-node=2", "-m", "aisp.harness.worker", "/x/spec.json"]
     parsed = get_args_parser().parse_args(args)  # torchrun's own parser accepts them
     assert parsed.standalone and parsed.nproc_per_node == "2" and parsed.module
+
+
+def test_the_agent_counts_gpus_without_asking_the_cuda_driver(monkeypatch, tmp_path):
+    """torch.cuda.is_available() asks the CUDA driver, after which torch marks every fork bad: the agent
+    decides its device by counting GPUs (NVML), so the ranks can still be forked from it."""
+    def asks_the_driver():
+        raise AssertionError("the agent asked the CUDA driver")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asks_the_driver)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    workload = distributed.Workload(requires=Requirements(gpus=2))
+    monkeypatch.setattr(distributed, "load_benchmark", lambda _: type("Pair", (), {"workload": workload}))
+    assert distributed.needs_ranks(tmp_path / "p.py", RunOptions(device="auto")) is workload
+    assert distributed.needs_ranks(tmp_path / "p.py", RunOptions(device="cuda")) is workload
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a skip's reason may ask: nothing is launched
+    assert distributed.needs_ranks(tmp_path / "p.py", RunOptions(device="auto")) is None

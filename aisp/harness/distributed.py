@@ -131,7 +131,8 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
     when a requirement is unmet (the normal path then reports the skip). The agent leaves CUDA alone
-    (no context of its own on GPU 0); the ranks check the compute capability."""
+    (no context of its own on GPU 0, and no query of the driver, after which it could not fork the
+    ranks); the ranks check the compute capability."""
     if current_rank() is not None or (workload := needs_ranks(first, options)) is None:
         return
     ranks = workload.requires.world_size
@@ -144,8 +145,8 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
 def needs_ranks(first: Path, options: RunOptions) -> Workload | None:
     """The pair's workload when it needs several ranks and can run here (its requirements met), else None."""
     workload = load_benchmark(first).workload
-    if workload.requires.world_size <= 1 or unmet_requirements(workload.requires, pick_device(options.device),
-                                                                capability=False):
+    if workload.requires.world_size <= 1 or unmet_requirements(
+            workload.requires, pick_device(options.device, count_only=True), capability=False):
         return None
     return workload
 
