@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import rank_hints
-from torch.distributed.run import get_args_parser
+from torch.distributed.run import config_from_args, get_args_parser, run_script_path
 
-from aisp.harness import distributed
+from aisp.harness import distributed, worker
 from aisp.harness.benchmark import Requirements, unmet_requirements
 from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
@@ -54,7 +54,7 @@ def suite(tmp_path_factory):
     """Two suites at once (the hang takes its whole timeout): the hang alone, its worker spawned as by
     default (the process model its test is about), and the rest together, their five workers forked
     from one zygote (--fork-workers): a spawned worker imports torch and the harness, ~4 s of CPU
-    each. Either way each worker becomes torchrun's agent and starts its ranks afresh."""
+    each. Either way each worker becomes torchrun's agent and forks its ranks from itself."""
     pid_dir = tmp_path_factory.mktemp("pids")
     os.environ["AISP_TEST_PID_DIR"] = str(pid_dir)
     try:
@@ -195,7 +195,7 @@ def test_the_agent_launches_ranks_without_initialising_cuda(monkeypatch, tmp_pat
     monkeypatch.setattr(torch.cuda, "get_device_capability", initialises_cuda)
     workload = distributed.Workload(requires=needs)
     monkeypatch.setattr(distributed, "load_benchmark", lambda _: type("Pair", (), {"workload": workload}))
-    monkeypatch.setattr(distributed, "pick_device", lambda _: torch.device("cuda"))
+    monkeypatch.setattr(distributed, "pick_device", lambda *_, **__: torch.device("cuda"))
     monkeypatch.setattr(distributed, "run_ranks", lambda spec, ranks, result: 40 + ranks)
     monkeypatch.delenv(distributed.AGENT_PID_ENV, raising=False)
     with pytest.raises(SystemExit) as launched:
@@ -216,6 +216,77 @@ def test_launch_keeps_nvlink_multicast_off(monkeypatch):
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
     assert env[distributed.AGENT_PID_ENV] == str(os.getpid()) and env[distributed.PARENT_PID_ENV] == ""
     args = distributed.launch_args("/x/spec.json", 2)
-    assert args == ["--standalone", "--nproc-per-node=2", "-m", "aisp.harness.worker", "/x/spec.json"]
+    assert args == ["--standalone", "--nproc-per-node=2", "--start-method=fork", "--run-path",
+                    distributed.WORKER_SCRIPT, "/x/spec.json"]
+    assert Path(distributed.WORKER_SCRIPT) == Path(worker.__file__)
     parsed = get_args_parser().parse_args(args)  # torchrun's own parser accepts them
-    assert parsed.standalone and parsed.nproc_per_node == "2" and parsed.module
+    assert parsed.standalone and parsed.nproc_per_node == "2" and parsed.start_method == "fork"
+    assert parsed.run_path and not parsed.module and parsed.training_script == distributed.WORKER_SCRIPT
+    _, cmd, cmd_args = config_from_args(parsed)  # a function run in each forked rank: the start method applies
+    assert cmd is run_script_path and cmd_args == [distributed.WORKER_SCRIPT, "/x/spec.json"]
+    args = distributed.launch_args("/x/spec.json", 2, fork=False)
+    assert args == ["--standalone", "--nproc-per-node=2", "-m", "aisp.harness.worker", "/x/spec.json"]
+    parsed = get_args_parser().parse_args(args)
+    assert parsed.standalone and parsed.nproc_per_node == "2" and parsed.module and parsed.start_method == "spawn"
+
+
+def _launched(monkeypatch, tmp_path) -> list:
+    """The arguments run_ranks gives torchrun (whose run is stubbed); this process's environment as it was after."""
+    import torch.distributed.run as torchrun
+
+    for key in distributed.launch_env():
+        monkeypatch.delenv(key, raising=False)
+    seen = []
+    monkeypatch.setattr(torchrun, "run", seen.append)
+    assert distributed.run_ranks("/x/spec.json", 2, tmp_path / "result.json") == 0
+    return seen
+
+
+def test_the_ranks_are_forked_from_the_agent_where_a_fork_works(monkeypatch, tmp_path):
+    monkeypatch.setattr(distributed, "fork_poisoned", lambda: False)
+    (args,) = _launched(monkeypatch, tmp_path)
+    assert args.start_method == "fork" and args.run_path and args.training_script == distributed.WORKER_SCRIPT
+    assert args.training_script_args == ["/x/spec.json"]
+
+
+def test_the_ranks_start_as_new_pythons_where_a_fork_could_not_use_cuda(monkeypatch, tmp_path):
+    """The agent queried the CUDA driver (or started torch's CPU threads): ranks forked from it could not
+    work, so each is a new Python, as before the ranks were forked."""
+    monkeypatch.setattr(distributed, "fork_poisoned", lambda: True)
+    (args,) = _launched(monkeypatch, tmp_path)
+    assert args.start_method == "spawn" and not args.run_path and args.module
+    assert args.training_script == "aisp.harness.worker" and args.training_script_args == ["/x/spec.json"]
+
+
+def test_the_agent_counts_gpus_without_asking_the_cuda_driver(monkeypatch, tmp_path):
+    """torch.cuda.is_available() asks the CUDA driver, after which torch marks every fork bad: the agent
+    decides its device by counting GPUs (NVML), so the ranks can still be forked from it."""
+    def asks_the_driver():
+        raise AssertionError("the agent asked the CUDA driver")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asks_the_driver)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    workload = distributed.Workload(requires=Requirements(gpus=2))
+    monkeypatch.setattr(distributed, "load_benchmark", lambda _: type("Pair", (), {"workload": workload}))
+    assert distributed.needs_ranks(tmp_path / "p.py", RunOptions(device="auto")) is workload
+    assert distributed.needs_ranks(tmp_path / "p.py", RunOptions(device="cuda")) is workload
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a skip's reason may ask: nothing is launched
+    assert distributed.needs_ranks(tmp_path / "p.py", RunOptions(device="auto")) is None
+
+
+def test_each_rank_is_forked_from_the_agent_and_starts_as_a_new_one_would(suite):
+    """Each rank's parent is the agent, and the pair's module in it is the one the agent imported
+    before the launch (its IMPORTED_BY is the agent's PID: a rank started as a new Python imports it
+    itself). Set as a new rank: SIGTERM's default action (not torchrun's handler) and torch's threads
+    from OMP_NUM_THREADS, or the CPU share's. Both kinds of agent: one forked from the zygote
+    (slow_rank), one started as a new Python (rank_hangs)."""
+    _, _, pid_dir = suite
+    for pair in ("SlowGather", "PidReduce"):
+        facts = [json.loads(p.read_text()) for p in sorted(pid_dir.glob(f"{pair}.rank*.json"))]
+        assert len(facts) == 2, pair
+        assert facts[0]["agent"] == facts[1]["agent"] and facts[0]["pid"] != facts[1]["pid"]
+        for rank in facts:
+            assert rank["ppid"] == rank["agent"] == rank["imported_by"] != rank["pid"], (pair, rank)
+            assert rank["sigterm_default"], (pair, rank)
+            assert rank["threads"] == int(rank["share_env"] or rank["omp_env"]), (pair, rank)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,13 +137,29 @@ def test_a_share_applied_after_inductor_was_imported_recounts_its_compile_thread
                 continue
 
 
-def test_a_poisoned_fork_is_seen_before_any_pair_is_forked(monkeypatch):
+POISONS = """
+import torch
+from aisp.harness import forking
+
+assert not forking.fork_poisoned(), "a new Python that only imported torch"
+real = torch.cuda._is_in_bad_fork
+torch.cuda._is_in_bad_fork = lambda: True  # what a child inherits once this process queried the CUDA driver
+assert forking.fork_poisoned(), "CUDA"
+torch.cuda._is_in_bad_fork = real
+torch.set_num_threads(2)
+torch.ones(1 << 20).add_(1)  # OpenMP's threads started here
+forking.PROBE_S = 0.5  # the child hangs (it never ends): no need to wait longer
+assert forking.fork_poisoned(), "CPU threads"
+print("seen")
+"""
+
+
+def test_a_poisoned_fork_is_seen_before_any_pair_is_forked():
     """An import that queries the CUDA driver leaves torch.cuda.is_initialized() False but every later
-    fork bad (every pair of a 4 x H200 run failed so, 2026-11-28): the zygote asks a child first."""
-    import torch
-
-    from aisp.harness.zygote import fork_poisoned
-
-    assert not fork_poisoned()
-    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # what the child inherits
-    assert fork_poisoned()
+    fork bad (every pair of a 4 x H200 run failed so, 2026-11-28); and once a parallel CPU op started
+    GNU OpenMP's threads, a child's first parallel op waits for them for ever: the zygote (and
+    torchrun's agent, before it forks the ranks) asks a child first. Asked in a new Python: this
+    one's CPU threads may be running (another test's parallel op)."""
+    done = subprocess.run([sys.executable, "-c", POISONS], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "seen", done.stderr

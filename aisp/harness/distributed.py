@@ -2,9 +2,11 @@
 
 A pair whose ``Requirements.world_size`` is above one is run by the same worker process: once it
 has loaded the workload (and told the runner its timeout), the worker becomes torchrun's agent,
-``torchrun --standalone --nproc-per-node N -m aisp.harness.worker SPEC`` run in this process (torch
-is imported already: no second Python start and torch import, 3-4 s a pair on the GPU host). The
-runner still waits on the worker's PID. Each rank then:
+``torchrun --standalone --nproc-per-node N --start-method fork --run-path .../worker.py SPEC`` run in
+this process, which forks each rank with torch, the harness and the pair imported (a new Python per
+rank paid 2-3 s of CPU for them here, 3-4 s on a GPU host). Where a fork could not work
+(:func:`aisp.harness.forking.fork_poisoned`: the CUDA driver queried, CPU threads started), each rank
+is a new Python (``-m aisp.harness.worker SPEC``). The runner still waits on the worker's PID. Each rank then:
 
 - joins a process group (NCCL with ``cuda:LOCAL_RANK`` on a GPU, gloo on a CPU);
 - verifies its own optimized output against its own baseline output; after each verification
@@ -16,12 +18,13 @@ runner still waits on the worker's PID. Each rank then:
   so torchrun stops the other ranks at once.
 
 A rank killed by a signal writes nothing, and its peers' errors (a closed connection) are only its
-echo: the result then names that rank and the signal first.
+echo: the result then names that rank and the signal first (from every rank's exit status: of
+forked ranks torchrun reports only the first failure it sees).
 
-Timeouts: torchrun starts each rank in a session of its own, out of reach of the runner's
-process-group kill. The runner's SIGTERM reaches the agent, which passes it on to the ranks; and
-each rank asks Linux to SIGKILL it when the agent dies (``PR_SET_PDEATHSIG``), so a rank that
-ignores SIGTERM still goes when the runner SIGKILLs the agent.
+Timeouts: forked ranks stay in the agent's process group, which the runner's SIGTERM and SIGKILL
+reach; ranks started as new Pythons are in sessions of their own, which the runner reaches through
+the agent and the worker's token. Each rank asks Linux to SIGKILL it when the agent dies
+(``PR_SET_PDEATHSIG``), so a rank that ignores SIGTERM still goes when the runner SIGKILLs the agent.
 
 NVLink multicast stays off in every rank (``NVLS_OFF``): on shared hosts a program that uses it
 can put the GPUs out of service.
@@ -29,12 +32,17 @@ can put the GPUs out of service.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
+import logging
+import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -57,6 +65,7 @@ from aisp.harness.execute import (
     verify_checked,
     verify_seed,
 )
+from aisp.harness.forking import draw_own_seeds, fork_poisoned
 from aisp.harness.loader import load_benchmark
 from aisp.harness.options import RunOptions
 from aisp.harness.phases import phase
@@ -70,6 +79,9 @@ NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 AGENT_PID_ENV, PARENT_PID_ENV = "AISP_TORCHRUN_PID", "AISP_PARENT_PID"  # torchrun's, the worker's parent's
 """Set by the launch: the PID torchrun runs as, so a rank knows it is one of ours."""
 PR_SET_PDEATHSIG = 1
+WORKER_SCRIPT = str(Path(__file__).with_name("worker.py"))
+"""The worker's file, which torchrun runs (``runpy.run_path``, as ``__main__``) in each rank it forks."""
+AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # torchrun's agent handles them
 EVIDENCE_FIGURES = ("max_abs_err", "max_rel_err", "rel_l2_err", "rtol", "atol", "max_rel_l2")
 
 
@@ -94,9 +106,11 @@ def current_rank() -> Rank | None:
     return rank_from_env()
 
 
-def launch_args(spec_path: str, ranks: int) -> list[str]:
-    """torchrun's arguments that run the worker once per rank on this machine."""
-    return ["--standalone", f"--nproc-per-node={ranks}", "-m", "aisp.harness.worker", spec_path]
+def launch_args(spec_path: str, ranks: int, fork: bool = True) -> list[str]:
+    """torchrun's arguments that run the worker once per rank on this machine: in a process forked
+    from the agent, or (``fork`` False) in a new Python per rank."""
+    start = ["--start-method=fork", "--run-path", WORKER_SCRIPT] if fork else ["-m", "aisp.harness.worker"]
+    return ["--standalone", f"--nproc-per-node={ranks}", *start, spec_path]
 
 
 def launch_env() -> dict[str, str]:
@@ -106,24 +120,96 @@ def launch_env() -> dict[str, str]:
 
 
 def run_ranks(spec_path: str, ranks: int, result: Path) -> int:
-    """torchrun, in this process, on the worker's spec; returns its exit status. When a rank died by a
-    signal and no complete result was written to ``result``, it names that rank and signal first."""
+    """torchrun, in this process, on the worker's spec (its ranks forked from here where a fork works);
+    returns its exit status. When a rank died by a signal and no complete result was written to
+    ``result``, it names that rank and signal first."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
+    fork = not fork_poisoned()
+    if not fork:
+        print("the ranks start as new Pythons: a process forked from this one could not use CUDA or torch's "
+              "CPU threads", file=sys.stderr, flush=True)
     os.environ.update(launch_env())
+    with _watching_forks() as forked:
+        try:
+            run(parse_args(launch_args(spec_path, ranks, fork)))
+            return 0
+        except ChildFailedError as err:  # a rank that raised wrote its reason; SIGTERM is torchrun stopping the rest
+            codes = {rank: proc.exitcode for rank, proc in enumerate(forked)}
+            codes.update((rank, failure.exitcode) for rank, failure in err.failures.items())
+    killed = [(r, code) for r, code in sorted(codes.items()) if code is not None and code < 0 and code != -signal.SIGTERM]
+    if killed:
+        rank, code = killed[0]
+        echo = json.loads(result.read_text()) if result.exists() else {}
+        if echo.get("status") != "done":  # after a written result, only teardown was left
+            why = f"rank {rank} killed by {signal.Signals(-code).name}"
+            atomic_write_json(result, {"status": "error", "reason": why + (f"; then {echo['reason']}" if echo else "")})
+    return 1
+
+
+def _no_traceback(record: logging.LogRecord) -> bool:
+    record.exc_info = None
+    return True
+
+
+@contextlib.contextmanager
+def _watching_forks() -> Iterator[list[Any]]:
+    """While torchrun runs here: the processes it forks, in rank order (of forked ranks it reports only
+    the first failure it sees, maybe a killed rank's echo); its log of that failure without the
+    traceback of its own join (formatting one imports ``torch._dynamo``: 2.7 s of CPU)."""
+    import torch.multiprocessing as mp
+
+    forked: list[Any] = []
+    start_processes, log = mp.start_processes, logging.getLogger("torch.distributed.elastic.multiprocessing.api")
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        context = start_processes(*args, **kwargs)
+        forked.extend(context.processes)
+        return context
+    mp.start_processes = start
+    log.addFilter(_no_traceback)
     try:
-        run(parse_args(launch_args(spec_path, ranks)))
-        return 0
-    except ChildFailedError as err:  # a rank that raised wrote its reason; SIGTERM is torchrun stopping the rest
-        killed = [(r, f) for r, f in sorted(err.failures.items()) if f.exitcode < 0 and f.exitcode != -signal.SIGTERM]
-        if killed:
-            rank, failure = killed[0]
-            echo = json.loads(result.read_text()) if result.exists() else {}
-            if echo.get("status") != "done":  # after a written result, only teardown was left
-                why = f"rank {rank} killed by {failure.signal_name()}"
-                atomic_write_json(result, {"status": "error", "reason": why + (f"; then {echo['reason']}" if echo else "")})
+        yield forked
+    finally:
+        mp.start_processes = start_processes
+        log.removeFilter(_no_traceback)
+
+
+def forked_rank() -> bool:
+    """Whether this process is a rank that torchrun forked from its agent (not a new Python)."""
+    return current_rank() is not None and multiprocessing.parent_process() is not None
+
+
+def run_forked_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """``main(argv)`` in a rank forked from the agent, set first as a new process: the default action
+    of the signals torchrun's agent handles (its handler raises: SIGTERM would not end a rank inside a
+    collective), torch's threads from ``OMP_NUM_THREADS`` (read as a process starts), seeds of its own.
+    What escapes ``main`` becomes a status as in a new Python: torchrun's wrapper would take it."""
+    for sig in AGENT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    draw_own_seeds()
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException:  # noqa: BLE001 - what Python itself would do at the top
+        traceback.print_exc()
         return 1
+
+
+def end_worker(code: int) -> None:
+    """End this worker with ``code`` at once, without the interpreter's teardown (``os._exit``: module
+    finalizers, the CUDA context; about 0.7 s a pair on a CPU). A forked rank that succeeded returns
+    instead (torchrun waits for its return value), and multiprocessing's exit runs ``os._exit(0)`` as
+    soon as the agent has every rank's, before it would join what the pair left running."""
+    if code == 0 and forked_rank():
+        multiprocessing.util.Finalize(None, os._exit, args=(0,), exitpriority=sys.maxsize)
+        return
+    os._exit(code)
 
 
 def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[Workload], None],
@@ -131,7 +217,8 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
     when a requirement is unmet (the normal path then reports the skip). The agent leaves CUDA alone
-    (no context of its own on GPU 0); the ranks check the compute capability."""
+    (no context of its own on GPU 0, and no query of the driver, after which it could not fork the
+    ranks); the ranks check the compute capability."""
     if current_rank() is not None or (workload := needs_ranks(first, options)) is None:
         return
     ranks = workload.requires.world_size
@@ -144,8 +231,8 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
 def needs_ranks(first: Path, options: RunOptions) -> Workload | None:
     """The pair's workload when it needs several ranks and can run here (its requirements met), else None."""
     workload = load_benchmark(first).workload
-    if workload.requires.world_size <= 1 or unmet_requirements(workload.requires, pick_device(options.device),
-                                                                capability=False):
+    if workload.requires.world_size <= 1 or unmet_requirements(
+            workload.requires, pick_device(options.device, count_only=True), capability=False):
         return None
     return workload
 

@@ -4,6 +4,8 @@ It runs one pair (or, for --cold-start, one variant) and writes raw records to t
 ``result_path`` atomically. The runner turns them into statistics. If this process dies (a
 segfault, an abort, the OOM killer, a timeout) no result appears and the runner records why.
 
+A rank of a multi-rank pair runs this file too, forked from the worker (:mod:`aisp.harness.distributed`).
+
 ``python -m aisp.harness.worker --serve`` is the reused worker of ``--reuse-workers``: it reads one
 spec path per line on stdin and runs each as above, in turn, putting the process back between pairs
 (:mod:`aisp.harness.isolation`); its output goes to each spec's ``log_path``. A pair that needs
@@ -184,10 +186,10 @@ def serve(started: float) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    code = main(sys.argv[1:])
+if __name__ == "__main__":  # also each rank torchrun forks from the agent runs this file (runpy.run_path)
+    code = distributed.run_forked_rank(main, sys.argv[1:]) if distributed.forked_rank() else main(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()
-    # The result is written and the pair torn down: skip the interpreter's teardown (module finalizers,
-    # the CUDA context; about 0.7 s a pair on a CPU). The runner ends any process the pair left behind.
-    os._exit(code)
+    # The result is written and the pair torn down: skip the interpreter's teardown (see end_worker).
+    # The runner ends any process the pair left behind.
+    distributed.end_worker(code)

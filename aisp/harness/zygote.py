@@ -30,6 +30,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from aisp.harness.forking import draw_own_seeds, fork_poisoned
+
 _SEND = threading.Lock()
 """Held while writing an answer, and by the main thread while it forks (a child never inherits it held)."""
 
@@ -83,11 +85,7 @@ def _child(request: dict[str, Any]) -> None:
 
         os.environ[distributed.PARENT_PID_ENV] = str(os.getppid())  # dies with the zygote, which dies with the runner
         os.chdir(request["cwd"])
-        import random
-
-        random.seed()  # a spawned worker draws its own seeds; the zygote's would be every child's
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
+        draw_own_seeds()  # a spawned worker draws its own seeds; the zygote's would be every child's
         code = worker.main([request["spec"]])
     except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the zygote's loop
         traceback.print_exc()
@@ -97,23 +95,9 @@ def _child(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def fork_poisoned() -> bool:
-    """Whether a child forked now could not start CUDA: torch marks a fork bad once its process has
-    queried the CUDA driver (``torch._inductor.compile_fx``'s import did on an H200, 2026-11-28), which
-    ``torch.cuda.is_initialized()`` does not show. Asked of a short-lived child."""
-    import torch
-
-    pid = os.fork()
-    if pid == 0:
-        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
-
-
 def serve() -> int:
     """The zygote: import what a worker needs, then fork one child per request until EOF."""
-    import torch
-
-    from aisp.harness import worker  # noqa: F401 - imported once here, for every child
+    from aisp.harness import worker  # noqa: F401 - imported once here (torch with it), for every child
 
     imported = []
     for name in COMPILER_MODULES:  # the compile stack too: 4-7 s of a torch.compile or Triton pair's import
@@ -122,9 +106,9 @@ def serve() -> int:
         except ImportError:  # no Triton here (a CPU build); the pairs that need it import it themselves
             continue
         imported.append(name)
-    if torch.cuda.is_initialized() or fork_poisoned():
-        print("the zygote's imports initialized CUDA or queried its driver: a forked child could not use it",
-              file=sys.stderr)
+    if fork_poisoned():
+        print("the zygote's imports initialized CUDA, queried its driver or started CPU threads: a forked child "
+              "could not use them", file=sys.stderr)
         return 1
     warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # see _SEND
     gc.freeze()  # the imports' objects: a child's gc.collect() (several a pair) no longer walks them
