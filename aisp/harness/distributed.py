@@ -6,7 +6,8 @@ has loaded the workload (and told the runner its timeout), the worker becomes to
 this process, which forks each rank with torch, the harness and the pair imported (a new Python per
 rank paid 2-3 s of CPU for them here, 3-4 s on a GPU host). Where a fork could not work
 (:func:`aisp.harness.forking.fork_poisoned`: the CUDA driver queried, CPU threads started), each rank
-is a new Python (``-m aisp.harness.worker SPEC``). The runner still waits on the worker's PID. Each rank then:
+is a new Python (``-m aisp.harness.worker SPEC``): with torch built for CUDA, always today, as loading
+the pair asks the driver (a Benchmark's default device). The runner still waits on the worker's PID. Each rank then:
 
 - joins a process group (NCCL with ``cuda:LOCAL_RANK`` on a GPU, gloo on a CPU);
 - verifies its own optimized output against its own baseline output; after each verification
@@ -217,8 +218,9 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
     when a requirement is unmet (the normal path then reports the skip). The agent leaves CUDA alone
-    (no context of its own on GPU 0, and no query of the driver, after which it could not fork the
-    ranks); the ranks check the compute capability."""
+    (no context of its own on GPU 0; it counts GPUs rather than asking the driver, though with torch
+    built for CUDA loading the pair asks it, so the ranks start as new Pythons there); the ranks check
+    the compute capability."""
     if current_rank() is not None or (workload := needs_ranks(first, options)) is None:
         return
     ranks = workload.requires.world_size
