@@ -81,7 +81,7 @@ def suite(tmp_path_factory):
     """Both pairs with their wrong variants, two gloo ranks each; ch17/ on the workers' PYTHONPATH. The
     workers are forked from one zygote (--fork-workers, as tests/test_distributed_ch13.py runs its
     pairs): a spawned worker imports torch, the harness and the pair's modules anew, ~7 s of CPU a
-    pair; each still becomes torchrun's agent, which forks its two ranks."""
+    pair; each still becomes torchrun's agent, which forks its two ranks (on a CPU build of torch)."""
     pairs = tmp_path_factory.mktemp("pairs")
     (pairs / "ch17_small.py").write_text(SMALL)
     for stem, cls in FIXTURES.items():

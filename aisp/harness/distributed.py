@@ -218,9 +218,8 @@ def relaunch_if_needed(first: Path, options: RunOptions, on_workload: Callable[[
     """Run torchrun's agent in this worker and exit with its status, when the pair needs several ranks
     and can run here. Returns when the pair runs in one process, when this already is a rank, or
     when a requirement is unmet (the normal path then reports the skip). The agent leaves CUDA alone
-    (no context of its own on GPU 0; it counts GPUs rather than asking the driver, though with torch
-    built for CUDA loading the pair asks it, so the ranks start as new Pythons there); the ranks check
-    the compute capability."""
+    (no context of its own on GPU 0; with torch built for CUDA it asks the driver as it loads the pair,
+    so the ranks start as new Pythons there); the ranks check the compute capability."""
     if current_rank() is not None or (workload := needs_ranks(first, options)) is None:
         return
     ranks = workload.requires.world_size
@@ -234,7 +233,7 @@ def needs_ranks(first: Path, options: RunOptions) -> Workload | None:
     """The pair's workload when it needs several ranks and can run here (its requirements met), else None."""
     workload = load_benchmark(first).workload
     if workload.requires.world_size <= 1 or unmet_requirements(
-            workload.requires, pick_device(options.device, count_only=True), capability=False):
+            workload.requires, pick_device(options.device), capability=False):
         return None
     return workload
 

@@ -153,15 +153,12 @@ def watch_settings(variants: list[Variant]) -> ProcessSettings:
     return settings
 
 
-def pick_device(choice: str, count_only: bool = False) -> torch.device:
-    """``count_only``: GPUs counted (NVML), not the CUDA driver asked (``torch.cuda.is_available``, after
-    which torch marks every fork of this process bad): torchrun's agent, which forks the ranks."""
-    if choice == "cpu":
-        return torch.device("cpu")
-    available = torch.cuda.device_count() > 0 if count_only else torch.cuda.is_available()
-    if choice == "cuda" and not available:
+def pick_device(choice: str) -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("--device cuda was asked for, but no CUDA GPU is visible")
-    return torch.device("cuda" if available else "cpu")
+    if choice == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda")
 
 
 def _settle(device: torch.device) -> None:
