@@ -42,7 +42,8 @@ def library(module: str) -> native.Library:
 
 
 def test_every_cuda_source_belongs_to_a_pair() -> None:
-    cutlass = ("baseline_cutlass_gemm", "optimized_cutlass_gemm", "optimized_gemm_epilogue_cutlass")
+    cutlass = ("baseline_cutlass_gemm", "optimized_cutlass_gemm", "optimized_gemm_epilogue_cutlass",
+               "optimized_register_tiling_cutlass")
     used = {library(m).sources[0].name for m in (*ENTRY_POINTS, *cutlass)}
     assert used == {p.name for p in CH09.glob("*.cu")}
 
@@ -99,6 +100,16 @@ def test_cutlass_sm90_kernel_uses_wgmma_and_tma() -> None:
 def test_cutlass_simt_kernel_uses_the_cuda_cores_only() -> None:
     sass = library("baseline_cutlass_gemm").sass("90")
     assert "FFMA" in sass and "HMMA" not in sass and "HGMMA" not in sass
+
+
+@needs_sass
+@needs_cutlass
+def test_cutlass_sgemm_is_a_register_tiled_simt_kernel_fed_by_cp_async_that_spills_nothing() -> None:
+    [(name, body)] = kernels(library("optimized_register_tiling_cutlass")).items()
+    assert "MmaMultistage" in name and "GemmShapeILi128ELi256ELi8E" in name  # GemmShape<128, 256, 8>
+    assert len(re.findall(r"\bFFMA\b", body)) >= 1024  # a 16 x 8 register tile a thread, 8 k a slab
+    assert "LDGSTS" in body and "LDS.128" in body  # cp.async into shared memory, 128-bit operand loads
+    assert "HMMA" not in body and "HGMMA" not in body and "LDL" not in body and "STL" not in body
 
 
 @needs_sass

@@ -115,7 +115,8 @@ def test_roofline_rows_place_each_pair(roofline) -> None:
 def test_register_tiling_is_held_to_the_ffma_rate_not_to_cublas_sgemm() -> None:
     """A CUDA-core GEMM's ceiling is the FFMA pipes' rate (simt_fp32), which cuBLAS SGEMM (matmul_fp32)
     stays below: 2 x 4096^3 FLOPs at 62.8 TFLOP/s is 2.19 ms, where SGEMM's rate gave 2.68 ms, which
-    the kernel's stored time (2.917 ms) read as 92%: reached."""
+    reg_tiled's stored time (2.917 ms, 2026-11-30) read as 92%: reached. At the FFMA rate it is 75%; the
+    CUTLASS variant stored since (2.706 ms) is the pair's best at 81%."""
     from aisp.report.ceilings import bounds
 
     peaks = load_peaks("h200")
@@ -126,8 +127,11 @@ def test_register_tiling_is_held_to_the_ffma_rate_not_to_cublas_sgemm() -> None:
     sgemm = peaks["measurements"]["matmul_fp32"]["value"]
     assert sgemm < ffma
     assert compute.seconds == pytest.approx(2 * 4096**3 / (ffma * 1e12))
-    stored = json.loads((CH09 / "expectations_h200.json").read_text())["entries"]["register_tiling"]["optimized_ms"]
-    assert compute.seconds / (stored * 1e-3) < 0.8 <= 2 * 4096**3 / (sgemm * 1e12) / (stored * 1e-3)
+    reg_tiled_ms = 2.917
+    assert compute.seconds / (reg_tiled_ms * 1e-3) < 0.8 <= 2 * 4096**3 / (sgemm * 1e12) / (reg_tiled_ms * 1e-3)
+    entry = json.loads((CH09 / "expectations_h200.json").read_text())["entries"]["register_tiling"]
+    assert entry["best"] == "optimized_register_tiling_cutlass"
+    assert compute.seconds / (entry["optimized_ms"] * 1e-3) >= 0.8
     assert w.ceiling_note.startswith("ncu (H200)")  # below 80% now: says why, from its profile
 
 
