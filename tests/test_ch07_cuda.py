@@ -228,3 +228,61 @@ def test_views_cluster_refuses_what_it_cannot_index(ld: int, rows: int, cols: in
                                ctypes.c_void_p], ctypes.c_int
     base = 1 << 30
     assert fn(base + x_offset, 2 * base + out_offset, ld, rows, cols, None) == -1
+
+
+AHEAD = "gather_add_ahead"
+
+
+def sass_lines(body: str) -> list[str]:
+    """The instructions of a kernel's SASS, one a line, in program order."""
+    return re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", body)
+
+
+def two_row_path(body: str) -> list[str]:
+    """gather_add_ahead's instructions from its 8-byte idx load's path (two rows a lane) to its EXIT."""
+    lines = sass_lines(body)
+    pair = next(i for i, line in enumerate(lines) if line.startswith("LDG.E.NA.64"))
+    start = max(i for i, line in enumerate(lines[:pair]) if line.startswith("EXIT")) + 1
+    return lines[start:start + next(i for i, line in enumerate(lines[start:]) if line.startswith("EXIT")) + 1]
+
+
+@needs_sass
+def test_ahead_gather_issues_x_and_idx_before_it_uses_idx() -> None:
+    """gather_add_ahead, two rows a lane: both x loads and the 8-byte idx load (strong, .NA, under the
+    evict_first descriptor) are issued before the first instruction that reads the indices, and the
+    two table rows load after it under the default descriptor; the two stores stream. ptxas put the
+    second x load behind the idx use with the hints kernel's .nc loads."""
+    path = two_row_path(kernel(library("l2_persistence.cu").sass("90"), AHEAD))
+    pair = next(i for i, line in enumerate(path) if line.startswith("LDG.E.NA.64"))
+    regs = re.match(r"LDG\S+\s+R(\d+),\s*desc\[(UR\d+)\]", path[pair])
+    first, streamed = int(regs.group(1)), regs.group(2)
+    use = next(i for i in range(pair + 1, len(path)) if re.search(rf"\bR({first}|{first + 1})\b", path[i]))
+    x = [i for i, line in enumerate(path) if line.startswith("LDG.E.NA.128")]
+    table = [i for i, line in enumerate(path) if re.match(r"LDG\.E\.128\b", line)]
+    stores = [line for line in path if line.startswith("STG")]
+    assert len(x) == 2 and max(x) < use and pair < use, path
+    assert all(".STRONG.GPU" in path[i] for i in (*x, pair)), path
+    assert all(f"desc[{streamed}]" in path[i] for i in x), path
+    assert len(table) == 2 and min(table) > use and all(f"desc[{streamed}]" not in path[i] for i in table), path
+    assert len(stores) == 2 and all(s.startswith("STG.E.NA.128") and f"desc[{streamed}]" in s for s in stores), path
+
+
+@needs_sass
+def test_ahead_gather_keeps_eight_blocks_an_sm() -> None:
+    """At most 32 registers (8 blocks of 256 threads an SM, as gather_add_hints) and no local memory."""
+    lib = library("l2_persistence.cu")
+    usage = re.search(rf"{AHEAD}\w*:\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", lib.resource_usage("90"))
+    regs, stack, local = map(int, usage.groups())
+    assert regs <= 32 and stack == local == 0, usage.group(0)
+    assert not re.search(r"\b(LDL|STL)\b", kernel(lib.sass("90"), AHEAD)), f"{AHEAD} spills to local memory"
+
+
+@needs_nvcc
+def test_ahead_gather_refuses_a_misaligned_idx() -> None:
+    """gather_add_ahead_run loads two indices at once (8 bytes): an idx not 8-byte aligned is refused
+    with cudaErrorMisalignedAddress (716) before any CUDA call, so this runs without a GPU."""
+    handle = ctypes.CDLL(str(library("l2_persistence.cu").build("90")))
+    fn = handle.gather_add_ahead_run
+    fn.argtypes, fn.restype = import_module_at(CH07 / "baseline_l2_persistence.py").SIGNATURES["gather_add_run"], ctypes.c_int
+    base = 1 << 30
+    assert fn(base, 2 * base, 3 * base + 4, 4 * base, 64, None) == 716
