@@ -5,8 +5,7 @@
 // between two uses of a table row, ~64 MiB of stream traffic arrives, and plain LRU can evict table
 // rows before they are used again. Two ways to keep them: an access-policy window on the table
 // (hitProp persisting, in an L2 set-aside of the context: gather_add itself, only the stream
-// attribute differs), or per-access eviction hints in the kernel (gather_add_hints: no context state;
-// gather_add_ahead: the same hints, each thread's idx use moved behind its HBM loads).
+// attribute differs), or per-access eviction hints in the kernel (gather_add_hints: no context state).
 #include <algorithm>
 
 constexpr int kThreads = 256;
@@ -72,74 +71,6 @@ extern "C" int gather_add_hints_run(const float* x, const float* table, const in
   const long n4 = rows * kVec;
   gather_add_hints<<<(unsigned)((n4 + kThreads - 1) / kThreads), kThreads, 0, s>>>(
       reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(table), idx, reinterpret_cast<float4*>(out), n4);
-  return (int)cudaGetLastError();
-}
-
-// The hinted sum with the idx load off the gather's critical path (gather_add_ahead_run). In
-// gather_add_hints a thread waits two HBM round trips in a row: idx, then x with its table row (ptxas
-// issues x after idx returns). Here a warp takes 8 rows (1 KiB of x and of out) and lane l the rows
-// 2 * (l / 8) and 2 * (l / 8) + 1 of them, float4 l % 8 of each: it issues its two x float4s and its
-// two indices (one 8-byte load) back to back before any is used (one HBM round trip), then the two
-// table rows (one L2 round trip), then the two stores. Each x load and store still covers 4 whole
-// 128-byte lines a warp; a warp's 8 indices are one 32-byte sector, read once (gather_add: two warps
-// read each sector). idx, read once, is streamed too (evict_first), so only the table loads at normal
-// priority. x and idx load as ld.relaxed.gpu (LDG.STRONG.GPU, served by L2; strong loads keep their
-// program order in ptxas, so x goes first and the idx use waits after all three; with .nc loads
-// ptxas issued the second x load after the idx use, reusing idx's registers). Two rows a lane at 8
-// blocks of 256 an SM (__launch_bounds__: at most 32 registers), twice the bytes in flight of
-// gather_add_hints; the removed _ilp kernel kept 4 rows a thread at 6 blocks an SM. idx must be
-// 8-byte aligned (the launcher refuses it otherwise); a lane whose second row is past the end does one.
-constexpr int kWarpRowsAhead = 8;
-
-__device__ __forceinline__ float4 load_early(const float4* p, unsigned long long policy) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
-  return v;
-}
-
-__device__ __forceinline__ int2 load_early_pair(const int* p, unsigned long long policy) {
-  int2 v;
-  asm volatile("ld.relaxed.gpu.global.L1::no_allocate.L2::cache_hint.v2.s32 {%0, %1}, [%2], %3;"
-               : "=r"(v.x), "=r"(v.y) : "l"(p), "l"(policy));
-  return v;
-}
-
-__device__ __forceinline__ int load_early_one(const int* p, unsigned long long policy) {
-  int v;
-  asm volatile("ld.relaxed.gpu.global.L1::no_allocate.L2::cache_hint.s32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(policy));
-  return v;
-}
-
-__device__ __forceinline__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
-
-__global__ void __launch_bounds__(kThreads, 8) gather_add_ahead(const float4* __restrict__ x, const float4* __restrict__ table,
-                                                                const int* __restrict__ idx, float4* __restrict__ out, long rows) {
-  const int lane = threadIdx.x & 31, col = lane & 7;
-  const long row = ((long)blockIdx.x * kThreads + threadIdx.x) / 32 * kWarpRowsAhead + 2 * (lane >> 3);
-  if (row >= rows) return;
-  const unsigned long long streamed = evict_first_policy();
-  const long f = row * kVec + col;  // this lane's float4 of its first row in x and out (the second: f + kVec)
-  if (row + 1 < rows) {
-    const float4 a0 = load_early(&x[f], streamed), a1 = load_early(&x[f + kVec], streamed);
-    const int2 r = load_early_pair(&idx[row], streamed);
-    const float4 b0 = table[(long)r.x * kVec + col], b1 = table[(long)r.y * kVec + col];
-    store_streamed(&out[f], add4(a0, b0), streamed);
-    store_streamed(&out[f + kVec], add4(a1, b1), streamed);
-  } else {  // the last row, where rows is odd
-    const float4 a = load_early(&x[f], streamed);
-    const int r = load_early_one(&idx[row], streamed);
-    store_streamed(&out[f], add4(a, table[(long)r * kVec + col]), streamed);
-  }
-}
-
-// gather_add_run with gather_add_ahead: the same arguments and result; idx 8-byte aligned.
-extern "C" int gather_add_ahead_run(const float* x, const float* table, const int* idx, float* out, long rows,
-                                    cudaStream_t s) {
-  if (reinterpret_cast<unsigned long long>(idx) % 8) return (int)cudaErrorMisalignedAddress;
-  const long rows_per_block = (long)kThreads / 32 * kWarpRowsAhead;
-  gather_add_ahead<<<(unsigned)((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, s>>>(
-      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(table), idx, reinterpret_cast<float4*>(out), rows);
   return (int)cudaGetLastError();
 }
 

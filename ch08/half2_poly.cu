@@ -14,18 +14,12 @@
 //          one __half2 a thread. Same operations per element in the same order as half2: the
 //          same bits. ILP is a second technique on top of the packed math (the lesson), the one
 //          ilp_vs_occupancy teaches.
-//   half2_three  the same packed math, 3 chains a thread: with 2, 4-9, 12 or 16 chains ptxas keeps
-//          chains on one fp16 pipe and leaves the MMA-pipe ones to finish alone (_ilp's loop: a
-//          stretch of 128 HFMA2.MMA); with 3 it alternates every chain between the pipes, and any 32
-//          consecutive HFMA2 of the loop hold 15-17 of each form. Tiles of 3 x 256 __half2 on the
-//          same persistent grid; the same clamp and HFMA2s per element: the same bits.
 // fp16 math rounds at every step: the results differ from the fp32 path by a few fp16 ulps.
 #include "ch08_check.cuh"
 #include "ch08_poly.cuh"
 
 constexpr int kTerms = 128, kThreads = 256;
 constexpr int kChains = 4, kIlpBlocks = 8;  // half2_ilp: 8 x 256 threads, a full SM, at <= 32 registers
-constexpr int kThree = 3, kTile = kThree * kThreads;  // half2_three: 3 chains a thread, 768 __half2 a tile
 
 __global__ void __launch_bounds__(kThreads) poly_fp32(const __half2* __restrict__ x, __half2* __restrict__ y,
                                                      long n2) {
@@ -48,33 +42,25 @@ __global__ void __launch_bounds__(kThreads) poly_half2(const __half2* __restrict
   y[i] = poly2(x[i]);
 }
 
-// C chains, one a __half2, unrolled side by side: step k of every chain before step k + 1 of any.
-// In place: the inputs in, their results out.
-template <int C>
-__device__ __forceinline__ void poly2_chains(__half2 (&io)[C]) {
-  __half2 v[C], acc[C];
+// The kChains x V chains of V 16-byte vectors (4 __half2 each), unrolled side by side: step k of
+// every chain before step k + 1 of any. In place: the vectors in, their results out.
+template <int V>
+__device__ __forceinline__ void poly2_vectors(uint4 (&io)[V]) {
+  constexpr int kAll = kChains * V;
+  __half2 v[kAll], acc[kAll];
+  memcpy(v, io, sizeof(io));
   const __half2 one = __float2half2_rn(1.0f);
 #pragma unroll
-  for (int c = 0; c < C; ++c) {
-    v[c] = __hmin2(__hmax2(io[c], __hneg2(one)), one);
+  for (int c = 0; c < kAll; ++c) {
+    v[c] = __hmin2(__hmax2(v[c], __hneg2(one)), one);
     acc[c] = __float2half2_rn(0.0f);
   }
 #pragma unroll
   for (int k = kTerms - 1; k >= 0; --k) {
 #pragma unroll
-    for (int c = 0; c < C; ++c) acc[c] = __hfma2(acc[c], v[c], __float2half2_rn(kCoef.v[k]));
+    for (int c = 0; c < kAll; ++c) acc[c] = __hfma2(acc[c], v[c], __float2half2_rn(kCoef.v[k]));
   }
-#pragma unroll
-  for (int c = 0; c < C; ++c) io[c] = acc[c];
-}
-
-// The kChains x V chains of V 16-byte vectors (4 __half2 each). In place.
-template <int V>
-__device__ __forceinline__ void poly2_vectors(uint4 (&io)[V]) {
-  __half2 h[kChains * V];
-  memcpy(h, io, sizeof(io));
-  poly2_chains(h);
-  memcpy(io, h, sizeof(io));
+  memcpy(io, acc, sizeof(io));
 }
 
 __device__ __forceinline__ uint4 poly2_x4(uint4 in) {
@@ -105,48 +91,6 @@ __global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_ilp(const __h
   for (long j = steps * round * kChains + first; j < n2; j += round) y[j] = poly2(x[j]);
 }
 
-// n2 __half2 as tiles of kTile over a persistent grid: block b takes tiles b, b + G, ... (G blocks);
-// thread t of a tile its __half2 t, t + 256 and t + 512: three 4-byte loads (a warp's 128 contiguous
-// bytes each) at immediate offsets. The next tile is loaded before this one's chains (the last
-// reloads its own). The n2 % kTile __half2 after the whole tiles, the next tile in one block's turn,
-// go through the same chains with guarded loads and stores.
-__global__ void __launch_bounds__(kThreads, kIlpBlocks) poly_half2_three(const __half2* __restrict__ x,
-                                                                         __half2* __restrict__ y, long n2) {
-  const long tiles = n2 / kTile, grid = gridDim.x;
-  long t = blockIdx.x;
-  const __half2* xp = x + t * kTile + threadIdx.x;
-  __half2* yp = y + t * kTile + threadIdx.x;
-  if (t < tiles) {
-    __half2 in[kThree];
-#pragma unroll
-    for (int u = 0; u < kThree; ++u) in[u] = xp[u * kThreads];
-    for (; t < tiles; t += grid) {
-      __half2 cur[kThree];
-      xp += t + grid < tiles ? grid * kTile : 0;
-#pragma unroll
-      for (int u = 0; u < kThree; ++u) {
-        cur[u] = in[u];
-        in[u] = xp[u * kThreads];
-      }
-      poly2_chains(cur);
-#pragma unroll
-      for (int u = 0; u < kThree; ++u) yp[u * kThreads] = cur[u];
-      yp += grid * kTile;
-    }
-  }
-  const long left = n2 - tiles * kTile - threadIdx.x, at = tiles * kTile + threadIdx.x;
-  if (t == tiles && left > 0) {
-    __half2 cur[kThree];
-#pragma unroll
-    for (int u = 0; u < kThree; ++u) cur[u] = u * kThreads < left ? x[at + u * kThreads] : __float2half2_rn(0.0f);
-    poly2_chains(cur);
-#pragma unroll
-    for (int u = 0; u < kThree; ++u) {
-      if (u * kThreads < left) y[at + u * kThreads] = cur[u];
-    }
-  }
-}
-
 // Blocks of Kernel resident at once on the whole GPU (SMs x blocks per SM), found once a kernel:
 // 0, or the occupancy query's CUDA error.
 template <auto Kernel>
@@ -162,11 +106,10 @@ int persistent_grid(int* grid) {
   return blocks > 0 ? 0 : -1;
 }
 
-// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread, 5: packed, 3 chains a
-// thread (3 and 4 were removed variants' and are refused). x, y: n fp16 values (n even; 4-byte
-// aligned, 16-byte for mode 2).
+// mode 0: fp32 math, 1: packed __half2 math, 2: packed, 4 chains a thread. x, y: n fp16 values
+// (n even; 4-byte aligned, 16-byte for mode 2).
 extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t s) {
-  if (n <= 0 || n % 2 || ((size_t)x | (size_t)y) % (mode == 2 ? 16 : 4)) return -1;
+  if (n <= 0 || n % 2 || ((size_t)x | (size_t)y) % (mode >= 2 ? 16 : 4)) return -1;
   const long n2 = n / 2;
   const unsigned blocks = (unsigned)((n2 + kThreads - 1) / kThreads);
   const __half2* in = static_cast<const __half2*>(x);
@@ -179,10 +122,6 @@ extern "C" int half2_run(int mode, const void* x, void* y, long n, cudaStream_t 
     int grid = 0;
     if (const int err = persistent_grid<poly_half2_ilp>(&grid)) return err;
     poly_half2_ilp<<<grid, kThreads, 0, s>>>(in, out, n2);
-  } else if (mode == 5) {
-    int grid = 0;
-    if (const int err = persistent_grid<poly_half2_three>(&grid)) return err;
-    poly_half2_three<<<grid, kThreads, 0, s>>>(in, out, n2);
   } else {
     return -1;
   }

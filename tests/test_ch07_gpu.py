@@ -134,25 +134,6 @@ def test_hinted_gather_ragged_rows(rows: int) -> None:
     torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 7, 8, 9, 63, 64, 65, 1000, 1001])
-def test_ahead_gather_ragged_rows(rows: int) -> None:
-    """gather_add_ahead (two rows a lane, 8 a warp, 64 a block; idx and x loaded before idx is used)
-    equals gather_add bit for bit at row counts off the warp and block, odd ones included (the last
-    lane loads one row), touching no row past the last (out's tail stays NaN)."""
-    signatures = load("baseline_l2_persistence").SIGNATURES
-    handle = library("baseline_l2_persistence", {**signatures, "gather_add_ahead_run": signatures["gather_add_run"]})
-    x, table = torch.randn(rows, 32, device="cuda"), torch.randn(97, 32, device="cuda")
-    idx = torch.randint(0, 97, (rows,), device="cuda", dtype=torch.int32)
-    outs = []
-    for run in (handle.gather_add_run, handle.gather_add_ahead_run):
-        out = torch.full((rows + 8, 32), float("nan"), device="cuda")
-        call(run(x.data_ptr(), table.data_ptr(), idx.data_ptr(), out.data_ptr(), rows, native.stream()))
-        assert out[rows:].isnan().all(), run
-        outs.append(out[:rows])
-    torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
-    torch.testing.assert_close(outs[1], x + table[idx.long()], rtol=0, atol=0)
-
-
 def test_persisting_l2_set_aside_is_granted_and_restored() -> None:
     """The driver rounds the set-aside up to its granularity (33.75 MiB for 32 MiB asked on an H200):
     granted is at least what was asked, at most the device's maximum, and given back afterwards. Put

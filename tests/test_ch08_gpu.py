@@ -2,7 +2,7 @@
 and the occupancy each pair is about is what the occupancy API reports: 2 vs 8 softmax blocks per
 SM, one wave vs two in tail_effect, 100% vs 50% occupancy in ilp_vs_occupancy; predication's
 4-element steps give the bits of one element a thread, on ragged sizes too; half2_math's 4-chain
-variant (_ilp) and 3-chain variant (_three) give poly_half2's bits, whole and ragged; the sweep runs."""
+variant (_ilp) gives poly_half2's bits, whole and ragged; the sweep runs."""
 
 from __future__ import annotations
 
@@ -72,29 +72,6 @@ def test_half2_ilp_is_bitwise_poly_half2(n: int | None) -> None:
         assert torch.equal(ref, y), f"call {k}: {int((ref != y).sum())} of {ref.numel()} differ"
     if n is None:
         assert torch.equal(output(bench)[0][1], got[0])
-
-
-@pytest.mark.parametrize(("offset", "n"), [(0, None), (0, 2), (0, 1000), (2, 768 * 2 * 5 + 38), (0, 2 * 768 * 2000),
-                                           (2, 2 * (768 * 1056 * 3 + 768 * 7 + 101)), (2, 3 * (1 << 20) + 778)])
-def test_half2_three_is_bitwise_poly_half2(offset: int, n: int | None) -> None:
-    """poly_half2_three (mode 5: 3 chains a thread, tiles of 768 __half2, a persistent grid) against
-    poly_half2 (mode 1): the pair's input whole, sizes under one tile (only the guarded partial tile),
-    5 tiles and a part, whole tiles only, 3 rounds of a 1,056-block grid and 7 tiles and a part, and
-    pointers 4 bytes past a 16-byte boundary (offset 2 halves), which mode 5 takes. Also the pair file."""
-    bench = set_up("optimized_half2_math_three")
-    assert bench.mode == 5
-    x = bench.x[offset:] if n is None else bench.x[offset:offset + n]
-    stream, outs = native.stream(bench.device), []
-    for mode in (1, 5):
-        y = torch.full((x.numel() + offset,), float("nan"), dtype=x.dtype, device=x.device)[offset:]
-        native.check(bench.run_fn(mode, x.data_ptr(), y.data_ptr(), x.numel(), stream), "half2_run")
-        torch.cuda.synchronize()
-        outs.append(y)
-    ref, got = outs
-    assert not ref.isnan().any()
-    assert torch.equal(ref, got), f"{int((ref != got).sum())} of {ref.numel()} differ"
-    if n is None and offset == 0:
-        assert torch.equal(output(bench)[0][1], got)
 
 
 def test_smem_occupancy_blocks_per_sm() -> None:

@@ -3,7 +3,7 @@ reason (all need a GPU), every CUDA C++ library builds for sm_90 with its entry 
 holds what each pair is about: local memory in register_spill's baseline and none in its optimized
 kernel, whose loads run 4 outputs (128 FFMA) or more ahead of their first use within 72 registers,
 coefficient loads only in loop_unrolling's runtime loop, half the FMAs in predication's branch-free
-kernel, HFMA2 in half2_math (its 3-chain kernel's loop mixing both fp16 pipes all through), at most 32 registers in tail_effect (two blocks per SM)
+kernel, HFMA2 in half2_math, at most 32 registers in tail_effect (two blocks per SM)
 and 4 x 128 FFMA, at least 93% of each of its kernels' loop; in predication at most 32 registers
 (eight 256-thread blocks per SM) and 4 chains a step (x 2 sides in the branch), at least 93% of
 each loop, the next step's loads issued with at least a chain's FFMA still to run."""
@@ -33,7 +33,7 @@ ENTRY_POINTS = {"softmax_smem.cu": ("softmax_init", "softmax_run", "softmax_bloc
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 needs_sass = pytest.mark.skipif(shutil.which("nvcc") is None or native.cuobjdump() is None,
                                 reason="nvcc or cuobjdump is missing")
-VARIANTS = ["optimized_half2_math_ilp", "optimized_half2_math_three", "optimized_register_spill_strip64"]
+VARIANTS = ["optimized_half2_math_ilp", "optimized_register_spill_strip64"]
 """Further optimized files of a pair, measured beside the pair's optimized file."""
 MODULES = [f"{side}_{name}" for name in PAIRS for side in ("baseline", "optimized")] + VARIANTS
 
@@ -49,7 +49,7 @@ def test_discovery_finds_exactly_the_chapter_pairs() -> None:
 def test_variants_belong_to_their_pairs() -> None:
     found = {p.name: {o.stem for o in p.optimized} for p in pairs_in(CH08)}
     assert found["register_spill"] == {"optimized_register_spill", "optimized_register_spill_strip64"}
-    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp", "optimized_half2_math_three"}
+    assert found["half2_math"] == {"optimized_half2_math", "optimized_half2_math_ilp"}
 
 
 def test_register_spill_strip_variant_fits_the_kernel() -> None:
@@ -169,43 +169,6 @@ def test_half2_persistent_blocks_fill_an_sm() -> None:
     usage = native.Library((CH08 / "half2_poly.cu",)).resource_usage("90")
     found = re.search(r"poly_half2_ilp.*\n.*REG:(\d+) STACK:(\d+)", usage)
     assert found and int(found.group(1)) <= 32 and found.group(2) == "0", usage
-
-
-@needs_sass
-def test_half2_three_loop_mixes_both_fp16_pipes() -> None:
-    """poly_half2_three's loop: 3 chains of 128 HFMA2, half in each form, at least 93% of the loop, and
-    the two forms mixed all through it (what the variant is for): at least 7 of each in every 16
-    consecutive HFMA2, never 3 of one in a row, where _ilp's loop holds a stretch of 16 or more of
-    one form. Three 4-byte loads and three stores; the loads issued with at least 128 HFMA2 still to
-    run (they feed the next tile). At most 32 registers, no stack: 8 blocks of 256 an SM, as _ilp."""
-    regs = re.search(r"poly_half2_three.*\n.*REG:(\d+) STACK:0\b", native.Library((CH08 / "half2_poly.cu",)).resource_usage("90"))
-    assert regs and int(regs.group(1)) <= 32
-    loop = hot_loop(kernel("half2_poly.cu", "poly_half2_three"))
-    forms = ["M" if re.search(r"\bHFMA2\.MMA\b", op) else "F" for op in loop if re.search(r"\bHFMA2\b", op)]
-    assert len(forms) == 3 * 128 and forms.count("M") == 3 * 64 and len(forms) >= 0.93 * len(loop), len(loop)
-    windows = ["".join(forms[k:k + 16]) for k in range(len(forms) - 15)]
-    assert min(min(w.count("F"), w.count("M")) for w in windows) >= 7
-    assert "FFF" not in "".join(forms) and "MMM" not in "".join(forms)
-    ilp = "".join("M" if ".MMA" in op else "F" for op in hot_loop(kernel("half2_poly.cu", "poly_half2_ilp"))
-                  if re.search(r"\bHFMA2\b", op))
-    assert "M" * 16 in ilp or "F" * 16 in ilp
-    loads = [k for k, op in enumerate(loop) if re.search(r"\bLDG\.E\.CONSTANT\b", op)]
-    assert len(loads) == 3 and count("\n".join(loop), r"LDG[.\w]*") == 3 and count("\n".join(loop), r"STG\.E") == 3
-    assert count("\n".join(loop[loads[-1]:]), r"HFMA2(\.MMA)?") >= 128
-
-
-@needs_nvcc
-def test_half2_run_three_needs_four_byte_pointers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mode 5 (3 __half2 a thread, 4-byte loads) refuses odd n and 2-byte-aligned pointers (-1) and takes
-    4-byte-aligned ones that mode 2's 16-byte vectors refuse; without a GPU they reach CUDA's error."""
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
-    run = ctypes.CDLL(str(native.Library((CH08 / "half2_poly.cu",)).build("90"))).half2_run
-    run.argtypes, run.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p], ctypes.c_int
-    for x, y, n in [(4096 + 2, 8192, 64), (4096, 8192 + 2, 64), (4096, 8192, 63), (4096, 8192, 0)]:
-        assert run(5, x, y, n, None) == -1, (x, y, n)
-    assert run(2, 4096 + 4, 8192, 64, None) == -1
-    if not torch.cuda.is_available():
-        assert run(5, 4096 + 4, 8192 + 4, 64, None) not in (0, -1)
 
 
 @needs_sass
