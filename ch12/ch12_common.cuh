@@ -19,6 +19,15 @@ __global__ void affine_step(const float* in, float* out, int n, float a, float b
   if (i < n) out[i] = fmaf(a, in[i], b);
 }
 
+// 1 where the current GPU runs programmatic dependent launch (compute capability 9.0 and up), else 0:
+// how many launch attributes a PDL chain passes.
+inline unsigned pdl_attribute_count() {
+  int device = 0, major = 0;
+  bool known = cudaGetDevice(&device) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess;
+  return known && major >= 9 ? 1u : 0u;
+}
+
 // Adds a kernel node running fn<<<grid, block>>>(args...) after `deps` (the arguments are copied
 // into the node when it is added, so `args` may point at locals).
 inline cudaError_t add_kernel(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, size_t ndeps,

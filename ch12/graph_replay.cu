@@ -29,15 +29,6 @@ __global__ void affine_step_pdl(const float* in, float* out, int n, float a, flo
   if (i < n) out[i] = fmaf(a, __ldcg(in + i), b);
 }
 
-// 1 where the current GPU runs PDL (compute capability 9.0 and up), else 0: how many launch
-// attributes the chain passes.
-static unsigned pdl_attribute_count() {
-  int device = 0, major = 0;
-  bool known = cudaGetDevice(&device) == cudaSuccess &&
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess;
-  return known && major >= 9 ? 1u : 0u;
-}
-
 // The chain of affine_step_pdl launches on `s`, each with the PDL attribute where the GPU has it.
 template <bool kTriggerFirst>
 static cudaError_t launch_chain_pdl(const float* in, float* out, int n, int steps, float a, float b, cudaStream_t s) {

@@ -135,3 +135,19 @@ def test_pdl_steps_wait_before_they_load() -> None:
         body = next(body for name, body in funcs.items() if "affine_step_pdl" in name and flag in name)
         wait, trigger, load = (body.index(op) for op in ("ACQBULK", "PREEXIT", "LDG"))
         assert (trigger < wait) == trigger_first and wait < load
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_indirect_pdl_step_loads_its_scalar_before_the_wait_and_its_input_after() -> None:
+    """affine_step_ref_pdl (graph_update's by-reference PDL chain) loads c_t, which no node writes, before
+    its wait (ACQBULK) and its element, the previous kernel's output, after it; it triggers its successor
+    (PREEXIT) first. affine_step_ref, the plain one, holds neither instruction."""
+    funcs = kernels(declared("baseline_graph_update")[0].sass("90"))
+    plain = next(body for name, body in funcs.items() if name.startswith("_Z15affine_step_ref") and "pdl" not in name)
+    assert "ACQBULK" not in plain and "PREEXIT" not in plain
+    body = next(body for name, body in funcs.items() if "affine_step_ref_pdl" in name)
+    loads = [m.start() for m in re.finditer(r"\bLDG", body)]
+    assert len(loads) == 2, loads
+    assert body.index("PREEXIT") < body.index("ACQBULK")
+    assert loads[0] < body.index("ACQBULK") < loads[1]

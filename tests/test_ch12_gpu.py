@@ -67,7 +67,8 @@ def test_if_nodes_take_the_branches_the_reference_takes() -> None:
 
 @pytest.mark.parametrize("module", ["optimized_graph_replay", "optimized_graph_replay_pdl", "optimized_graph_update",
                                     "optimized_graph_update_exec_update", "optimized_graph_update_ring",
-                                    "optimized_graph_update_template"])
+                                    "optimized_graph_update_template", "optimized_graph_update_indirect",
+                                    "optimized_graph_update_indirect_pdl"])
 def test_graph_replays_give_the_same_answer(module: str) -> None:
     bench = built(module)
     first = bench.run().clone()
@@ -186,7 +187,8 @@ def test_in_graph_copy_reads_the_input_of_each_call() -> None:
     opt.teardown()
 
 
-@pytest.mark.parametrize("module", ["optimized_graph_update_ring", "optimized_graph_update_template"])
+@pytest.mark.parametrize("module", ["optimized_graph_update_ring", "optimized_graph_update_template",
+                                    "optimized_graph_update_indirect", "optimized_graph_update_indirect_pdl"])
 def test_ring_update_applies_each_calls_coefficients_and_input(module: str) -> None:
     """Five calls (40 launches: every exec of the ring at several steps; the template variant's one
     exec updated while its earlier launches may still be queued), each with new c_t and a new x, out
