@@ -1,9 +1,8 @@
 """Chapter 9's CUDA C++ plumbing (not a pair): where cuBLASLt and the CUTLASS headers are, the
 libraries its pairs build, and the check every native GEMM passes against PyTorch in setup().
 
-CUTLASS is found, in order, at ``$CUTLASS_DIR`` (a CUTLASS checkout, or any folder holding
-``include/cutlass/cutlass.h`` or ``cutlass/cutlass.h``) and in the ``nvidia-cutlass`` wheel
-(``pip install nvidia-cutlass``: the headers sit in ``cutlass_library/source/include``).
+The CUTLASS search, requirements and flags live in :mod:`aisp.kits.cutlass` (shared with ch07);
+the ``cutlass_*`` names here delegate to it for this folder's sources.
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ from pathlib import Path
 import torch
 
 import aisp
-from aisp.kits import native
+from aisp.kits import cutlass, native
 
 HERE = Path(__file__).resolve().parent
-CUTLASS_HINT = "pip install nvidia-cutlass (a 6.4 MB wheel holding the headers), or set CUTLASS_DIR to a CUTLASS checkout"
+CUTLASS_HINT = cutlass.HINT
 
 
 def _roots() -> list[Path]:
@@ -46,32 +45,19 @@ def cublaslt_flags() -> tuple[str, ...]:
 
 
 def cutlass_include() -> Path | None:
-    """The folder holding ``cutlass/cutlass.h`` ($CUTLASS_DIR first, then the nvidia-cutlass wheel)."""
-    candidates = []
-    if os.environ.get("CUTLASS_DIR"):
-        root = Path(os.environ["CUTLASS_DIR"]).expanduser()
-        candidates += [root / "include", root]
-    spec = importlib.util.find_spec("cutlass_library")
-    if spec and spec.submodule_search_locations:
-        candidates += [Path(p) / "source" / "include" for p in spec.submodule_search_locations]
-    return next((c.resolve() for c in candidates if (c / "cutlass" / "cutlass.h").is_file()), None)
+    """The folder holding ``cutlass/cutlass.h`` (:func:`aisp.kits.cutlass.include`)."""
+    return cutlass.include()
 
 
 def cutlass_requirements() -> aisp.Requirements:
-    """CUDA, nvcc, Hopper; and, where no CUTLASS headers are found, the wheel's module, so the pair
-    is skipped with a reason naming it."""
-    found = cutlass_include() is not None
-    return aisp.Requirements(cuda=True, executables=("nvcc",), min_compute_capability=(9, 0),
-                               packages=() if found else ("cutlass_library",))
+    """What a CUTLASS pair requires (:func:`aisp.kits.cutlass.requirements`): the wheel's module
+    named where no headers are found."""
+    return cutlass.requirements()
 
 
 def cutlass_library(source: str, hopper_only: bool) -> native.Library:
-    """A CUTLASS source of this folder as a native Library, with the headers' -I when found (without
-    them the source builds to a stub; see cutlass_sm90.cu)."""
-    include = cutlass_include()
-    flags = ("--expt-relaxed-constexpr", "-DNDEBUG", *((f"-I{include}",) if include else ()))
-    headers = (include / "cutlass" / "version.h",) if include else ()
-    return native.Library((HERE / source,), flags=flags, headers=headers, hopper_only=hopper_only)
+    """A CUTLASS source of this folder as a native Library (:func:`aisp.kits.cutlass.library`)."""
+    return cutlass.library((HERE / source,), hopper_only)
 
 
 TILED = native.Library((HERE / "tiled_gemm.cu",))

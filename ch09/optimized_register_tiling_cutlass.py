@@ -5,13 +5,14 @@ shared-memory loads per FMA, on the shared-memory roof (8.9 TFLOP/s).
 Optimized (optimized_register_tiling.py): ``reg_tiled<float>``, 8 x 8 outputs a thread in 128 x 128 tiles:
 2.92 ms stored, 75% of the FFMA rate (62.8 TFLOP/s); profiled, it issues nearly every cycle it can and
 three rewrites of its loop did not move it (README section 4).
-Optimized here: cutlass_sgemm.cu, ``cutlass::gemm::device::Gemm`` for fp32 with ``OpClassSimt``: the
-same idea, larger. Each thread holds a 16 x 8 block of C (128 accumulators against reg_tiled's 64; 254
-registers, one 256-thread block an SM), each warp a 64 x 64 tile, the block a 128 x 256 tile, and a
-4-stage ``cp.async`` ring of 8-deep k-slabs keeps slabs in flight while one is multiplied. Its sm_90
-SASS: 1,152 FFMA, 54 LDS.128 and 279 32-bit LDS (the epilogue's pass through shared memory among
-them), 48 LDGSTS, no local memory. Why it issues FFMAs faster than reg_tiled was not profiled; the
-larger register tile, twice the FFMAs per operand loaded, is the main difference.
+Optimized here: aisp/kits/cutlass_sgemm.cu (shared with ch07:tiled_matmul; ``aisp.kits.cutlass.SGEMM``),
+``cutlass::gemm::device::Gemm`` for fp32 with ``OpClassSimt``: the same idea, larger. Each thread holds a
+16 x 8 block of C (128 accumulators against reg_tiled's 64; 254 registers, one 256-thread block an SM),
+each warp a 64 x 64 tile, the block a 128 x 256 tile, and a 4-stage ``cp.async`` ring of 8-deep k-slabs
+keeps slabs in flight while one is multiplied. Its sm_90 SASS: 1,152 FFMA, 54 LDS.128 and 279 32-bit LDS
+(the epilogue's pass through shared memory among them), 48 LDGSTS, no local memory. Why it issues FFMAs
+faster than reg_tiled was not profiled; the larger register tile, twice the FFMAs per operand loaded, is
+the main difference.
 How it was chosen (2 x H200 host, 2026-11-30, 20 calls each, medians, one GPU, CUDA events): 27 CUTLASS
 configurations at 4,096^3: 128 x 128 tiles (CUTLASS's default) 3.08-3.45 ms, 128 x 256 / 256 x 128 with
 64 x 64 warps 2.70-2.79 ms (2 stages 2.79, 3-5 stages 2.70), 64 x 64 warps on 128 x 128 or 64 x 256
@@ -27,21 +28,19 @@ from __future__ import annotations
 
 import dataclasses
 
-import ch09_native
 from baseline_register_tiling import WORKLOAD, NativeGemm
 
 import aisp
+from aisp.kits import cutlass
 
 
 class CutlassSimtSgemm(NativeGemm):
-    workload = dataclasses.replace(WORKLOAD, requires=ch09_native.cutlass_requirements(), timeout_s=900.0)
-    library = ch09_native.cutlass_library("cutlass_sgemm.cu", hopper_only=False)
+    workload = dataclasses.replace(WORKLOAD, requires=cutlass.requirements(), timeout_s=900.0)
+    library = cutlass.SGEMM
     entry = "cutlass_sgemm"
 
     def prepare(self) -> None:
-        if not self.lib.cutlass_headers():
-            raise RuntimeError(f"{self.library.name} was built without the CUTLASS headers: "
-                               f"{ch09_native.CUTLASS_HINT}")
+        cutlass.check_headers(self.lib, self.library)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -1,6 +1,7 @@
 """Chapter 7 on a GPU: every pair's variants match each other (each also checked itself against PyTorch
-in setup()), the kernels are right at small and ragged shapes (edges, heads and tails, image borders),
-and the persisting-L2 set-aside is granted and given back."""
+in setup(); a variant whose requirements are unmet here, such as the CUTLASS matmul without its headers,
+is skipped with the reason), the kernels are right at small and ragged shapes (edges, heads and tails,
+image borders), and the persisting-L2 set-aside is granted and given back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from aisp.harness import settings
+from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.discovery import pairs_in
 from aisp.harness.loader import import_module_at
 from aisp.kits import native
@@ -39,9 +41,9 @@ def outputs(module: str, seed: int = 3) -> torch.Tensor:
 
 @pytest.mark.parametrize(("baseline", "optimized"), PAIRS)
 def test_pair_matches_on_gpu(baseline: str, optimized: str) -> None:
-    need = load(optimized).get_benchmark().workload.requires.min_compute_capability
-    if need and need > torch.cuda.get_device_capability():
-        pytest.skip(f"needs compute capability {need}")
+    reason = unmet_requirements(load(optimized).get_benchmark().workload.requires, torch.device("cuda"))
+    if reason:  # compute capability 9.0 (TMA, clusters); CUTLASS's headers (the _cutlass matmul)
+        pytest.skip(f"{optimized}: {reason}")
     ref = outputs(baseline)
     torch.testing.assert_close(outputs(optimized), ref, rtol=1e-5, atol=1e-5)
     torch.cuda.empty_cache()
@@ -92,6 +94,29 @@ def test_matmul_small_shapes(m: int, n: int, k: int) -> None:
         torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-4)
         got.append(c)
     assert torch.equal(got[3], got[2]) and torch.equal(got[4], got[2])
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(256, 128, 96), (128, 384, 32), (384, 256, 160), (200, 136, 44)])
+def test_cutlass_sgemm_small_and_ragged_shapes(m: int, n: int, k: int) -> None:
+    """The shared CUTLASS SGEMM (the _cutlass variant's, aisp.kits.cutlass) against fp64, its 128 x 256
+    block tiles cut at the edges (the last shape divides no tile); where the chapter's kernels run, bit
+    for bit equal to matmul_naive: the same FFMAs in the same k order from zero (read from CUTLASS's
+    source: this test is what checks it)."""
+    from aisp.kits import cutlass
+
+    if reason := unmet_requirements(cutlass.requirements(), torch.device("cuda")):
+        pytest.skip(reason)
+    handle = cutlass.SGEMM.load(torch.device("cuda"), {"cutlass_sgemm": [PTR, PTR, PTR, INT, INT, INT, PTR]})
+    cutlass.check_headers(handle, cutlass.SGEMM)
+    a, b = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    call(handle.cutlass_sgemm(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, native.stream()))
+    torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-4)
+    if m % 128 == 0 and n % 128 == 0 and k % 32 == 0:  # matmul_run's shapes
+        naive = library("baseline_tiled_matmul", {"matmul_run": [INT, PTR, PTR, PTR, INT, INT, INT, PTR]})
+        want = torch.full_like(c, float("nan"))
+        call(naive.matmul_run(0, a.data_ptr(), b.data_ptr(), want.data_ptr(), m, n, k, native.stream()))
+        assert torch.equal(c, want)
 
 
 def test_cumsum_few_rows_and_tiles() -> None:

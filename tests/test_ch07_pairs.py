@@ -4,6 +4,8 @@ really avoids the hidden copies it is about."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -41,7 +43,8 @@ def test_the_chapter_has_its_pairs() -> None:
     assert {o.stem for o in PAIRS["tiled_matmul"].optimized} == {"optimized_tiled_matmul",
                                                                   "optimized_tiled_matmul_smem",
                                                                   "optimized_tiled_matmul_async",
-                                                                  "optimized_tiled_matmul_paired"}
+                                                                  "optimized_tiled_matmul_paired",
+                                                                  "optimized_tiled_matmul_cutlass"}
     assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
                                                                          "optimized_noncontiguous_views_fused",
                                                                          "optimized_noncontiguous_views_cluster"}
@@ -80,6 +83,37 @@ def test_noncontiguous_views_declare_the_bytes_the_result_needs() -> None:
     assert w.bytes == 8 * w.rows * w.cols == 536_870_912 and w.link == "hbm"
     for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster"):
         assert build(module).workload.bytes == w.bytes
+
+
+def test_without_cutlass_the_matmul_variant_names_the_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no CUTLASS headers are found, the CUTLASS variant's workload (aisp.kits.cutlass's shared
+    SGEMM) requires the nvidia-cutlass wheel's module besides Hopper and nvcc: skipped, naming it."""
+    from aisp.kits import cutlass
+
+    base = load("baseline_tiled_matmul").WORKLOAD  # and ch07 first on sys.path, for the variant's imports
+    monkeypatch.setattr(cutlass.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setenv("CUTLASS_DIR", str(tmp_path))  # a folder without the headers
+    # Executed afresh under another name: its workload is built at import, and the module the other
+    # tests imported (headers found or not) stays as it was.
+    spec = importlib.util.spec_from_file_location("tiled_matmul_cutlass_without_headers",
+                                                  CH07 / "optimized_tiled_matmul_cutlass.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    w = mod.get_benchmark().workload
+    assert w.requires.packages == ("cutlass_library",) and w.requires.min_compute_capability == (9, 0)
+    reason = unmet_requirements(dataclasses.replace(w.requires, cuda=False, min_compute_capability=None), CPU)
+    assert reason and "cutlass_library" in reason
+    assert (w.flops, w.bytes, w.precision) == (base.flops, base.bytes, "fp32_simt")
+
+
+def test_the_cutlass_matmul_variant_builds_the_shared_sgemm() -> None:
+    """Its kernel is the package's, ch09:register_tiling's too (tests/test_ch09_cuda.py checks its SASS),
+    not a source of this folder; it builds for plain sm_90 (a SIMT kernel: no wgmma)."""
+    from aisp.kits import cutlass
+
+    lib = load("optimized_tiled_matmul_cutlass").LIBRARY
+    assert lib is cutlass.SGEMM and lib.sources[0].name == "cutlass_sgemm.cu"
+    assert lib.sources[0].parent.name == "kits" and not lib.needs_sm90a()
 
 
 def test_tma_pair_needs_hopper() -> None:

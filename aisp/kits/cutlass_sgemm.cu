@@ -1,11 +1,13 @@
-// cutlass_sgemm.cu: C = A @ B in fp32 with CUTLASS 2.x's SIMT GEMM, the register tiling of
-// optimized_register_tiling.py as a library builds it: 128 x 256 x 8 thread-block tiles, 64 x 64 warp
-// tiles (each warp's 32 threads a 4 x 8 grid, so a 16 x 8 register tile a thread: 128 accumulators),
-// a 4-stage cp.async ring of k-slabs in shared memory (the Sm80 multistage mainloop), FFMAs on the CUDA
-// cores. Chosen by a sweep of 27 configurations on an H200 (2026-11-30; see the variant's docstring).
-// Needs the CUTLASS headers (-I .../include, see ch09_native.py); without them it compiles to a stub
-// (cutlass_headers() returns 0; see cutlass_sm90.cu).
-// Python: ch09/optimized_register_tiling_cutlass.py
+// cutlass_sgemm.cu: C = A @ B in fp32 with CUTLASS 2.x's SIMT GEMM, a register-tiled CUDA-core GEMM
+// as a library builds it: 128 x 256 x 8 thread-block tiles, 64 x 64 warp tiles (each warp's 32 threads
+// a 4 x 8 grid, so a 16 x 8 register tile a thread: 128 accumulators), a 4-stage cp.async ring of
+// k-slabs in shared memory (the Sm80 multistage mainloop), FFMAs on the CUDA cores. Chosen by a sweep
+// of 27 configurations on an H200 at 4096^3 (2026-11-30; see ch09/optimized_register_tiling_cutlass.py).
+// Shared by ch09:register_tiling and ch07:tiled_matmul (chapters are self-contained folders, so it
+// lives in the package). Needs the CUTLASS headers (-I .../include, see aisp/kits/cutlass.py); without
+// them it compiles to a stub (cutlass_headers() returns 0).
+// Python: aisp.kits.cutlass.SGEMM; ch09/optimized_register_tiling_cutlass.py,
+// ch07/optimized_tiled_matmul_cutlass.py
 #include <cuda_runtime.h>
 
 #if __has_include(<cutlass/cutlass.h>)
