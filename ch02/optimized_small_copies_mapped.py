@@ -72,13 +72,12 @@ class MappedGather(ManySmallCopies):
         native.check(self.lib.map_pieces(native.ptr(addresses), addresses.numel()), "map_pieces")
         self.table = addresses.to(self.device)
         self.mapped = (self.srcs, len(self.srcs))
+        self.call = (self.table.data_ptr(), self.table.numel(), self.workload.floats)  # run()'s first arguments
 
     def run(self) -> torch.Tensor:
         if self.mapped[0] is not self.srcs or self.mapped[1] != len(self.srcs):  # new sources: map again
             self.map_sources()
-        status = self.lib.gather_pieces_mapped(self.table.data_ptr(), self.table.numel(),
-                                               self.workload.floats, self.dst.data_ptr(),
-                                               native.stream(self.device))
+        status = self.lib.gather_pieces_mapped(*self.call, self.dst.data_ptr(), native.stream(self.device))
         native.check(status, "gather_pieces_mapped")
         return self.dst
 

@@ -289,3 +289,34 @@ def test_sass_without_cuobjdump_says_so(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(native, "cuobjdump", lambda: None)
     with pytest.raises(RuntimeError, match="cuobjdump is not on PATH"):
         native.Library((tmp_path / "x.cu",)).sass("90")
+
+
+def test_stream_reads_the_raw_handle_of_the_device_it_names_or_the_current_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """native.stream asks torch for the raw stream of the device's index, or of the current device when the
+    device has none (or is not given), without building a Stream object; where torch lacks the raw call,
+    it takes torch.cuda.current_stream."""
+    asked: list[int] = []
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda i: asked.append(i) or 1000 + i, raising=False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert native.stream(torch.device("cuda", 1)).value == 1001
+    assert native.stream(torch.device("cuda")).value == 1003
+    assert native.stream().value == 1003
+    assert asked == [1, 3, 3]
+    monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream")
+
+    class Fake:
+        cuda_stream = 77
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Fake())
+    assert native.stream(torch.device("cuda", 1)).value == 77
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_stream_is_the_current_stream_on_the_gpu() -> None:
+    dev = torch.device("cuda", torch.cuda.current_device())
+    side = torch.cuda.Stream(dev)
+    # c_void_p(0).value is None: the legacy default stream's handle is 0
+    assert (native.stream(dev).value or 0) == torch.cuda.current_stream(dev).cuda_stream
+    with torch.cuda.stream(side):
+        assert native.stream(dev).value == native.stream().value == side.cuda_stream != 0
