@@ -12,14 +12,13 @@ the FFMAs per operand read from shared memory, where _async's profile left FFMA 
 issue slots), a 4-stage ring of 8-deep slices against 2. Cost: 254 registers, one block an SM
 (_paired: 127, two). At this shape: 32 x 16 = 512 blocks, 3.88 waves on an H200's 132 SMs, as at
 ch09's 4,096^3 (same m and n, half the k). Each output's 2,048 products are summed in k order by FFMA
-from zero, as in the chapter's kernels, so C should equal theirs bit for bit (read from CUTLASS's
-source, not yet checked on a GPU; setup checks it against fp64 as every variant's, the GPU test
-against the baseline's to 1e-5).
-Expect: from a standalone sweep on an H200 (2026-11-30, 20 calls, medians, CUDA events; not yet a
-harness run): 1.3625 ms (1.3689 in an earlier sweep), 50.4 TFLOP/s, 80.3% of the measured FFMA rate
-(``simt_fp32``, 62.8 TFLOP/s: the ceiling time is 1.094 ms and 80% of it is 1.368 ms, so a harness run
-may land either side); cuBLAS SGEMM 1.3543 ms in that sweep; the pair's stored best, _paired, 1.523 ms
-(71.9%).
+from zero, as in the chapter's kernels, so C equals theirs bit for bit (read from CUTLASS's source;
+the GPU test checks it at small shapes; setup checks it against fp64 as every variant's).
+Expect: measured by the harness (one H200 of a 2 x H200 host, 2026-11-30, two runs of 20 samples, stored;
+8 and 11 of every variant's samples at the power cap): 1.3688 and 1.3797 ms, 80.0% and 79.3% of the
+measured FFMA rate (``simt_fp32``, 62.8 TFLOP/s; ceiling time 1.094 ms), the pair's best, against
+_paired's 1.5132 / 1.5255 ms (72.3% / 71.7%) in the same runs; 1.3625 ms in a standalone sweep, where
+cuBLAS SGEMM read 1.3543 ms (80.8%). C equal to the baseline's (GPU tests).
 Needs the CUTLASS headers (nvidia-cutlass wheel or CUTLASS_DIR; the first call builds it, ~60 s of
 nvcc); without them the variant is skipped with a reason naming the wheel.
 Run: python ch07/optimized_tiled_matmul_cutlass.py  |  aisp bench run -t ch07:tiled_matmul

@@ -15,11 +15,13 @@ faster than reg_tiled was not profiled; the larger register tile, twice the FFMA
 the main difference.
 How it was chosen (2 x H200 host, 2026-11-30, 20 calls each, medians, one GPU, CUDA events): 27 CUTLASS
 configurations at 4,096^3: 128 x 128 tiles (CUTLASS's default) 3.08-3.45 ms, 128 x 256 / 256 x 128 with
-64 x 64 warps 2.70-2.79 ms (2 stages 2.79, 3-5 stages 2.70), 64 x 64 warps on 128 x 128 or 64 x 256
-2.95-2.97; cuBLAS SGEMM (torch, TF32 off) 2.675 ms and reg_tiled 2.911 in the same runs.
-Expect: measured in that sweep (not yet by the harness): 2.7013 ms, 50.9 TFLOP/s, 81% of the FFMA rate
-(cuBLAS 51.4, 82%; reg_tiled 47.2, 75%); its C equalled torch.matmul's bitwise in that sweep (setup
-checks every variant of the pair against torch.matmul, relative L2 error under 1e-5).
+64 x 64 warps 2.70-2.79 ms (2 stages 2.79, 3-5 stages 2.70), 128 x 128 with 64 x 64 warps and 64 x 256
+with 32 x 64 warps 2.95-2.97, a stream-K form (GemmUniversal) 2.72-2.73; cuBLAS SGEMM (torch, TF32 off) 2.675 ms and reg_tiled 2.911 in the same runs.
+Expect: measured by the harness (one H200 of a 2 x H200 host, 2026-11-30, two runs of 20 samples, stored):
+2.7062 and 2.7158 ms, 50.8 / 50.6 TFLOP/s, 80.9% and 80.6% of the FFMA rate, 5.70x [5.68, 5.73] over the
+15.45 ms baseline; reg_tiled 2.9175 / 2.9202 ms (75.0%) in the same runs; in the sweep 2.7013 ms (cuBLAS
+51.4 TFLOP/s, 82%), its C equal to torch.matmul's bit for bit (setup checks every variant of the pair
+against torch.matmul, relative L2 error under 1e-5).
 Needs the CUTLASS headers (nvidia-cutlass wheel or CUTLASS_DIR; the first call builds it, ~60 s of nvcc).
 Run: python ch09/optimized_register_tiling_cutlass.py  |  aisp bench run -t ch09:register_tiling
 """
