@@ -25,6 +25,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 BLOCK_N = 64
 """Keys per inner step (64 x 128 e4m3 = 8 KB of K and of V)."""
@@ -69,9 +70,25 @@ def _attend(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, ml_ptr, ctx, qk_scale, SPLIT_LEN
 
 
 @triton.jit
+def _pdl_enter(PDL: tl.constexpr, w_ptr=None, offs=None, inside=None):
+    """A kernel's entry under programmatic dependent launch (``PDL``, launched with ``launch_pdl=True``;
+    nothing without): let the next kernel launch, load ``w_ptr[offs]`` (``inside``) if given (what no
+    kernel writes, e.g. norm weights, may be read early), then wait until the previous kernel completed
+    and its writes are visible (``griddepcontrol.wait``). Returns what it loaded, else None."""
+    w = None
+    if PDL:
+        gdc_launch_dependents()
+        if w_ptr is not None:
+            w = tl.load(w_ptr + offs, mask=inside, other=0.0)
+        gdc_wait()
+    return w
+
+
+@triton.jit
 def _combine(o_ptr, ml_ptr, vs_ptr, out_ptr, KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUPS: tl.constexpr,
-             D: tl.constexpr):
+             D: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row * KV_HEADS + head) * GROUPS + g: merges the splits' partial outputs, times the V scale."""
+    _pdl_enter(PDL)
     pid = tl.program_id(0)
     bh, g = pid // GROUPS, pid % GROUPS
     offs_s, offs_d = tl.arange(0, SPLITS), tl.arange(0, D)

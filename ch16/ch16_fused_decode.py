@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from ch16_fp8_kv import _pdl_enter
 
 SPLIT_LEN, BLOCK_KEYS = 128, 64
 """Keys per attention program (a context slice) and per inner step."""
@@ -26,12 +27,13 @@ SPLIT_LEN, BLOCK_KEYS = 128, 64
 
 @triton.jit
 def _add_norm(p_ptr, s_ptr, x_ptr, tok_ptr, w_ptr, xo_ptr, xn_ptr, MN, N, eps, SPLITS: tl.constexpr,
-              EMBED: tl.constexpr, BLOCK: tl.constexpr):
+              EMBED: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Row r: x = EMBED ? table[tok[r]] : x[r] + round(scale * sum of SPLITS partials); xo[r] = x;
-    xn[r] = RMSNorm(x) * w."""
+    xn[r] = RMSNorm(x) * w (``PDL``: ``_pdl_enter``, w loaded before its wait)."""
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     inside = offs < N
+    w = _pdl_enter(PDL, w_ptr, offs, inside)
     if EMBED:
         x = tl.load(x_ptr + tl.load(tok_ptr + row) * N + offs, mask=inside, other=0.0).to(tl.float32)
     else:
@@ -41,25 +43,26 @@ def _add_norm(p_ptr, s_ptr, x_ptr, tok_ptr, w_ptr, xo_ptr, xn_ptr, MN, N, eps, S
         y = (acc * tl.load(s_ptr + offs, mask=inside, other=0.0)).to(xo_ptr.dtype.element_ty).to(tl.float32)
         x = (tl.load(x_ptr + row * N + offs, mask=inside, other=0.0).to(tl.float32) + y)
         x = x.to(xo_ptr.dtype.element_ty).to(tl.float32)
-    _store_norm(x, w_ptr, xo_ptr, xn_ptr, row, offs, inside, N, eps)
+    _store_norm(x, w_ptr, xo_ptr, xn_ptr, row, offs, inside, N, eps, w)
 
 
 @triton.jit
-def _store_norm(x, w_ptr, xo_ptr, xn_ptr, row, offs, inside, N, eps):
-    """xo[row] = x (fp32, rounded already); xn[row] = RMSNorm(x) * w."""
+def _store_norm(x, w_ptr, xo_ptr, xn_ptr, row, offs, inside, N, eps, w=None):
+    """xo[row] = x (fp32, rounded already); xn[row] = RMSNorm(x) * w (``w``: w_ptr's, if loaded already)."""
     tl.store(xo_ptr + row * N + offs, x.to(xo_ptr.dtype.element_ty), mask=inside)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / N + eps)
-    xn = x * rstd * tl.load(w_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+    xn = x * rstd * (tl.load(w_ptr + offs, mask=inside, other=0.0) if w is None else w).to(tl.float32)
     tl.store(xn_ptr + row * N + offs, xn.to(xn_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
 def _rope_cache(p_ptr, s_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, MN, N, max_len, log2_base, SPLITS: tl.constexpr,
-                HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr):
+                HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row, head) of the QKV output (HEADS query, KV_HEADS key, KV_HEADS value heads):
     summed, scaled, rounded; query and key heads rotated (x * cos + (second, first half) * signed
     sin, as ``aisp.kits.llm.rope.rotate_`` in the activations' dtype); queries to q (rows, HEADS, D),
     keys and values to the cache (rows, KV_HEADS, max_len, D) at the row's position."""
+    _pdl_enter(PDL)
     row, head = tl.program_id(0), tl.program_id(1)
     half: tl.constexpr = D // 2
     offs = tl.arange(0, D)
@@ -93,9 +96,10 @@ def _rope_cache(p_ptr, s_ptr, pos_ptr, q_ptr, k_ptr, v_ptr, MN, N, max_len, log2
 @triton.jit
 def _attend(q_ptr, k_ptr, v_ptr, pos_ptr, o_ptr, ml_ptr, max_len, qk_scale, KV_HEADS: tl.constexpr,
             GROUPS: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr, SPLIT_LEN: tl.constexpr,
-            BLOCK_N: tl.constexpr):
+            BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row * KV_HEADS + head, slice): ``ch16_fp8_kv._attend`` (products in fp16) over the
     slice's keys at or before the row's position (none: max -inf, sum 0, for ``_combine``)."""
+    _pdl_enter(PDL)
     bh, split, splits = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     offs_g, offs_d = tl.arange(0, G_PAD), tl.arange(0, D)
     q = tl.load(q_ptr + (bh * GROUPS + offs_g[:, None]) * D + offs_d[None, :], mask=offs_g[:, None] < GROUPS,

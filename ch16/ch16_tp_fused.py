@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 from ch16_decode import StepGraph
-from ch16_fp8_kv import G_PAD, _combine
+from ch16_fp8_kv import G_PAD, _combine, _pdl_enter
 from ch16_fused_decode import BLOCK_KEYS, SPLIT_LEN, _add_norm, _attend, _rope_cache, _top_feedback
 from ch16_tp import Reduce, Shard, ShardedDecoder, nccl_reduce
 
@@ -29,10 +29,10 @@ GLU_BLOCK = 1024  # SwiGLU width per program of _glu
 
 
 @triton.jit
-def _glu(gu_ptr, out_ptr, F, BLOCK: tl.constexpr):
+def _glu(gu_ptr, out_ptr, F, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row, block): out[row] = round(SiLU(gate)) * up, gate_up[row] = (gate | up), each F wide."""
-    row, blk = tl.program_id(0), tl.program_id(1)
-    offs = blk * BLOCK + tl.arange(0, BLOCK)
+    _pdl_enter(PDL)
+    row, offs = tl.program_id(0), tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = offs < F
     gate = tl.load(gu_ptr + row * 2 * F + offs, mask=inside, other=0.0).to(tl.float32)
     up = tl.load(gu_ptr + row * 2 * F + F + offs, mask=inside, other=0.0).to(tl.float32)
@@ -68,6 +68,7 @@ class FusedTPDecode:
     """``steps`` greedy steps of ``batch`` rows on one rank's shard (``model``; ``cache``, its ``shard_cache``)
     in one CUDA graph (called directly on a CPU): ``generate(first, start)`` -> tokens (batch, steps), top
     logits (batch, steps, top). Warm-up and capture start at ``kv_len - 1`` (past every prompt)."""
+    pdl: dict[str, bool] = {}  # the Triton launches' PDL options (``ch16_fp8_kv._pdl_enter``): ``_push_pdl``'s
 
     def __init__(self, model: ShardedDecoder, cache: DenseKVCache, shard: Shard, batch: int, kv_len: int,
                  steps: int, top: int, reduce: Reduce = nccl_reduce) -> None:
@@ -94,8 +95,7 @@ class FusedTPDecode:
         self.graph = StepGraph(self._call, self._prime, device)
 
     def _prime(self) -> None:
-        self.tok.zero_()
-        self.pos.fill_(self.kv_len - 1)
+        self.tok.zero_(), self.pos.fill_(self.kv_len - 1)
 
     def _norm(self, summed: torch.Tensor | None, norm: torch.nn.RMSNorm) -> None:
         """x += summed (None: x = the embedding rows of tok); xn = norm(x)."""
@@ -103,7 +103,7 @@ class FusedTPDecode:
         eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps
         _add_norm[(rows,)](self.x if embed else summed, self.ones, self.model.embed.weight if embed else self.x,
                            self.tok, norm.weight, self.x, self.xn, rows * dim, dim, eps, SPLITS=1, EMBED=embed,
-                           BLOCK=triton.next_power_of_2(dim), num_warps=8)
+                           BLOCK=triton.next_power_of_2(dim), num_warps=8, **self.pdl)
 
     def _attention(self, layer: int) -> None:
         """attn = attention of the rank's heads over the cache, the new key and value written first."""
@@ -111,13 +111,13 @@ class FusedTPDecode:
         groups, hd, max_len, width = self.heads // self.kv_heads, cfg.head_dim, k.shape[2], self.qkv.shape[1]
         _rope_cache[(rows, self.heads + 2 * self.kv_heads)](
             self.qkv, self.ones, self.pos, self.q, k, v, rows * width, width, max_len, math.log2(cfg.rope_base),
-            SPLITS=1, HEADS=self.heads, KV_HEADS=self.kv_heads, D=hd, num_warps=1)
+            SPLITS=1, HEADS=self.heads, KV_HEADS=self.kv_heads, D=hd, num_warps=1, **self.pdl)
         _attend[(rows * self.kv_heads, self.splits)](
             self.q, k, v, self.pos, self.parts, self.ml, max_len, math.log2(math.e) / hd**0.5,
             KV_HEADS=self.kv_heads, GROUPS=groups, G_PAD=G_PAD, D=hd, SPLIT_LEN=SPLIT_LEN, BLOCK_N=BLOCK_KEYS,
-            num_warps=4, num_stages=2)
+            num_warps=4, num_stages=2, **self.pdl)
         _combine[(rows * self.heads,)](self.parts, self.ml, self.ones, self.attn, KV_HEADS=self.kv_heads,
-                                       SPLITS=self.splits, GROUPS=groups, D=hd, num_warps=4)
+                                       SPLITS=self.splits, GROUPS=groups, D=hd, num_warps=4, **self.pdl)
 
     def _step(self, t: int) -> None:
         blocks, sites, rows = list(self.model.blocks), self.sites, self.x.shape[0]

@@ -7,7 +7,8 @@ the row at a flag pair in the signal pads (:func:`_meet`), reads the peer's row 
 (local, no P2P load) and adds both partials (round(a + b), as the one-shot kernel, on both ranks),
 the residual and the next RMSNorm; :func:`_push_top` does the LM head's half-rows, then the top 4.
 A rank refills site s only after its peer passed the later sites' flags (read site s). Gloo ranks
-(CPU tests): the peer's data comes by ``all_gather``, its flags set as it would set them.
+(CPU tests): the peer's data comes by ``all_gather``, its flags set as it would set them. ``PDL``: each
+kernel waits for its predecessor before any push, flag or err access (``_push_pdl``'s docstring: why).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 import torch.distributed as dist
 import triton
 import triton.language as tl
+from ch16_fp8_kv import _pdl_enter
 from ch16_fused_decode import _store_norm, _top_feedback
 from ch16_tp import Shard, ShardedDecoder
 from ch16_tp_fused import GLU_BLOCK, FusedTPDecode, ReduceSites, _glu
@@ -40,11 +42,12 @@ def _meet(send_ptr, wait_ptr, err_ptr, SPINS: tl.constexpr):
 
 @triton.jit
 def _push_norm(part_ptr, box_ptr, peer_box_ptr, pad_ptr, peer_pad_ptr, err_ptr, x_ptr, w_ptr, xn_ptr, N, eps,
-               SPINS: tl.constexpr, BLOCK: tl.constexpr):
+               SPINS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Row r: peer_box[r] = part[r]; meet the peer at flag r; x[r] += round(part[r] + box[r]);
     xn[r] = RMSNorm(x[r]) * w (``ch16_fused_decode._add_norm``'s rounding)."""
     row, offs = tl.program_id(0), tl.arange(0, BLOCK)
     inside = offs < N
+    w = _pdl_enter(PDL, w_ptr, offs, inside)  # PDL: the norm weights (no kernel writes them) before the wait
     mine = tl.load(part_ptr + row * N + offs, mask=inside, other=0.0)
     tl.store(peer_box_ptr + row * N + offs, mine, mask=inside)
     tl.debug_barrier()  # every thread's stores before the release
@@ -52,14 +55,15 @@ def _push_norm(part_ptr, box_ptr, peer_box_ptr, pad_ptr, peer_pad_ptr, err_ptr, 
     theirs = tl.load(box_ptr + row * N + offs, mask=inside, other=0.0, cache_modifier=".cg")
     y = (mine.to(tl.float32) + theirs.to(tl.float32)).to(x_ptr.dtype.element_ty).to(tl.float32)
     x = (tl.load(x_ptr + row * N + offs, mask=inside, other=0.0).to(tl.float32) + y)
-    _store_norm(x.to(x_ptr.dtype.element_ty).to(tl.float32), w_ptr, x_ptr, xn_ptr, row, offs, inside, N, eps)
+    _store_norm(x.to(x_ptr.dtype.element_ty).to(tl.float32), w_ptr, x_ptr, xn_ptr, row, offs, inside, N, eps, w)
 
 
 @triton.jit
 def _push_top(logits_ptr, peer_ptr, pad_ptr, peer_pad_ptr, err_ptr, top_ptr, next_ptr, tok_ptr, pos_ptr, V, lo, hi,
-              SPINS: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr):
+              SPINS: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Row r: this rank's logits [lo, hi) of row r to the peer's buffer; meet the peer at flag r; then
     ``_top_feedback`` on the whole row (the peer's columns pushed into this rank's buffer)."""
+    _pdl_enter(PDL)
     row, offs = tl.program_id(0), tl.arange(0, BLOCK)
     mine = (offs >= lo) & (offs < hi)
     own = tl.load(logits_ptr + row * V + offs, mask=mine, other=0.0, cache_modifier=".cg")  # none left in L1
@@ -119,7 +123,7 @@ class PushTPDecode(FusedTPDecode):
         eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps
         _push_norm[(rows,)](part, self.sites.bufs[site], links.peer_bufs[site], links.pads[site],
                             links.peer_pads[site], links.err, self.x, norm.weight, self.xn, dim, eps, SPINS=SPINS,
-                            BLOCK=triton.next_power_of_2(dim), num_warps=8)
+                            BLOCK=triton.next_power_of_2(dim), num_warps=8, **self.pdl)
 
     def _step(self, t: int) -> None:
         if self.shard.count == 1:
@@ -132,13 +136,14 @@ class PushTPDecode(FusedTPDecode):
             torch.mm(self.attn, blk.out.t(), out=sites.outs[2 * i])
             self._norm(sites.outs[2 * i], blk.norm2, 2 * i)
             torch.mm(self.xn, blk.gate_up.t(), out=self.gate_up)
-            _glu[(rows, triton.cdiv(self.ffn, GLU_BLOCK))](self.gate_up, self.act, self.ffn, BLOCK=GLU_BLOCK, num_warps=4)
+            _glu[(rows, triton.cdiv(self.ffn, GLU_BLOCK))](self.gate_up, self.act, self.ffn, BLOCK=GLU_BLOCK, num_warps=4,
+                                                          **self.pdl)
             torch.mm(self.act, blk.down.t(), out=sites.outs[2 * i + 1])
-            self._norm(sites.outs[2 * i + 1], blocks[i + 1].norm1 if i + 1 < len(blocks) else self.model.norm,
-                       2 * i + 1)
+            self._norm(sites.outs[2 * i + 1], blocks[i + 1].norm1 if i + 1 < len(blocks) else self.model.norm, 2 * i + 1)
         links, cols, logits = self.links, self.shard.part(cfg.vocab), sites.bufs[-1]  # the last site: the head
         torch.mm(self.xn, self.vocab.t(), out=logits[:, cols])
         links.emulate(-1, logits, Shard(1 - self.shard.index, 2).part(cfg.vocab))
         _push_top[(rows,)](logits, links.peer_bufs[-1], links.pads[-1], links.peer_pads[-1], links.err,
                            self.tops[t], self.tokens[t], self.tok, self.pos, cfg.vocab, cols.start, cols.stop,
-                           SPINS=SPINS, TOP=self.tops.shape[2], BLOCK=triton.next_power_of_2(cfg.vocab), num_warps=16)
+                           SPINS=SPINS, TOP=self.tops.shape[2], BLOCK=triton.next_power_of_2(cfg.vocab), num_warps=16,
+                           **self.pdl)

@@ -5,6 +5,7 @@ pipelined scheduler keeps the GPU busier, and the draft's acceptance rate is wha
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -203,3 +204,25 @@ def test_fused_tp_decode_at_one_shard_matches_the_baseline() -> None:
     assert torch.equal(tokens, fused_tokens)
     print(f"top-4 logits: max difference {(top - fused_top).abs().max().item():.3f}")
     compare(*outs, load("baseline_tp_decode_multigpu").WORKLOAD)
+
+
+@pytest.mark.multigpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_push_and_push_pdl_verify_on_two_gpus(tmp_path) -> None:
+    """``tp_decode_multigpu``'s ``_push`` and ``_push_pdl`` (its Triton kernels launched with PDL, the
+    flags and pushes after each kernel's wait) through the harness on two GPUs (torchrun, two ranks,
+    verification only, two seeds): each rank's tokens and top logits match that rank's baseline; a
+    broken flag order would fail it or raise in the warm-up (a flag that times out sets ``err``)."""
+    from aisp.harness.discovery import resolve_targets
+    from aisp.harness.options import RunOptions
+    from aisp.harness.runner import run_suite
+
+    names = ("optimized_tp_decode_multigpu_push", "optimized_tp_decode_multigpu_push_pdl")
+    (pair,) = resolve_targets(["ch16:tp_decode_multigpu"], CH16.parent)
+    pair = dataclasses.replace(pair, optimized=tuple(p for p in pair.optimized if p.stem in names))
+    (result,), _ = run_suite([pair], RunOptions(verify_only=True, artifacts_dir=tmp_path))
+    variants = {v["name"]: v for v in result["variants"]}
+    assert sorted(variants) == sorted(names), (result.get("reason"), sorted(variants))
+    for name in names:
+        assert variants[name]["verdict"] in ("ok", "inconclusive", "slower"), (name, variants[name]["reason"])
+        assert "each of 2 ranks: matches that rank's baseline" in variants[name]["verification"]["checks"], name

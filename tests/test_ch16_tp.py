@@ -112,11 +112,13 @@ def test_fused_ranks_holding_the_same_shard_fail(fused_suite):
     assert fused_suite["optimized_tp_fused_sameshard"]["verdict"] == "verify-failed"
 
 
-def test_push_ranks_decode_the_one_shard_tokens(fused_suite):
+@pytest.mark.parametrize("name", ["optimized_tp_push", "optimized_tp_push_pdl"])
+def test_push_ranks_decode_the_one_shard_tokens(fused_suite, name):
     """The ``_push`` variant (all-reduces folded into the norm and top-4 kernels; on gloo the peer's
     partials come through the process group and its flags are set as it would set them) against each
-    rank's one-shard decode."""
-    opt = fused_suite["optimized_tp_push"]
+    rank's one-shard decode; and ``_push_pdl``, whose PDL is off under the interpreter: its step's
+    launches (the call's first kernel's too) on ``_push``'s arithmetic."""
+    opt = fused_suite[name]
     assert opt["verdict"] in ("ok", "inconclusive", "slower"), opt["reason"]
     assert "each of 2 ranks: matches that rank's baseline" in opt["verification"]["checks"]
     assert opt["verification"]["max_abs_err"] < 1e-3

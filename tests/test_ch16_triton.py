@@ -434,18 +434,82 @@ def test_push_all_reduce_kernels_under_the_interpreter(interpreted: dict) -> Non
     assert_ran(interpreted, "push", "interpreted ok")
 
 
+TP_KERNELS = {  # "module:kernel": (signature, constexprs, options, divisible), as the tp pair's 2-way step launches them
+    "ch16_tp_push:_push_norm": ({"part_ptr": BF16, "box_ptr": BF16, "peer_box_ptr": BF16, "pad_ptr": "*i32",
+                                 "peer_pad_ptr": "*i32", "err_ptr": "*i32", "x_ptr": BF16, "w_ptr": BF16, "xn_ptr": BF16,
+                                 "N": "i32", "eps": "fp32"}, {"SPINS": 1 << 23, "BLOCK": 8192}, {"num_warps": 8}, ("N",)),
+    "ch16_tp_push:_push_top": ({"logits_ptr": BF16, "peer_ptr": BF16, "pad_ptr": "*i32", "peer_pad_ptr": "*i32",
+                                "err_ptr": "*i32", "top_ptr": "*fp32", "next_ptr": "*i64", "tok_ptr": "*i64",
+                                "pos_ptr": "*i64", "V": "i32", "lo": "i32", "hi": "i32"},
+                               {"SPINS": 1 << 23, "TOP": 4, "BLOCK": 32768}, {"num_warps": 16}, ("V", "lo", "hi")),
+    "ch16_fused_decode:_add_norm": (FUSED_KERNELS["_add_norm"][0], {"SPLITS": 1, "EMBED": True, "BLOCK": 8192},
+                                    {"num_warps": 8}, ("MN", "N")),
+    "ch16_fused_decode:_rope_cache": (FUSED_KERNELS["_rope_cache"][0], {"SPLITS": 1, "HEADS": 32, "KV_HEADS": 4, "D": 128},
+                                      {"num_warps": 1}, ("MN", "N")),
+    "ch16_fused_decode:_attend": (FUSED_KERNELS["_attend"][0], FUSED_KERNELS["_attend"][1] | {"KV_HEADS": 4, "GROUPS": 8},
+                                  {"num_warps": 4, "num_stages": 2}, ()),
+    "ch16_fp8_kv:_combine": ({"o_ptr": "*fp32", "ml_ptr": "*fp32", "vs_ptr": "*fp32", "out_ptr": BF16},
+                             {"KV_HEADS": 4, "SPLITS": 8, "GROUPS": 8, "D": 128}, {"num_warps": 4}, ()),
+    "ch16_tp_fused:_glu": ({"gu_ptr": BF16, "out_ptr": BF16, "F": "i32"}, {"BLOCK": 1024}, {"num_warps": 4}, ("F",)),
+}
+
+
+def tp_kernel(name: str, pdl: bool = False):
+    """A kernel of the tp pair's 2-way step (``TP_KERNELS``) compiled for sm_90; ``pdl``: as ``_push_pdl``
+    launches it (PDL=True, launch_pdl)."""
+    sig, consts, options, divisible = TP_KERNELS[name]
+    if pdl:
+        consts, options = consts | {"PDL": True}, options | {"launch_pdl": True}
+    return compile_sm90(f"ch16/{name}", sig, consts, options, divisible=divisible)
+
+
 def test_push_kernels_compile_for_sm90_with_system_scope_flags() -> None:
     """The push kernels at the pair's shapes compile for sm_90 without spills; their flags are
     system-scope atomics (release to the peer, acquire on its own), polled by one thread."""
-    norm = compile_sm90("ch16/ch16_tp_push:_push_norm", {
-        "part_ptr": "*bf16", "box_ptr": "*bf16", "peer_box_ptr": "*bf16", "pad_ptr": "*i32", "peer_pad_ptr": "*i32",
-        "err_ptr": "*i32", "x_ptr": "*bf16", "w_ptr": "*bf16", "xn_ptr": "*bf16", "N": "i32", "eps": "fp32"},
-        {"SPINS": 1 << 23, "BLOCK": 8192}, {"num_warps": 8}, divisible=("N",))
-    top = compile_sm90("ch16/ch16_tp_push:_push_top", {
-        "logits_ptr": "*bf16", "peer_ptr": "*bf16", "pad_ptr": "*i32", "peer_pad_ptr": "*i32", "err_ptr": "*i32",
-        "top_ptr": "*fp32", "next_ptr": "*i64", "tok_ptr": "*i64", "pos_ptr": "*i64", "V": "i32", "lo": "i32",
-        "hi": "i32"}, {"SPINS": 1 << 23, "TOP": 4, "BLOCK": 32768}, {"num_warps": 16}, divisible=("V", "lo", "hi"))
-    for kernel in (norm, top):
+    for kernel in (tp_kernel("ch16_tp_push:_push_norm"), tp_kernel("ch16_tp_push:_push_top")):
         fits_sm90(kernel)
         ptx = kernel.asm["ptx"]
         assert "atom.global.release.sys.cas.b32" in ptx and "atom.global.acquire.sys.cas.b32" in ptx
+
+
+def pre_wait_loads(ptx: str, params: list[str]) -> list[set[str]]:
+    """For each global load before ``griddepcontrol.wait`` in ``ptx``, the kernel parameters (names from
+    ``params``, the runtime arguments in order) its address derives from, by following each register
+    back to the ``ld.param`` it came from. Asserts the wait is there, ``launch_dependents`` before it,
+    and no global store or atomic before it."""
+    assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
+    head = ptx[:ptx.index("griddepcontrol.wait")]
+    assert "griddepcontrol.launch_dependents" in head and not re.search(r"\b(st|atom|red)\.global", head)
+    roots: dict[str, set[str]] = {}
+    loads = []
+    for op, args in re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s+([^;]*);", head, re.M):
+        regs = re.findall(r"%\w+", args)
+        if op.startswith("ld.param"):
+            roots[regs[0]] = {params[int(re.search(r"_param_(\d+)", args).group(1))]}
+        elif op.startswith("ld.global"):
+            loads.append(roots.get(re.search(r"\[\s*(%\w+)", args).group(1), {"?"}))
+        elif regs:
+            roots[regs[0]] = set().union(*(roots.get(r, set()) for r in regs[1:]))
+    return loads
+
+
+@pytest.mark.parametrize("name", sorted(TP_KERNELS))
+def test_pdl_kernels_wait_before_they_read_a_predecessors_output(name: str) -> None:
+    """``_push_pdl``'s kernels compiled as it launches them (PDL=True): each lets its successor launch
+    (``griddepcontrol.launch_dependents``, SASS PREEXIT) before its wait (``griddepcontrol.wait``,
+    ACQBULK); before the wait it loads only the norm weights (``w_ptr``: no kernel writes them; the
+    two norm kernels) and stores, pushes, sets or polls nothing, and ptxas moved no load above it; no
+    spills (RoPE: its 32 bytes of libdevice stack, as without PDL). At PDL=False (every other pair's
+    launch) neither instruction is there."""
+    compiled = tp_kernel(name, pdl=True)
+    usage = resource_usage(compiled)
+    assert usage["LOCAL"] == 0 and usage["STACK"] <= (32 if name.endswith("_rope_cache") else 0), usage
+    loads = pre_wait_loads(compiled.asm["ptx"], list(TP_KERNELS[name][0]))
+    weights = name.endswith(("_push_norm", "_add_norm"))
+    assert loads and all(roots == {"w_ptr"} for roots in loads) if weights else not loads, loads
+    sass = cuobjdump(compiled, "-sass")
+    head = sass[:sass.index("ACQBULK")]
+    assert "PREEXIT" in head and not re.search(r"\b(STG|ATOMG|ATOM|RED)\b", head)
+    assert len(re.findall(r"\bLDG\b", head)) == len(loads), head
+    plain = tp_kernel(name).asm["ptx"]
+    assert "griddepcontrol" not in plain
