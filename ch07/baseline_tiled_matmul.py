@@ -40,7 +40,7 @@ def _matmul_workload() -> MatmulWorkload:
     return MatmulWorkload(flops=2.0 * s.m * s.n * s.k, bytes=4.0 * (s.m * s.k + s.k * s.n + s.m * s.n),
                           # fp32_simt: the lesson's CUDA-core GEMM (fmaf in fp32); tensor cores run TF32, not an fp32 FMA
                           items=s.m * s.n, item_unit="outputs", precision="fp32_simt", requires=native.REQUIRES,
-                          ceiling_note="_cutlass 1.369-1.380 ms, 79-80% (power cap), cuBLAS SGEMM 81%; ncu (H200): matmul_async SM 75.9%, FFMA shares issue with LDS")
+                          ceiling_note="ncu (H200): matmul_async SM 75.9%, FFMA shares issue with LDS; _cutlass (best, not profiled) 79-80% as cuBLAS SGEMM (81%)")
 
 
 WORKLOAD = _matmul_workload()
