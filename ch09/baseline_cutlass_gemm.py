@@ -24,6 +24,7 @@ import torch
 from baseline_register_tiling import GemmWorkload, NativeGemm, gemm_workload
 
 import aisp
+from aisp.kits import cutlass
 
 WORKLOAD = gemm_workload(GemmWorkload(m=8192, n=8192, k=8192), 2, "bf16",
                          requires=ch09_native.cutlass_requirements(), timeout_s=900.0)
@@ -37,9 +38,7 @@ class CutlassSimtGemm(NativeGemm):
     bound = 1e-2
 
     def prepare(self) -> None:
-        if not self.lib.cutlass_headers():
-            raise RuntimeError(f"{self.library.name} was built without the CUTLASS headers: "
-                               f"{ch09_native.CUTLASS_HINT}")
+        cutlass.check_headers(self.lib, self.library)
 
 
 def get_benchmark() -> aisp.Benchmark:

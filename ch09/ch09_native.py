@@ -18,7 +18,6 @@ import aisp
 from aisp.kits import cutlass, native
 
 HERE = Path(__file__).resolve().parent
-CUTLASS_HINT = cutlass.HINT
 
 
 def _roots() -> list[Path]:

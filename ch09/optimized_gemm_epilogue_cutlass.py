@@ -33,7 +33,7 @@ import torch
 from baseline_gemm_epilogue import WORKLOAD, LinearThenGelu
 
 import aisp
-from aisp.kits import native
+from aisp.kits import cutlass, native
 
 LIBRARY = ch09_native.cutlass_library("cutlass_gelu.cu", hopper_only=True)
 WORKSPACE_BYTES = 1 << 20
@@ -50,8 +50,7 @@ class CutlassPingpongGelu(LinearThenGelu):
         s, dev = self.workload, self.device
         self.lib = LIBRARY.load(dev, {"cutlass_gelu_gemm": [PTR, PTR, PTR, PTR, INT, INT, INT, PTR, ctypes.c_size_t,
                                                             PTR]})
-        if not self.lib.cutlass_headers():
-            raise RuntimeError(f"{LIBRARY.name} was built without the CUTLASS headers: {ch09_native.CUTLASS_HINT}")
+        cutlass.check_headers(self.lib, LIBRARY)
         self.y = torch.empty(s.tokens, s.d_out, device=dev, dtype=torch.bfloat16)
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
 
