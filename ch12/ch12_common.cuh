@@ -28,6 +28,15 @@ inline unsigned pdl_attribute_count() {
   return known && major >= 9 ? 1u : 0u;
 }
 
+// The launch attribute that makes a launch's edge from the kernel before it programmatic (captured as a
+// programmatic graph edge): passed pdl_attribute_count() times.
+inline cudaLaunchAttribute pdl_attribute() {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return attr;
+}
+
 // Adds a kernel node running fn<<<grid, block>>>(args...) after `deps` (the arguments are copied
 // into the node when it is added, so `args` may point at locals).
 inline cudaError_t add_kernel(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps, size_t ndeps,

@@ -32,9 +32,7 @@ __global__ void affine_step_pdl(const float* in, float* out, int n, float a, flo
 // The chain of affine_step_pdl launches on `s`, each with the PDL attribute where the GPU has it.
 template <bool kTriggerFirst>
 static cudaError_t launch_chain_pdl(const float* in, float* out, int n, int steps, float a, float b, cudaStream_t s) {
-  cudaLaunchAttribute pdl = {};
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute pdl = pdl_attribute();
   // The first step reads the input and follows no kernel of the capture: an ordinary launch (its
   // griddepcontrol.wait returns at once). Every later one reads the out the one before it wrote.
   cudaLaunchConfig_t config = {dim3(blocks_for(n)), dim3(kThreads), 0, s, &pdl, 0};

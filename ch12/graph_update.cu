@@ -213,9 +213,7 @@ static cudaError_t capture_step(const Updatable& u, const float* c, bool pdl) {
     for (int k = 0; k < u.count; ++k) affine_step_ref<<<blocks_for(u.n), kThreads, 0, u.capture>>>(u.out, u.out, u.n, u.a, c);
     return cudaGetLastError();
   }
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr = pdl_attribute();
   cudaLaunchConfig_t config = {dim3(blocks_for(u.n)), dim3(kThreads), 0, u.capture, &attr, 0};
   cudaError_t err = cudaSuccess;
   for (int k = 0; k < u.count && err == cudaSuccess; ++k) {
