@@ -9,8 +9,9 @@ the two attention blocks, not beside them: cuDNN's blocks hold the SMs, even aga
 high-priority NCCL stream. Here each rank's K and V live in one symmetric-memory block
 (``torch.distributed._symmetric_memory``, mapped by both ranks in setup; the inputs are made there,
 so the refilled inputs are what the peer reads, and no call copies them, as the ring sends from
-them in place). Per call: a barrier (both ranks' K/V written), then on a high-priority side stream a
-copy-engine pull (``copy_`` from the peer's mapping: one 64 MiB cudaMemcpyAsync over NVLink, no SMs,
+them in place). Per call: a barrier (both ranks' K/V written; on the main stream, ahead of the
+attention, whose blocks would keep a barrier kernel beside them waiting for an SM), then on a
+high-priority side stream a copy-engine pull (``copy_`` from the peer's mapping: one 64 MiB cudaMemcpyAsync over NVLink, no SMs,
 no NCCL kernel) of the peer's K/V into this rank's inbox, while the SMs run the attention over the
 own block; the main stream waits on the pull's event, runs the second block and the merge. A second
 barrier on the side stream, after the pull (both ranks done reading each other's K/V), is waited
