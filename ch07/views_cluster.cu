@@ -242,6 +242,7 @@ extern "C" int views_rows_run(const float* x, float* out, long ld, int R, int C,
 // operations), so the output is bitwise the same.
 constexpr int kBoxRows = 64, kBoxes = kMaxRows / kBoxRows, kInbox = kCluster * kCols * 16;
 constexpr int kTmaSmem = kMaxRows * kGroups * 16 + 1024;  // the tile, 1,024-byte aligned by hand
+static_assert(kBoxRows == 32 * kHalves, "box i is each warp's i-th row step of each_row");
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
