@@ -226,7 +226,7 @@ extern "C" int views_rows_run(const float* x, float* out, long ld, int R, int C,
 // ---- views_rows_tma: the same work and math, the tile loaded by TMA, the partials pushed ----
 // views_rows_cluster's profile (H200): stalls long_scoreboard 2.94, barrier 2.48 and membar 1.51 a
 // warp per issue; the MEMBAR.ALL.GPU is the release of the cluster barrier that publishes the
-// partials, and a second cluster wait holds every block until its peers have read them. Here:
+// partials (every block waits there for all 8 to have stored them and fenced). Here:
 //   load       thread 0 hands the Tensor Memory Accelerator 16 boxes of 64 rows x 16 columns (4 KiB,
 //              UTMALDG), each completing its own mbarrier; the map's 64-byte swizzle is slot()'s
 //              XOR, so the tile's layout is views_rows_cluster's. The first pass reads box i as its
@@ -234,10 +234,11 @@ extern "C" int views_rows_run(const float* x, float* out, long ld, int R, int C,
 //              and adds the same values in the same order.
 //   partials   lanes 0-7 of warps 0-3 push chunk g's 4 columns to rank `lane` with st.async onto
 //              that rank's inbox mbarrier (2 KiB expected: 8 ranks x 16 columns x 16 bytes): no
-//              cluster barrier and no memory fence after the stats. The only cluster barrier is
-//              split around the load (arrive after the mbarriers are initialised, wait before the
-//              first push); a block leaves once its stores are issued (its inbox full means no
-//              peer writes to it again; nobody reads its shared memory).
+//              cluster barrier and no memory fence after the stats. Two split cluster barriers,
+//              both arrived at relaxed (no MEMBAR): one around the load (arrive once the mbarriers
+//              are initialised, wait before the first push), one around the stores (arrive once
+//              the inbox is full, wait before leaving, so no block leaves with a push in flight;
+//              views_rows_cluster closes the same way).
 // The merge, Final and the stores are views_rows_cluster's (same functions, same order of
 // operations), so the output is bitwise the same.
 constexpr int kBoxRows = 64, kBoxes = kMaxRows / kBoxRows, kInbox = kCluster * kCols * 16;
@@ -329,10 +330,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
     wait_done<true>(inbox_bar);
     merge(inbox[k][c], c, k, rows, R, eps, fin, rstd);
   }
+  // this block's inbox is full: relaxed (no fence), it only says so; waited for after the stores
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   __syncthreads();
 
   const Final f(fin, rstd, g);
   store_rows(tile, rows, half, g, lane, f, out + (long)(j0 + 4 * g) * R + r0, R);
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every push landed before any block leaves
 }
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
