@@ -258,7 +258,7 @@ __device__ __forceinline__ void expect_bytes(unsigned bar, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
-// Wait for phase 0 of a one-use mbarrier; kCluster: bytes from peers (acquire at cluster scope).
+// Wait for phase 0 of a one-use mbarrier; kClusterScope: bytes from peers (acquire at cluster scope).
 template <bool kClusterScope>
 __device__ __forceinline__ void wait_done(unsigned bar) {
   unsigned done = 0;
@@ -289,7 +289,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
   const unsigned inbox_bar = smem_u32(&bars[kBoxes]);
 
   if (threadIdx.x == 0) {
-    for (int b = 0; b <= kBoxes; ++b) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bars[b])));
+    for (int b = 0; b <= kBoxes; ++b) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bars[b])) : "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the inits, seen by the copy engine
     for (int b = 0; b < boxes; ++b) {
       expect_bytes(smem_u32(&bars[b]), kBoxRows * kCols * 4);
