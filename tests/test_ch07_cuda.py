@@ -213,11 +213,13 @@ def test_views_cluster_reads_x_once_three_blocks_an_sm() -> None:
     assert 3 * (64 * 1024 + shared + 1024) <= 228 * 1024, "three blocks (64 KiB tile each) no longer fit an SM"
 
 
+REFUSED_VIEWS = [(8192, 1000, 8192, 0, 0), (8192, 16384, 8192, 0, 0), (8200, 8192, 8200, 0, 0),
+                 (8192, 8192, 8192 + 16, 0, 0), (8194, 8192, 8192, 0, 0), (8192, 8192, 8192, 4, 0),
+                 (8192, 8192, 8192, 0, 8), (8192, 0, 8192, 0, 0), (16, 512, 0, 0, 0)]
+
+
 @needs_nvcc
-@pytest.mark.parametrize(("ld", "rows", "cols", "x_offset", "out_offset"), [
-    (8192, 1000, 8192, 0, 0), (8192, 16384, 8192, 0, 0), (8200, 8192, 8200, 0, 0), (8192, 8192, 8192 + 16, 0, 0),
-    (8194, 8192, 8192, 0, 0), (8192, 8192, 8192, 4, 0), (8192, 8192, 8192, 0, 8), (8192, 0, 8192, 0, 0),
-    (16, 512, 0, 0, 0)])
+@pytest.mark.parametrize(("ld", "rows", "cols", "x_offset", "out_offset"), REFUSED_VIEWS)
 def test_views_cluster_refuses_what_it_cannot_index(ld: int, rows: int, cols: int, x_offset: int, out_offset: int) -> None:
     """views_rows_run returns -1 before any CUDA call (so this runs without a GPU, and the addresses are
     never touched) for rows not a multiple of 512 or above 8,192 (1,024 a block), columns not a multiple
@@ -262,3 +264,40 @@ def test_grouped_gather_refuses_what_it_cannot_sort(rows: int, table_rows: int, 
     fn.restype = ctypes.c_int
     base = 1 << 30
     assert fn(base, 2 * base, 3 * base + idx_offset, 4 * base, rows, None, table_rows, 5 * base, 6 * base) == 1
+
+
+def test_views_tma_loads_by_tma_and_pushes_partials_without_a_gpu_fence() -> None:
+    """views_rows_tma (noncontiguous_views, TMA): x reaches the SM only through TMA boxes (UTMALDG; no
+    LDG, no LDGSTS), the partials go to the 8 ranks as four st.async a sending lane (STAS.128) and are
+    read locally (no distributed shared memory load), the two cluster barriers are split (one around
+    the load, one around the stores) and no fence reaches GPU scope (only MEMBAR.ALL.CTA, from the
+    mbarrier init); the output is written by the cluster kernel's scalar stores; registers and shared memory
+    still fit three 256-thread blocks an SM (the 64 KiB tile, 1 KiB of alignment slack)."""
+    lib = library("views_cluster.cu")
+    sass = lib.sass("90")
+    body, cluster = kernel(sass, "views_rows_tma"), kernel(sass, "views_rows_cluster")
+    assert re.search(r"\bUTMALDG\.2D\b", body)
+    assert not re.search(r"\bLDG", body), "x is read outside TMA"
+    assert count(r"\bSTAS\.128\b", body) == 4 and not re.search(r"\bLD\.E", body)
+    assert count(r"\bUCGABAR_ARV\b", body) == 2 and count(r"\bUCGABAR_WAIT\b", body) == 2
+    assert re.findall(r"\bMEMBAR\.\S+", body) == ["MEMBAR.ALL.CTA"]
+    assert re.search(r"\bSTG\.E\b", body) and not re.search(r"\bSTG\.E\.(64|128)\b", body)
+    assert not re.search(r"\b(LDL|STL)\b", body), "views_rows_tma spills to local memory"
+    # the second pass, the merge and the output formula compile to the same floating-point work
+    for op in (r"\bFFMA\b", r"\bFMUL\b", r"\bMUFU\.EX2\b", r"\bMUFU\.RCP\b", r"\bMUFU\.RSQ\b"):
+        assert count(op, body) == count(op, cluster), op
+    usage = re.search(r"views_rows_tma\w*:\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", lib.resource_usage("90"))
+    regs, stack, shared, local = map(int, usage.groups())
+    assert regs <= 80 and stack == local == 0, usage.group(0)
+    assert 3 * (65 * 1024 + shared + 1024) <= 228 * 1024, "three blocks (64 KiB tile each) no longer fit an SM"
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("ld", "rows", "cols", "x_offset", "out_offset"), REFUSED_VIEWS)
+def test_views_tma_refuses_what_it_cannot_index(ld: int, rows: int, cols: int, x_offset: int, out_offset: int) -> None:
+    """views_rows_tma_run refuses the cluster kernel's unindexable shapes with -1 before any CUDA call."""
+    fn = ctypes.CDLL(str(library("views_cluster.cu").build("90"))).views_rows_tma_run
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_void_p], ctypes.c_int
+    base = 1 << 30
+    assert fn(base + x_offset, 2 * base + out_offset, ld, rows, cols, None) == -1

@@ -252,3 +252,33 @@ def test_grouped_gather_ragged_rows(rows: int, table_rows: int) -> None:
         assert out[rows:].isnan().all()
         torch.testing.assert_close(out[:rows], ref, rtol=0, atol=0)
     assert sorted((perm.long() >> 9).tolist()) == list(range(rows))  # every row once
+
+
+def test_views_tma_on_gpu() -> None:
+    """The TMA kernel (the cluster kernel's math, tiles loaded by TMA, partials pushed by st.async) is
+    bitwise the cluster kernel on the cluster test's shapes (every box count from 1 to 16: 512 to
+    8,192 rows; a strided view starting 16 columns in; skewed v-rows) and on the pair's 8192 x 8192,
+    writes every element (out starts as NaN), stays close to the eager row_features, runs twice in a
+    row on the same buffers (its mbarriers are one-use per launch) and refuses what it cannot index."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("TMA and thread-block clusters need compute capability 9.0")
+    tma, cluster = load("optimized_noncontiguous_views_tma"), load("optimized_noncontiguous_views_cluster")
+    handle = tma.LIBRARY.load(torch.device("cuda"), {**tma.SIGNATURES, **cluster.SIGNATURES})
+    row_features = load("baseline_noncontiguous_views").row_features
+    skewed = 3 * torch.randn(4096, 64, device="cuda") + 2
+    skewed[:100, 5] = -1e4
+    skewed[3000:, 6] = 50.0
+    skewed[:, 7] += 100.0
+    wide = torch.randn(1024, 160, device="cuda")
+    shapes = (torch.randn(8192, 48, device="cuda") * 4, torch.randn(512, 16, device="cuda"),
+              torch.randn(2560, 32, device="cuda"), wide[:, 16:112], skewed, torch.randn(8192, 8192, device="cuda"))
+    for x in shapes:
+        ref = cluster.cluster_row_features(handle, x, torch.empty(x.shape[1], x.shape[0], device="cuda"))
+        for _ in range(2):
+            out = tma.tma_row_features(handle, x, torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda"))
+            torch.cuda.synchronize()
+            assert torch.equal(out, ref), (tuple(x.shape), (out - ref).abs().max().item())
+        torch.testing.assert_close(out, row_features(x.t()), rtol=1e-5, atol=1e-5)
+    for bad in (torch.randn(1000, 16, device="cuda"), torch.randn(512, 40, device="cuda"), wide[:, 1:17]):
+        with pytest.raises(RuntimeError, match="status -1"):
+            tma.tma_row_features(handle, bad, torch.empty(bad.shape[1], bad.shape[0], device="cuda"))

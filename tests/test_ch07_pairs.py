@@ -47,7 +47,8 @@ def test_the_chapter_has_its_pairs() -> None:
                                                                   "optimized_tiled_matmul_cutlass"}
     assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
                                                                          "optimized_noncontiguous_views_fused",
-                                                                         "optimized_noncontiguous_views_cluster"}
+                                                                         "optimized_noncontiguous_views_cluster",
+                                                                         "optimized_noncontiguous_views_tma"}
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -63,7 +64,8 @@ def test_cuda_pairs_skip_with_reason_on_cpu(module: str) -> None:
     assert reason and "CUDA" in reason
 
 
-@pytest.mark.parametrize("module", ["optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster"])
+@pytest.mark.parametrize("module", ["optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster",
+                                    "optimized_noncontiguous_views_tma"])
 def test_gpu_views_variants_skip_with_reason_on_cpu(module: str) -> None:
     reason = unmet_requirements(build(module).workload.requires, CPU)
     assert reason and "CUDA" in reason
@@ -76,12 +78,22 @@ def test_cluster_views_variant_needs_hopper() -> None:
     assert not mod.LIBRARY.needs_sm90a()
 
 
+def test_tma_views_variant_is_the_cluster_kernels_library_on_hopper() -> None:
+    """The TMA variant builds the cluster kernel's own source (one library, two entry points), so it
+    shares its device functions; TMA and st.async need sm_90, not sm_90a."""
+    tma, cluster = load("optimized_noncontiguous_views_tma"), load("optimized_noncontiguous_views_cluster")
+    assert tma.LIBRARY == cluster.LIBRARY and not tma.LIBRARY.needs_sm90a()
+    assert tma.get_benchmark().workload.requires.min_compute_capability == (9, 0)
+    assert tma.SIGNATURES["views_rows_tma_run"] == cluster.SIGNATURES["views_rows_run"]
+
+
 def test_noncontiguous_views_declare_the_bytes_the_result_needs() -> None:
     """8 bytes per element (x read once, out written once), not the eager chain's 48: a kernel that
     reads the view in place can reach the HBM ceiling, so the roofline must count what the result needs."""
     w = load("baseline_noncontiguous_views").WORKLOAD
     assert w.bytes == 8 * w.rows * w.cols == 536_870_912 and w.link == "hbm"
-    for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster"):
+    for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster",
+                   "optimized_noncontiguous_views_tma"):
         assert build(module).workload.bytes == w.bytes
 
 
