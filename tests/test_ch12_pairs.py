@@ -288,3 +288,69 @@ def test_device_graph_launch_check_fires_on_each_fault() -> None:
         mod.check_loop(out, 1 - routes, ok, z, w)
     with pytest.raises(AssertionError):
         mod.check_loop(out + 1e-2, routes, ok, z, w)
+
+
+def split_ratios_on_host(u: torch.Tensor, v: torch.Tensor, tol: float, max_levels: int) -> list[torch.Tensor]:
+    """Each level's |halves - whole| / (15 tol h), one value an interval, in dp_lean's {cell, k} form:
+    a level splits the intervals above 1 (all but the last level's)."""
+    p, w = 0.5 + 0.5 * torch.tanh(u.double()), 10.0 ** (-2.0 - torch.tanh(v.double()))
+    cell, k, h, ratios = torch.arange(len(u)), torch.zeros(len(u), dtype=torch.int64), 1.0, []
+    while len(cell) and len(ratios) < max_levels:
+        pc, wc = p[cell], w[cell]
+        x = (k.double()[:, None] + torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0], dtype=torch.float64)) * h
+        f = wc[:, None] / ((x - pc[:, None]) ** 2 + wc[:, None] ** 2)
+        whole = (h / 6.0) * (f[:, 0] + 4 * f[:, 2] + f[:, 4])
+        halves = (h / 12.0) * (f[:, 0] + 4 * f[:, 1] + 2 * f[:, 2] + 4 * f[:, 3] + f[:, 4])
+        ratios.append((halves - whole).abs() / (15.0 * tol * h))
+        split = ratios[-1] > 1 if len(ratios) < max_levels else torch.zeros_like(ratios[-1], dtype=torch.bool)
+        cell, k, h = cell[split].repeat(2), torch.cat([2 * k[split], 2 * k[split] + 1]), 0.5 * h
+    return ratios
+
+
+def ahead_launches(ratios: list[torch.Tensor], cells: int, max_levels: int, max_grid: int, margin: float) -> list[int]:
+    """The levels dp_ahead launches (dynamic_parallelism.cu): the first grid runs level 0 and launches
+    level 1 (2 slots a cell) and marks level 2; level L >= 1 launches L + 1 if it holds intervals and
+    L + 1 is marked, and marks L + 2 untested unless it has shrunk to at most half a full grid's
+    threads, when it marks L + 2 only if a half of one of its splits (a level L + 1 interval) is
+    above `margin` of its threshold."""
+    counts = [cells, 2 * cells] + [len(r) for r in ratios[2:]] + [0] * max_levels
+    marked, launched = {2}, [0, 1]
+    for level in range(1, max_levels):
+        if launched[-1] != level:
+            break
+        look = level + 2 < max_levels and counts[level] < counts[level - 1] and counts[level] <= max_grid * 128
+        if level + 2 < max_levels and (not look or (level + 1 < len(ratios) and bool((ratios[level + 1] > margin).any()))):
+            marked.add(level + 2)
+        if counts[level] > 0 and level + 1 < max_levels and level + 1 in marked:
+            launched.append(level + 1)
+    return launched
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_ahead_launches_every_level_with_intervals_and_no_empty_one(seed: int) -> None:
+    """optimized_dynamic_parallelism_ahead.py on the pair's inputs, on the CPU: the marks launch every
+    level that holds intervals (none is lost) and no other, so the chain is 1 host launch and 16
+    device launches (the ceiling's count) where _lean's is 17. On an H200 a full level grid is 659
+    working blocks (132 SMs x 5 - 1); the last level's halves stay far below the 0.5 margin."""
+    mod = load("baseline_dynamic_parallelism")
+    w = mod.WORKLOAD
+    u, v = refinement_inputs(seed)
+    ratios = split_ratios_on_host(u, v, w.tol, w.max_levels)
+    sizes = simpson_levels(u, v, w.tol, w.max_levels)[1]
+    assert [len(r) for r in ratios] == sizes and len(sizes) == mod.LEVELS
+    launched = ahead_launches(ratios, w.cells, w.max_levels, max_grid=659, margin=0.5)
+    assert launched == list(range(len(sizes)))
+    assert float(ratios[-1].max()) < 0.5
+
+
+def test_ahead_marks_err_only_towards_launching() -> None:
+    """With every level that has shrunk looking ahead (a grid of any size), at the margin of 1 (exactly
+    the split test) or 0.5, the marks launch exactly the levels with intervals; with none looking ahead
+    (a grid of no threads) every level is marked untested and the chain ends with an empty level, as
+    _lean's does: a level can be launched empty, never left out."""
+    w = load("baseline_dynamic_parallelism").WORKLOAD
+    u, v = refinement_inputs(0)
+    ratios = split_ratios_on_host(u, v, w.tol, w.max_levels)
+    for margin in (1.0, 0.5):
+        assert ahead_launches(ratios, w.cells, w.max_levels, 10**6, margin) == list(range(len(ratios)))
+    assert ahead_launches(ratios, w.cells, w.max_levels, 0, 0.5) == list(range(len(ratios) + 1))
