@@ -233,39 +233,6 @@ def test_views_cluster_refuses_what_it_cannot_index(ld: int, rows: int, cols: in
 
 
 @needs_sass
-def test_grouped_gather_reads_table_rows_from_shared_memory() -> None:
-    """gather_add_grouped: the table row comes from shared memory (LDS.128, no 128-bit global table
-    load in the row loop); x loads and out stores stream under their own policy (.NA) as in
-    gather_add_hints; 4 rows a thread in flight; no spills, and two 512-thread blocks (64 KiB slice
-    each) still fit an SM."""
-    lib = library("l2_persistence.cu")
-    body = kernel(lib.sass("90"), "gather_add_grouped")
-    accesses = global_accesses(body)
-    streamed = [(op, desc) for op, desc in accesses if ".NA." in op]
-    assert sum(op.startswith("LDG") for op, _ in streamed) == 4 and sum(op.startswith("STG") for op, _ in streamed) == 4
-    assert len({desc for _, desc in streamed}) == 1, streamed
-    assert count(r"\bLDS\.128\b", body) == 4
-    line = lib.resource_usage("90").split("gather_add_grouped", 1)[1].split("Function", 1)[0]
-    usage = {key: int(value) for key, value in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", line)}
-    assert usage["REG"] <= 64 and usage["STACK"] == usage["LOCAL"] == 0 and not re.search(r"\b(LDL|STL)\b", body), line
-    assert 2 * (64 * 1024 + usage["SHARED"] + 1024) <= 228 * 1024, "two blocks (64 KiB slice each) no longer fit an SM"
-
-
-@needs_nvcc
-@pytest.mark.parametrize(("rows", "table_rows", "idx_offset"), [(1 << 23, 1000, 0), (1000, 512 * 1024 + 1, 0),
-                                                                (1000, 0, 0), (1000, 1000, 4)])
-def test_grouped_gather_refuses_what_it_cannot_sort(rows: int, table_rows: int, idx_offset: int) -> None:
-    """gather_add_grouped_run returns cudaErrorInvalidValue (1) before any CUDA call for 2^23 rows or
-    more (a row number shifted by 9 bits must fit 32), a table of more than 1,024 slices of 512 rows or
-    none, and idx not 16-byte aligned (it is read as int4)."""
-    handle = ctypes.CDLL(str(library("l2_persistence.cu").build("90")))
-    fn = handle.gather_add_grouped_run
-    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    base = 1 << 30
-    assert fn(base, 2 * base, 3 * base + idx_offset, 4 * base, rows, None, table_rows, 5 * base, 6 * base) == 1
-
-
 def test_views_tma_loads_by_tma_and_pushes_partials_without_a_gpu_fence() -> None:
     """views_rows_tma (noncontiguous_views, TMA): x reaches the SM only through TMA boxes (UTMALDG; no
     LDG, no LDGSTS), the partials go to the 8 ranks as four st.async a sending lane (STAS.128) and are

@@ -230,30 +230,6 @@ def test_views_cluster_on_gpu() -> None:
             mod.cluster_row_features(handle, bad, torch.empty(bad.shape[1], bad.shape[0], device="cuda"))
 
 
-@pytest.mark.parametrize(("rows", "table_rows"), [(1, 97), (33, 97), (1000, 97), (4097, 1500), (20000, 1024), (70001, 5000)])
-def test_grouped_gather_ragged_rows(rows: int, table_rows: int) -> None:
-    """gather_add_grouped_run (rows sorted by table slice, the slice in shared memory) equals gather_add
-    bit for bit at row counts off its 4,096-row scatter blocks and tables off its 512-row slices (one
-    slice, several, a ragged last), touching no row past the last (out's tail stays NaN), twice in a
-    row on the same workspace (the counts are zeroed each call)."""
-    signatures = {**load("baseline_l2_persistence").SIGNATURES,
-                  "gather_add_grouped_run": [PTR, PTR, PTR, PTR, LONG, PTR, INT, PTR, PTR]}
-    handle = library("baseline_l2_persistence", signatures)
-    x, table = torch.randn(rows, 32, device="cuda"), torch.randn(table_rows, 32, device="cuda")
-    idx = torch.randint(0, table_rows, (rows,), device="cuda", dtype=torch.int32)
-    perm = torch.empty(rows, dtype=torch.int32, device="cuda")
-    counts = torch.empty(2 * -(-table_rows // 512), dtype=torch.int32, device="cuda")
-    ref = torch.empty(rows, 32, device="cuda")
-    call(handle.gather_add_run(x.data_ptr(), table.data_ptr(), idx.data_ptr(), ref.data_ptr(), rows, native.stream()))
-    for _ in range(2):
-        out = torch.full((rows + 8, 32), float("nan"), device="cuda")
-        call(handle.gather_add_grouped_run(x.data_ptr(), table.data_ptr(), idx.data_ptr(), out.data_ptr(), rows,
-                                           native.stream(), table_rows, perm.data_ptr(), counts.data_ptr()))
-        assert out[rows:].isnan().all()
-        torch.testing.assert_close(out[:rows], ref, rtol=0, atol=0)
-    assert sorted((perm.long() >> 9).tolist()) == list(range(rows))  # every row once
-
-
 def test_views_tma_on_gpu() -> None:
     """The TMA kernel (the cluster kernel's math, tiles loaded by TMA, partials pushed by st.async) is
     bitwise the cluster kernel on the cluster test's shapes (every box count from 1 to 16: 512 to
