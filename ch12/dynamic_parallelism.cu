@@ -219,9 +219,18 @@ __global__ void __launch_bounds__(kThreads, kLevelBlocksPerSM) dp_lean_level(Lea
   }
 }
 
-// Level 0 of cell c (thread c of the working blocks): its {p, w}, [0, 1] refined, out[c] and the list
-// slots 2c, 2c + 1 (dp_lean_first's and dp_ahead_first's work).
-__device__ void refine_first(const Lean& r, int c) {
+// Level 0, launched from the host: block 0 sets the counts and launches level 1; thread c of the others
+// computes cell c's {p, w}, refines [0, 1] and writes out[c] and the two list slots 2c, 2c + 1 (no
+// atomics: level 1 reads 2 * cells slots, the cells that converged leaving holes), so nothing has to
+// be zeroed before this grid starts.
+__global__ void __launch_bounds__(kThreads) dp_lean_first(Lean r) {
+  if (blockIdx.x == 0) {
+    int t = threadIdx.x;
+    if (t <= r.max_levels) r.count[t] = t == 0 ? r.cells : t == 1 && t < r.max_levels ? 2 * r.cells : 0;
+    if (t == 0) launch_next(r, 0, r.cells, 1.0);
+    return;
+  }
+  int c = (blockIdx.x - 1) * kThreads + threadIdx.x;
   if (c >= r.cells) return;
   double2 pw = peak_shape(r.u[c], r.v[c]);
   r.shape[c] = pw;
@@ -234,32 +243,15 @@ __device__ void refine_first(const Lean& r, int c) {
   next[2 * c + 1] = split ? make_int2(c, 1) : make_int2(-1, 0);
 }
 
-// Level 0, launched from the host: block 0 sets the counts and launches level 1; thread c of the others
-// computes cell c's {p, w}, refines [0, 1] and writes out[c] and the two list slots 2c, 2c + 1 (no
-// atomics: level 1 reads 2 * cells slots, the cells that converged leaving holes), so nothing has to
-// be zeroed before this grid starts.
-__global__ void __launch_bounds__(kThreads) dp_lean_first(Lean r) {
-  if (blockIdx.x == 0) {
-    int t = threadIdx.x;
-    if (t <= r.max_levels) r.count[t] = t == 0 ? r.cells : t == 1 && t < r.max_levels ? 2 * r.cells : 0;
-    if (t == 0) launch_next(r, 0, r.cells, 1.0);
-    return;
-  }
-  refine_first(r, (blockIdx.x - 1) * kThreads + threadIdx.x);
-}
-
 // Working blocks of one level grid that are resident together on this GPU, less the launching block.
-template <typename Kernel>
-static int resident_blocks_but_one(Kernel kernel, int* blocks) {
+extern "C" int dp_lean_grid(int* blocks) {
   int device = 0, sms = 0, per_sm = 0;
   CH12_TRY(cudaGetDevice(&device));
   CH12_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CH12_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  CH12_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dp_lean_level, kThreads, 0));
   *blocks = max(1, per_sm * sms - 1);
   return 0;
 }
-
-extern "C" int dp_lean_grid(int* blocks) { return resident_blocks_but_one(dp_lean_level, blocks); }
 
 // One host launch; each level tail-launches the next. Needs 2 * cells <= cap and max_levels < kThreads.
 extern "C" int dp_lean(Lean r, cudaStream_t stream) {
@@ -267,115 +259,6 @@ extern "C" int dp_lean(Lean r, cudaStream_t stream) {
   if (2 * r.cells > r.cap || r.cap % 2 != 0 || r.max_levels < 1 || r.max_levels >= kThreads || r.max_grid < 1)
     return static_cast<int>(cudaErrorInvalidValue);
   dp_lean_first<<<1 + blocks_for(r.cells), kThreads, 0, stream>>>(r);
-  return static_cast<int>(cudaGetLastError());
-#else
-  return static_cast<int>(cudaErrorNotSupported);  // built without -rdc=true: no device launches
-#endif
-}
-
-// ---- optimized_dynamic_parallelism_ahead.py: lean levels without the empty last grid ----
-// dp_lean's level L launches level L + 1 at its start, before any of its intervals is tested, so its
-// chain ends with a grid that finds no interval: a whole link (~10 us) for nothing. Here the level
-// before decides. A level that has shrunk (fewer intervals than the level before it) to at most half
-// of its grid's threads also tests the two children of each interval it splits (the same simpson() at
-// the children's widths) and marks ahead[L + 2], "level L + 2 may hold intervals", when one of them
-// would split; any other level marks it without testing. Level L + 1's launching block, at its start as
-// in dp_lean, launches level L + 2 only when ahead[L + 2] is marked. The mark errs one way only: a
-// child at half its threshold already counts (the two inlined copies of simpson() may round
-// differently), so at worst an empty grid comes back; no level is ever left out. On the pair's inputs
-// only level 15 (~74K intervals, ~9K split) looks ahead with a split to test, and level 16 is the last
-// grid. Same blocks as dp_lean (5 an SM, 48 registers), same Simpson code, same splits.
-constexpr int kAheadBlocksPerSM = kLevelBlocksPerSM;  // dp_lean_level's
-constexpr double kAheadMargin = 0.5;  // a child counts as splitting from half its threshold on
-
-__global__ void __launch_bounds__(kThreads, kAheadBlocksPerSM)
-    dp_ahead_level(Lean r, int* ahead, int level, Widths d, Widths c);
-
-// Tail-launches level + 1 after a level of n intervals, sized as launch_next sizes it, with the widths
-// of its intervals (d) and of their halves (c: the same widths() as the level after receives as its d).
-__device__ void launch_ahead(const Lean& r, int* ahead, int level, int n, double h) {
-#ifdef __CUDACC_RDC__
-  int work = (min(2 * n, r.cap) + kThreads - 1) / kThreads;
-  Widths d = widths(0.5 * h, r.tol);
-  dp_ahead_level<<<1 + min(work, r.max_grid), kThreads, 0, cudaStreamTailLaunch>>>(r, ahead, level + 1, d,
-                                                                                   widths(0.5 * d.h, r.tol));
-#endif
-}
-
-// Whether the half [k, k + 1] * c.h of an interval twice as wide would split at the next level.
-__device__ bool child_splits(int k, double2 pw, const Widths& c) {
-  Simpson s = simpson(static_cast<double>(k) * c.h, static_cast<double>(k + 1) * c.h, pw.x, pw.y, c.h6, c.h12);
-  return fabs(s.halves - s.whole) > kAheadMargin * c.limit;
-}
-
-// Level `level` (>= 1): dp_lean_level's refinement; block 0 launches the next level if it was marked
-// and marks the one after unless this level looks ahead; the other blocks refine (and look ahead).
-__global__ void __launch_bounds__(kThreads, kAheadBlocksPerSM)
-    dp_ahead_level(Lean r, int* ahead, int level, Widths d, Widths c) {
-  const int2* items = level & 1 ? r.list[1] : r.list[0];
-  int first = (blockIdx.x - 1) * kThreads, stride = (gridDim.x - 1) * kThreads;
-  int2 it = blockIdx.x > 0 && first + threadIdx.x < r.cap ? items[first + threadIdx.x] : make_int2(-1, 0);
-  int n = min(r.count[level], r.cap), before = r.count[level - 1];  // one load each, beside the interval
-  bool marks = level + 2 < r.max_levels;  // level + 2 can run at all
-  bool look = marks && n < before && n <= r.max_grid * (kThreads / 2);  // the same over the grid
-  if (blockIdx.x == 0) {
-    if (threadIdx.x == 0) {
-      bool marked = level + 1 < r.max_levels && ahead[level + 1] != 0;  // loaded beside the count, not after it
-      if (marked && n > 0) launch_ahead(r, ahead, level, n, d.h);
-      if (marks && !look) ahead[level + 2] = 1;
-    }
-    return;
-  }
-  for (; first < n; first += stride) {  // uniform over the block: every thread reaches reserve_pairs' barriers
-    int i = first + threadIdx.x;
-    if (first >= stride) it = i < n ? items[i] : make_int2(-1, 0);
-    bool live = i < n && it.x >= 0;
-    Simpson s{0.0, 0.0};
-    if (live) {
-      double2 pw = __ldg(&r.shape[it.x]);
-      s = simpson(static_cast<double>(it.y) * d.h, static_cast<double>(it.y + 1) * d.h, pw.x, pw.y, d.h6, d.h12);
-    }
-    int slot = reserve_pairs(live && level + 1 < r.max_levels && fabs(s.halves - s.whole) > d.limit, &r.count[level + 1]);
-    bool grandchildren = false;
-    if (slot >= 0 && slot + 2 <= r.cap) {
-      int2* next = level & 1 ? r.list[0] : r.list[1];
-      next[slot] = make_int2(it.x, 2 * it.y);
-      next[slot + 1] = make_int2(it.x, 2 * it.y + 1);
-      if (look) {  // one half, then the other (one at a time: fewer registers)
-        double2 pw = __ldg(&r.shape[it.x]);  // an L1 hit by now
-        grandchildren = child_splits(2 * it.y, pw, c) || child_splits(2 * it.y + 1, pw, c);
-      }
-    } else if (live) {
-      if (slot >= 0) atomicAdd(&r.count[r.max_levels], 1);  // no room: accept this interval's estimate instead
-      atomicAdd(&r.out[it.x], accepted(s));
-    }
-    if (__any_sync(0xffffffffu, grandchildren) && (threadIdx.x & 31) == 0) ahead[level + 2] = 1;
-  }
-}
-
-// Level 0, launched from the host: dp_lean_first's work, launching dp_ahead_level; block 0 also clears
-// the marks but those of levels 1 and 2 (level 0 looks ahead nowhere).
-__global__ void __launch_bounds__(kThreads) dp_ahead_first(Lean r, int* ahead) {
-  if (blockIdx.x == 0) {
-    int t = threadIdx.x;
-    if (t <= r.max_levels) r.count[t] = t == 0 ? r.cells : t == 1 && t < r.max_levels ? 2 * r.cells : 0;
-    if (t < r.max_levels) ahead[t] = t <= 2;
-    if (t == 0 && 1 < r.max_levels) launch_ahead(r, ahead, 0, r.cells, 1.0);
-    return;
-  }
-  refine_first(r, (blockIdx.x - 1) * kThreads + threadIdx.x);
-}
-
-// Working blocks of one dp_ahead_level grid resident together on this GPU, less the launching block.
-extern "C" int dp_ahead_grid(int* blocks) { return resident_blocks_but_one(dp_ahead_level, blocks); }
-
-// One host launch; each marked level tail-launches the next. ahead: max_levels ints (scratch, cleared
-// by the first grid). Needs 2 * cells <= cap and max_levels < kThreads.
-extern "C" int dp_ahead(Lean r, int* ahead, cudaStream_t stream) {
-#ifdef __CUDACC_RDC__
-  if (2 * r.cells > r.cap || r.cap % 2 != 0 || r.max_levels < 1 || r.max_levels >= kThreads || r.max_grid < 1)
-    return static_cast<int>(cudaErrorInvalidValue);
-  dp_ahead_first<<<1 + blocks_for(r.cells), kThreads, 0, stream>>>(r, ahead);
   return static_cast<int>(cudaGetLastError());
 #else
   return static_cast<int>(cudaErrorNotSupported);  // built without -rdc=true: no device launches

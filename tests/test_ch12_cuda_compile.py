@@ -151,22 +151,3 @@ def test_indirect_pdl_step_loads_its_scalar_before_the_wait_and_its_input_after(
     assert len(loads) == 2, loads
     assert body.index("PREEXIT") < body.index("ACQBULK")
     assert loads[0] < body.index("ACQBULK") < loads[1]
-
-
-@needs_nvcc
-@needs_cuobjdump
-def test_ahead_level_launches_marks_with_one_store_a_warp_and_fits_five_blocks() -> None:
-    """dp_ahead_level (optimized_dynamic_parallelism_ahead.py) calls the device runtime (its launching
-    block), reads the {p, w} table (16-byte loads), takes its slots with one atomic a block, marks the
-    level after next with a warp vote (VOTE.ANY), and fits dp_lean_level's 5 blocks of 256 threads an
-    SM (at most 48 registers): the look-ahead is tested one half at a time, so it adds no registers."""
-    lib = declared("baseline_dynamic_parallelism")[0]
-    funcs = kernels(lib.sass("90"))
-    ahead = next(body for name, body in funcs.items() if "dp_ahead_level" in name)
-    assert "CALL" in ahead and "LDG.E.128.CONSTANT" in ahead and "ATOMG.E.ADD.STRONG.GPU" in ahead
-    assert "VOTE.ANY" in ahead and "MUFU.EX2" not in ahead
-    regs = re.search(r"dp_ahead_level\S*:\s*\n\s*REG:(\d+)", lib.resource_usage("90"))
-    assert regs and int(regs.group(1)) <= 48
-    signatures = import_module_at(CH12 / "optimized_dynamic_parallelism_ahead.py").SIGNATURES
-    handle = ctypes.CDLL(str(lib.build("90")))
-    assert all(hasattr(handle, name) for name in signatures)

@@ -210,30 +210,3 @@ def test_ring_update_applies_each_calls_coefficients_and_input(module: str) -> N
         torch.testing.assert_close(got, base.run().clone(), rtol=0, atol=0)
     opt.teardown()
     base.teardown()
-
-
-def test_ahead_levels_launch_no_empty_level_from_garbage_scratch() -> None:
-    """dp_ahead (optimized_dynamic_parallelism_ahead.py) on scratch full of garbage, twice in a row: the
-    baseline's integrals and interval counts from level 2 on, and the marks say which levels were
-    launched: levels 1-16 (16 device launches, the ceiling's count), not the empty 17th _lean runs
-    (on a GPU whose full level grid holds twice the last level but one, ~74K intervals: an H200's 659
-    working blocks do)."""
-    base, opt = built("baseline_dynamic_parallelism", seed=7), built("optimized_dynamic_parallelism_ahead", seed=7)
-    levels = opt.workload.max_levels
-    base.run()
-    torch.cuda.synchronize()
-    ran = int(base.metrics()["levels"])
-    for _ in range(2):
-        opt.count.fill_(-5)
-        opt.ahead.fill_(-5)
-        for t in (opt.lists, opt.out, opt.shape):
-            t.fill_(float("nan"))
-        opt.run()
-        torch.cuda.synchronize()
-        assert torch.equal(opt.count[2:], base.count[2:]) and int(opt.count[levels]) == 0
-        torch.testing.assert_close(opt.out, base.out, rtol=0, atol=3e-10)
-        marks = opt.ahead.tolist()  # marks[L]: level L was launched once level L - 1 held intervals
-        assert marks[:ran] == [1] * ran, marks  # no level with intervals left out
-        if int(base.count[ran - 2]) <= opt.lean.max_grid * 128:  # the last level but one looked ahead (an H200)
-            assert not any(marks[ran:]), marks
-        assert opt.metrics()["levels"] == ran == load("baseline_dynamic_parallelism").LEVELS
