@@ -6,9 +6,10 @@ into o_lat), the per-head ``W_UV`` bmm (2 MB of weights) and cuBLAS's output pro
 Each is latency-bound (a few us at 1-3 TB/s) and each waits for the last one to end. Here one
 launch does all three in two phases:
 - merger programs (head, block of ``BLOCK_B`` sequences): weigh the slices' partials by
-  exp2(m - max m) for 128 latent columns at a time, round to bf16 as the merge does, multiply by
-  that head's ``W_UV`` columns (fp32 sums) and write the head's (sequences, v_dim) output, rounded
-  as the bmm writes it, into ``o`` (batch, heads x v_dim);
+  exp2(m - max m) / sum, ``BLOCK_L`` latent columns a step (a (16, sequences x slices) fp32 product
+  whose rows past ``BLOCK_B`` stay 0: the merge and the tensor cores' 16 rows in one), round to bf16
+  as the merge does, multiply by that head's ``W_UV`` rows (fp32 sums) and write the head's
+  (sequences, v_dim) output, rounded as the bmm writes it, into ``o`` (batch, heads x v_dim);
 - projector programs (a ``BLOCK_N``-column block of the output): wait until every merger has
   written, then ``out[:, block] = o @ W_O[block]^T`` (fp32 sums, one bf16 rounding, as cuBLAS).
 Roles go by a ticket each program takes as it starts (``sync[0]``), not by its program id: a

@@ -8,10 +8,11 @@ latent kernel's fp32 partials; then ``ch18_mla_tail.mla_tail`` in place of the t
 followed it, each waiting for the one before: ``_merge`` (3.0 us in ``_fused_qo``'s torch trace), the
 ``W_UV`` bmm and cuBLAS's output projection (4.8 and 6.8 us in ``_wgmma``'s Nsight Compute profile, at
 11-35% of DRAM: latency, not bytes; 10.4 MB of weights are ~2.5 us at 4.2 TB/s). One launch, two
-roles by ticket: 128 merger programs (a head, 4 sequences: the 8 slices' partials weighed on the
-way into ``W_UV``'s product, 128 KB read each) write the (32, 2,048) ``o``; 128 projector programs (16
-output columns each) spin until the mergers are done, then ``o @ W_O^T``. The cache is read once, as
-before; the partials and ``o`` stay in L2. Same rounding points (o_lat and o in bf16, fp32 sums).
+roles by ticket: 128 merger programs (a head, 4 sequences: the 8 slices' partials weighed on the way
+into ``W_UV``'s product; 64 KB of partials and 128 KB of ``W_UV`` each) write the (32, 2,048) ``o``;
+128 projector programs (16 output columns each) spin until the mergers are done, then ``o @ W_O^T``.
+The cache is read once, as before; the partials and ``o`` stay in L2. Same rounding points (o_lat and
+o in bf16, fp32 sums). The launch is eager after the graph's replay, as ``_wgmma``'s projection was.
 Estimate (arithmetic, an estimate): of the stored 0.1075 ms, the three kernels and their two
 boundaries are ~15-17 us; one launch of two ~2-3 us phases is ~5-6 us: ~10 us off, 0.096-0.099 ms,
 78-81% of the 0.0775 ms ceiling. The latent kernel (78.5 us) and the query side are unchanged.
