@@ -89,14 +89,6 @@ def latent_attention_t(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: f
                        config: TokenConfig = TOKENS) -> torch.Tensor:
     """``ch18_mla_kernel.latent_attention``'s contract (q (batch, heads, latent + rope), cache (batch,
     context, latent + rope), ``splits`` a power of two) computed by ``_slice_t``; (batch, heads, latent)."""
-    parts, ml = latent_partials_t(q, cache, rope, scale, splits, config)
-    return merged(q, parts, ml, q.shape[2] - rope, splits, 4)
-
-
-def latent_partials_t(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: float, splits: int,
-                      config: TokenConfig = TOKENS) -> tuple[torch.Tensor, torch.Tensor]:
-    """``latent_attention_t`` before its merge: the slices' fp32 partials (acc; max and sum), in
-    ``ch18_mla_kernel.partials``' layout (batch x splits x heads rows)."""
     block_n, stages, warps = config
     parts, ml, split_len = partials(q, cache, rope, splits, block_n, "latent_attention_t")
     batch, heads, latent = q.shape[0], q.shape[1], q.shape[2] - rope
@@ -104,4 +96,4 @@ def latent_partials_t(q: torch.Tensor, cache: torch.Tensor, rope: int, scale: fl
     _slice_t[(batch, splits)](q, c_desc, cache, parts, ml, cache.shape[1], scale * math.log2(math.e),
                               SPLIT_LEN=split_len, HEADS=heads, H_PAD=H_PAD, LATENT=latent, ROPE=rope,
                               BLOCK_N=block_n, num_warps=warps, num_stages=stages)
-    return parts, ml
+    return merged(q, parts, ml, latent, splits, 4)

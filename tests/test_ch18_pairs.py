@@ -50,8 +50,7 @@ def load(module: str) -> ModuleType:
 
 def pair_of(module: str) -> str:
     name = module.split("_", 1)[1]
-    for variant in ("_fold", "_graph", "_fused_qo", "_fused", "_split", "_autotuned", "_wgmma", "_grouped", "_triton",
-                    "_tail"):
+    for variant in ("_fold", "_graph", "_fused_qo", "_fused", "_split", "_autotuned", "_wgmma", "_grouped", "_triton"):
         name = name.removesuffix(variant)
     return name
 
@@ -64,8 +63,7 @@ def build(module: str, seed: int) -> aisp.Benchmark:
 
 
 TRITON_VARIANTS = ("optimized_mla_absorption_fused", "optimized_mla_absorption_fused_qo",
-                   "optimized_mla_absorption_graph", "optimized_mla_absorption_wgmma", "optimized_mla_absorption_tail",
-                   "optimized_flex_document_mask_triton",
+                   "optimized_mla_absorption_graph", "optimized_mla_absorption_wgmma", "optimized_flex_document_mask_triton",
                    "optimized_flex_document_mask_triton_grouped")
 """Variants that launch a Triton kernel: verified under the interpreter in test_ch18_triton.py."""
 

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CH18 = ROOT / "ch18"
 PAIRS = ("flash_attention_triton", "split_kv_decode", "paged_attention_decode", "fused_rope_kv_write")
 OTHER_PAIRS = tuple(("baseline_mla_absorption", f"optimized_mla_absorption{v}") for v in ("_fused", "_fused_qo", "_graph",
-                                                                                                  "_wgmma", "_tail"))
+                                                                                                  "_wgmma"))
 OTHER_PAIRS += tuple(("baseline_flex_document_mask", f"optimized_flex_document_mask_triton{v}") for v in ("", "_grouped"))
 """Triton variants of the chapter's PyTorch pairs (whose other variants test_ch18_pairs.py checks)."""
 OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in PAIRS for s in ("baseline", "optimized")),
@@ -53,7 +53,7 @@ OWN_FILES = ("ch18_attention", "ch18_decode", "ch18_rope", *(f"{s}_{p}" for p in
              "ch18_attention_ws", "optimized_flash_attention_triton_ws", "ch18_attention_pvwait",
              "optimized_flash_attention_triton_pvwait", "ch18_attention_ahead", "optimized_flash_attention_triton_ahead",
              "ch18_attention_hostdesc", "optimized_flash_attention_triton_hostdesc",
-             "ch18_mla_kernel", "ch18_mla_query", "ch18_mla_wgmma", "ch18_mla_tail", *(o for _, o in OTHER_PAIRS))
+             "ch18_mla_kernel", "ch18_mla_query", "ch18_mla_wgmma", *(o for _, o in OTHER_PAIRS))
 
 PRELUDE = INTERPRETER_FIX + f"""
 import dataclasses, sys
@@ -234,39 +234,6 @@ print("mla ok")
 """
 
 
-TAIL_SCRIPT = PRELUDE + """
-import pytest
-from ch18_mla_tail import TAIL, TailConfig, mla_tail, new_sync
-from ch18_mla_wgmma import TokenConfig, latent_partials_t
-gen = torch.Generator().manual_seed(13)
-def reference(q, cache, rope, w_uv_t, w_o):
-    p = torch.softmax(q.double() @ cache.double().transpose(1, 2) * 0.3, -1)
-    o = torch.einsum("bhl,hlv->bhv", p @ cache.double()[..., :cache.shape[2] - rope], w_uv_t.double())
-    return o.reshape(q.shape[0], -1) @ w_o.double().T
-# (batch, heads, latent, rope, context, splits, v_dim, dim, config): the pair's 16 heads of 512 + 64 and 8 slices
-# at its merger and projector blocks, a short last sequence block, empty slices and a ragged output block (dim 80
-# by 16s is 5 blocks, by 32s 3, the last half empty); 3 heads of 16 (a 48-wide o, K steps of 16); one slice,
-# one sequence, a merger block wider than the batch
-for b, h, lat, rope, ctx, splits, v, dim, config in ((5, 16, 512, 64, 96, 8, 128, 96, TAIL),
-                                                     (3, 4, 64, 16, 200, 4, 32, 80, TailConfig(2, 32, 32, 64, 2, 4)),
-                                                     (1, 3, 32, 16, 7, 1, 16, 16, TailConfig(16, 16, 16, 256, 1, 4))):
-    q, cache = torch.randn(b, h, lat + rope, generator=gen), torch.randn(b, ctx, lat + rope, generator=gen)
-    w_uv_t, w_o = torch.randn(h, lat, v, generator=gen), torch.randn(dim, h * v, generator=gen)
-    parts, ml = latent_partials_t(q, cache, rope, 0.3, splits, TokenConfig(16, 1, 4))
-    sync, o = new_sync(torch.device("cpu")), torch.full((b, h * v), float("nan"))  # o poisoned: fully rewritten
-    ref = reference(q, cache, rope, w_uv_t, w_o)
-    for _ in range(2):  # the counters come back to zero, so a second launch computes the same
-        out = mla_tail(parts, ml, w_uv_t, w_o, o, sync, splits, config)
-        err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
-        assert err < 1e-5 and sync.tolist() == [0, 0, 0], (b, h, splits, config, err, sync.tolist())
-    ml.view(b, splits, h, 2)[:, 0, :, 0] = float("-inf")  # the first slice's max lost: its partial drops out
-    assert ((mla_tail(parts, ml, w_uv_t, w_o, o, sync, splits, config).double() - ref).abs().max() > 1e-2 * ref.abs().max())
-with pytest.raises(ValueError, match="mla_tail"):
-    mla_tail(parts, ml, w_uv_t, w_o, o, sync, 3)  # 3 slices: not the partials' shape, nor a power of two
-print("tail ok")
-"""
-
-
 TMA_SCRIPT = PRELUDE + """
 import pytest
 from ch18_attention_tma import head_group
@@ -327,13 +294,6 @@ def test_latent_kernel_matches_fp64_reference_and_a_skipped_slice_is_rejected(in
     assert_ran(interpreted, "mla", "mla ok")
 
 
-def test_mla_tail_matches_fp64_reference_relaunches_and_rejects_a_lost_slice(interpreted: dict) -> None:
-    """``ch18_mla_tail.mla_tail`` (merge, ``W_UV`` and the output projection in one launch) after the
-    wgmma kernel's partials: fp64 references at the pair's heads and blocks and at ragged ones, a second
-    launch on the counters the first left (zero) alike, a poisoned ``o`` rewritten, a lost slice rejected."""
-    assert_ran(interpreted, "tail", "tail ok")
-
-
 def tma_script(variant: str) -> str:
     module, function, _ = TMA_KERNELS[variant]
     return TMA_SCRIPT.replace("{module}", module).replace("{function}", function)
@@ -370,7 +330,6 @@ def interpreted() -> dict[str, subprocess.CompletedProcess]:
     """The scripts above under the interpreter, in forks of one process that imported torch and triton once
     for all nine (tests/ci_triton_scripts.py)."""
     scripts = {"pairs": f"PAIRS = {own_pairs()!r}\n" + PAIR_SCRIPT, "kernels": KERNEL_SCRIPT, "mla": MLA_SCRIPT,
-               "tail": TAIL_SCRIPT,
                **{f"tma[{variant}]": tma_script(variant) for variant in TMA_KERNELS}, "hostdesc": HOSTDESC_SCRIPT}
     return run_scripts(scripts, timeout=600)
 
@@ -740,29 +699,3 @@ def test_wgmma_sweep_starts_at_the_variants_own_and_pastes_it() -> None:
     pasted: dict = {"TokenConfig": s.TokenConfig}
     exec(s.mla_paste(*settings[1]), pasted)
     assert (pasted["TOKENS"], pasted["SPLITS"]) == settings[1]
-
-
-def test_sm90_mla_tail_fits_two_programs_an_sm_and_orders_its_phases() -> None:
-    """``_tail`` at the pair's shape and settings (32 sequences, 16 heads of 512 -> 128, 8 slices, 2,048 out):
-    no spills, both products on the tensor cores (mma.sync), shared memory and registers for two programs an
-    SM (its 256 programs then all resident at once on 132 SMs); one thread a program takes the ticket, counts
-    a merger done with release after a barrier, and polls with acquire; ``o`` reaches the projectors past L1."""
-    tail = import_module_at(CH18 / "ch18_mla_tail.py")
-    sig = {"parts_ptr": "*fp32", "ml_ptr": "*fp32", "w_uv_ptr": "*bf16", "o_ptr": "*bf16", "w_o_ptr": "*bf16",
-           "out_ptr": "*bf16", "sync_ptr": "*i32", "batch": "i32", "dim": "i32"}
-    block_b, block_l, block_n, block_k, stages, warps = tail.TAIL
-    consts = {"SPLITS": 8, "HEADS": 16, "LATENT": 512, "V": 128, "BLOCK_B": block_b, "ROWS": max(16, block_b * 8),
-              "BLOCK_L": block_l, "M_PAD": 32, "BLOCK_N": block_n, "BLOCK_K": block_k, "MERGERS": 16 * 32 // block_b}
-    compiled = compile_sm90("ch18/ch18_mla_tail:_tail", sig, consts, {"num_warps": warps, "num_stages": stages})
-    usage = fits_sm90(compiled)
-    assert 2 * compiled.metadata.shared <= 228 * 1024 - 2 * 1024, compiled.metadata.shared
-    assert 2 * 32 * warps * -(-usage["REG"] // 8) * 8 <= 65536, usage
-    assert "HMMA" in cuobjdump(compiled, "-sass")
-    ptx = [ln.strip() for ln in compiled.asm["ptx"].splitlines()]
-    atoms = [ln for ln in ptx if "atom.global" in ln or "ld.global.gpu.acquire" in ln]
-    assert all(ln.startswith("@%p") for ln in atoms), atoms  # predicated: one thread, not 128
-    release = next(i for i, ln in enumerate(ptx) if "atom.global.gpu.release.add" in ln)
-    barrier = max(i for i, ln in enumerate(ptx[:release]) if ln.startswith("bar.sync"))
-    assert not [ln for ln in ptx[barrier:release] if "st.global" in ln], ptx[barrier:release + 1]  # o stored, then released
-    assert any("atom.global.gpu.relaxed.add" in ln for ln in atoms) and any("acquire" in ln for ln in atoms)
-    assert not [ln for ln in ptx if ln.startswith(("ld.global.ca", "ld.global.b", "ld.global.v"))]
