@@ -22,8 +22,8 @@ from context_parallel_common import allgather_attention, cp_workload, make_shard
 
 import aisp
 
-WORKLOAD = cp_workload(ceiling_note="profiled (torch profiler, 2xH200): cuDNN attention 0.83-0.86 ms a rank (81-85% of "
-                                    "bf16); _pulled (unprofiled) takes the K/V pull off the SMs: 0.91-0.92 ms")
+WORKLOAD = cp_workload(ceiling_note="profiled (torch profiler, 2xH200): _pulled's kernels ~0.845 ms a call (2 cuDNN blocks "
+                                    "0.41 + 0.40, merge 0.025; the pull beside block 1); timed 0.91-0.92")
 
 
 class AllGatherAttention(aisp.Benchmark):
