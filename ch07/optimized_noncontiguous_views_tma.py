@@ -21,7 +21,7 @@ Estimate (arithmetic, not a measurement): a block now lives ~16.5 us (3 blocks a
 171 us); if the membar's share of the stalls (1.51 of the top three's 6.9) leaves it (10-15%):
 0.145-0.154 ms at best; allowing for the wait for the slowest rank (it stays, now on the inbox) and
 DRAM not keeping pace: 0.150-0.165 ms, 77-85% of the HBM copy ceiling (0.1272 ms; 80% is 0.159 ms).
-Expect: not yet measured on a GPU.
+Expect: 0.1720 ms on an H200 (2026-11-30), 73.9% of the HBM copy; _cluster 0.1744 ms in the same run.
 Run: python ch07/optimized_noncontiguous_views_tma.py  |  aisp bench run -t ch07:noncontiguous_views
 """
 
