@@ -268,3 +268,56 @@ def test_views_tma_refuses_what_it_cannot_index(ld: int, rows: int, cols: int, x
                                ctypes.c_void_p], ctypes.c_int
     base = 1 << 30
     assert fn(base + x_offset, 2 * base + out_offset, ld, rows, cols, None) == -1
+
+
+@needs_sass
+def test_views_narrow_is_the_cluster_kernel_at_half_the_columns_six_blocks_an_sm() -> None:
+    """views_rows_narrow (noncontiguous_views, narrow): the cluster kernel's body at 8 columns a cluster
+    (rows_cluster<2>), so its SASS holds the same memory and barrier instructions (LDGSTS only, no
+    LDG; two split cluster barriers, one fence; one DSMEM load; scalar stores) and, instruction for
+    instruction, the same floating-point work; 128 threads, at most 80 registers and no local memory,
+    and six 32 KiB tiles with their static shared memory fit an SM."""
+    lib = library("views_cluster.cu")
+    sass = lib.sass("90")
+    body, cluster = kernel(sass, "views_rows_narrow"), kernel(sass, "views_rows_cluster")
+    assert re.search(r"\bLDGSTS\.E\.BYPASS\.128\b", body)
+    assert not re.search(r"\bLDG\b", body), "x is read outside cp.async"
+    assert count(r"\bUCGABAR_ARV\b", body) == 2 and count(r"\bUCGABAR_WAIT\b", body) == 2
+    assert count(r"\bMEMBAR\b", body) == 1 and count(r"\bLD\.E\.128\b", body) == 1
+    assert re.search(r"\bSTG\.E\b", body) and not re.search(r"\bSTG\.E\.(64|128)\b", body)
+    assert not re.search(r"\b(LDL|STL)\b", body), "views_rows_narrow spills to local memory"
+    for op in (r"\bFFMA\b", r"\bFMUL\b", r"\bFADD\b", r"\bFMNMX\b", r"\bMUFU\.\w+", r"\bSHFL\.BFLY\b",
+               r"\bLDS\.128\b", r"\bSTG\.E\b"):
+        assert count(op, body) == count(op, cluster), op
+    usage = re.search(r"views_rows_narrow\w*:\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", lib.resource_usage("90"))
+    regs, stack, shared, local = map(int, usage.groups())
+    assert regs <= 80 and stack == local == 0, usage.group(0)
+    assert 6 * 128 * regs <= 65536, "six 128-thread blocks no longer fit the register file"
+    assert 6 * (32 * 1024 + shared + 1024) <= 228 * 1024, "six blocks (32 KiB tile each) no longer fit an SM"
+
+
+def test_views_narrow_swizzle_spreads_a_warps_chunk_over_every_bank() -> None:
+    """slot<2> (views_cluster.cu, 32-byte tile rows): a bijection on each row's two 16-byte chunks, and
+    the 8 lanes of each quarter-warp of a 128-bit shared load (8 consecutive rows of one chunk) hit 8
+    distinct 16-byte bank groups: no bank conflict. The formula is read from the source."""
+    src = (CH07 / "views_cluster.cu").read_text()
+    assert "else return row * G + (g ^ ((row >> 2) & 1));" in src
+
+    def slot(row: int, g: int) -> int:
+        return row * 2 + (g ^ ((row >> 2) & 1))
+
+    assert sorted(slot(r, g) for r in range(1024) for g in (0, 1)) == list(range(2048))
+    for g in (0, 1):
+        for r0 in range(0, 1024, 8):
+            assert len({slot(r, g) % 8 for r in range(r0, r0 + 8)}) == 8  # 8 chunks of 16 bytes = 32 banks
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("ld", "rows", "cols", "x_offset", "out_offset"), REFUSED_VIEWS)
+def test_views_narrow_refuses_what_it_cannot_index(ld: int, rows: int, cols: int, x_offset: int, out_offset: int) -> None:
+    """views_rows_narrow_run refuses the cluster kernel's unindexable shapes with -1 before any CUDA call."""
+    fn = ctypes.CDLL(str(library("views_cluster.cu").build("90"))).views_rows_narrow_run
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_void_p], ctypes.c_int
+    base = 1 << 30
+    assert fn(base + x_offset, 2 * base + out_offset, ld, rows, cols, None) == -1
