@@ -33,9 +33,10 @@ from aisp.kits import native
 
 LIBRARY = native.Library((Path(__file__).resolve().parent / "w4a16_stream.cu",))
 PTR, INT = ctypes.c_void_p, ctypes.c_int
-SIGNATURES = {**dict.fromkeys(("w4a16_stream_gemm", "w4a16_tiled_gemm"), [PTR] * 6 + [INT] * 5 + [PTR]),
-              **dict.fromkeys(("w4a16_stream_emulate", "w4a16_tiled_emulate"), [PTR] * 6 + [INT] * 5)}
-"""The library's entry points: the row-major format's, and the tiled format's (optimized_w4a16_gemm_tiled)."""
+SIGNATURES = {**dict.fromkeys(("w4a16_stream_gemm", "w4a16_tiled_gemm", "w4a16_swept_gemm"), [PTR] * 6 + [INT] * 5 + [PTR]),
+              **dict.fromkeys(("w4a16_stream_emulate", "w4a16_tiled_emulate", "w4a16_swept_emulate"), [PTR] * 6 + [INT] * 5)}
+"""The library's entry points: the row-major format's, the tiled format's (optimized_w4a16_gemm_tiled) and the
+swept format's (optimized_w4a16_gemm_swept)."""
 ROWS, WARPS, MAX_STEPS, TOKENS = 32, 16, 16, 16
 """As w4a16_stream.cuh: rows per unit, warps per CTA, 128-byte steps per K slice at most, tokens at most."""
 STREAM_WORKLOAD = dataclasses.replace(WORKLOAD, requires=aisp.Requirements(

@@ -15,7 +15,7 @@
 // (red.global.add.v2.f32); the unit's last slice to arrive (a ticket counter) writes the bf16
 // outputs and clears the workspace and its counter for the next call. The host emulation at the end
 // runs the same helpers (w4a16_stream.cuh) lane by lane on a CPU.
-// Two stored formats, one kernel (template <bool kTiled>): ch19_w4's row-major bytes and scales
+// Two stored formats, one kernel (template <int kFormat>): ch19_w4's row-major bytes and scales
 // (w4a16_stream_gemm) and ch19_w4.tile_w4's, the same reordered into the lanes' load order
 // (w4a16_tiled_gemm: a warp's copy reads 512 contiguous bytes); only the addresses and the scale load differ.
 #include <cuda_runtime.h>
@@ -58,12 +58,12 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
 // its slots of the warp's buffer (slot (r, rh, h) at slots[32 * (4r + 2rh + h)]); `at`: the lane's first
 // copy of the step (lane_start), null for none. Then a commit, always: two groups a step, so wait_group 1
 // finds the right one.
-template <bool kTiled>
+template <int kFormat>
 __device__ __forceinline__ void copy_half(uint4* slots, int h, const uint8_t* at, const Plan& p) {
   if (at != nullptr) {
 #pragma unroll
     for (int rows = 0; rows < 4; ++rows)  // 16r + 8rh
-      copy_async(slots + 32 * (2 * rows + h), at + block_offset<kTiled>(rows, p) + half_offset<kTiled>(h));
+      copy_async(slots + 32 * (2 * rows + h), at + block_offset<kFormat>(rows, p) + half_offset<kFormat>(h));
   }
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
@@ -77,11 +77,11 @@ struct Start {
   const uint8_t* w;
   const __nv_bfloat16* s;
 };
-template <bool kTiled>
+template <int kFormat>
 __device__ __forceinline__ Start unit_start(int unit, int slice, const uint8_t* packed, const __nv_bfloat16* scale,
                                             const Plan& p) {
   const int lane = threadIdx.x & 31;
-  return {packed + lane_start<kTiled>(unit, lane, slice, p), scale + scale_start<kTiled>(unit, lane, slice, p)};
+  return {packed + lane_start<kFormat>(unit, lane, slice, p), scale + scale_start<kFormat>(unit, lane, slice, p)};
 }
 
 // The CTA's slice of x into shared memory, piece by piece in the mma's order (tokens >= m are zeros):
@@ -164,29 +164,29 @@ __device__ void finish_unit(const float (&acc)[2][2][4], int unit, __nv_bfloat16
   if (lane == 0) count[unit] = 0;
 }
 
-template <bool kTiled>
-__global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat16* __restrict__ x,
-                                                               const uint8_t* __restrict__ packed,
-                                                               const __nv_bfloat16* __restrict__ scale,
-                                                               __nv_bfloat16* __restrict__ y, float* ws,
-                                                               unsigned* count, const Plan p) {
+// The kernel's body for one stored format (the kernels below: one per format, the first two unchanged).
+template <int kFormat>
+__device__ __forceinline__ void stream_body(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ packed,
+                                            const __nv_bfloat16* __restrict__ scale, __nv_bfloat16* __restrict__ y,
+                                            float* ws, unsigned* count, const Plan p) {
   extern __shared__ uint4 xs[];  // x's slice (steps x 512 pieces), then 8 x 32 weight slots per warp
   const int slice = blockIdx.x % p.slices, lane = threadIdx.x & 31;
   const int stride = p.ctas_per_slice * kWarps;
   int unit = first_unit(threadIdx.x / 32, blockIdx.x / p.slices, p);
   uint4* slots = xs + p.steps * kPieces + (threadIdx.x / 32) * 8 * 32 + lane;
-  Start at = unit_start<kTiled>(unit, slice, packed, scale, p);
-  copy_half<kTiled>(slots, 0, unit < p.units ? at.w : nullptr, p);
-  copy_half<kTiled>(slots, 1, unit < p.units ? at.w : nullptr, p);
+  Start at = unit_start<kFormat>(unit, slice, packed, scale, p);
+  copy_half<kFormat>(slots, 0, unit < p.units ? at.w : nullptr, p);
+  copy_half<kFormat>(slots, 1, unit < p.units ? at.w : nullptr, p);
   stage_x(xs, x, slice, p);
   __syncthreads();
   for (; unit < p.units; unit += stride) {
     float acc[2][2][4] = {};  // [block][token half][mma output]: rows g, g + 8 x tokens 2t, 2t + 1
     for (int step = 0; step < p.steps; ++step) {
       float s[2][2][2];  // [block][row g or g + 8][low or high nibbles]
-      step_scales<kTiled>(at.s, step, p, s);
-      const uint8_t* ahead = step + 1 < p.steps       ? at.w + (step + 1) * step_bytes<kTiled>()
-                             : unit + stride < p.units ? unit_start<kTiled>(unit + stride, slice, packed, scale, p).w
+      step_scales<kFormat>(at.s, step, p, s);
+      const uint8_t* ahead = step + 1 < p.steps && kFormat == kSwept ? at.w + swept_step_bytes(p) * (step + 1)
+                             : step + 1 < p.steps ? at.w + (step + 1) * step_bytes<kFormat>()
+                             : unit + stride < p.units ? unit_start<kFormat>(unit + stride, slice, packed, scale, p).w
                                                        : nullptr;
       uint4 w[2][2];  // [16-row block][row g or g + 8]: the half of the step being decoded
       float part[2][2][2][4] = {};  // [block][low or high][token half][mma output]: this step's groups
@@ -198,7 +198,7 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
           for (int rows = 0; rows < 4; ++rows) w[rows >> 1][rows & 1] = slots[32 * (2 * rows + cp / 2)];
           // Refilled at once, in flight for a whole step: the copies write what this lane just read,
           // after it in program order (same thread, same addresses), and land hundreds of clocks later.
-          copy_half<kTiled>(slots, cp / 2, ahead, p);
+          copy_half<kFormat>(slots, cp / 2, ahead, p);
         }
         multiply_word_pair(part, w, xs, step, cp, lane);
       }
@@ -212,23 +212,43 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat
             for (int d = 0; d < 4; ++d) acc[r][hh][d] += s[r][d >> 1][lohi] * part[r][lohi][hh][d];
     }
     finish_unit(acc, unit, y, ws, count, p);
-    if (unit + stride < p.units) at = unit_start<kTiled>(unit + stride, slice, packed, scale, p);
+    if (unit + stride < p.units) at = unit_start<kFormat>(unit + stride, slice, packed, scale, p);
   }
+}
+
+// The row-major (kTiled false) and tiled (true) formats.
+template <bool kTiled>
+__global__ __launch_bounds__(kWarps * 32, 1) void w4a16_stream(const __nv_bfloat16* __restrict__ x,
+                                                               const uint8_t* __restrict__ packed,
+                                                               const __nv_bfloat16* __restrict__ scale,
+                                                               __nv_bfloat16* __restrict__ y, float* ws,
+                                                               unsigned* count, const Plan p) {
+  stream_body<kTiled ? kTiledFormat : kRowMajor>(x, packed, scale, y, ws, count, p);
+}
+
+// The swept format (optimized_w4a16_gemm_swept): the same loop, each step's copies one front further on.
+__global__ __launch_bounds__(kWarps * 32, 1) void w4a16_swept(const __nv_bfloat16* __restrict__ x,
+                                                              const uint8_t* __restrict__ packed,
+                                                              const __nv_bfloat16* __restrict__ scale,
+                                                              __nv_bfloat16* __restrict__ y, float* ws,
+                                                              unsigned* count, const Plan p) {
+  stream_body<kSwept>(x, packed, scale, y, ws, count, p);
 }
 
 }  // namespace
 
 // Launch on `stream`: ws (units x 32 x 16 fp32) and count (units) must be zeros on the first call;
 // every call leaves them zeros. Returns 0, a CUDA error, or kBadShape.
-template <bool kTiled>
+template <int kFormat>
 static int launch(const void* x, const void* packed, const void* scale, void* y, float* ws, unsigned* count, int m,
                   int n, int k, int slices, int ctas_per_slice, cudaStream_t stream) {
   Plan p;
-  if (!make_plan(m, n, k, slices, ctas_per_slice, kTiled, &p)) return kBadShape;
+  if (!make_plan(m, n, k, slices, ctas_per_slice, kFormat != kRowMajor, &p)) return kBadShape;
   const int smem = (p.steps * kPieces + kWarps * 8 * 32) * (int)sizeof(uint4);
-  cudaError_t err = cudaFuncSetAttribute(w4a16_stream<kTiled>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  auto* kernel = kFormat == kSwept ? w4a16_swept : w4a16_stream<kFormat == kTiledFormat>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return (int)err;
-  w4a16_stream<kTiled><<<slices * ctas_per_slice, kWarps * 32, smem, stream>>>(
+  kernel<<<slices * ctas_per_slice, kWarps * 32, smem, stream>>>(
       static_cast<const __nv_bfloat16*>(x), static_cast<const uint8_t*>(packed),
       static_cast<const __nv_bfloat16*>(scale), static_cast<__nv_bfloat16*>(y), ws, count, p);
   return (int)cudaGetLastError();
@@ -246,6 +266,13 @@ extern "C" int w4a16_tiled_gemm(const void* x, const void* packed, const void* s
                                 unsigned* count, int m, int n, int k, int slices, int ctas_per_slice,
                                 cudaStream_t stream) {
   return launch<true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice, stream);
+}
+
+// The swept format (optimized_w4a16_gemm_swept.swept_w4's packed and scale; N a multiple of 32).
+extern "C" int w4a16_swept_gemm(const void* x, const void* packed, const void* scale, void* y, float* ws,
+                                unsigned* count, int m, int n, int k, int slices, int ctas_per_slice,
+                                cudaStream_t stream) {
+  return launch<kSwept>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice, stream);
 }
 
 // ---- CPU emulation: the kernel's loop, lane by lane, through the same helpers ----
@@ -292,7 +319,7 @@ struct Emulated {
 };
 
 // One step of one warp at (unit, slice): the kernel's loop body for all 32 lanes.
-template <bool kTiled>
+template <int kFormat>
 void emulate_step(const Emulated& e, const std::vector<uint4>& xs, int unit, int slice, int step,
                   float (&acc)[32][2][2][4]) {
   uint4 w[32][2][2][2];
@@ -300,8 +327,8 @@ void emulate_step(const Emulated& e, const std::vector<uint4>& xs, int unit, int
     for (int r = 0; r < 2; ++r)
       for (int rh = 0; rh < 2; ++rh)
         for (int h = 0; h < 2; ++h)
-          memcpy(&w[lane][r][rh][h], e.packed + lane_start<kTiled>(unit, lane, slice, e.p) + step * step_bytes<kTiled>() +
-                                         block_offset<kTiled>(2 * r + rh, e.p) + half_offset<kTiled>(h), 16);
+          memcpy(&w[lane][r][rh][h], e.packed + lane_start<kFormat>(unit, lane, slice, e.p) + (kFormat == kSwept ? swept_step_bytes(e.p) : step_bytes<kFormat>()) * step +
+                                         block_offset<kFormat>(2 * r + rh, e.p) + half_offset<kFormat>(h), 16);
   static float part[32][2][2][2][4];
   memset(part, 0, sizeof(part));
   for (int cp = 0; cp < 4; ++cp)
@@ -326,7 +353,7 @@ void emulate_step(const Emulated& e, const std::vector<uint4>& xs, int unit, int
           }
   for (int lane = 0; lane < 32; ++lane) {
     float s[2][2][2];
-    step_scales<kTiled>(e.scale + scale_start<kTiled>(unit, lane, slice, e.p), step, e.p, s);
+    step_scales<kFormat>(e.scale + scale_start<kFormat>(unit, lane, slice, e.p), step, e.p, s);
     for (int r = 0; r < 2; ++r)
       for (int lohi = 0; lohi < 2; ++lohi)
         for (int hh = 0; hh < 2; ++hh)
@@ -359,11 +386,11 @@ void emulate_finish(const Emulated& e, int unit, const float (&acc)[32][2][2][4]
 
 // The kernel's computation on a CPU, CTA by CTA and warp by warp, same arguments as
 // w4a16_stream_gemm (host pointers; x, scale and y as bf16 bit patterns). Returns 0 or kBadShape.
-template <bool kTiled>
+template <int kFormat>
 static int emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y, float* ws,
                   unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
   Emulated e{packed, reinterpret_cast<const __nv_bfloat16*>(scale), y, ws, count, {}};
-  if (!make_plan(m, n, k, slices, ctas_per_slice, kTiled, &e.p)) return kBadShape;
+  if (!make_plan(m, n, k, slices, ctas_per_slice, kFormat != kRowMajor, &e.p)) return kBadShape;
   std::vector<uint4> xs(e.p.steps * kPieces);
   for (int cta = 0; cta < slices * ctas_per_slice; ++cta) {
     const int slice = cta % slices;
@@ -376,7 +403,7 @@ static int emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* sca
       for (int unit = first_unit(warp, cta / slices, e.p); unit < e.p.units; unit += ctas_per_slice * kWarps) {
         static float acc[32][2][2][4];
         memset(acc, 0, sizeof(acc));
-        for (int step = 0; step < e.p.steps; ++step) emulate_step<kTiled>(e, xs, unit, slice, step, acc);
+        for (int step = 0; step < e.p.steps; ++step) emulate_step<kFormat>(e, xs, unit, slice, step, acc);
         emulate_finish(e, unit, acc);
       }
   }
@@ -391,4 +418,9 @@ extern "C" int w4a16_stream_emulate(const uint16_t* x, const uint8_t* packed, co
 extern "C" int w4a16_tiled_emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y,
                                    float* ws, unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
   return emulate<true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice);
+}
+
+extern "C" int w4a16_swept_emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y,
+                                   float* ws, unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
+  return emulate<kSwept>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice);
 }

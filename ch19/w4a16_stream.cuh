@@ -84,30 +84,42 @@ __host__ __device__ inline size_t scale_index(int row, int slice, int step, int 
 // format gives 64 bytes of each of 8 rows 8 KB apart) and a warp's K slice of a unit is one 64 KB run.
 // Scales: lane g's 8 of step s, (block b, low or high) at ((u * 8 + g) * K/256 + s) * 8 + 2b + lohi: one
 // 16-byte load a step, and a 128-byte line holds 8 steps' (L1 hits after the first, as in the row-major
-// format, where a row's 32-byte sector holds 16 steps' scales of one nibble half).
+// format, where a row's 32-byte sector holds 16 steps' scales of one nibble half). The swept format keeps these.
 constexpr int kTiledStep = kRows * kStep;  // bytes of one unit's step: 4 KB
 
+// The swept format (optimized_w4a16_gemm_swept.py): tile_w4's 4 KB unit steps with the unit and step
+// orders swapped: unit u's global step s at (s * units + u) * 4 KB, the scales as tiled. At any moment
+// the warps of a slice, all near the same step of consecutive units, read one compact front of memory
+// (as a plain front-to-back read does) instead of ~2,100 separate 64 KB runs.
+// Formats, the kernel's template argument (a bool true/false still names the tiled/row-major one).
+constexpr int kRowMajor = 0;
+constexpr int kTiledFormat = 1;
+constexpr int kSwept = 2;
+
 // Byte offset in `packed` of the lane's first copy (block 0, half 0) of a unit at its slice's first step.
-template <bool kTiled>
+template <int kFormat>
 __host__ __device__ inline size_t lane_start(int unit, int lane, int slice, const Plan& p) {
-  if constexpr (kTiled) return ((size_t)unit * (p.k / 256) + slice * p.steps) * kTiledStep + 16 * lane;
+  if constexpr (kFormat == kSwept) return ((size_t)slice * p.steps * p.units + unit) * kTiledStep + 16 * lane;
+  if constexpr (kFormat != kRowMajor) return ((size_t)unit * (p.k / 256) + slice * p.steps) * kTiledStep + 16 * lane;
   return weight_offset(window_row0(unit, p) + lane / 4, slice, 0, 0, lane & 3, p);
 }
 
-// Bytes from a lane's copy of block 0 to block b (8b rows down), of half 0 to half h, of a step to the next.
-template <bool kTiled>
+// Bytes from a lane's copy of block 0 to block b (8b rows down), of half 0 to half h, of a step to the next:
+// step_bytes (row-major, tiled) or swept_step_bytes (swept: one front, a step of every unit).
+template <int kFormat>
 __host__ __device__ inline size_t block_offset(int b, const Plan& p) {
-  return kTiled ? (size_t)512 * b : (size_t)(8 * b) * (p.k / 2);
+  return kFormat != kRowMajor ? (size_t)512 * b : (size_t)(8 * b) * (p.k / 2);
 }
-template <bool kTiled>
-__host__ __device__ constexpr int half_offset(int h) { return (kTiled ? 4 * 512 : 64) * h; }
-template <bool kTiled>
-__host__ __device__ constexpr int step_bytes() { return kTiled ? kTiledStep : kStep; }
+template <int kFormat>
+__host__ __device__ constexpr int half_offset(int h) { return (kFormat != kRowMajor ? 4 * 512 : 64) * h; }
+template <int kFormat>
+__host__ __device__ constexpr int step_bytes() { return kFormat != kRowMajor ? kTiledStep : kStep; }
+__host__ __device__ inline size_t swept_step_bytes(const Plan& p) { return (size_t)p.units * kTiledStep; }  // a front
 
 // Index in `scale` of the lane's first scale of a unit at its slice's first step.
-template <bool kTiled>
+template <int kFormat>
 __host__ __device__ inline size_t scale_start(int unit, int lane, int slice, const Plan& p) {
-  if constexpr (kTiled) return (((size_t)unit * 8 + lane / 4) * (p.k / 256) + slice * p.steps) * 8;
+  if constexpr (kFormat != kRowMajor) return (((size_t)unit * 8 + lane / 4) * (p.k / 256) + slice * p.steps) * 8;
   return scale_index(window_row0(unit, p) + lane / 4, slice, 0, 0, p);
 }
 
@@ -124,10 +136,10 @@ __host__ __device__ inline float float_bits(uint32_t bits) {
 }
 
 // The lane's 8 scales of a step, s[block r][row g or g + 8][low or high nibbles] in fp32, from `at`
-// (scale_start's element): 8 two-byte loads (row-major) or one 16-byte load (tiled).
-template <bool kTiled>
+// (scale_start's element): 8 two-byte loads (row-major) or one 16-byte load (tiled, swept).
+template <int kFormat>
 __host__ __device__ inline void step_scales(const __nv_bfloat16* at, int step, const Plan& p, float (&s)[2][2][2]) {
-  if constexpr (kTiled) {
+  if constexpr (kFormat != kRowMajor) {
     const uint4* v16 = reinterpret_cast<const uint4*>(at + 8 * step);
 #ifdef __CUDA_ARCH__
     const uint4 v = __ldg(v16);

@@ -1,0 +1,145 @@
+"""Chapter 19's swept w4a16 variant (optimized_w4a16_gemm_swept: w4a16_stream.cu's loop on tile_w4's 4 KB unit
+steps stored step-major, the kernel w4a16_swept).
+
+On a CPU (nvcc, no GPU): the library's host emulation of the swept instantiation against the exact product
+(the shapes of tests/test_ch19_stream.py's tiled tests), the tiled bytes fed to it instead make it fail;
+swept_w4 against the format's formula written out here; the sm_90 SASS of w4a16_swept streams as the
+tiled kernel does (copies a step ahead, no loop barrier, no spills, its issue budget). On a GPU (``gpu``
+marker): the kernel against the exact product, and at the pair's size against the baseline, printing its
+bandwidth."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import pytest
+import torch
+from test_ch19_stream import (
+    CH19,
+    TILED_SHAPES,
+    instructions,
+    load_library,
+    misses,
+    needs_nvcc,
+    needs_sass,
+    problem,
+    step_loop,
+    streaming_problems,
+    w4,
+)
+
+from aisp.harness.loader import import_module_at
+
+
+def swept():
+    return import_module_at(CH19 / "optimized_w4a16_gemm_swept.py")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory):
+    """The kernel's library built once for sm_90 into a temporary cache (its host emulation runs here)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AISP_NATIVE_CACHE", str(tmp_path_factory.mktemp("native")))
+        yield load_library(swept())
+
+
+@needs_nvcc
+@pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_emulated_swept_kernel_matches_the_exact_product(lib, shape) -> None:
+    """The swept instantiation through its own entry, on swept_w4's bytes and scales, twice (the workspace
+    zeros again after a call); tile_w4's bytes fed to it instead (the step order mixed up) make it fail."""
+    mod = swept()
+    m, n, k, sms, max_steps = shape
+    x, packed, scale, ref = problem(m, n, k)
+    p = mod.swept_plan(m, n, k, sms, torch.device("cpu"), max_steps)
+    stored = mod.swept_w4(packed, scale)
+    y = mod.swept_emulate(lib, p, x, *stored)
+    assert misses(y, ref) == 0, f"{misses(y, ref)} of {y.numel()} outputs off"
+    assert not p.sums.any() and not p.tickets.any(), "the workspace must be zeros again after a call"
+    assert torch.equal(mod.swept_emulate(lib, p, x, *stored), y), "a second call must repeat the first"
+    assert misses(mod.swept_emulate(lib, p, x, *w4().tile_w4(packed, scale)), ref) > y.numel() // 2
+
+
+def test_swept_w4_puts_each_lanes_16_bytes_where_the_swept_kernel_reads_them() -> None:
+    """Every 16-byte piece against w4a16_stream.cuh's swept formula, written out here independently of
+    swept_w4's reshapes: unit u's global step s at (s * units + u) * 4 KB, then half, block and lane as tiled;
+    the scales are tile_w4's."""
+    n, k, gen = 96, 1024, torch.Generator().manual_seed(5)
+    packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
+    scale = torch.randn(n, k // 128, generator=gen).bfloat16()
+    sp, ss = swept().swept_w4(packed, scale)
+    assert sp.shape == packed.shape and torch.equal(ss, w4().tile_w4(packed, scale)[1])
+    units, steps, flat = n // 32, k // 256, sp.flatten()
+    for u, s, h, b, g, t in itertools.product(range(units), range(steps), range(2), range(4), range(8), range(4)):
+        at = (((s * units + u) * 2 + h) * 4 + b) * 512 + 16 * (4 * g + t)
+        col = s * 128 + 64 * h + 16 * t
+        assert torch.equal(flat[at:at + 16], packed[32 * u + 8 * b + g, col:col + 16]), (u, s, h, b, g, t)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        swept().swept_w4(packed[:48], scale[:48])
+
+
+def swept_sass() -> str:
+    sass = swept().LIBRARY.sass("90")
+    [body] = [part for part in sass.split("Function : ")[1:] if "w4a16_swept" in part.split()[0]]
+    return body
+
+
+@needs_sass
+def test_sm90_swept_kernel_streams_as_the_tiled_one_within_its_issue_budget() -> None:
+    """Registers, no spills; copies a step ahead with no loop barrier (tests/test_ch19_stream.py's check);
+    the same decode (2 PRMT, 2 HADD2 per 4 weights) and under 72 instructions per 512 bytes read."""
+    usage = swept().LIBRARY.resource_usage("90")
+    [(regs, stack, local)] = re.findall(r"Function \S*w4a16_swept\S*:\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)",
+                                        usage)
+    assert int(regs) <= 128 and int(stack) == int(local) == 0, usage
+    ins = instructions(swept_sass())
+    assert streaming_problems(ins) == []
+    loop = [op for _, op, _ in step_loop(ins)]
+    assert loop.count("PRMT") == 128 and loop.count("HADD2.BF16_V2") == 128
+    assert len(loop) / 8 < 72, len(loop)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_swept_kernel_matches_the_exact_product_on_gpu(shape) -> None:
+    mod = swept()
+    m, n, k, _, max_steps = shape
+    x, packed, scale, ref = problem(m, n, k, "cuda")
+    p = mod.swept_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
+    gpu_lib, stored = mod.LIBRARY.load(x.device, mod.SIGNATURES), mod.swept_w4(packed, scale)
+    for _ in range(2):  # the second call needs the workspace the first one cleared
+        y = mod.swept_matmul(gpu_lib, p, x, *stored)
+        assert misses(y, ref) == 0 and not p.sums.any() and not p.tickets.any()
+
+
+@pytest.mark.gpu
+def test_swept_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth() -> None:
+    """The harness's checked call and tolerance at 16 x 16384 -> 32768, then 7 samples of 50 calls back to
+    back for `_swept` and `_tiled` in turn (the same GPU, minutes apart at most)."""
+    from aisp.harness.execute import guarded_run
+    from aisp.harness.verify import compare
+
+    base = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark()
+    opts = {"swept": swept().get_benchmark(),
+            "tiled": import_module_at(CH19 / "optimized_w4a16_gemm_tiled.py").get_benchmark()}
+    for bench in (base, *opts.values()):
+        bench.device = torch.device("cuda")
+        bench.setup()
+    for opt in opts.values():
+        compare(guarded_run(base), guarded_run(opt), base.workload)
+    peak = json.loads((CH19.parent / "peaks" / "peak_h200.json").read_text())["measurements"]["memory_copy"]["value"]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for name, opt in opts.items():
+        times = []
+        for _ in range(7):
+            start.record()
+            for _ in range(50):
+                opt.run()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 50)
+        ms = sorted(times)[len(times) // 2]
+        print(f"w4a16_{name}: {ms:.4f} ms, {opt.workload.bytes / ms / 1e6:.0f} GB/s on {opt.workload.bytes / 1e6:.0f} "
+              f"MB, {100 * opt.workload.bytes / ms / 1e6 / peak:.1f}% of the H200's {peak:.0f} GB/s copy peak")
