@@ -33,15 +33,8 @@ namespace cg = cooperative_groups;
 constexpr int kCluster = 8, kThreads = 256, kCols = 16, kGroups = kCols / 4, kHalves = kThreads / 32 / kGroups;
 constexpr int kMaxRows = 1024;  // rows a block holds: 1,024 x 64 bytes = 64 KiB of shared memory
 
-// The 16-byte chunk g of tile row `row` (G chunks a row), swizzled: 8 consecutive rows of one chunk land
-// in 8 bank groups. G = 4 (64-byte rows): chunk g ^ ((row >> 1) & 3); G = 2 (32-byte rows, four to a
-// 128-byte bank line): g ^ ((row >> 2) & 1).
-template <int G = kGroups>
-__device__ __forceinline__ int slot(int row, int g) {
-  static_assert(G == 4 || G == 2, "64- or 32-byte tile rows");
-  if constexpr (G == 4) return row * G + (g ^ ((row >> 1) & 3));
-  else return row * G + (g ^ ((row >> 2) & 1));
-}
+// The 16-byte chunk g of tile row `row`, swizzled: 8 consecutive rows of one chunk land in 8 banks groups.
+__device__ __forceinline__ int slot(int row, int g) { return row * kGroups + (g ^ ((row >> 1) & 3)); }
 
 // e^x as one MUFU.EX2 (flushing results below 2^-126 to zero, far below what the sums and outputs keep).
 __device__ __forceinline__ float fast_exp(float x) {
@@ -53,12 +46,12 @@ __device__ __forceinline__ float fast_exp(float x) {
 __device__ __forceinline__ void unpack(float4 a, float (&v)[4]) { v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w; }
 
 // f(row, v) for each tile row this warp reads (lane l: rows half*32 + l, +64, ...), v its chunk g.
-template <int G = kGroups, class F>
+template <class F>
 __device__ __forceinline__ void each_row(const float4* tile, int rows, int half, int g, int lane, F f) {
   float v[4];
 #pragma unroll 4
   for (int row = half * 32 + lane; row < rows; row += 32 * kHalves) {
-    unpack(tile[slot<G>(row, g)], v);
+    unpack(tile[slot(row, g)], v);
     f(row, v);
   }
 }
@@ -77,8 +70,8 @@ __device__ __forceinline__ void warp_reduce(float (&v)[4]) {
 }
 
 // Reduce over the warp, then combine the kHalves (2) warps that hold chunk g through `red`.
-template <bool kMax, int G = kGroups>
-__device__ __forceinline__ void block_reduce(float (&v)[4], float4 (*red)[G], int half, int g, int lane) {
+template <bool kMax>
+__device__ __forceinline__ void block_reduce(float (&v)[4], float4 (*red)[kGroups], int half, int g, int lane) {
   warp_reduce<kMax>(v);
   if (lane == 0) red[half][g] = make_float4(v[0], v[1], v[2], v[3]);
   __syncthreads();
@@ -124,85 +117,34 @@ struct Final {
 // The block's partials of chunk g from its tile, given each thread's running max m and sum `mean`
 // over its rows: both reduced over the block, mean divided by rows, then the second pass's sums of
 // exp(v - max) (se) and of squared deviations (sq), reduced over the block too.
-template <int G = kGroups>
 __device__ __forceinline__ void block_partials(const float4* tile, int rows, int half, int g, int lane,
-                                               float4 (*red)[kHalves][G], float (&m)[4], float (&mean)[4],
+                                               float4 (*red)[kHalves][kGroups], float (&m)[4], float (&mean)[4],
                                                float (&se)[4], float (&sq)[4]) {
-  block_reduce<true, G>(m, red[0], half, g, lane);
-  block_reduce<false, G>(mean, red[1], half, g, lane);
+  block_reduce<true>(m, red[0], half, g, lane);
+  block_reduce<false>(mean, red[1], half, g, lane);
 #pragma unroll
   for (int e = 0; e < 4; ++e) se[e] = 0.f, sq[e] = 0.f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) mean[e] /= rows;
-  each_row<G>(tile, rows, half, g, lane, [&](int, const float (&v)[4]) {
+  each_row(tile, rows, half, g, lane, [&](int, const float (&v)[4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float d = v[e] - mean[e];
       se[e] += fast_exp(v[e] - m[e]), sq[e] += d * d;
     }
   });
-  block_reduce<false, G>(se, red[0], half, g, lane);
-  block_reduce<false, G>(sq, red[1], half, g, lane);
+  block_reduce<false>(se, red[0], half, g, lane);
+  block_reduce<false>(sq, red[1], half, g, lane);
 }
 
 // y = f(v) of chunk g's 4 columns for every tile row this warp reads, into dst (column 4g's output
 // row at the block's first row; the next column R floats on): a warp store is 128 contiguous bytes.
-template <int G = kGroups>
 __device__ __forceinline__ void store_rows(const float4* tile, int rows, int half, int g, int lane, const Final& f,
                                            float* dst, int R) {
-  each_row<G>(tile, rows, half, g, lane, [&](int row, const float (&v)[4]) {
+  each_row(tile, rows, half, g, lane, [&](int row, const float (&v)[4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) dst[(long)e * R + row] = f(v[e], e);
   });
-}
-
-// views_rows_cluster's body for G 16-byte chunks a tile row (4G columns a cluster, 64G threads a
-// block: two warps a chunk, each lane reading every 64th row from half * 32 + lane, as each_row).
-// Every column's partials, merge and outputs take the same steps in the same order whatever G is.
-template <int G>
-__device__ __forceinline__ void rows_cluster(const float* __restrict__ x, float* __restrict__ out, long ld, int R,
-                                             float eps, float4* tile, float4 (*red)[kHalves][G], float4* part,
-                                             float4* fin, float* rstd) {
-  constexpr int kC = 4 * G, kT = 32 * kHalves * G;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rows = R / kCluster, r0 = (int)cluster.block_rank() * rows, j0 = (blockIdx.x / kCluster) * kC;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp % G, half = warp / G;
-
-  for (int q = threadIdx.x; q < rows * G; q += kT) {  // 32 / G rows x 16G bytes a warp
-    const int row = q / G, c = q % G;
-    __pipeline_memcpy_async(&tile[slot<G>(row, c)], x + (long)(r0 + row) * ld + j0 + 4 * c, sizeof(float4));
-  }
-  __pipeline_commit();
-  __pipeline_wait_prior(0);
-  __syncthreads();
-
-  float m[4], mean[4];  // this thread's chunk g: columns j0 + 4g .. j0 + 4g + 3
-#pragma unroll
-  for (int e = 0; e < 4; ++e) m[e] = -INFINITY, mean[e] = 0.f;
-  each_row<G>(tile, rows, half, g, lane, [&](int, const float (&v)[4]) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) m[e] = fmaxf(m[e], v[e]), mean[e] += v[e];
-  });
-  float se[4], sq[4];
-  block_partials<G>(tile, rows, half, g, lane, red, m, mean, se, sq);
-  if (half == 0 && lane == 0) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) part[4 * g + e] = make_float4(m[e], se[e], mean[e], sq[e]);
-  }
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-
-  if (threadIdx.x < kC * kCluster) {  // whole warps (G of them): thread (column c, rank k) merges in groups of 8 lanes
-    const int c = threadIdx.x / kCluster, k = threadIdx.x % kCluster;
-    merge(*cluster.map_shared_rank(&part[c], k), c, k, rows, R, eps, fin, rstd);  // a DSMEM load
-  }
-  // done reading the others' part[] (their values are in registers): relaxed, no memory fence needed
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  __syncthreads();
-
-  const Final f(fin, rstd, g);
-  float* dst = out + (long)(j0 + 4 * g) * R + r0;
-  store_rows<G>(tile, rows, half, g, lane, f, dst, R);
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // no block frees part[] while it is read
 }
 
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
@@ -212,7 +154,45 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
   __shared__ float4 part[kCols];                       // this block's {max, sum exp, mean, M2} per column
   __shared__ float4 fin[kCols];                        // the cluster's {M, 1/S, log S, mean} per column
   __shared__ float rstd[kCols];
-  rows_cluster<kGroups>(x, out, ld, R, eps, tile, red, part, fin, rstd);
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rows = R / kCluster, r0 = (int)cluster.block_rank() * rows, j0 = (blockIdx.x / kCluster) * kCols;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp % kGroups, half = warp / kGroups;
+
+  for (int q = threadIdx.x; q < rows * kGroups; q += kThreads) {  // 8 rows x 64 bytes a warp
+    const int row = q / kGroups, c = q % kGroups;
+    __pipeline_memcpy_async(&tile[slot(row, c)], x + (long)(r0 + row) * ld + j0 + 4 * c, sizeof(float4));
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+
+  float m[4], mean[4];  // this thread's chunk g: columns j0 + 4g .. j0 + 4g + 3
+#pragma unroll
+  for (int e = 0; e < 4; ++e) m[e] = -INFINITY, mean[e] = 0.f;
+  each_row(tile, rows, half, g, lane, [&](int, const float (&v)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) m[e] = fmaxf(m[e], v[e]), mean[e] += v[e];
+  });
+  float se[4], sq[4];
+  block_partials(tile, rows, half, g, lane, red, m, mean, se, sq);
+  if (half == 0 && lane == 0) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) part[4 * g + e] = make_float4(m[e], se[e], mean[e], sq[e]);
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+
+  if (threadIdx.x < kCols * kCluster) {  // warps 0-3 whole: thread (column c, rank k) merges in groups of 8 lanes
+    const int c = threadIdx.x / kCluster, k = threadIdx.x % kCluster;
+    merge(*cluster.map_shared_rank(&part[c], k), c, k, rows, R, eps, fin, rstd);  // a DSMEM load
+  }
+  // done reading the others' part[] (their values are in registers): relaxed, no memory fence needed
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  __syncthreads();
+
+  const Final f(fin, rstd, g);
+  float* dst = out + (long)(j0 + 4 * g) * R + r0;
+  store_rows(tile, rows, half, g, lane, f, dst, R);
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // no block frees part[] while it is read
 }
 
 // What the kernel cannot index: R a multiple of 512 up to 8,192 (R / 8 rows a block, a multiple of
@@ -401,47 +381,5 @@ extern "C" int views_rows_tma_run(const float* x, float* out, long ld, int R, in
   CUtensorMap map;
   if (const int err = make_map(&map, x, ld, R, C)) return err;
   views_rows_tma<<<(C / kCols) * kCluster, kThreads, R / kCluster * kGroups * 16 + 1024, s>>>(map, out, R, 1e-5f);
-  return (int)cudaGetLastError();
-}
-
-// ---- views_rows_narrow: views_rows_cluster with half its columns a cluster, twice its blocks an SM ----
-// views_rows_cluster's profile (H200): 171 us, DRAM 62%, three blocks an SM. Each block asks HBM for
-// data once, at its start (its whole 64 KiB tile), then reduces, waits at the cluster barrier for the
-// slowest of its 8 blocks (8 SMs), merges and stores; only the next block on the SM asks again, and
-// with three an SM there are stretches where none of them is loading (the views_rows_tma variant,
-// which kept that life and removed only the fence, gained 1.4%). Here a cluster owns 8 columns of x,
-// not 16 (32 bytes a row: one whole sector), a block its 1,024 rows of them (a 32 KiB tile) with 128
-// threads, two warps a chunk as before: six blocks an SM (6 x (32 KiB + 1.4 KiB static + 1 KiB reserved)
-// <= 228 KiB), the same 24 warps, each thread the same 16 rows a pass. Twice as many blocks each
-// ask for half the bytes, so a load starts on an SM twice as often. A column's rows, partials, merge
-// and outputs are views_rows_cluster's step for step (rows_cluster<2>), so the output is bitwise its.
-constexpr int kNarrowGroups = 2, kNarrowCols = 4 * kNarrowGroups, kNarrowThreads = 32 * kHalves * kNarrowGroups;
-
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kNarrowThreads, 6)
-    views_rows_narrow(const float* __restrict__ x, float* __restrict__ out, long ld, int R, float eps) {
-  extern __shared__ float4 tile[];  // rows x 2 chunks, swizzled
-  __shared__ float4 red[2][kHalves][kNarrowGroups];
-  __shared__ float4 part[kNarrowCols];
-  __shared__ float4 fin[kNarrowCols];
-  __shared__ float rstd[kNarrowCols];
-  rows_cluster<kNarrowGroups>(x, out, ld, R, eps, tile, red, part, fin, rstd);
-}
-
-// views_rows_run's contract (the same shapes refused with -1: C a multiple of 16 too, though a
-// cluster here takes 8 columns), 8 columns a cluster: (C / 8) clusters of 8 blocks of 128 threads.
-extern "C" int views_rows_narrow_run(const float* x, float* out, long ld, int R, int C, cudaStream_t s) {
-  if (refused(x, out, ld, R, C)) return -1;
-  static bool configured[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) || dev < 0 || dev >= 64) return -2;
-  if (!configured[dev]) {  // six 32 KiB tiles an SM need the whole carveout as shared memory
-    if (cudaFuncSetAttribute(views_rows_narrow, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRows * kNarrowGroups * 16) ||
-        cudaFuncSetAttribute(views_rows_narrow, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared)) {
-      return -2;
-    }
-    configured[dev] = true;
-  }
-  const int smem = R / kCluster * kNarrowGroups * (int)sizeof(float4);
-  views_rows_narrow<<<(C / kNarrowCols) * kCluster, kNarrowThreads, smem, s>>>(x, out, ld, R, 1e-5f);
   return (int)cudaGetLastError();
 }

@@ -258,34 +258,3 @@ def test_views_tma_on_gpu() -> None:
     for bad in (torch.randn(1000, 16, device="cuda"), torch.randn(512, 40, device="cuda"), wide[:, 1:17]):
         with pytest.raises(RuntimeError, match="status -1"):
             tma.tma_row_features(handle, bad, torch.empty(bad.shape[1], bad.shape[0], device="cuda"))
-
-
-def test_views_narrow_on_gpu() -> None:
-    """The narrow kernel (the cluster kernel's body at 8 columns a cluster, six blocks an SM) is bitwise
-    the cluster kernel on the cluster test's shapes (512 to 8,192 rows; strided views starting 8 and 16
-    columns in; skewed v-rows) and on the pair's 8192 x 8192, writes every element (out starts as NaN),
-    stays close to the eager row_features, runs twice in a row on the same buffers and refuses what it
-    cannot index."""
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("thread-block clusters need compute capability 9.0")
-    narrow, cluster = load("optimized_noncontiguous_views_narrow"), load("optimized_noncontiguous_views_cluster")
-    handle = narrow.LIBRARY.load(torch.device("cuda"), {**narrow.SIGNATURES, **cluster.SIGNATURES})
-    row_features = load("baseline_noncontiguous_views").row_features
-    skewed = 3 * torch.randn(4096, 64, device="cuda") + 2
-    skewed[:100, 5] = -1e4
-    skewed[3000:, 6] = 50.0
-    skewed[:, 7] += 100.0
-    wide = torch.randn(1024, 160, device="cuda")
-    shapes = (torch.randn(8192, 48, device="cuda") * 4, torch.randn(512, 16, device="cuda"),
-              torch.randn(2560, 32, device="cuda"), wide[:, 16:112], wide[:, 8:104], skewed,
-              torch.randn(8192, 8192, device="cuda"))
-    for x in shapes:
-        ref = cluster.cluster_row_features(handle, x, torch.empty(x.shape[1], x.shape[0], device="cuda"))
-        for _ in range(2):
-            out = narrow.narrow_row_features(handle, x, torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda"))
-            torch.cuda.synchronize()
-            assert torch.equal(out, ref), (tuple(x.shape), (out - ref).abs().max().item())
-        torch.testing.assert_close(out, row_features(x.t()), rtol=1e-5, atol=1e-5)
-    for bad in (torch.randn(1000, 16, device="cuda"), torch.randn(512, 40, device="cuda"), wide[:, 1:17]):
-        with pytest.raises(RuntimeError, match="status -1"):
-            narrow.narrow_row_features(handle, bad, torch.empty(bad.shape[1], bad.shape[0], device="cuda"))

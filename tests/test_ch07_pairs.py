@@ -48,8 +48,7 @@ def test_the_chapter_has_its_pairs() -> None:
     assert {o.stem for o in PAIRS["noncontiguous_views"].optimized} == {"optimized_noncontiguous_views",
                                                                          "optimized_noncontiguous_views_fused",
                                                                          "optimized_noncontiguous_views_cluster",
-                                                                         "optimized_noncontiguous_views_tma",
-                                                                         "optimized_noncontiguous_views_narrow"}
+                                                                         "optimized_noncontiguous_views_tma"}
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -66,7 +65,7 @@ def test_cuda_pairs_skip_with_reason_on_cpu(module: str) -> None:
 
 
 @pytest.mark.parametrize("module", ["optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster",
-                                    "optimized_noncontiguous_views_tma", "optimized_noncontiguous_views_narrow"])
+                                    "optimized_noncontiguous_views_tma"])
 def test_gpu_views_variants_skip_with_reason_on_cpu(module: str) -> None:
     reason = unmet_requirements(build(module).workload.requires, CPU)
     assert reason and "CUDA" in reason
@@ -88,22 +87,13 @@ def test_tma_views_variant_is_the_cluster_kernels_library_on_hopper() -> None:
     assert tma.SIGNATURES["views_rows_tma_run"] == cluster.SIGNATURES["views_rows_run"]
 
 
-def test_narrow_views_variant_is_the_cluster_kernels_library_on_hopper() -> None:
-    """The narrow variant is a third entry point of the cluster kernel's source (its body is the same
-    template), with the same signature and requirements."""
-    narrow, cluster = load("optimized_noncontiguous_views_narrow"), load("optimized_noncontiguous_views_cluster")
-    assert narrow.LIBRARY == cluster.LIBRARY and not narrow.LIBRARY.needs_sm90a()
-    assert narrow.get_benchmark().workload.requires.min_compute_capability == (9, 0)
-    assert narrow.SIGNATURES["views_rows_narrow_run"] == cluster.SIGNATURES["views_rows_run"]
-
-
 def test_noncontiguous_views_declare_the_bytes_the_result_needs() -> None:
     """8 bytes per element (x read once, out written once), not the eager chain's 48: a kernel that
     reads the view in place can reach the HBM ceiling, so the roofline must count what the result needs."""
     w = load("baseline_noncontiguous_views").WORKLOAD
     assert w.bytes == 8 * w.rows * w.cols == 536_870_912 and w.link == "hbm"
     for module in ("optimized_noncontiguous_views_fused", "optimized_noncontiguous_views_cluster",
-                   "optimized_noncontiguous_views_tma", "optimized_noncontiguous_views_narrow"):
+                   "optimized_noncontiguous_views_tma"):
         assert build(module).workload.bytes == w.bytes
 
 
