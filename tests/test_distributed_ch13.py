@@ -70,7 +70,7 @@ def test_pulled_variant_shares_the_pair_and_documents_its_estimate():
     assert bench.workload is base.WORKLOAD and bench.inputs == ("q", "k", "v")
     assert "inbox" in bench.scratch  # written by every call's pull
     doc = pulled.__doc__
-    for part in ("Baseline", "Optimized", "Expect: 0.911 / 0.919 ms on 2 x H200", "Estimated before:", "Tolerance:",
+    for part in ("Baseline", "Optimized", "Expect:", "Estimated before:", "Tolerance:",
                  "aisp bench run -t ch13:context_parallel_multigpu"):
         assert part in doc, part
     assert len(Path(pulled.__file__).read_text().splitlines()) < 150
