@@ -10,8 +10,6 @@
 // Cell c integrates f(x) = w / ((x - p)^2 + w^2) over [0, 1], with p = 0.5 + 0.5 tanh(u[c]) and
 // w = 10^(-2 - tanh(v[c])) in (1e-3, 1e-1): exact atan((1 - p) / w) + atan(p / w). Narrow peaks
 // need ~17 levels of bisection, wide ones 3: the skew that makes the refinement adaptive.
-#include <cuda_pipeline.h>
-
 #include <algorithm>
 
 #include "ch12_common.cuh"
@@ -245,186 +243,22 @@ __global__ void __launch_bounds__(kThreads) dp_lean_first(Lean r) {
   next[2 * c + 1] = split ? make_int2(c, 1) : make_int2(-1, 0);
 }
 
-// Blocks of `kernel` (256 threads) resident together on this GPU, less one (a level grid's launching block).
-template <class Kernel>
-static int working_blocks(Kernel kernel, int* blocks) {
+// Working blocks of one level grid that are resident together on this GPU, less the launching block.
+extern "C" int dp_lean_grid(int* blocks) {
   int device = 0, sms = 0, per_sm = 0;
   CH12_TRY(cudaGetDevice(&device));
   CH12_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CH12_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  CH12_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dp_lean_level, kThreads, 0));
   *blocks = max(1, per_sm * sms - 1);
   return 0;
-}
-
-// Working blocks of one level grid that are resident together on this GPU, less the launching block.
-extern "C" int dp_lean_grid(int* blocks) { return working_blocks(dp_lean_level, blocks); }
-
-// What dp_lean and dp_paired need of r: 2 * cells <= cap, cap even, 1 <= max_levels < kThreads, max_grid >= 1.
-[[maybe_unused]] static bool lean_fits(const Lean& r) {
-  return 2 * r.cells <= r.cap && r.cap % 2 == 0 && r.max_levels >= 1 && r.max_levels < kThreads && r.max_grid >= 1;
 }
 
 // One host launch; each level tail-launches the next. Needs 2 * cells <= cap and max_levels < kThreads.
 extern "C" int dp_lean(Lean r, cudaStream_t stream) {
 #ifdef __CUDACC_RDC__
-  if (!lean_fits(r)) return static_cast<int>(cudaErrorInvalidValue);
+  if (2 * r.cells > r.cap || r.cap % 2 != 0 || r.max_levels < 1 || r.max_levels >= kThreads || r.max_grid < 1)
+    return static_cast<int>(cudaErrorInvalidValue);
   dp_lean_first<<<1 + blocks_for(r.cells), kThreads, 0, stream>>>(r);
-  return static_cast<int>(cudaGetLastError());
-#else
-  return static_cast<int>(cudaErrorNotSupported);  // built without -rdc=true: no device launches
-#endif
-}
-
-// ---- optimized_dynamic_parallelism_paired.py: dp_lean with no second pass on the largest levels ----
-// A level grid holds at most max_grid working blocks (what is resident: 659 x 256 = 168,704 threads on an
-// H200), and levels 9-12 of the pair's inputs hold 169K-181K intervals, so in dp_lean_level the first few
-// dozen blocks of those levels run the whole chain twice (interval load, {p, w} load, Simpson, the block's
-// atomic, stores). Here a level that may hold more intervals than the resident grid has threads runs
-// dp_paired_level<true>: a thread takes intervals i and i + stride together (both loads go out beside the
-// count, both {p, w} loads together, two Simpsons, one atomic a block for both intervals' children); the
-// other levels run dp_paired_level<false>, dp_lean_level's one interval a thread. The same intervals, the
-// same Simpson code, the same splits; only the order of the next list (and of the float64 additions into
-// out, as before) differs.
-template <bool kTwo>
-__global__ void __launch_bounds__(kThreads, kLevelBlocksPerSM) dp_paired_level(Lean r, int level, Widths d);
-
-// launch_next for dp_paired_level: two intervals a thread where 2n passes the resident grid.
-__device__ void launch_paired(const Lean& r, int level, int n, double h) {
-#ifdef __CUDACC_RDC__
-  if (n <= 0 || level + 1 >= r.max_levels) return;
-  int work = (min(2 * n, r.cap) + kThreads - 1) / kThreads;
-  if (work > r.max_grid)
-    dp_paired_level<true><<<1 + r.max_grid, kThreads, 0, cudaStreamTailLaunch>>>(r, level + 1, widths(0.5 * h, r.tol));
-  else
-    dp_paired_level<false><<<1 + work, kThreads, 0, cudaStreamTailLaunch>>>(r, level + 1, widths(0.5 * h, r.tol));
-#endif
-}
-
-// Slot of this thread's children in the next list for up to two intervals, one atomicAdd on *counter a
-// block: the first interval's pair at the slot, the second's at slot + 2 when both split. Every thread of
-// the block calls it.
-__device__ int reserve_two(bool want1, bool want2, int* counter) {
-  __shared__ int warp_first[kWarps];
-  __shared__ int block_first;
-  unsigned w1 = __ballot_sync(0xffffffffu, want1), w2 = __ballot_sync(0xffffffffu, want2);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) warp_first[warp] = __popc(w1) + __popc(w2);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int total = 0;
-    for (int i = 0; i < kWarps; ++i) {
-      int c = warp_first[i];
-      warp_first[i] = total;
-      total += c;
-    }
-    block_first = total > 0 ? atomicAdd(counter, 2 * total) : 0;
-  }
-  __syncthreads();
-  unsigned below = (1u << lane) - 1u;
-  int slot = block_first + 2 * (warp_first[warp] + __popc(w1 & below) + __popc(w2 & below));
-  __syncthreads();  // all have read the shared words before a next call rewrites them
-  return slot;
-}
-
-// Simpson on interval it = {cell, k} of a level of widths d: whether it splits, and its estimate.
-__device__ double judge(int2 it, double2 pw, const Widths& d, bool deeper, bool& split) {
-  Simpson s = simpson(static_cast<double>(it.y) * d.h, static_cast<double>(it.y + 1) * d.h, pw.x, pw.y, d.h6, d.h12);
-  split = deeper && fabs(s.halves - s.whole) > d.limit;
-  return accepted(s);
-}
-
-// One interval's outcome: its two children at next[slot] (one 16-byte store: slot is even) or its
-// estimate added to its cell.
-__device__ void settle(const Lean& r, int level, int2 it, double est, bool live, bool split, int slot) {
-  if (split && slot + 2 <= r.cap) {
-    int2* next = level & 1 ? r.list[0] : r.list[1];
-    *reinterpret_cast<int4*>(next + slot) = make_int4(it.x, 2 * it.y, it.x, 2 * it.y + 1);
-  } else if (live) {
-    if (split) atomicAdd(&r.count[r.max_levels], 1);  // no room: accept this interval's estimate instead
-    atomicAdd(&r.out[it.x], est);
-  }
-}
-
-// Level `level` (>= 1) of intervals of width h. Block 0 launches the next level; blocks 1.. refine
-// interval i (and with kTwo i + stride) a thread, a pass over `span` intervals.
-template <bool kTwo>
-__global__ void __launch_bounds__(kThreads, kLevelBlocksPerSM) dp_paired_level(Lean r, int level, Widths d) {
-  __shared__ double2 later[kTwo ? kThreads : 1];  // interval 2's {p, w}
-  __shared__ int2 parked[kTwo ? kThreads : 1];    // interval 2 (cell < 0: none), out of registers meanwhile
-  const int2* items = level & 1 ? r.list[1] : r.list[0];
-  int first = (blockIdx.x - 1) * kThreads, stride = (gridDim.x - 1) * kThreads, span = kTwo ? 2 * stride : stride;
-  int2 none = make_int2(-1, 0), it = none, it2 = none;
-  if (blockIdx.x > 0 && first + threadIdx.x < r.cap) it = items[first + threadIdx.x];  // beside the count
-  if (kTwo && blockIdx.x > 0 && first + stride + threadIdx.x < r.cap) it2 = items[first + stride + threadIdx.x];
-  int n = min(r.count[level], r.cap);
-  if (blockIdx.x == 0) {
-    if (threadIdx.x == 0) launch_paired(r, level, n, d.h);
-    return;
-  }
-  for (; first < n; first += span) {  // uniform over the block: every thread reaches reserve_two's barriers
-    int i = first + threadIdx.x, j = i + stride;
-    if (first >= span) it = i < n ? items[i] : none;  // passes after the first (none on an H200)
-    if (kTwo && first >= span) it2 = j < n ? items[j] : none;
-    bool live = i < n && it.x >= 0, live2 = kTwo && j < n && it2.x >= 0, deeper = level + 1 < r.max_levels;
-    bool split = false, split2 = false;
-    double est = 0.0, est2 = 0.0;
-    if constexpr (kTwo) {
-      // Interval 2's {p, w} goes to shared memory by an asynchronous copy (LDGSTS) and interval 2 is parked
-      // there, so neither holds registers through interval 1's Simpson (48 registers do not hold both).
-      if (live2) __pipeline_memcpy_async(&later[threadIdx.x], &r.shape[it2.x], sizeof(double2));
-      __pipeline_commit();
-      parked[threadIdx.x] = live2 ? it2 : none;
-    }
-    if (live) est = judge(it, __ldg(&r.shape[it.x]), d, deeper, split);
-    if constexpr (kTwo) {
-      __pipeline_wait_prior(0);  // this thread's own copy: no barrier
-      it2 = parked[threadIdx.x];
-      live2 = it2.x >= 0;
-      if (live2) est2 = judge(it2, later[threadIdx.x], d, deeper, split2);
-    }
-    int slot = reserve_two(split, split2, &r.count[level + 1]);
-    settle(r, level, it, est, live, split, slot);
-    if constexpr (kTwo) settle(r, level, it2, est2, live2, split2, split ? slot + 2 : slot);
-  }
-}
-
-// Level 0 as dp_lean_first, launching dp_paired_level: a copy, not a body the two share (inlined from one
-// function, dp_lean_first compiled to other SASS than the one measured).
-__global__ void __launch_bounds__(kThreads) dp_paired_first(Lean r) {
-  if (blockIdx.x == 0) {
-    int t = threadIdx.x;
-    if (t <= r.max_levels) r.count[t] = t == 0 ? r.cells : t == 1 && t < r.max_levels ? 2 * r.cells : 0;
-    if (t == 0) launch_paired(r, 0, r.cells, 1.0);
-    return;
-  }
-  int c = (blockIdx.x - 1) * kThreads + threadIdx.x;
-  if (c >= r.cells) return;
-  double2 pw = peak_shape(r.u[c], r.v[c]);
-  r.shape[c] = pw;
-  Widths d = widths(1.0, r.tol);
-  Simpson s = simpson(0.0, 1.0, pw.x, pw.y, d.h6, d.h12);
-  bool split = fabs(s.halves - s.whole) > d.limit && 1 < r.max_levels;
-  r.out[c] = split ? 0.0 : accepted(s);
-  int2* next = r.list[1];
-  next[2 * c] = split ? make_int2(c, 0) : make_int2(-1, 0);
-  next[2 * c + 1] = split ? make_int2(c, 1) : make_int2(-1, 0);
-}
-
-// dp_lean_grid for dp_paired_level: working blocks of a level grid that are resident together (both forms).
-extern "C" int dp_paired_grid(int* blocks) {
-  int one = 0, two = 0;
-  CH12_TRY(static_cast<cudaError_t>(working_blocks(dp_paired_level<false>, &one)));
-  CH12_TRY(static_cast<cudaError_t>(working_blocks(dp_paired_level<true>, &two)));
-  *blocks = min(one, two);
-  return 0;
-}
-
-// dp_lean with dp_paired_level: one host launch; each level tail-launches the next (max_grid from
-// dp_paired_grid).
-extern "C" int dp_paired(Lean r, cudaStream_t stream) {
-#ifdef __CUDACC_RDC__
-  if (!lean_fits(r)) return static_cast<int>(cudaErrorInvalidValue);
-  dp_paired_first<<<1 + blocks_for(r.cells), kThreads, 0, stream>>>(r);
   return static_cast<int>(cudaGetLastError());
 #else
   return static_cast<int>(cudaErrorNotSupported);  // built without -rdc=true: no device launches

@@ -88,33 +88,6 @@ def test_lean_level_launches_from_the_device_with_no_transcendentals_and_fits_fi
 
 @needs_nvcc
 @needs_cuobjdump
-def test_paired_levels_copy_the_second_shape_asynchronously_and_fit_five_blocks() -> None:
-    """dp_paired_level<true> (two intervals a thread) loads both intervals before the count arrives,
-    copies the second's {p, w} into shared memory (LDGSTS), stores both children of an interval in one
-    16-byte store and takes the next level's slots with one integer atomic; <false> is one interval a
-    thread with no copy. Both launch from the device and fit 5 blocks of 256 an SM (at most 48
-    registers): the grid dp_paired_grid sizes is dp_lean's."""
-    lib = declared("baseline_dynamic_parallelism")[0]
-    funcs = kernels(lib.sass("90"))
-    two = next(body for name, body in funcs.items() if name.startswith("_Z15dp_paired_levelILb1E"))
-    one = next(body for name, body in funcs.items() if name.startswith("_Z15dp_paired_levelILb0E"))
-    assert "LDGSTS" in two and "LDGSTS" not in one
-    for body in (one, two):
-        assert "CALL" in body and "STG.E.128" in body and "MUFU.EX2" not in body
-        assert len(re.findall(r"ATOMG\.E\.ADD\.STRONG\.GPU PT, R\d", body)) == 1  # the block's slots (a result)
-    before_barrier = two[: two.index("BAR.SYNC")]
-    assert before_barrier.count("LDG.E.64 ") >= 2 and "LDG.E " in before_barrier  # i, i + stride, the count
-    usage = lib.resource_usage("90")
-    for flag in ("ILb0E", "ILb1E"):
-        regs = re.search(rf"dp_paired_level{flag}\S*:\s*\n\s*REG:(\d+)", usage)
-        assert regs and int(regs.group(1)) <= 48
-    handle = ctypes.CDLL(str(lib.build("90")))
-    paired = import_module_at(CH12 / "optimized_dynamic_parallelism_paired.py").SIGNATURES
-    assert all(hasattr(handle, name) for name in paired)
-
-
-@needs_nvcc
-@needs_cuobjdump
 def test_queue_kernel_takes_rows_with_a_global_atomic() -> None:
     funcs = kernels(declared("baseline_work_queue")[0].sass("90"))
     dynamic = next(body for name, body in funcs.items() if "wq_dynamic_kernel" in name)

@@ -44,8 +44,7 @@ def test_pair_matches_on_refilled_inputs(baseline: str, optimized: str) -> None:
                          [("baseline_conditional_while", "optimized_conditional_while", "passes"),
                           ("baseline_conditional_while", "optimized_conditional_while_in_graph", "passes"),
                           ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism", "levels"),
-                          ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism_lean", "levels"),
-                          ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism_paired", "levels")])
+                          ("baseline_dynamic_parallelism", "optimized_dynamic_parallelism_lean", "levels")])
 def test_device_control_flow_runs_as_many_passes_as_the_host(baseline: str, optimized: str, metric: str) -> None:
     base, opt = built(baseline), built(optimized)
     base.run()
@@ -102,8 +101,7 @@ def test_pdl_chain_gives_the_plain_chains_bits(trigger_first: bool) -> None:
         opt.teardown()
 
 
-@pytest.mark.parametrize("module", ["optimized_dynamic_parallelism", "optimized_dynamic_parallelism_lean",
-                                    "optimized_dynamic_parallelism_paired"])
+@pytest.mark.parametrize("module", ["optimized_dynamic_parallelism", "optimized_dynamic_parallelism_lean"])
 def test_refinement_never_overflows_its_lists_on_another_seed(module: str) -> None:
     bench = built(module, seed=3)
     bench.run()
@@ -126,27 +124,6 @@ def test_lean_levels_split_what_the_host_levels_split_from_garbage_scratch() -> 
         torch.cuda.synchronize()
         assert torch.equal(lean.count[2:], base.count[2:]) and int(lean.count[levels]) == 0
         torch.testing.assert_close(lean.out, base.out, rtol=0, atol=3e-10)
-
-
-def test_paired_levels_split_what_the_host_levels_split_from_garbage_scratch() -> None:
-    """dp_paired (two intervals a thread on the levels past the resident grid) on garbage scratch gives
-    the baseline's integrals and interval counts from level 2 on, twice in a row; and its grid is
-    dp_lean's (the same 5 blocks an SM), so the levels that ran two passes there run paired here."""
-    base, paired = built("baseline_dynamic_parallelism", seed=7), built("optimized_dynamic_parallelism_paired", seed=7)
-    levels = paired.workload.max_levels
-    grid = ctypes.c_int(0)
-    native.check(paired.lean_lib.dp_lean_grid(ctypes.byref(grid)), "dp_lean_grid")
-    assert paired.lean.max_grid == grid.value
-    assert int(base.count[:levels].max()) > paired.lean.max_grid * 256  # some level is past one pass
-    base.run()
-    for _ in range(2):
-        paired.count.fill_(-5)
-        for t in (paired.lists, paired.out, paired.shape):
-            t.fill_(float("nan"))
-        paired.run()
-        torch.cuda.synchronize()
-        assert torch.equal(paired.count[2:], base.count[2:]) and int(paired.count[levels]) == 0
-        torch.testing.assert_close(paired.out, base.out, rtol=0, atol=3e-10)
 
 
 @pytest.mark.parametrize(("module", "metric"), [("optimized_graph_replay", "us_per_kernel"),

@@ -191,20 +191,6 @@ def test_lean_intervals_are_the_bisections_bits(seed: int) -> None:
     assert sizes == want_sizes and torch.equal(got, want)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_paired_levels_need_one_pass_on_an_h200(seed: int) -> None:
-    """optimized_dynamic_parallelism_paired.py's premise: an H200 level grid holds 132 x 5 - 1 working
-    blocks of 256 threads; some levels of the pair's inputs hold more intervals (dp_lean_level runs them
-    in two passes), none more than twice as many (two a thread: one pass), and each such level's bound,
-    twice the level before (capped), passes the grid, so dp_paired launches it as dp_paired_level<true>."""
-    w = load("baseline_dynamic_parallelism").WORKLOAD
-    _, sizes = lean_levels_on_host(*refinement_inputs(seed), w.tol, w.max_levels)
-    threads = (132 * 5 - 1) * 256
-    over = [level for level, n in enumerate(sizes) if n > threads]
-    assert len(over) >= 3 and max(sizes) <= 2 * threads
-    assert all(min(2 * sizes[level - 1], w.cap) > threads for level in over)
-
-
 def test_lean_struct_matches_the_cuda_layout() -> None:
     lean = load("optimized_dynamic_parallelism_lean").Lean
     offsets = tuple(getattr(lean, name).offset for name in ("count", "shape", "cells", "max_grid", "tol"))
