@@ -71,11 +71,11 @@ from refill_check import check_refilled_pair, check_two_seeds
 from aisp.harness.loader import import_module_at
 
 SMALL = {"flash_attention_triton": dict(batch=1, heads=2, seq=64, head_dim=32),
-         "split_kv_decode": dict(rows=2, kv_heads=2, groups=3, head_dim=32, context=512, splits=4),
+         "split_kv_decode": dict(rows=2, kv_heads=2, groups=3, head_dim=32, context=256, splits=4),
          "paged_attention_decode": dict(rows=3, kv_heads=2, groups=3, head_dim=32, shortest=70, longest=300,
                                         split_len=128),
          "fused_rope_kv_write": dict(tokens=4, heads=4, kv_heads=2, head_dim=32, max_len=64),
-         "mla_absorption": dict(batch=3, context=200, dim=128, heads=4, latent=64, nope=32, rope=16, v_dim=32),
+         "mla_absorption": dict(batch=2, context=200, dim=128, heads=4, latent=64, nope=32, rope=16, v_dim=32),
          # two 128-row blocks a row (the kit's tiles), documents of ~64 tokens up to the whole row
          "flex_document_mask": dict(batch=2, seq=256, heads=2, head_dim=32, median_doc=64, longest=256)}
 

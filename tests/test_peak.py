@@ -86,8 +86,11 @@ def test_lookup_prefers_aisp_peak_dir_then_repo_peaks(peak_home: tuple[Path, Pat
     assert load_peaks("h999")["measurements"]["matmul_fp32"]["value"] == 1.0
 
 
-def test_cli_quick_measures_and_does_not_cache(peak_home: tuple[Path, Path]) -> None:
+def test_cli_quick_measures_and_does_not_cache(peak_home: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's --quick path at TINY's sizes (what is checked does not depend on them: QUICK's took 9.5 s
+    against 2.5 on a 2-core host)."""
     override, repo_peaks = peak_home
+    monkeypatch.setattr("aisp.peak.measure.QUICK", TINY)
     result = CliRunner().invoke(app, ["peak", "--quick", "--json"])
     assert result.exit_code == 0, result.output
     peaks = json.loads(result.stdout)
