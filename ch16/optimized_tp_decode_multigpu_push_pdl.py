@@ -36,7 +36,7 @@ and 144 GEMM-fed edges at ~0-0.2 us: ~25-90 us a call, from ``_push``'s stored 9
 ~9.37-9.44 ms, 79.9-80.5% of the 7.54 ms ceiling (80% needs <= 9.43 ms): at the line, no margin.
 PDL lost 3-5% on ``fp8_weight_decode`` (``_pdl``, README section 3; its GEMVs were PDL too, here the
 GEMMs are not; why it lost was not found): this variant may lose as well.
-Expect: 9.51 / 9.33 ms on 2 x H200 (2026-11-30, two runs), 80.5-82.1% of the ceiling; `_push` 9.63 / 9.48.
+Expect (measured, 2 x H200, 2026-11-30, two runs): 9.51 / 9.33 ms, 80.5-82.1% of the ceiling; `_push` 9.63 / 9.48.
 Tolerance: as ``_push``'s (the same kernels and arithmetic; only the launches differ).
 Run: aisp bench run -t ch16:tp_decode_multigpu  (two GPUs; the harness starts two ranks under torchrun)
 """
