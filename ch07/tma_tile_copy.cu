@@ -20,6 +20,7 @@
 // is encoded on the host for each call: a few hundred nanoseconds of host work.
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include "ch07_tma.cuh"
 
 #include <cuda/barrier>
 
@@ -79,18 +80,6 @@ __global__ __launch_bounds__(kThreads) void stencil_tma(const __grid_constant__ 
   }
   bar.wait(std::move(token));
   stencil_from_tile<kTmaBoxW, kTmaLeft>(tile, out, r0, c0, cols);
-}
-
-static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) ==
-            cudaSuccess && found == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }
-  return fn;
 }
 
 // A map of the row-major (rows x cols) fp32 image whose box is the TMA kernel's 34x72 tile.

@@ -24,6 +24,7 @@
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include "ch07_tma.cuh"
 #include <cuda_pipeline.h>
 
 #include <cmath>
@@ -337,18 +338,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 3)
   const Final f(fin, rstd, g);
   store_rows(tile, rows, half, g, lane, f, out + (long)(j0 + 4 * g) * R + r0, R);
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every push landed before any block leaves
-}
-
-static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) ==
-            cudaSuccess && found == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }
-  return fn;
 }
 
 // x as (R x C) fp32, row stride ld, read in 64 x 16 boxes with the 64-byte swizzle.
