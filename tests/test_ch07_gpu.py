@@ -205,6 +205,16 @@ def test_strided_row_features_on_gpu() -> None:
         torch.testing.assert_close(out, row_features(x.t()), rtol=1e-5, atol=1e-5)
 
 
+def skewed_and_wide_views() -> tuple[torch.Tensor, torch.Tensor]:
+    """The views kernels' hard inputs: v-rows whose max sits far above their mean (4096 x 64), and a wide
+    matrix whose column slices give row strides larger than the width (1024 x 160)."""
+    skewed = 3 * torch.randn(4096, 64, device="cuda") + 2
+    skewed[:100, 5] = -1e4
+    skewed[3000:, 6] = 50.0
+    skewed[:, 7] += 100.0
+    return skewed, torch.randn(1024, 160, device="cuda")
+
+
 def test_views_cluster_on_gpu() -> None:
     """The cluster kernel (x read once, a column split over 8 blocks) against the eager row_features of
     the transposed view: the pair's 8,192 rows (1,024 a block) and the fewest (512, 64 a block), a view
@@ -216,11 +226,7 @@ def test_views_cluster_on_gpu() -> None:
     mod = load("optimized_noncontiguous_views_cluster")
     handle = mod.LIBRARY.load(torch.device("cuda"), mod.SIGNATURES)
     row_features = load("baseline_noncontiguous_views").row_features
-    skewed = 3 * torch.randn(4096, 64, device="cuda") + 2
-    skewed[:100, 5] = -1e4
-    skewed[3000:, 6] = 50.0
-    skewed[:, 7] += 100.0
-    wide = torch.randn(1024, 160, device="cuda")
+    skewed, wide = skewed_and_wide_views()
     for x in (torch.randn(8192, 48, device="cuda") * 4, torch.randn(512, 16, device="cuda"), wide[:, 16:112], skewed):
         out = mod.cluster_row_features(handle, x, torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda"))
         torch.cuda.synchronize()
@@ -241,11 +247,7 @@ def test_views_tma_on_gpu() -> None:
     tma, cluster = load("optimized_noncontiguous_views_tma"), load("optimized_noncontiguous_views_cluster")
     handle = tma.LIBRARY.load(torch.device("cuda"), {**tma.SIGNATURES, **cluster.SIGNATURES})
     row_features = load("baseline_noncontiguous_views").row_features
-    skewed = 3 * torch.randn(4096, 64, device="cuda") + 2
-    skewed[:100, 5] = -1e4
-    skewed[3000:, 6] = 50.0
-    skewed[:, 7] += 100.0
-    wide = torch.randn(1024, 160, device="cuda")
+    skewed, wide = skewed_and_wide_views()
     shapes = (torch.randn(8192, 48, device="cuda") * 4, torch.randn(512, 16, device="cuda"),
               torch.randn(2560, 32, device="cuda"), wide[:, 16:112], skewed, torch.randn(8192, 8192, device="cuda"))
     for x in shapes:
