@@ -33,12 +33,10 @@ from aisp.kits import native
 
 LIBRARY = native.Library((Path(__file__).resolve().parent / "w4a16_stream.cu",))
 PTR, INT = ctypes.c_void_p, ctypes.c_int
-FORMATS = ("stream", "tiled", "swept", "swept_folded")
-SIGNATURES = {**{f"w4a16_{f}_gemm": [PTR] * 6 + [INT] * 5 + [PTR] for f in FORMATS},
-              **{f"w4a16_{f}_emulate": [PTR] * 6 + [INT] * 5 for f in FORMATS}}
-"""The library's entry points: the row-major format's, the tiled format's (optimized_w4a16_gemm_tiled), the
-swept format's (optimized_w4a16_gemm_swept) and the swept format's with the folded decode
-(optimized_w4a16_gemm_swept_folded)."""
+SIGNATURES = {**dict.fromkeys(("w4a16_stream_gemm", "w4a16_tiled_gemm", "w4a16_swept_gemm"), [PTR] * 6 + [INT] * 5 + [PTR]),
+              **dict.fromkeys(("w4a16_stream_emulate", "w4a16_tiled_emulate", "w4a16_swept_emulate"), [PTR] * 6 + [INT] * 5)}
+"""The library's entry points: the row-major format's, the tiled format's (optimized_w4a16_gemm_tiled) and the
+swept format's (optimized_w4a16_gemm_swept)."""
 ROWS, WARPS, MAX_STEPS, TOKENS = 32, 16, 16, 16
 """As w4a16_stream.cuh: rows per unit, warps per CTA, 128-byte steps per K slice at most, tokens at most."""
 STREAM_WORKLOAD = dataclasses.replace(WORKLOAD, requires=aisp.Requirements(

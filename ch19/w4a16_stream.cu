@@ -18,9 +18,6 @@
 // Two stored formats, one kernel (template <int kFormat>): ch19_w4's row-major bytes and scales
 // (w4a16_stream_gemm) and ch19_w4.tile_w4's, the same reordered into the lanes' load order
 // (w4a16_tiled_gemm: a warp's copy reads 512 contiguous bytes); only the addresses and the scale load differ.
-// The folded swept kernel (stream_body<kSwept, true>, w4a16_swept_folded_gemm) drops the loop's 128 HADD2 a
-// step: its weights enter the mma as 128 + code, and each group's first mma takes -136 * sum(x) of the
-// group as its C operand (w4a16_stream.cuh, offset_index), computed once per CTA.
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -55,16 +52,6 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
       "{%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// d = A B + c: a chain's first mma with its C operand from other registers (the folded kernel's offset
-// quad, straight from its 16-byte shared-memory load; shared by both 16-row blocks, so never overwritten).
-__device__ __forceinline__ void mma_from(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                         const float4& c) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %11, %12, %13};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
 }
 
 // This lane's 4 copies of half h of a step (rows g, g + 8 of both 16-row blocks; bytes 64h + 16t) into
@@ -114,31 +101,10 @@ __device__ __forceinline__ void stage_x(uint4* xs, const __nv_bfloat16* x, int s
     if (step < p.steps) xs[step * kPieces + threadIdx.x] = v[step];
 }
 
-// The folded kernel's offsets of the CTA's slice (after x is staged): warp by warp, each (step, low or
-// high, token half) by 8 mma with A = -136 and B the staged pieces the loop multiplies, so D holds
-// -136 * the group's sum of x for tokens 2t, 2t + 1 (rows all alike); lanes g = 0 store the quads.
-__device__ __forceinline__ void stage_offsets(const uint4* xs, float4* offsets, const Plan& p) {
-  const int lane = threadIdx.x & 31;
-  const uint32_t a[4] = {kMinus136Pair, kMinus136Pair, kMinus136Pair, kMinus136Pair};
-  for (int q = threadIdx.x / 32; q < p.steps * 4; q += kWarps) {
-    const int step = q >> 2, lohi = (q >> 1) & 1, hh = q & 1;
-    float d[4] = {};
-#pragma unroll
-    for (int cp = 0; cp < 4; ++cp) {
-      const uint4 xf = xs[piece_index(step, lohi, cp, hh, lane)];
-      mma(d, a, xf.x, xf.y);
-      mma(d, a, xf.z, xf.w);
-    }
-    if (lane < 4) offsets[offset_index(step, lohi, hh, lane)] = make_float4(d[0], d[1], d[0], d[1]);
-  }
-}
-
 // part += the products of words 2cp, 2cp + 1 of this lane's half-step registers `w` (both 16-row
 // blocks, low and high nibbles) with x's matching pieces: 16 mma.sync, each A from one decoded word pair.
-// kFolded: A holds 128 + code, and the first word pair's mma start from the step's offset quads.
-template <bool kFolded = false>
 __device__ __forceinline__ void multiply_word_pair(float (&part)[2][2][2][4], const uint4 (&w)[2][2], const uint4* xs,
-                                                   int step, int cp, int lane, const float4* offsets = nullptr) {
+                                                   int step, int cp, int lane) {
   uint4 xf[2][2];  // [low or high][token half]: 8 bf16 of x, the B registers of two words
 #pragma unroll
   for (int lohi = 0; lohi < 2; ++lohi)
@@ -153,16 +119,12 @@ __device__ __forceinline__ void multiply_word_pair(float (&part)[2][2][2][4], co
 #pragma unroll
       for (int lohi = 0; lohi < 2; ++lohi) {
         uint32_t a_g[2], a_g8[2];
-        decode<!kFolded>(wg, lohi, a_g);
-        decode<!kFolded>(wg8, lohi, a_g8);
+        decode(wg, lohi, a_g);
+        decode(wg8, lohi, a_g8);
         const uint32_t a[4] = {a_g[0], a_g8[0], a_g[1], a_g8[1]};
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
-          if (kFolded && c == 0)
-            mma_from(part[r][lohi][hh], a, word(xf[lohi][hh], 0), word(xf[lohi][hh], 1),
-                     offsets[offset_index(step, lohi, hh, lane & 3)]);
-          else
-            mma(part[r][lohi][hh], a, word(xf[lohi][hh], 2 * cc), word(xf[lohi][hh], 2 * cc + 1));
+          mma(part[r][lohi][hh], a, word(xf[lohi][hh], 2 * cc), word(xf[lohi][hh], 2 * cc + 1));
       }
     }
 }
@@ -202,13 +164,12 @@ __device__ void finish_unit(const float (&acc)[2][2][4], int unit, __nv_bfloat16
   if (lane == 0) count[unit] = 0;
 }
 
-// The kernel's body for one stored format (the kernels below: one per format, the first two unchanged),
-// kFolded: the folded decode (the swept folded kernel).
-template <int kFormat, bool kFolded = false>
+// The kernel's body for one stored format (the kernels below: one per format, the first two unchanged).
+template <int kFormat>
 __device__ __forceinline__ void stream_body(const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ packed,
                                             const __nv_bfloat16* __restrict__ scale, __nv_bfloat16* __restrict__ y,
                                             float* ws, unsigned* count, const Plan p) {
-  extern __shared__ uint4 xs[];  // x's slice (steps x 512 pieces), 8 x 32 weight slots per warp, (folded) offsets
+  extern __shared__ uint4 xs[];  // x's slice (steps x 512 pieces), then 8 x 32 weight slots per warp
   const int slice = blockIdx.x % p.slices, lane = threadIdx.x & 31;
   const int stride = p.ctas_per_slice * kWarps;
   int unit = first_unit(threadIdx.x / 32, blockIdx.x / p.slices, p);
@@ -218,12 +179,6 @@ __device__ __forceinline__ void stream_body(const __nv_bfloat16* __restrict__ x,
   copy_half<kFormat>(slots, 1, unit < p.units ? at.w : nullptr, p);
   stage_x(xs, x, slice, p);
   __syncthreads();
-  float4* offsets = nullptr;
-  if constexpr (kFolded) {
-    offsets = reinterpret_cast<float4*>(xs + p.steps * kPieces + kWarps * 8 * 32);
-    stage_offsets(xs, offsets, p);
-    __syncthreads();
-  }
   for (; unit < p.units; unit += stride) {
     float acc[2][2][4] = {};  // [block][token half][mma output]: rows g, g + 8 x tokens 2t, 2t + 1
     for (int step = 0; step < p.steps; ++step) {
@@ -245,7 +200,7 @@ __device__ __forceinline__ void stream_body(const __nv_bfloat16* __restrict__ x,
           // after it in program order (same thread, same addresses), and land hundreds of clocks later.
           copy_half<kFormat>(slots, cp / 2, ahead, p);
         }
-        multiply_word_pair<kFolded>(part, w, xs, step, cp, lane, offsets);
+        multiply_word_pair(part, w, xs, step, cp, lane);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r)
@@ -280,26 +235,17 @@ __global__ __launch_bounds__(kWarps * 32, 1) void w4a16_swept(const __nv_bfloat1
   stream_body<kSwept>(x, packed, scale, y, ws, count, p);
 }
 
-// The swept format with the folded decode (optimized_w4a16_gemm_swept_folded): no HADD2 in the loop.
-__global__ __launch_bounds__(kWarps * 32, 1) void w4a16_folded_swept(const __nv_bfloat16* __restrict__ x,
-                                                                     const uint8_t* __restrict__ packed,
-                                                                     const __nv_bfloat16* __restrict__ scale,
-                                                                     __nv_bfloat16* __restrict__ y, float* ws,
-                                                                     unsigned* count, const Plan p) {
-  stream_body<kSwept, true>(x, packed, scale, y, ws, count, p);
-}
-
 }  // namespace
 
 // Launch on `stream`: ws (units x 32 x 16 fp32) and count (units) must be zeros on the first call;
 // every call leaves them zeros. Returns 0, a CUDA error, or kBadShape.
-template <int kFormat, bool kFolded = false>
+template <int kFormat>
 static int launch(const void* x, const void* packed, const void* scale, void* y, float* ws, unsigned* count, int m,
                   int n, int k, int slices, int ctas_per_slice, cudaStream_t stream) {
   Plan p;
   if (!make_plan(m, n, k, slices, ctas_per_slice, kFormat != kRowMajor, &p)) return kBadShape;
-  const int smem = (p.steps * kPieces + kWarps * 8 * 32 + (kFolded ? p.steps * kOffsetQuads : 0)) * (int)sizeof(uint4);
-  auto* kernel = kFolded ? w4a16_folded_swept : kFormat == kSwept ? w4a16_swept : w4a16_stream<kFormat == kTiledFormat>;
+  const int smem = (p.steps * kPieces + kWarps * 8 * 32) * (int)sizeof(uint4);
+  auto* kernel = kFormat == kSwept ? w4a16_swept : w4a16_stream<kFormat == kTiledFormat>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return (int)err;
   kernel<<<slices * ctas_per_slice, kWarps * 32, smem, stream>>>(
@@ -327,13 +273,6 @@ extern "C" int w4a16_swept_gemm(const void* x, const void* packed, const void* s
                                 unsigned* count, int m, int n, int k, int slices, int ctas_per_slice,
                                 cudaStream_t stream) {
   return launch<kSwept>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice, stream);
-}
-
-// The swept format, folded decode (optimized_w4a16_gemm_swept_folded.py; swept_w4's packed and scale).
-extern "C" int w4a16_swept_folded_gemm(const void* x, const void* packed, const void* scale, void* y, float* ws,
-                                       unsigned* count, int m, int n, int k, int slices, int ctas_per_slice,
-                                       cudaStream_t stream) {
-  return launch<kSwept, true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice, stream);
 }
 
 // ---- CPU emulation: the kernel's loop, lane by lane, through the same helpers ----
@@ -379,32 +318,10 @@ struct Emulated {
   Plan p;
 };
 
-// stage_offsets for a CTA's staged slice: per (step, low or high, token half), 8 mma of A = -136 by x's
-// pieces; lane t's D[g = 0] into its quad.
-void emulate_offsets(const std::vector<uint4>& xs, int steps, std::vector<float4>& offsets) {
-  offsets.assign(steps * kOffsetQuads, make_float4(0.f, 0.f, 0.f, 0.f));
-  for (int q = 0; q < steps * 4; ++q) {
-    const int step = q >> 2, lohi = (q >> 1) & 1, hh = q & 1;
-    uint32_t a[32][4], b[32][2];
-    float d[32][4] = {};
-    for (int cp = 0; cp < 4; ++cp)
-      for (int pair = 0; pair < 2; ++pair) {
-        for (int lane = 0; lane < 32; ++lane) {
-          const uint4 xf = xs[piece_index(step, lohi, cp, hh, lane)];
-          for (int i = 0; i < 4; ++i) a[lane][i] = kMinus136Pair;
-          b[lane][0] = word(xf, 2 * pair), b[lane][1] = word(xf, 2 * pair + 1);
-        }
-        mma_lanes(a, b, d);
-      }
-    for (int t = 0; t < 4; ++t) offsets[offset_index(step, lohi, hh, t)] = make_float4(d[t][0], d[t][1], d[t][0], d[t][1]);
-  }
-}
-
-// One step of one warp at (unit, slice): the kernel's loop body for all 32 lanes (kFolded: each group's
-// sums start from its offset quad, and the codes enter as 128 + c).
-template <int kFormat, bool kFolded = false>
-void emulate_step(const Emulated& e, const std::vector<uint4>& xs, const std::vector<float4>& offsets, int unit,
-                  int slice, int step, float (&acc)[32][2][2][4]) {
+// One step of one warp at (unit, slice): the kernel's loop body for all 32 lanes.
+template <int kFormat>
+void emulate_step(const Emulated& e, const std::vector<uint4>& xs, int unit, int slice, int step,
+                  float (&acc)[32][2][2][4]) {
   uint4 w[32][2][2][2];
   for (int lane = 0; lane < 32; ++lane)
     for (int r = 0; r < 2; ++r)
@@ -414,12 +331,6 @@ void emulate_step(const Emulated& e, const std::vector<uint4>& xs, const std::ve
                                          block_offset<kFormat>(2 * r + rh, e.p) + half_offset<kFormat>(h), 16);
   static float part[32][2][2][2][4];
   memset(part, 0, sizeof(part));
-  if (kFolded)
-    for (int lane = 0; lane < 32; ++lane)
-      for (int r = 0; r < 2; ++r)
-        for (int lohi = 0; lohi < 2; ++lohi)
-          for (int hh = 0; hh < 2; ++hh)
-            memcpy(part[lane][r][lohi][hh], &offsets[offset_index(step, lohi, hh, lane & 3)], sizeof(float4));
   for (int cp = 0; cp < 4; ++cp)
     for (int r = 0; r < 2; ++r)
       for (int cc = 0; cc < 2; ++cc)
@@ -430,8 +341,8 @@ void emulate_step(const Emulated& e, const std::vector<uint4>& xs, const std::ve
             const int c = 2 * cp + cc;
             for (int lane = 0; lane < 32; ++lane) {
               uint32_t a_g[2], a_g8[2];
-              decode<!kFolded>(word(w[lane][r][0][c >> 2], c & 3), lohi, a_g);
-              decode<!kFolded>(word(w[lane][r][1][c >> 2], c & 3), lohi, a_g8);
+              decode(word(w[lane][r][0][c >> 2], c & 3), lohi, a_g);
+              decode(word(w[lane][r][1][c >> 2], c & 3), lohi, a_g8);
               a[lane][0] = a_g[0], a[lane][1] = a_g8[0], a[lane][2] = a_g[1], a[lane][3] = a_g8[1];
               const uint4 xf = xs[piece_index(step, lohi, cp, hh, lane)];
               b[lane][0] = word(xf, 2 * cc), b[lane][1] = word(xf, 2 * cc + 1);
@@ -475,13 +386,12 @@ void emulate_finish(const Emulated& e, int unit, const float (&acc)[32][2][2][4]
 
 // The kernel's computation on a CPU, CTA by CTA and warp by warp, same arguments as
 // w4a16_stream_gemm (host pointers; x, scale and y as bf16 bit patterns). Returns 0 or kBadShape.
-template <int kFormat, bool kFolded = false>
+template <int kFormat>
 static int emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y, float* ws,
                   unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
   Emulated e{packed, reinterpret_cast<const __nv_bfloat16*>(scale), y, ws, count, {}};
   if (!make_plan(m, n, k, slices, ctas_per_slice, kFormat != kRowMajor, &e.p)) return kBadShape;
   std::vector<uint4> xs(e.p.steps * kPieces);
-  std::vector<float4> offsets;
   for (int cta = 0; cta < slices * ctas_per_slice; ++cta) {
     const int slice = cta % slices;
     for (int i = 0; i < (int)xs.size(); ++i) {
@@ -489,13 +399,11 @@ static int emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* sca
       xs[i] = make_uint4(0, 0, 0, 0);
       if (s.token < m) memcpy(&xs[i], x + (size_t)s.token * k + s.col, 16);
     }
-    if (kFolded) emulate_offsets(xs, e.p.steps, offsets);
     for (int warp = 0; warp < kWarps; ++warp)
       for (int unit = first_unit(warp, cta / slices, e.p); unit < e.p.units; unit += ctas_per_slice * kWarps) {
         static float acc[32][2][2][4];
         memset(acc, 0, sizeof(acc));
-        for (int step = 0; step < e.p.steps; ++step)
-          emulate_step<kFormat, kFolded>(e, xs, offsets, unit, slice, step, acc);
+        for (int step = 0; step < e.p.steps; ++step) emulate_step<kFormat>(e, xs, unit, slice, step, acc);
         emulate_finish(e, unit, acc);
       }
   }
@@ -515,10 +423,4 @@ extern "C" int w4a16_tiled_emulate(const uint16_t* x, const uint8_t* packed, con
 extern "C" int w4a16_swept_emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale, uint16_t* y,
                                    float* ws, unsigned* count, int m, int n, int k, int slices, int ctas_per_slice) {
   return emulate<kSwept>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice);
-}
-
-extern "C" int w4a16_swept_folded_emulate(const uint16_t* x, const uint8_t* packed, const uint16_t* scale,
-                                          uint16_t* y, float* ws, unsigned* count, int m, int n, int k, int slices,
-                                          int ctas_per_slice) {
-  return emulate<kSwept, true>(x, packed, scale, y, ws, count, m, n, k, slices, ctas_per_slice);
 }

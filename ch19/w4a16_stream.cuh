@@ -184,34 +184,14 @@ __host__ __device__ inline uint32_t minus_136(uint32_t pair) {
 
 // code - 8 of the four low (high = false) or high nibbles of word w, as bf16 pairs: out[0] = bytes 0, 1,
 // out[1] = bytes 2, 3. A prmt puts each nibble under the exponent byte 0x43: bf16 0x43XY is 128 + XY
-// for XY < 128 (bf16's step at 128 is 1), so no conversion instruction is needed. kMinus136 false (the
-// folded kernel): 128 + code as it comes from the prmt, the -136 added once per group (offset_index).
-template <bool kMinus136 = true>
+// for XY < 128 (bf16's step at 128 is 1), so no conversion instruction is needed.
 __host__ __device__ inline void decode(uint32_t w, bool high, uint32_t out[2]) {
 #if W4_FAULT == 1  // planted fault for the tests: the nibble order swapped
   high = !high;
 #endif
   const uint32_t nibbles = (high ? w >> 4 : w) & 0x0F0F0F0Fu;
-  out[0] = byte_perm(nibbles, 0x43434343u, 0x4140);
-  out[1] = byte_perm(nibbles, 0x43434343u, 0x4342);
-  if (kMinus136) out[0] = minus_136(out[0]), out[1] = minus_136(out[1]);
-}
-
-// ---- the folded decode (optimized_w4a16_gemm_swept_folded.py: the swept format, no HADD2 in the loop) ----
-// A group's dot with the raw codes 128 + c is its dot with c - 8 plus 136 * (the group's sum of x), per
-// token. So the loop decodes to 128 + c (2 prmt per 4 weights, no HADD2) and each group's first mma takes
-// as its C operand -136 * sum(x) of its 128 k (the offset), which the CTA computes once from its staged
-// x with the tensor cores (A = -136 everywhere, B x's pieces as the loop reads them). Offset quad of
-// (step, low or high, token half hh) for lane t: {o(8hh + 2t), o(8hh + 2t + 1)} twice, the C of rows
-// g and g + 8 (every lane with that t reads the same 16 bytes).
-#if W4_FAULT == 3  // planted fault for the tests: the offsets take -128 (the codes' -8 never applied)
-constexpr uint32_t kMinus136Pair = 0xC300C300u;
-#else
-constexpr uint32_t kMinus136Pair = 0xC308C308u;  // bf16 -136 twice: the offset pass's A
-#endif
-constexpr int kOffsetQuads = 16;  // offset quads per step: 2 nibble halves x 2 token halves x 4 t
-__host__ __device__ inline int offset_index(int step, int lohi, int hh, int t) {
-  return ((step * 2 + lohi) * 2 + hh) * 4 + t;
+  out[0] = minus_136(byte_perm(nibbles, 0x43434343u, 0x4140));
+  out[1] = minus_136(byte_perm(nibbles, 0x43434343u, 0x4342));
 }
 
 // Whether the warp that drew ticket `ticket` (0-based arrival) at a unit is its last slice's: it

@@ -34,8 +34,7 @@ def test_cast_transpose_matches_torch_rounding_on_gpu(persistent: bool) -> None:
 
 
 @pytest.mark.parametrize("module", ["optimized_w4a16_gemm", "optimized_w4a16_gemm_prmt", "optimized_w4a16_gemm_stream",
-                                    "optimized_w4a16_gemm_tiled", "optimized_w4a16_gemm_swept",
-                                    "optimized_w4a16_gemm_swept_folded"])
+                                    "optimized_w4a16_gemm_tiled", "optimized_w4a16_gemm_swept"])
 @pytest.mark.parametrize("tokens", [16, 5])
 def test_w4a16_kernel_matches_dequantize_then_gemm_on_gpu(tokens: int, module: str) -> None:
     w4 = load("ch19_w4")

@@ -35,7 +35,7 @@ SMALL = {
 CPU_PAIRS = [p for p in PAIRS if p != "w4a16_gemm"]
 """w4a16's optimized side is a Triton kernel: tested under the interpreter in test_ch19_triton.py."""
 VARIANTS = {"fp8_cast_transpose": ["persistent"], "fp8_delayed_scaling": ["persistent"], "fp8_moe": ["triton", "fused_combine", "fused_passes", "device_schedule"],
-            "w4a16_gemm": ["prmt", "stream", "tiled", "swept", "swept_folded"]}
+            "w4a16_gemm": ["prmt", "stream", "tiled", "swept"]}
 """Optimized variants beside optimized_<pair>.py (each measured against the same baseline)."""
 CPU_OPTIMIZED = [(p, f"optimized_{p}") for p in CPU_PAIRS] + [
     (p, f"optimized_{p}_{v}") for p in CPU_PAIRS for v in VARIANTS.get(p, [])]

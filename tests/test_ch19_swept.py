@@ -6,7 +6,7 @@ On a CPU (nvcc, no GPU): the library's host emulation of the swept instantiation
 swept_w4 against the format's formula written out here; the sm_90 SASS of w4a16_swept streams as the
 tiled kernel does (copies a step ahead, no loop barrier, no spills, its issue budget). On a GPU (``gpu``
 marker): the kernel against the exact product, and at the pair's size against the baseline, printing its
-bandwidth; both also for the folded swept kernel (tests/test_ch19_swept_folded.py)."""
+bandwidth."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from test_ch19_stream import (
     streaming_problems,
     w4,
 )
-from test_ch19_swept_folded import folded, folded_slack, misses_within
 
 from aisp.harness.loader import import_module_at
 
@@ -103,32 +102,27 @@ def test_sm90_swept_kernel_streams_as_the_tiled_one_within_its_issue_budget() ->
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["swept", "swept_folded"])
 @pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_swept_kernel_matches_the_exact_product_on_gpu(shape, variant: str) -> None:
-    """The swept format's two kernels; the folded one (test_ch19_swept_folded) allowed an ulp of its larger
-    fp32 sums per mma."""
-    mod = swept() if variant == "swept" else folded()
-    matmul = mod.swept_matmul if variant == "swept" else mod.folded_matmul
+def test_swept_kernel_matches_the_exact_product_on_gpu(shape) -> None:
+    mod = swept()
     m, n, k, _, max_steps = shape
     x, packed, scale, ref = problem(m, n, k, "cuda")
     p = mod.swept_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
     gpu_lib, stored = mod.LIBRARY.load(x.device, mod.SIGNATURES), mod.swept_w4(packed, scale)
-    slack = folded_slack(x, scale) if variant == "swept_folded" else 0.0
     for _ in range(2):  # the second call needs the workspace the first one cleared
-        y = matmul(gpu_lib, p, x, *stored)
-        assert misses_within(y, ref, slack) == 0 and not p.sums.any() and not p.tickets.any()
+        y = mod.swept_matmul(gpu_lib, p, x, *stored)
+        assert misses(y, ref) == 0 and not p.sums.any() and not p.tickets.any()
 
 
 @pytest.mark.gpu
 def test_swept_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth() -> None:
     """The harness's checked call and tolerance at 16 x 16384 -> 32768, then 7 samples of 50 calls back to
-    back for `_swept`, `_swept_folded` and `_tiled` in turn (the same GPU, minutes apart at most)."""
+    back for `_swept` and `_tiled` in turn (the same GPU, minutes apart at most)."""
     from aisp.harness.execute import guarded_run
     from aisp.harness.verify import compare
 
     base = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark()
-    opts = {"swept": swept().get_benchmark(), "swept_folded": folded().get_benchmark(),
+    opts = {"swept": swept().get_benchmark(),
             "tiled": import_module_at(CH19 / "optimized_w4a16_gemm_tiled.py").get_benchmark()}
     for bench in (base, *opts.values()):
         bench.device = torch.device("cuda")
