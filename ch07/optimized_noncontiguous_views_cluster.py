@@ -39,15 +39,16 @@ LIBRARY = library("views_cluster.cu")
 SIGNATURES = {"views_rows_run": [PTR, PTR, LONG, INT, INT, PTR]}
 
 
-def cluster_row_features(lib: ctypes.CDLL, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def cluster_row_features(lib: ctypes.CDLL, x: torch.Tensor, out: torch.Tensor, entry: str = "views_rows_run") -> torch.Tensor:
     """``row_features(x.t())`` into ``out`` (shape x.t().shape, contiguous), x read once. x: 2-D
     fp32, unit column stride, rows a multiple of 512 up to 8,192, columns a multiple of 16 (the
-    library refuses anything else with status -1 before launching)."""
+    library refuses anything else with status -1 before launching). ``entry``: the launcher, this
+    kernel's or another with its contract (``views_rows_tma_run``)."""
     rows, cols = x.shape
     assert x.dtype == out.dtype == torch.float32 and x.stride(1) == 1 and out.is_contiguous()
     assert out.shape == (cols, rows) and x.device == out.device
-    status = lib.views_rows_run(ptr(x), ptr(out), x.stride(0), rows, cols, native.stream(x.device))
-    native.check(status, "views_rows_run")
+    status = getattr(lib, entry)(ptr(x), ptr(out), x.stride(0), rows, cols, native.stream(x.device))
+    native.check(status, entry)
     return out
 
 
@@ -56,13 +57,16 @@ class ClusterStridedFeatures(StridedFeatures):
         cuda=True, executables=("nvcc",), min_compute_capability=(9, 0)))
     scratch = ("out",)
 
+    entry = "views_rows_run"
+    """The launcher run() calls (the _tma variant names its own)."""
+
     def setup(self) -> None:
         super().setup()
-        self.lib = LIBRARY.load(self.device, SIGNATURES)
+        self.lib = LIBRARY.load(self.device, {self.entry: SIGNATURES["views_rows_run"]})
         self.out = torch.empty(self.x.shape[1], self.x.shape[0], device=self.device)
 
     def run(self) -> torch.Tensor:
-        return cluster_row_features(self.lib, self.x, self.out)
+        return cluster_row_features(self.lib, self.x, self.out, self.entry)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -31,34 +31,24 @@ import ctypes
 
 import torch
 from ch07_common import INT, LONG, PTR
-from optimized_noncontiguous_views_cluster import LIBRARY, ClusterStridedFeatures
+from optimized_noncontiguous_views_cluster import (
+    LIBRARY as LIBRARY,  # the cluster kernel's library: one source, two entries
+)
+from optimized_noncontiguous_views_cluster import ClusterStridedFeatures, cluster_row_features
 
 import aisp
-from aisp.kits import native
-from aisp.kits.native import ptr
 
 SIGNATURES = {"views_rows_tma_run": [PTR, PTR, LONG, INT, INT, PTR]}
 
 
 def tma_row_features(lib: ctypes.CDLL, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``row_features(x.t())`` into ``out`` (shape x.t().shape, contiguous), x read once by TMA. The
-    cluster kernel's contract: x 2-D fp32, unit column stride, rows a multiple of 512 up to 8,192,
-    columns a multiple of 16, 16-byte aligned (status -1 before launching otherwise)."""
-    rows, cols = x.shape
-    assert x.dtype == out.dtype == torch.float32 and x.stride(1) == 1 and out.is_contiguous()
-    assert out.shape == (cols, rows) and x.device == out.device
-    status = lib.views_rows_tma_run(ptr(x), ptr(out), x.stride(0), rows, cols, native.stream(x.device))
-    native.check(status, "views_rows_tma_run")
-    return out
+    """``row_features(x.t())`` into ``out``, x read once by TMA: the cluster kernel's contract, 16-byte aligned
+    too (status -1 before launching otherwise)."""
+    return cluster_row_features(lib, x, out, "views_rows_tma_run")
 
 
 class TmaStridedFeatures(ClusterStridedFeatures):
-    def setup(self) -> None:
-        super().setup()
-        self.lib = LIBRARY.load(self.device, SIGNATURES)
-
-    def run(self) -> torch.Tensor:
-        return tma_row_features(self.lib, self.x, self.out)
+    entry = "views_rows_tma_run"
 
 
 def get_benchmark() -> aisp.Benchmark:

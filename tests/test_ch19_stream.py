@@ -189,8 +189,9 @@ def test_the_c_entry_refuses_a_bad_plan_and_wrong_tensors_are_refused(built) -> 
         mod.emulate(build(), p, torch.cat([x.flatten(), x.flatten()[:1]])[1:].view(4, 512), packed, scale)
 
 
-KERNELS = {"row-major": "w4a16_streamILb0E", "tiled": "w4a16_streamILb1E"}
-"""The kernel's two instantiations (template <bool kTiled>), by their mangled names."""
+KERNELS = {"row-major": "w4a16_streamILb0E", "tiled": "w4a16_streamILb1E", "swept": "w4a16_swept"}
+"""The kernel's instantiations by their (mangled) names: the row-major and tiled formats, and the swept one
+(optimized_w4a16_gemm_swept, the same loop; tests/test_ch19_swept.py checks the rest of it)."""
 
 
 def kernel_sass(layout: str = "row-major") -> str:
