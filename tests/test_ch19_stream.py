@@ -289,15 +289,22 @@ def test_stream_kernel_matches_the_exact_product_on_gpu(shape) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["tiled", "swept"])
 @pytest.mark.parametrize("shape", TILED_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_tiled_kernel_matches_the_exact_product_on_gpu(shape) -> None:
-    mod = tiled()
+def test_tiled_kernel_matches_the_exact_product_on_gpu(shape, layout: str) -> None:
+    """The tiled format's kernel, and the swept one's (optimized_w4a16_gemm_swept: the same plan and loop)."""
+    if layout == "tiled":
+        mod, fmt = tiled(), w4().tile_w4
+        matmul = mod.tiled_matmul
+    else:
+        mod = import_module_at(CH19 / "optimized_w4a16_gemm_swept.py")
+        fmt, matmul = mod.swept_w4, mod.swept_matmul
     m, n, k, _, max_steps = shape
     x, packed, scale, ref = problem(m, n, k, "cuda")
-    p = mod.tiled_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
-    lib, stored = mod.LIBRARY.load(x.device, mod.SIGNATURES), w4().tile_w4(packed, scale)
+    p = tiled().tiled_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, x.device, max_steps)
+    lib, stored = mod.LIBRARY.load(x.device, mod.SIGNATURES), fmt(packed, scale)
     for _ in range(2):  # the second call needs the workspace the first one cleared
-        y = mod.tiled_matmul(lib, p, x, *stored)
+        y = matmul(lib, p, x, *stored)
         assert misses(y, ref) == 0 and not p.sums.any() and not p.tickets.any()
 
 
