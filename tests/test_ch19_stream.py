@@ -309,14 +309,14 @@ def test_tiled_kernel_matches_the_exact_product_on_gpu(shape, layout: str) -> No
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["stream", "tiled"])
+@pytest.mark.parametrize("variant", ["stream", "tiled", "swept"])
 def test_stream_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth(variant: str) -> None:
     """The harness's checked call (inputs, the zeroed workspace included, left unchanged) and its
     tolerance at 16 x 16384 -> 32768, then 7 samples of 50 calls back to back."""
     from aisp.harness.execute import guarded_run
     from aisp.harness.verify import compare
 
-    module = stream() if variant == "stream" else tiled()
+    module = import_module_at(CH19 / f"optimized_w4a16_gemm_{variant}.py")
     base, opt = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark(), module.get_benchmark()
     for bench in (base, opt):
         bench.device = torch.device("cuda")

@@ -3,15 +3,13 @@ steps stored step-major, the kernel w4a16_swept).
 
 On a CPU (nvcc, no GPU): the library's host emulation of the swept instantiation against the exact product
 (the shapes of tests/test_ch19_stream.py's tiled tests), the tiled bytes fed to it instead make it fail;
-swept_w4 against the format's formula written out here. On a GPU (``gpu`` marker): at the pair's size against
-the baseline, printing its bandwidth. tests/test_ch19_stream.py takes w4a16_swept among its kernels for the
-sm_90 SASS checks (copies a step ahead, no loop barrier, no spills, its issue budget) and the GPU check
-against the exact product."""
+swept_w4 against the format's formula written out here. tests/test_ch19_stream.py takes w4a16_swept among
+its kernels for the sm_90 SASS checks (copies a step ahead, no loop barrier, no spills, its issue budget) and
+the GPU checks (the exact product; at the pair's size against the baseline, printing its bandwidth)."""
 
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
 import torch
@@ -73,34 +71,3 @@ def test_swept_w4_puts_each_lanes_16_bytes_where_the_swept_kernel_reads_them() -
         assert torch.equal(flat[at:at + 16], packed[32 * u + 8 * b + g, col:col + 16]), (u, s, h, b, g, t)
     with pytest.raises(ValueError, match="multiple of 32"):
         swept().swept_w4(packed[:48], scale[:48])
-
-
-@pytest.mark.gpu
-def test_swept_kernel_at_the_pair_size_matches_the_baseline_and_prints_its_bandwidth() -> None:
-    """The harness's checked call and tolerance at 16 x 16384 -> 32768, then 7 samples of 50 calls back to
-    back for `_swept` and `_tiled` in turn (the same GPU, minutes apart at most)."""
-    from aisp.harness.execute import guarded_run
-    from aisp.harness.verify import compare
-
-    base = import_module_at(CH19 / "baseline_w4a16_gemm.py").get_benchmark()
-    opts = {"swept": swept().get_benchmark(),
-            "tiled": import_module_at(CH19 / "optimized_w4a16_gemm_tiled.py").get_benchmark()}
-    for bench in (base, *opts.values()):
-        bench.device = torch.device("cuda")
-        bench.setup()
-    for opt in opts.values():
-        compare(guarded_run(base), guarded_run(opt), base.workload)
-    peak = json.loads((CH19.parent / "peaks" / "peak_h200.json").read_text())["measurements"]["memory_copy"]["value"]
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for name, opt in opts.items():
-        times = []
-        for _ in range(7):
-            start.record()
-            for _ in range(50):
-                opt.run()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 50)
-        ms = sorted(times)[len(times) // 2]
-        print(f"w4a16_{name}: {ms:.4f} ms, {opt.workload.bytes / ms / 1e6:.0f} GB/s on {opt.workload.bytes / 1e6:.0f} "
-              f"MB, {100 * opt.workload.bytes / ms / 1e6 / peak:.1f}% of the H200's {peak:.0f} GB/s copy peak")
