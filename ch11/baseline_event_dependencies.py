@@ -41,7 +41,8 @@ def _workload() -> PipelineWorkload:
     moved = 2.0 * (s.batches * s.rows * (2 * s.dim + s.dim + s.out_dim) + s.dim * (s.dim + s.out_dim))
     return PipelineWorkload(flops=flops, bytes=moved, items=s.batches, item_unit="micro-batches",
                             precision="bf16", requires=aisp.Requirements(cuda=True),
-                            ceiling_note="profiled: 64 GEMMs sum to 1.06 ms of kernels a call, the call spans 3.3 ms on the GPU, 3.6 ms of host issue: launch-bound",
+                            ceiling_note="profiled (torch profiler, H200): stage 1 GEMMs 23.5 us each (128x128 tiles), stage 2 10.2 us "
+                                         "(64x64 tiles, ~49% of peak): _graph_grouped runs 8 of 2,048 rows",
                             window="idle")
 
 
