@@ -10,7 +10,7 @@ consumer streams, each event record and wait, the join - so the events become th
 y[i] -> z[i], and each stream's kernels in its order. run() is one ``replay()``: the host leaves the
 critical path, and stage 2 of i still runs beside stage 1 of i+1 where the GPU has room (chapter 12
 covers graphs). Same GEMMs, same buffers, same outputs.
-Expect (measured, H200, 2026-12-01, two runs of 20 samples): 1.1404 / 1.1433 ms against the event
+Expect: measured, H200, 2026-12-01 (two runs of 20 samples): 1.1404 / 1.1433 ms against the event
 variant's 1.9058 / 2.1850 in the same runs, 76.9% / 76.7% of the 0.88 ms compute ceiling (estimated
 0.95-1.1 ms): the two chains barely overlap, as each stage's GEMM fills the GPU (pitfall 5).
 Run: python ch11/optimized_event_dependencies_graph.py  |  aisp bench run -t ch11:event_dependencies

@@ -12,8 +12,9 @@ fourth and computes z for those four micro-batches in one GEMM (y's four slabs a
 products and sums per output row: z equalled the one-row-block GEMMs' bit for bit in the sweep.
 Groups of 1 / 2 / 4 measured 1.13-1.18 / 1.05-1.07 / 1.04 ms a call (graph replays, CUDA events,
 two rounds; an H200, 2026-12-01).
-Expect (measured, H200, 2026-12-01, 20 samples): 0.9909 ms, 88.5% of the 0.88 ms compute ceiling, against
-the graphed variant's 1.1433 and the event variant's 2.1850 in the same run (estimated ~1.04 ms, ~84%).
+Expect: measured, H200, 2026-12-01 (20 samples): 0.9909 ms, 88.5% of the 0.88 ms compute ceiling, against
+the graphed variant's 1.1433 and the event variant's 2.1850 in the same run (estimated ~1.04 ms, ~84%);
+a second run: 0.9898 ms, 88.6% (not stored: its eager variants read 1.2-1.8x their level, host noise).
 Run: python ch11/optimized_event_dependencies_graph_grouped.py  |  aisp bench run -t ch11:event_dependencies
 """
 
