@@ -58,8 +58,8 @@ def optimizer_workload(**kw: object) -> OptimizerWorkload:
 
 
 WORKLOAD = optimizer_workload(precision="bf16", element_tol=2**-6, headline="memory", requires=aisp.Requirements(cuda=True),
-                              ceiling_note=("profiled (memory, H200): peak 4.13 GiB, 4.08 held between calls: fp32 master, start snapshot "
-                                            "and bf16 moments 1.0 each, bf16 weights 0.5, grads 0.52"))
+                              ceiling_note=("profiled (memory, H200): _in_backward peaks at 2.37 GiB: masters and bf16 moments "
+                                            "2.0 held, 0.36 in a call (activations, a layer's cast weight and gradient)"))
 
 
 class ResidualMLP(nn.Module):

@@ -26,9 +26,9 @@ import aisp
 BETAS, EPS = (0.9, 0.999), 1e-8
 
 
-def adam_update(param: torch.Tensor, master: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
-                grad: torch.Tensor, lr: float, step: int) -> None:
-    """One Adam step of fp32 ``master`` from a bf16 gradient; bf16 moments; ``param`` = bf16(master)."""
+def adam_master_update(master: torch.Tensor, m: torch.Tensor, v: torch.Tensor, grad: torch.Tensor,
+                       lr: float, step: int) -> None:
+    """One Adam step of fp32 ``master`` from a bf16 gradient; bf16 moments."""
     g = grad.float()
     m_new = torch.lerp(m.float(), g, 1 - BETAS[0])
     v_new = v.float() * BETAS[1] + g * g * (1 - BETAS[1])
@@ -36,6 +36,12 @@ def adam_update(param: torch.Tensor, master: torch.Tensor, m: torch.Tensor, v: t
     master.sub_(lr / (1 - BETAS[0] ** step) * m_new / denom)
     m.copy_(m_new)
     v.copy_(v_new)
+
+
+def adam_update(param: torch.Tensor, master: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
+                grad: torch.Tensor, lr: float, step: int) -> None:
+    """:func:`adam_master_update`, then ``param`` = bf16(master): one compiled kernel a tensor."""
+    adam_master_update(master, m, v, grad, lr, step)
     param.copy_(master)
 
 
