@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pair_variants import variant_names
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -105,14 +106,14 @@ def test_cli_profile_diff_with_a_stub_ncu(tmp_path: Path, monkeypatch: pytest.Mo
     assert out.exit_code == 0, out.output
     assert "tensor pipe %" in out.output and "_w4a16_gemm_kernel" in out.output
     saved = json.loads((tmp_path / "p" / "profile_ncu.json").read_text())
-    assert set(saved["variants"]) == {"baseline", "optimized"}
+    assert set(saved["variants"]) == variant_names("ch01:batch_size")
 
 
 def test_cli_profile_diff_without_ncu_fails_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     out = CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:batch_size", "--output-dir", str(tmp_path / "p")])
     assert out.exit_code == 1
-    assert "skipped: ncu not found on PATH" in out.output and "profiled 0 of 2 variants" in out.stderr
+    assert "skipped: ncu not found on PATH" in out.output and f"profiled 0 of {len(variant_names('ch01:batch_size'))} variants" in out.stderr
     assert CliRunner().invoke(app, ["profile", "diff", "-t", "ch01:no_such_pair"]).exit_code == 2
 
 

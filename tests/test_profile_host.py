@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from pair_variants import variant_names
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -115,7 +116,7 @@ def test_cli_profile_run_pyspy_on_a_pair(stub_pyspy: Path, tmp_path: Path, monke
     assert out.exit_code == 0, out.output
     assert "baseline: 100 samples (py-spy)" in out.output and "decode (imgs.py)" in out.output
     saved = json.loads((tmp_path / "p" / "profile_py-spy.json").read_text())
-    assert set(saved["variants"]) == {"baseline", "optimized"} and saved["tool"] == "py-spy"
+    assert set(saved["variants"]) == variant_names("ch01:batch_size") and saved["tool"] == "py-spy"
 
 
 def test_a_pyspy_that_cannot_attach_is_an_error_with_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from pair_variants import variant_names
 from typer.testing import CliRunner
 
 from aisp.cli.main import app
@@ -125,12 +126,12 @@ def test_cli_profile_run_torch_writes_files_for_both_variants(tmp_path):
     result = runner.invoke(app, ["profile", "run", "-t", "ch01:batch_size", "--tool", "torch",
                                  "--output-dir", str(out), "--iterations", "1", "--warmup", "0"])
     assert result.exit_code == 0, result.output
-    for variant in ("baseline", "optimized"):
+    for variant in variant_names("ch01:batch_size"):
         for suffix in ("trace.json", "ops.txt", "memory.json"):
             assert (out / f"{variant}.{suffix}").is_file()
         json.loads((out / f"{variant}.trace.json").read_text())
     saved = json.loads((out / "profile_torch.json").read_text())
-    assert saved["target"] == "ch01:batch_size" and set(saved["variants"]) == {"baseline", "optimized"}
+    assert saved["target"] == "ch01:batch_size" and set(saved["variants"]) == variant_names("ch01:batch_size")
     assert "window per iteration" in result.output and "baseline" in result.output
 
 
