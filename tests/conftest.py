@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,35 @@ def _share_the_cores_among_xdist_workers() -> None:
 
 
 _share_the_cores_among_xdist_workers()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cuobjdump_read_once_a_library() -> Iterator[None]:
+    """``cuobjdump -sass``/``-res-usage`` of a native library read once a process for each build of
+    it (its name, target architecture and cache key: nvcc's version, the flags and every source's
+    bytes, what names its ``.so``): a reading takes 1-2 s here, and a module's tests read the same
+    library's SASS again and again (ch07's tiled_matmul four times, ch11's kernels four). A library
+    whose key or target raises, or with no cuobjdump, goes to the real call as before."""
+    from aisp.kits import native
+
+    read = native.Library._cuobjdump
+    seen: dict[tuple[str, ...], str] = {}
+
+    def cached(self: native.Library, arch: str, option: str) -> str:
+        tool = native.cuobjdump()
+        try:
+            key = (tool, self.name, option, self.target(arch), self.key(self.target(arch)))
+        except Exception:
+            return read(self, arch, option)
+        if tool is None:
+            return read(self, arch, option)
+        if key not in seen:
+            seen[key] = read(self, arch, option)
+        return seen[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native.Library, "_cuobjdump", cached)
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

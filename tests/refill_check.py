@@ -20,6 +20,12 @@ def check_refilled_pair(base: aisp.Benchmark, opt: aisp.Benchmark, workload: ais
     opt.setup()
     before = guarded_run(base)
     guarded_run(opt)
+    _refilled_pair_matches(base, opt, before, workload)
+
+
+def _refilled_pair_matches(base: aisp.Benchmark, opt: aisp.Benchmark, before: list, workload: aisp.Workload) -> None:
+    """``base`` and ``opt``, set up and run once (``before``: the baseline's output), refilled with new
+    values: the baseline's output changes and the optimized variant's matches it; both torn down."""
     assert input_signature(base), f"{type(base).__name__} declares no per-call inputs"
     for bench in (base, opt):
         refill(bench, seed=12345)
@@ -43,3 +49,26 @@ def check_two_seeds(build: Callable[[str, int], aisp.Benchmark], baseline: str, 
         compare(refs[seed], guarded_run(opt), workload)
     with pytest.raises(VerificationError):
         compare(refs[0], refs[1], workload)
+
+
+def check_pair(build: Callable[[str, int], aisp.Benchmark], baseline: str, optimized: str) -> None:
+    """:func:`check_two_seeds` and then :func:`check_refilled_pair` on seed 0's benchmarks, in one pass:
+    seed 0's pair, set up and run once (the outputs compared: the first seed's match), is the pair that
+    check_refilled_pair sets up and runs once before it refills both, so those first runs serve both
+    checks instead of running again on a second set of seed-0 benchmarks (a run of a Triton variant
+    under the interpreter takes seconds). The same checks: two seeds match, seed 1's answer fails
+    against seed 0's, the baseline's declared inputs drive its output and the refilled pair matches."""
+    workload = build(baseline, 0).workload
+    base, opt = build(baseline, 0), build(optimized, 0)
+    base.setup()
+    opt.setup()
+    before = guarded_run(base)
+    compare(before, guarded_run(opt), workload)
+    _refilled_pair_matches(base, opt, before, workload)
+    base, opt = build(baseline, 1), build(optimized, 1)
+    base.setup()
+    opt.setup()
+    other = guarded_run(base)
+    compare(other, guarded_run(opt), workload)
+    with pytest.raises(VerificationError):
+        compare(before, other, workload)

@@ -21,7 +21,7 @@ INTERPRETED = """
 import sys, torch
 sys.path[:0] = ["ch17", "tests"]
 from aisp.kits.moe_gather import gather_swiglu
-from refill_check import check_refilled_pair, check_two_seeds
+from refill_check import check_pair
 from test_ch17_pairs import build
 from aisp.kits.moe import swiglu
 from aisp.kits.moe_schedule import device_route
@@ -38,9 +38,7 @@ for counts, top_k in (([37, 0, 70, 13], 2), ([0, 5, 0, 3], 4), ([0, 0, 40, 0], 8
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
     assert torch.equal(got, grouped_swiglu(xs, w, sched, tile=(16, 32, 32)))
 for variant in ("optimized_moe_grouped_gemm_fused_gather", "optimized_moe_grouped_gemm_fused_gather_torch_sort"):
-    check_two_seeds(build, "baseline_moe_grouped_gemm", variant)
-    base = build("baseline_moe_grouped_gemm", 0)
-    check_refilled_pair(base, build(variant, 0), base.workload)
+    check_pair(build, "baseline_moe_grouped_gemm", variant)
 seen = []
 bench = build("optimized_moe_grouped_gemm_fused_gather", 0)
 bench.setup()
@@ -107,12 +105,10 @@ def test_device_route_at_256_assignments_a_program_spills_far_less_at_64_experts
 ROUTE_INTERPRETED = """
 import sys, torch
 sys.path[:0] = ["ch17", "tests"]
-from refill_check import check_refilled_pair, check_two_seeds
+from refill_check import check_pair
 from test_ch17_pairs import build
 variant = "optimized_moe_grouped_gemm_fused_route"
-check_two_seeds(build, "baseline_moe_grouped_gemm", variant)
-base = build("baseline_moe_grouped_gemm", 0)
-check_refilled_pair(base, build(variant, 0), base.workload)
+check_pair(build, "baseline_moe_grouped_gemm", variant)
 seen = []
 bench = build(variant, 0)
 bench.setup()

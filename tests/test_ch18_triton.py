@@ -67,7 +67,7 @@ PAIR_SCRIPT = PRELUDE + """
 from pathlib import Path
 import pytest
 import aisp
-from refill_check import check_refilled_pair, check_two_seeds
+from refill_check import check_pair
 from aisp.harness.loader import import_module_at
 
 SMALL = {"flash_attention_triton": dict(batch=1, heads=2, seq=64, head_dim=32),
@@ -91,8 +91,7 @@ for base, opt in PAIRS:
         with pytest.raises(aisp.Unavailable):
             build(opt, 0).setup()
         continue
-    check_two_seeds(build, base, opt)
-    check_refilled_pair(build(base, 0), build(opt, 0), build(base, 0).workload)
+    check_pair(build, base, opt)
     print("verified", opt)
 print("interpreted ok")
 """

@@ -204,6 +204,7 @@ def built_by_chapter_tests() -> set[Path]:
     with the flags its pair uses, under the same nvcc and library conditions as here): compiling them
     again below would repeat that check, at about a second of CI a source."""
     import test_ch01_cuda_compile as ch01
+    import test_ch02_pairs as ch02
     import test_ch04_device_put as ch04
     import test_ch06_pairs as ch06
     import test_ch07_cuda as ch07
@@ -213,13 +214,16 @@ def built_by_chapter_tests() -> set[Path]:
     import test_ch10b_pairs as ch10b
     import test_ch11_cuda_compile as ch11
     import test_ch12_cuda_compile as ch12
+    import test_ch19_stream as ch19
 
     libraries = [*(import_module_at(ch01.CH01 / f"{m}.py").LIBRARY for m in ch01.NATIVE_PAIRS), ch04.BASE.STAGE,
                  *(ch06.library(m) for m in ch06.LIBRARIES), *(ch07.library(s) for s in ch07.LIBRARY_OF),
                  *(native.Library((ch08.CH08 / s,)) for s in ch08.ENTRY_POINTS),
                  *(ch09.library(m) for m in ch09.ENTRY_POINTS), *(ch10.COMMON.library(k) for k in ch10.COMMON.KERNELS),
                  *(ch10b.load(m).LIBRARY for m in ch10b.LIBRARY_OF.values()), *ch11.libraries().values(),
-                 *(ch12.declared(m)[0] for m in ch12.BASELINES)]
+                 *(ch12.declared(m)[0] for m in ch12.BASELINES), ch19.stream().LIBRARY]
+    if native.cuobjdump() is not None:  # ch02's SASS test (its three libraries built) skips without cuobjdump
+        libraries += [ch02.load(m).LIBRARY for m in ch02.SASS_16_BYTE]
     if (home := ch04.NVSHMEM.nvshmem_home()) is not None:  # without NVSHMEM both tests skip its ring
         libraries.append(ch04.NVSHMEM.ring_library(home))
     return {src.resolve() for lib in libraries for src in lib.sources}

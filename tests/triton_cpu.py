@@ -176,7 +176,7 @@ import dataclasses, sys
 from pathlib import Path
 import torch
 sys.path[:0] = [{folder!r}, {tests!r}]
-from refill_check import check_refilled_pair, check_two_seeds
+from refill_check import check_pair
 from aisp.harness.loader import import_module_at
 mods = {{m: import_module_at(Path({folder!r}) / f"{{m}}.py") for m in ({baseline!r}, {optimized!r})}}
 {patch}
@@ -185,8 +185,7 @@ def build(module, seed):
     bench.device, bench.seed = torch.device("cpu"), seed
     bench.workload = dataclasses.replace(bench.workload, **{sizes!r})
     return bench
-check_two_seeds(build, {baseline!r}, {optimized!r})
-check_refilled_pair(build({baseline!r}, 0), build({optimized!r}, 0), build({baseline!r}, 0).workload)
+check_pair(build, {baseline!r}, {optimized!r})
 print("interpreted ok")
 """
 
