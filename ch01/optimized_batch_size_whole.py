@@ -24,8 +24,6 @@ import aisp
 
 
 class WholeBatchMLP(BatchedMLP):
-    rows = BatchedMLP.workload.samples
-
     def setup(self) -> None:
         super().setup()
         self.zero_bias = torch.zeros(self.workload.hidden, device=self.device)

@@ -5,7 +5,7 @@ micro-batch.
 Optimized (optimized_event_dependencies.py): events instead of the syncs; the host still issues 64
 GEMMs, 32 event records and 32 waits a call (~3.6 ms of host time against ~1.06 ms of kernels on an
 H200, profiled: the GPU waits on the host).
-This variant: setup() captures that same run() (``torch.cuda.graph``) - the fork onto the producer and
+This variant: setup() captures that same run() (``aisp.kits.graphs.GraphReplay``) - the fork onto the producer and
 consumer streams, each event record and wait, the join - so the events become the graph's edges:
 y[i] -> z[i], and each stream's kernels in its order. run() is one ``replay()``: the host leaves the
 critical path, and stage 2 of i still runs beside stage 1 of i+1 where the GPU has room (chapter 12
@@ -22,27 +22,19 @@ import torch
 from optimized_event_dependencies import EventPipeline
 
 import aisp
+from aisp.kits.graphs import GraphReplay
 
 
-class GraphedEventPipeline(EventPipeline):
+class GraphedEventPipeline(GraphReplay, EventPipeline):
+    scratch = (*EventPipeline.scratch, "out")  # out: the graph's output, z
+
     def setup(self) -> None:
         super().setup()
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            self.capture_run()  # cuBLAS's workspaces and handles made before capture
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.capture_run()
+        self.capture()
 
-    def capture_run(self) -> torch.Tensor:
+    def forward(self) -> torch.Tensor:
         """The work the graph holds: the event-ordered run() of the variant above."""
-        return super().run()
-
-    def run(self) -> torch.Tensor:
-        self.graph.replay()
-        return self.z
+        return EventPipeline.run(self)
 
 
 def get_benchmark() -> aisp.Benchmark:

@@ -35,7 +35,7 @@ class GroupedGraphPipeline(GraphedEventPipeline):
             raise ValueError(f"{self.workload.batches} micro-batches do not split into groups of {self.group}")
         super().setup()
 
-    def capture_run(self) -> torch.Tensor:
+    def forward(self) -> torch.Tensor:
         """run() as captured: the producer's event per micro-batch, a consumer GEMM per group."""
         w, current = self.workload, torch.cuda.current_stream(self.device)
         self.producer.wait_stream(current)
