@@ -65,6 +65,22 @@ def _cuobjdump_read_once_a_library() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def _session_native_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "native-fresh"
+
+
+@pytest.fixture
+def fresh_native_cache(_session_native_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """AISP_NATIVE_CACHE set to this session's own folder of built libraries (empty when the session
+    starts, shared by its tests and its xdist workers; aisp.kits.native builds under a file lock and
+    renames into place): each library is built by this session's nvcc, and once however many tests ask
+    for it. A tmp_path cache a test built ch11's fma_chain library in four times (2-3 s of nvcc each)."""
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(_session_native_folder))
+    return _session_native_folder
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
