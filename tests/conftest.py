@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -64,6 +65,22 @@ def _cuobjdump_read_once_a_library() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def _session_native_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "native-fresh"
+
+
+@pytest.fixture
+def fresh_native_cache(_session_native_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """AISP_NATIVE_CACHE set to this session's own folder of built libraries (empty when the session
+    starts, shared by its tests and its xdist workers; aisp.kits.native builds under a file lock and
+    renames into place): each library is built by this session's nvcc, and once however many tests ask
+    for it. A tmp_path cache a test built ch11's fma_chain library in four times (2-3 s of nvcc each)."""
+    monkeypatch.setenv("AISP_NATIVE_CACHE", str(_session_native_folder))
+    return _session_native_folder
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
@@ -71,6 +88,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip)
+
+
+FORKED_AND_REUSED_PAIRS = ["aborts", "constant", "good", "mutates_input", "raises", "wrong_shape"]
+"""The fixture pairs (right, wrong, crashing, raising) that the --reuse-workers and --fork-workers tests
+run in their mode and hold to the spawned run's results (:func:`spawned_fixture_pairs`)."""
+FORKED_AND_REUSED_OPTIONS = dict(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0)
+
+
+def by_name(results: list[dict]) -> dict[str, dict]:
+    """A run's results by pair name, as its summary stores them (JSON: tuples become lists)."""
+    return {r["name"]: r for r in json.loads(json.dumps(results, default=str))}
+
+
+def run_named_pairs(folder: Path, names: list[str], options: RunOptions) -> dict[str, dict]:
+    """The named pairs of a fixture folder through the real harness, by name (:func:`by_name`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+        results, _ = run_suite(resolve_targets([f"{folder.name}:{n}" for n in names], folder, (folder,)), options)
+    return by_name(results)
+
+
+def fix_the_check_plan(mp: pytest.MonkeyPatch) -> None:
+    """The same verification plan in every run (it is drawn at random per pair), so evidence can be compared."""
+    from aisp.harness.verify import CheckPlan
+
+    mp.setattr(CheckPlan, "draw", classmethod(lambda cls, seed, iterations: cls(seed + 11, 5, 1)))
+
+
+@pytest.fixture(scope="session")
+def spawned_fixture_pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """:data:`FORKED_AND_REUSED_PAIRS` through the default harness (a spawned worker a pair, the fixed
+    check plan), run once for the whole session: tests/test_reuse_workers.py and tests/test_fork_workers.py
+    each ran this same run (same pairs, options and plan) to compare their mode with, six worker starts of
+    ~4 CPU-s each. Under xdist the first worker to ask runs it and the other reads its results (a lock)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common folder
+    stored = shared / "spawned_fixture_pairs.json"
+    with FileLock(str(stored) + ".lock"):
+        if not stored.exists():
+            with pytest.MonkeyPatch.context() as mp:
+                fix_the_check_plan(mp)
+                results = run_named_pairs(FIXTURE_PAIRS, FORKED_AND_REUSED_PAIRS,
+                                          RunOptions(**FORKED_AND_REUSED_OPTIONS,
+                                                     artifacts_dir=Path(tmp_path_factory.mktemp("spawned"))))
+            stored.write_text(json.dumps(results))
+        return json.loads(stored.read_text())
 
 
 def good_pair_folder(tmp_path: Path) -> Path:

@@ -78,9 +78,8 @@ def test_pair_skips_on_cpu_with_reason(module: str) -> None:
 
 @needs_nvcc
 @pytest.mark.parametrize("source", sorted(ENTRY_POINTS))
-def test_library_builds_for_sm90_with_its_entry_points(source: str, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+@pytest.mark.usefixtures("fresh_native_cache")
+def test_library_builds_for_sm90_with_its_entry_points(source: str) -> None:
     lib = ctypes.CDLL(str(native.Library((CH08 / source,)).build("90")))
     for name in ENTRY_POINTS[source]:
         assert hasattr(lib, name), f"{source} does not export {name}"
@@ -133,11 +132,11 @@ def test_half2_math_uses_packed_hfma2() -> None:
 
 
 @needs_nvcc
-def test_half2_run_refuses_what_it_cannot_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("fresh_native_cache")
+def test_half2_run_refuses_what_it_cannot_launch() -> None:
     """Refused (-1) before any CUDA call: mode 2's uint4 vectors need 16-byte pointers, modes 0 and 1
     four; an unknown mode (3: the removed _dyn's, then _pinned's) is refused, not run as another. What passes the
     checks reaches CUDA, which on a machine without a GPU answers a CUDA error code, never -1."""
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     run = ctypes.CDLL(str(native.Library((CH08 / "half2_poly.cu",)).build("90"))).half2_run
     run.argtypes, run.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p], ctypes.c_int
     for mode, x, y, n in [(2, 4096 + 4, 8192, 64), (2, 4096, 8192 + 8, 64), (1, 4096 + 2, 8192, 64),

@@ -35,21 +35,19 @@ def test_every_cuda_source_is_a_declared_library() -> None:
 
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
-def test_library_builds_for_sm90_and_exports_its_entry_points(name: str, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
+def test_library_builds_for_sm90_and_exports_its_entry_points(name: str, fresh_native_cache: Path) -> None:
     path = libraries()[name].build("90")
-    assert path.parent == tmp_path and "-sm90-" in path.name
+    assert path.parent == fresh_native_cache and "-sm90-" in path.name
     lib = ctypes.CDLL(str(path))
     for entry in ENTRY_POINTS[name]:
         assert hasattr(lib, entry), f"{name} does not export {entry}"
 
 
 @needs_nvcc
-def test_fma_chain_is_a_loop_of_ffma(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("fresh_native_cache")
+def test_fma_chain_is_a_loop_of_ffma() -> None:
     if native.cuobjdump() is None:
         pytest.skip("cuobjdump is not available")
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     sass = libraries()["ch11_kernels"].sass("90")
     body = sass[sass.index("fma_chain"):]
     assert "FFMA" in body and "BRA" in body
@@ -89,14 +87,14 @@ def test_longest_ffma_run_counts_consecutive_ffmas() -> None:
 
 
 @needs_nvcc
-def test_fma_chain_unrolls_and_pdl_kernels_wait_and_trigger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("fresh_native_cache")
+def test_fma_chain_unrolls_and_pdl_kernels_wait_and_trigger() -> None:
     """fma_chain<0> (plain), <1> (PDL, load after the wait), <2> (PDL, load before it): every one runs
     its chain in runs of 8+ FFMAs (14 from nvcc 13.0's unrolling of the plain loop; the 64-a-trip loop
     measured ~10% slower on an H200 and was reverted); the PDL ones hold griddepcontrol.wait (ACQBULK) and launch_dependents
     (PREEXIT), the plain one neither, and only <2> loads before its wait."""
     if native.cuobjdump() is None:
         pytest.skip("cuobjdump is not available")
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     by_mode = {mode: ins for (mode, unrolled), ins in fma_chains(libraries()["ch11_kernels"].sass("90")).items()
                if not unrolled}
     assert sorted(by_mode) == [0, 1, 2]
@@ -110,12 +108,12 @@ def test_fma_chain_unrolls_and_pdl_kernels_wait_and_trigger(tmp_path: Path, monk
 
 
 @needs_nvcc
-def test_green_contexts_is_host_code_that_needs_no_libcuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("fresh_native_cache")
+def test_green_contexts_is_host_code_that_needs_no_libcuda() -> None:
     """green_contexts.cu launches nothing (no kernel in its SASS) and reaches the driver's green-context
     functions through cudaGetDriverEntryPointByVersion, so the library does not link libcuda."""
     if native.cuobjdump() is None:
         pytest.skip("cuobjdump is not available")
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     lib = libraries()["green_contexts"]
     assert "Function : " not in lib.sass("90")
     assert "-lcuda" not in lib.flags
@@ -164,14 +162,14 @@ def ffma_sources(text: str) -> list[int]:
 
 
 @needs_nvcc
-def test_unrolled_fma_chain_runs_the_floors_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("fresh_native_cache")
+def test_unrolled_fma_chain_runs_the_floors_loop() -> None:
     """fma_chain<0, true> and <1, true> (small_kernel_unrolled): a run of 64+ FFMAs; the main loop at
     most 4.05 static cycles an FMA (fma_dependent's 4.02), below the plain loop's (4.19); every FFMA of
     it reads two registers from different banks (odd and even: the reverted loop's FFMA R8, R8, R2, R3
     read two from one) and an immediate; the PDL one waits before its load, the plain one never."""
     if native.cuobjdump() is None:
         pytest.skip("cuobjdump is not available")
-    monkeypatch.setenv("AISP_NATIVE_CACHE", str(tmp_path))
     sass = libraries()["ch11_kernels"].sass("90")
     chains = fma_chains(sass)
     timed = {key: next(ins for name, ins in stalls(sass).items() if re.search(rf"fma_chainILi{key[0]}ELb{int(key[1])}E", name))

@@ -11,21 +11,23 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FORKED_AND_REUSED_OPTIONS, FORKED_AND_REUSED_PAIRS
 from test_reuse_workers import FIXTURES, _evidence, _outcome, _run, fixed_plan  # noqa: F401 - a fixture
 
 from aisp.harness.options import RunOptions
 from aisp.harness.zygote import Zygote
 
-NAMES = ["aborts", "constant", "good", "mutates_input", "raises", "wrong_shape"]
+NAMES = FORKED_AND_REUSED_PAIRS
 
 
 @pytest.mark.usefixtures("fixed_plan")
-def test_forked_workers_give_the_spawned_workers_verdicts_and_evidence(tmp_path):
+def test_forked_workers_give_the_spawned_workers_verdicts_and_evidence(tmp_path, spawned_fixture_pairs):
     """The fixture pairs (right, wrong, crashing, raising) both ways: the same verdicts, reasons and
-    verification figures (same plan, same CPU arithmetic); every forked pair says so in its placement."""
-    options = dict(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0)
-    spawned = _run(FIXTURES / "pairs", NAMES, RunOptions(**options, artifacts_dir=tmp_path / "a"))
-    forked = _run(FIXTURES / "pairs", NAMES, RunOptions(**options, artifacts_dir=tmp_path / "b", fork_workers=True))
+    verification figures (same plan, same CPU arithmetic); every forked pair says so in its placement.
+    The spawned run is the session's one (conftest.spawned_fixture_pairs, shared with test_reuse_workers.py)."""
+    spawned = spawned_fixture_pairs
+    forked = _run(FIXTURES / "pairs", NAMES, RunOptions(**FORKED_AND_REUSED_OPTIONS, artifacts_dir=tmp_path / "b",
+                                                        fork_workers=True))
     for name, alone in spawned.items():
         assert _outcome(forked[name]) == _outcome(alone), name
         assert _evidence(forked[name]) == _evidence(alone), name

@@ -9,13 +9,17 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from conftest import run_fixture_pairs
+from conftest import (
+    FORKED_AND_REUSED_OPTIONS,
+    FORKED_AND_REUSED_PAIRS,
+    by_name,
+    fix_the_check_plan,
+    run_fixture_pairs,
+    run_named_pairs,
+)
 
 from aisp.harness import isolation
-from aisp.harness.discovery import resolve_targets
 from aisp.harness.options import RunOptions
-from aisp.harness.runner import run_suite
-from aisp.harness.verify import CheckPlan
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REUSE = FIXTURES / "reuse"
@@ -23,8 +27,8 @@ REUSE = FIXTURES / "reuse"
 
 @pytest.fixture
 def fixed_plan(monkeypatch):
-    """The same verification plan in both runs (it is drawn at random per pair), so evidence can be compared."""
-    monkeypatch.setattr(CheckPlan, "draw", classmethod(lambda cls, seed, iterations: cls(seed + 11, 5, 1)))
+    """The same verification plan as the spawned run's (it is drawn at random per pair), so evidence can be compared."""
+    fix_the_check_plan(monkeypatch)
 
 
 def test_restore_puts_back_what_a_pair_changed():
@@ -86,16 +90,7 @@ def test_restore_drops_the_pairs_modules_and_keeps_the_packages():
     assert "common_reuse" not in sys.modules and "aisp.judge.run_noise" in sys.modules
 
 
-def _by_name(results: list[dict]) -> dict[str, dict]:
-    return {r["name"]: r for r in results}
-
-
-def _run(folder: Path, names: list[str], options: RunOptions) -> dict[str, dict]:
-    """The named pairs of a fixture folder through the real harness, by name."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
-        results, _ = run_suite(resolve_targets([f"{folder.name}:{n}" for n in names], folder, (folder,)), options)
-    return _by_name(results)
+_by_name, _run = by_name, run_named_pairs
 
 
 TIMED = {"ok", "inconclusive", "slower"}
@@ -119,13 +114,14 @@ def _evidence(result: dict) -> list:
             for v in [result["baseline"], *result["variants"]] if v]
 
 
-def test_reused_worker_gives_the_isolated_runs_verdicts_and_evidence(tmp_path, fixed_plan):
+def test_reused_worker_gives_the_isolated_runs_verdicts_and_evidence(tmp_path, fixed_plan, spawned_fixture_pairs):
     """The harness's fixture pairs (right, wrong, crashing, raising) through both modes: the same
-    verdicts and reasons, and the same verification figures (same plan, same CPU arithmetic)."""
-    names = ["aborts", "constant", "good", "mutates_input", "raises", "wrong_shape"]
-    options = dict(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0)
-    isolated = _run(FIXTURES / "pairs", names, RunOptions(**options, artifacts_dir=tmp_path / "a"))
-    reused = _run(FIXTURES / "pairs", names, RunOptions(**options, artifacts_dir=tmp_path / "b", reuse_workers=True))
+    verdicts and reasons, and the same verification figures (same plan, same CPU arithmetic). The
+    isolated run is the session's one (conftest.spawned_fixture_pairs, shared with test_fork_workers.py)."""
+    names = FORKED_AND_REUSED_PAIRS
+    isolated = spawned_fixture_pairs
+    reused = _run(FIXTURES / "pairs", names, RunOptions(**FORKED_AND_REUSED_OPTIONS, artifacts_dir=tmp_path / "b",
+                                                        reuse_workers=True))
     assert set(isolated) == set(reused) == set(names)
     for name, alone in isolated.items():
         again = reused[name]
