@@ -28,7 +28,7 @@ class CopiesWorkload(aisp.Workload):
 
 
 WORKLOAD = CopiesWorkload(bytes=2048 * 1024 * 4.0, link="h2d", precision="exact", items=2048, item_unit="copies",
-                          ceiling_note="profiled (torch profiler, H200): _mapped's gather kernel reads the 8 MiB over PCIe in 168.5 us (90% of pinned H2D); host issue before it the rest",
+                          ceiling_note="profiled (torch profiler, H200): _mapped's gather 168.5 us (90% of pinned H2D); a call 184 us alone, 221-231 us after a baseline call (probe)",
                           requires=aisp.Requirements(cuda=True),
                           window="idle")
 

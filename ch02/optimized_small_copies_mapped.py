@@ -20,7 +20,9 @@ of launch is 0.17-0.19 ms, 80-89%; measured 0.229 ms, 66% (36.6 GB/s): under the
 and 67.8%, the pair's best in both. Why (torch profiler, H200, 2026-11-30): the one gather kernel reads
 the 8 MiB over PCIe in 168.5 us (49.8 GB/s, ~90% of pinned H2D's 55 GB/s); the rest of a call from
 idle is the host's issue before it (a 0.268 ms window a call under the profiler). The kernel is near
-the link; the launch from idle holds the call at 66-68%.
+the link; the launch from idle holds the call at 66-68%. One H200, 2026-12-01: a probe read 184-186 us a call
+alone and 221-231 us right after one baseline call (the L2 flushed in both); the harness, whose rotation puts a
+third of the samples after the baseline, 0.2176 ms (69.6%).
 Run: python ch02/optimized_small_copies_mapped.py  |  aisp bench run -t ch02:small_copies
 """
 
