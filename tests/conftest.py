@@ -65,10 +65,15 @@ def _cuobjdump_read_once_a_library() -> Iterator[None]:
         yield
 
 
+def shared_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary folder that every xdist worker of it sees (the workers' common parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def _session_native_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "native-fresh"
+    return shared_temp(tmp_path_factory) / "native-fresh"
 
 
 @pytest.fixture
@@ -124,9 +129,7 @@ def spawned_fixture_pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     ~4 CPU-s each. Under xdist the first worker to ask runs it and the other reads its results (a lock)."""
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common folder
-    stored = shared / "spawned_fixture_pairs.json"
+    stored = shared_temp(tmp_path_factory) / "spawned_fixture_pairs.json"
     with FileLock(str(stored) + ".lock"):
         if not stored.exists():
             with pytest.MonkeyPatch.context() as mp:

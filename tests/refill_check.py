@@ -36,17 +36,23 @@ def _refilled_pair_matches(base: aisp.Benchmark, opt: aisp.Benchmark, before: li
     opt.teardown()
 
 
+def _matched_pair(build: Callable[[str, int], aisp.Benchmark], baseline: str, optimized: str, seed: int,
+                  workload: aisp.Workload) -> tuple[aisp.Benchmark, aisp.Benchmark, list]:
+    """Seed ``seed``'s pair set up and run once, the optimized output compared with the baseline's:
+    (baseline, optimized, the baseline's output)."""
+    base, opt = build(baseline, seed), build(optimized, seed)
+    base.setup()
+    opt.setup()
+    out = guarded_run(base)
+    compare(out, guarded_run(opt), workload)
+    return base, opt, out
+
+
 def check_two_seeds(build: Callable[[str, int], aisp.Benchmark], baseline: str, optimized: str) -> None:
     """On seeds 0 and 1 the optimized output matches the baseline's, and seed 1's answer fails
     against seed 0's (so the comparison can fail)."""
     workload = build(baseline, 0).workload
-    refs = {}
-    for seed in (0, 1):
-        base, opt = build(baseline, seed), build(optimized, seed)
-        base.setup()
-        opt.setup()
-        refs[seed] = guarded_run(base)
-        compare(refs[seed], guarded_run(opt), workload)
+    refs = {seed: _matched_pair(build, baseline, optimized, seed, workload)[2] for seed in (0, 1)}
     with pytest.raises(VerificationError):
         compare(refs[0], refs[1], workload)
 
@@ -59,16 +65,8 @@ def check_pair(build: Callable[[str, int], aisp.Benchmark], baseline: str, optim
     under the interpreter takes seconds). The same checks: two seeds match, seed 1's answer fails
     against seed 0's, the baseline's declared inputs drive its output and the refilled pair matches."""
     workload = build(baseline, 0).workload
-    base, opt = build(baseline, 0), build(optimized, 0)
-    base.setup()
-    opt.setup()
-    before = guarded_run(base)
-    compare(before, guarded_run(opt), workload)
+    base, opt, before = _matched_pair(build, baseline, optimized, 0, workload)
     _refilled_pair_matches(base, opt, before, workload)
-    base, opt = build(baseline, 1), build(optimized, 1)
-    base.setup()
-    opt.setup()
-    other = guarded_run(base)
-    compare(other, guarded_run(opt), workload)
+    other = _matched_pair(build, baseline, optimized, 1, workload)[2]
     with pytest.raises(VerificationError):
         compare(before, other, workload)

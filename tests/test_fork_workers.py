@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FORKED_AND_REUSED_OPTIONS, FORKED_AND_REUSED_PAIRS
-from test_reuse_workers import FIXTURES, _evidence, _outcome, _run, fixed_plan  # noqa: F401 - a fixture
+from conftest import FORKED_AND_REUSED_OPTIONS, FORKED_AND_REUSED_PAIRS, run_named_pairs
+from test_reuse_workers import FIXTURES, _evidence, _outcome, fixed_plan  # noqa: F401 - a fixture
 
 from aisp.harness.options import RunOptions
 from aisp.harness.zygote import Zygote
@@ -26,7 +26,7 @@ def test_forked_workers_give_the_spawned_workers_verdicts_and_evidence(tmp_path,
     verification figures (same plan, same CPU arithmetic); every forked pair says so in its placement.
     The spawned run is the session's one (conftest.spawned_fixture_pairs, shared with test_reuse_workers.py)."""
     spawned = spawned_fixture_pairs
-    forked = _run(FIXTURES / "pairs", NAMES, RunOptions(**FORKED_AND_REUSED_OPTIONS, artifacts_dir=tmp_path / "b",
+    forked = run_named_pairs(FIXTURES / "pairs", NAMES, RunOptions(**FORKED_AND_REUSED_OPTIONS, artifacts_dir=tmp_path / "b",
                                                         fork_workers=True))
     for name, alone in spawned.items():
         assert _outcome(forked[name]) == _outcome(alone), name
@@ -105,7 +105,7 @@ def test_a_zygote_that_cannot_start_is_an_oserror_and_the_run_starts_workers_ane
     monkeypatch.setattr(runner, "Zygote", lambda env, cwd, log: (_ for _ in ()).throw(OSError("no zygote here")))
     options = RunOptions(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0, fork_workers=True,
                          artifacts_dir=tmp_path / "runs")
-    result = _run(FIXTURES / "pairs", ["raises"], options)["raises"]
+    result = run_named_pairs(FIXTURES / "pairs", ["raises"], options)["raises"]
     assert result["placement"]["forked"] is False and result["verdict"] == "error"
 
 

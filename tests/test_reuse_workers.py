@@ -90,9 +90,6 @@ def test_restore_drops_the_pairs_modules_and_keeps_the_packages():
     assert "common_reuse" not in sys.modules and "aisp.judge.run_noise" in sys.modules
 
 
-_by_name, _run = by_name, run_named_pairs
-
-
 TIMED = {"ok", "inconclusive", "slower"}
 """Verdicts set by the timing (noise on a shared 2-core host): compared as 'timed', not one by one."""
 
@@ -120,7 +117,7 @@ def test_reused_worker_gives_the_isolated_runs_verdicts_and_evidence(tmp_path, f
     isolated run is the session's one (conftest.spawned_fixture_pairs, shared with test_fork_workers.py)."""
     names = FORKED_AND_REUSED_PAIRS
     isolated = spawned_fixture_pairs
-    reused = _run(FIXTURES / "pairs", names, RunOptions(**FORKED_AND_REUSED_OPTIONS, artifacts_dir=tmp_path / "b",
+    reused = run_named_pairs(FIXTURES / "pairs", names, RunOptions(**FORKED_AND_REUSED_OPTIONS, artifacts_dir=tmp_path / "b",
                                                         reuse_workers=True))
     assert set(isolated) == set(reused) == set(names)
     for name, alone in isolated.items():
@@ -138,7 +135,7 @@ def test_reused_worker_gives_the_isolated_runs_verdicts_and_evidence(tmp_path, f
 def test_state_is_put_back_between_pairs_and_a_worker_with_leftovers_is_retired(tmp_path):
     options = RunOptions(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0, reuse_workers=True,
                          artifacts_dir=tmp_path)
-    results = _by_name(run_fixture_pairs(REUSE, REUSE, options))
+    results = by_name(run_fixture_pairs(REUSE, REUSE, options))
     assert [_outcome(results[n]) for n in ("a_leaks", "b_checks", "c_spawns", "d_after")] == [("timed", None)] * 4
     placed = {n: r["placement"]["reused_worker"] for n, r in results.items()}
     # b_checks ran in the worker a_leaks changed, after it, and found nothing of its changes
@@ -156,7 +153,7 @@ def test_state_is_put_back_between_pairs_and_a_worker_with_leftovers_is_retired(
 def test_multi_rank_pairs_still_get_fresh_processes(tmp_path):
     options = RunOptions(iterations=3, warmup=1, warmup_s=0.0, device="cpu", confirm_runs=0, reuse_workers=True,
                          artifacts_dir=tmp_path)
-    result = _run(FIXTURES / "distributed", ["rank_raises"], options)["rank_raises"]
+    result = run_named_pairs(FIXTURES / "distributed", ["rank_raises"], options)["rank_raises"]
     assert result["verdict"] == "error" and "rank 1" in result["reason"]
     assert "reused_worker" not in result["placement"]  # handed back to a fresh worker, which ran torchrun
 
