@@ -76,6 +76,8 @@ CPU_UNRUNNABLE = {
                                                  "test_triton_window_variant_verifies_under_the_interpreter)",
     "optimized_sliding_window_attention_hostdesc": "a Triton kernel (verified under TRITON_INTERPRET=1: "
                                                    "test_triton_window_variant_verifies_under_the_interpreter)",
+    "optimized_sliding_window_attention_cudnn": "cuDNN's graph API (skipped on a CPU: test_cudnn_variants_skip_on_a_cpu; "
+                                                "GPU: tests/test_kits_cudnn_sdpa.py)",
 }
 """Variants whose code cannot run on a CPU, with why."""
 
@@ -207,7 +209,8 @@ def test_tiled_transpose_handles_ragged_shapes_on_gpu() -> None:
     assert torch.equal(load("optimized_bandwidth_naive").transpose(x), x.t().contiguous())
 
 
-@pytest.mark.parametrize("module", ["optimized_attention_standard_cudnn", "optimized_long_context_attention_cudnn"])
+@pytest.mark.parametrize("module", ["optimized_attention_standard_cudnn", "optimized_long_context_attention_cudnn",
+                                    "optimized_sliding_window_attention_cudnn"])
 def test_cudnn_variants_skip_on_a_cpu(module: str) -> None:
     """Where cuDNN attention cannot run, setup raises Unavailable with the reason (a skip, not an error)."""
     bench = build(module, 0)
