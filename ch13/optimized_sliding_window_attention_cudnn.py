@@ -4,7 +4,7 @@ Baseline (baseline_sliding_window_attention.py): dense-mask SDPA computes all S^
 Optimized: PyTorch's SDPA hands cuDNN only no mask or plain causal, so the window had to be a dense
 mask or a FlexAttention/Triton kernel. cuDNN's SDPA node takes a diagonal band: ``left_bound`` =
 the span (1,024) and ``right_bound`` = 0, top-left aligned, so key j is kept for query i where
-i - 1,024 < j <= i, the baseline's rule. ``aisp.kits.cudnn_sdpa.CausalAttention`` builds that graph once
+i - 1,024 < j <= i, the baseline's rule. ``aisp.kits.cudnn_sdpa.BandAttention`` builds that graph once
 in setup (cuDNN's first-ranked plan) and each call runs it on the current q, k, v into a preallocated
 output; no mask tensor, only the key tiles inside the band. Needs the ``nvidia-cudnn-frontend`` package
 (``pip install "aisp[cudnn]"``); without it the variant is skipped with the package named.
@@ -29,7 +29,7 @@ from baseline_attention_standard import make_qkv
 from baseline_sliding_window_attention import WORKLOAD, DenseMaskAttention
 
 import aisp
-from aisp.kits.cudnn_sdpa import REQUIRES, CausalAttention
+from aisp.kits.cudnn_sdpa import REQUIRES, BandAttention
 
 
 class CudnnWindowAttention(DenseMaskAttention):
@@ -39,7 +39,7 @@ class CudnnWindowAttention(DenseMaskAttention):
     def setup(self) -> None:
         self.q, self.k, self.v = make_qkv(self)
         self.out = torch.empty_like(self.q)
-        self.band = CausalAttention(self.q, self.k, self.v, self.out, span=self.workload.span)
+        self.band = BandAttention(self.q, self.k, self.v, self.out, self.workload.span)
 
     def run(self) -> torch.Tensor:
         return self.band(self.q, self.k, self.v, self.out)

@@ -1,10 +1,9 @@
 """aisp.kits.cudnn_sdpa: cuDNN's band attention (ch13 sliding_window_attention ``_cudnn``).
 
 On a CPU: the band bounds are the pair's window rule (and one key less is not), the variant needs the
-frontend package and a GPU. On a GPU with ``nvidia-cudnn-frontend``: the band matches the dense-mask
+frontend package and a GPU. On a GPU with ``nvidia-cudnn-frontend``: the kernel matches the dense-mask
 SDPA at small shapes and spans at the edges, again after its inputs are refilled in place, and a band one
-key short fails the harness's comparison; ALiBi (ch14 flex_score_mod ``_cudnn``) matches the pair's bias
-tensor, and the bias with the slopes of twice the heads (another rule) fails it.
+key short fails the harness's comparison.
 """
 
 from __future__ import annotations
@@ -20,15 +19,11 @@ import torch.nn.functional as F
 import aisp
 from aisp.harness.benchmark import unmet_requirements
 from aisp.harness.verify import VerificationError, compare, flatten
-from aisp.kits.cudnn_sdpa import REQUIRES, CausalAttention, band_bounds
+from aisp.kits.cudnn_sdpa import REQUIRES, BandAttention, band_bounds
 
 CH13 = Path(__file__).resolve().parents[1] / "ch13"
 sys.path.insert(0, str(CH13))
 from baseline_sliding_window_attention import WORKLOAD, in_window  # noqa: E402
-
-sys.path.insert(0, str(CH13.parent / "ch14"))
-from baseline_flex_score_mod import WORKLOAD as ALIBI_WORKLOAD  # noqa: E402
-from baseline_flex_score_mod import alibi_causal_bias  # noqa: E402
 
 
 def band_mask(seq: int, left: int, right: int) -> torch.Tensor:
@@ -66,7 +61,7 @@ def test_the_variant_needs_a_gpu_and_the_frontend() -> None:
 def test_band_attention_on_a_cpu_is_unavailable() -> None:
     q = torch.zeros(1, 1, 8, 16, dtype=torch.bfloat16)
     with pytest.raises(aisp.Unavailable, match="needs a CUDA GPU"):
-        CausalAttention(q, q, q, q.clone(), span=4)
+        BandAttention(q, q, q, q.clone(), 4)
 
 
 def _qkv(batch: int, heads: int, seq: int, dim: int, seed: int) -> tuple[torch.Tensor, ...]:
@@ -95,7 +90,7 @@ needs_frontend = pytest.mark.skipif(importlib.util.find_spec("cudnn") is None,
 def test_band_attention_matches_the_dense_mask_and_follows_refilled_inputs(span: int) -> None:
     q, k, v = _qkv(2, 4, 512, 128, seed=span)
     out = torch.empty_like(q)
-    band = CausalAttention(q, k, v, out, span=span)
+    band = BandAttention(q, k, v, out, span)
     compare(_outputs(_reference(q, k, v, span)), _outputs(band(q, k, v, out).clone()), WORKLOAD)
     for t in (q, k, v):  # the harness refills inputs in place before a timed call
         t.normal_()
@@ -110,7 +105,7 @@ def test_a_band_one_key_short_fails_the_comparison() -> None:
     span = 48
     q, k, v = _qkv(2, 4, 512, 128, seed=1)
     out = torch.empty_like(q)
-    short = CausalAttention(q, k, v, out, span=span - 1)
+    short = BandAttention(q, k, v, out, span - 1)
     with pytest.raises(VerificationError):
         compare(_outputs(_reference(q, k, v, span)), _outputs(short(q, k, v, out).clone()), WORKLOAD)
 
@@ -120,25 +115,7 @@ def test_a_band_one_key_short_fails_the_comparison() -> None:
 def test_band_attention_refuses_tensors_of_another_layout() -> None:
     q, k, v = _qkv(1, 2, 256, 128, seed=2)
     out = torch.empty_like(q)
-    band = CausalAttention(q, k, v, out, span=64)
+    band = BandAttention(q, k, v, out, 64)
     wide = torch.empty(1, 2, 512, 128, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="shapes or strides"):
         band(wide, wide, wide, wide)
-
-
-def _alibi_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_rule: int) -> torch.Tensor:
-    """SDPA with ch14's ALiBi bias tensor (fp32) for a rule of ``heads_rule`` heads' slopes."""
-    bias = alibi_causal_bias(heads_rule, q.shape[2], q.device)[: q.shape[1]]
-    return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=bias[None]).to(q.dtype)
-
-
-@pytest.mark.gpu
-@needs_frontend
-def test_alibi_attention_matches_the_bias_tensor_and_not_another_rule() -> None:
-    q, k, v = _qkv(2, 8, 512, 64, seed=3)
-    out = torch.empty_like(q)
-    attention = CausalAttention(q, k, v, out, alibi=True)
-    got = _outputs(attention(q, k, v, out).clone())
-    compare(_outputs(_alibi_reference(q, k, v, 8)), got, ALIBI_WORKLOAD)
-    with pytest.raises(VerificationError):  # the planted fault: slopes of a 16-head rule, half as steep
-        compare(_outputs(_alibi_reference(q, k, v, 16)), got, ALIBI_WORKLOAD)
