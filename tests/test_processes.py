@@ -59,12 +59,12 @@ def test_no_child_of_a_pair_outlives_it(name: str, verdicts: tuple[str, ...], re
                                         tmp_path: Path):
     """leaves_child finishes (ok; slower when a busy CPU slows one side of its A/A timing); a reused
     worker that times out is ended with everything it started, as a fresh one is. hangs_with_child's 8 s
-    limit is halved (as test_fork_workers.py does): the fixture records its worker and sleeper before the
+    limit is quartered to 2 s (as test_fork_workers.py does): the fixture records its worker and sleeper before the
     worker reports that limit, so only the wait for the timeout gets shorter."""
     pairs = resolve_targets([f"processes:{name}"], REPO, (PROCESSES,))
     results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts",
                                              reuse_workers=reuse,
-                                             timeout_multiplier=0.5 if name == "hangs_with_child" else 1.0))
+                                             timeout_multiplier=0.25 if name == "hangs_with_child" else 1.0))
     assert results[0]["verdict"] in verdicts, results[0]["reason"]
     pids = recorded(pid_file)
     assert len(pids) >= 2, "the fixture recorded its worker and a sleeper"
