@@ -95,6 +95,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module is imported: their objects (torch's, the harness's, the chapters') go to gc's
+    permanent generation, as the harness's worker and zygote freeze theirs after their imports. The
+    harness's in-process timing and verification call gc.collect() around each setup and timed window;
+    each call walked all of them (0.1-0.45 s here: tests/test_timing.py's rotation test, sixteen
+    interleaved timings of two empty calls, took 7 s of it). Objects made later are collected as before.
+    Hypothesis is imported first where installed: its plugin hook registers trio's generator, and then
+    looks for that generator's referrers, which gc does not search among frozen objects (a warning)."""
+    import gc
+    import importlib.util
+
+    if importlib.util.find_spec("hypothesis") is not None:
+        import hypothesis  # noqa: F401
+    gc.collect()
+    gc.freeze()
+
+
 FORKED_AND_REUSED_PAIRS = ["aborts", "constant", "good", "mutates_input", "raises", "wrong_shape"]
 """The fixture pairs (right, wrong, crashing, raising) that the --reuse-workers and --fork-workers tests
 run in their mode and hold to the spawned run's results (:func:`spawned_fixture_pairs`)."""

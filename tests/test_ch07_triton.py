@@ -5,13 +5,11 @@ loads along x's rows and 128-bit stores along the output's."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import run_scripts
 
 from aisp.harness.loader import import_module_at
 
@@ -36,9 +34,7 @@ print("ok", len(cases) + 1)
 
 
 def test_strided_row_features_matches_eager_in_the_interpreter() -> None:
-    path = os.pathsep.join([str(CH07), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", INTERPRET], env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path},
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = run_scripts({"interpret": INTERPRET}, path=(str(CH07),), timeout=600)["interpret"]
     assert (done.returncode, done.stdout.split()) == (0, ["ok", "4"]), done.stderr[-3000:]
 
 

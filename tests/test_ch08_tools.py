@@ -4,12 +4,10 @@ table and plot on recorded figures."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import run_scripts
 
 from aisp.harness.loader import import_module_at
 
@@ -33,9 +31,7 @@ print("ok", len(configs))
 
 def test_triton_matmul_matches_torch_in_the_interpreter() -> None:
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(CH08), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", INTERPRET], capture_output=True, text=True, env=env, timeout=900,
-                          check=False)
+    proc = run_scripts({"interpret": INTERPRET}, path=(str(CH08),), timeout=900)["interpret"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ok 9" in proc.stdout
 

@@ -5,12 +5,10 @@ cp.async instead), every kernel uses wgmma and fits Hopper's shared memory."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import run_scripts
 
 from aisp.harness.loader import import_module_at
 
@@ -42,10 +40,7 @@ print("ok", len(runs))
 
 def test_every_kernel_matches_torch_in_the_interpreter() -> None:
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(CH10), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", INTERPRET], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
+    proc = run_scripts({"interpret": INTERPRET}, path=(str(CH10),), timeout=600)["interpret"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ok 5" in proc.stdout
 

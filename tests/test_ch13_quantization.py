@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from ci_triton_scripts import run_scripts
 
 from aisp.harness.loader import import_module_at
 from aisp.kits import native
@@ -66,9 +66,7 @@ def test_pair_verifies_under_the_triton_interpreter() -> None:
     pytest.importorskip("triton")
     script = INTERPRETED.format(ch13=str(CH13), tests=str(ROOT / "tests"), base=str(CH13 / "baseline_quantization.py"),
                                 opt=str(CH13 / "optimized_quantization.py"))
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
+    proc = run_scripts({"script": script}, timeout=600)["script"]
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
 
 

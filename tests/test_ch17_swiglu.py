@@ -8,12 +8,10 @@ without spills."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ci_triton_scripts import run_scripts
 from triton_cpu import INTERPRETER_FIX, assert_tma_and_wgmma, cuobjdump, fits_sm90, wgmma_serialized
 
 from aisp.harness.loader import import_module_at
@@ -47,9 +45,7 @@ print("interpreted ok")
 
 def test_swiglu_kernels_and_graphed_variants_under_the_interpreter() -> None:
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", INTERPRETED], capture_output=True, text=True, env=env, timeout=900,
-                          check=False, cwd=ROOT)
+    proc = run_scripts({"script": INTERPRETED}, timeout=900)["script"]
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
 
 

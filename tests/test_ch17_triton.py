@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from ci_triton_scripts import run_scripts
 from test_ch17_pairs import build
 from torch._inductor.utils import run_and_get_code
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -57,9 +55,7 @@ print("interpreted ok")
 def test_decode_ops_match_their_references_under_the_interpreter() -> None:
     pytest.importorskip("triton")
     script = INTERPRETED.format(ch17=str(ROOT / "ch17"), tests=str(ROOT / "tests"))
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900,
-                          check=False, cwd=ROOT)
+    proc = run_scripts({"script": script}, timeout=900)["script"]
     assert proc.returncode == 0 and "interpreted ok" in proc.stdout, proc.stderr[-3000:]
 
 

@@ -32,7 +32,7 @@ def _run(names: list[str], artifacts: Path, fork_workers: bool = False) -> tuple
     return {r["name"]: r for r in results}, run_dir
 
 
-HANG_TIMEOUT_S = 20.0  # common_ranks.PidReduce's timeout_s: the hanging pair's, no other's
+HANG_TIMEOUT_S = 8.0  # common_ranks.PidReduce's timeout_s: the hanging pair's, no other's
 
 
 def limit_once_both_ranks_run(mp: pytest.MonkeyPatch, pid_dir: Path) -> None:

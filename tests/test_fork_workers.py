@@ -65,7 +65,7 @@ def test_each_forked_worker_is_a_new_process_of_the_zygote(zygote, tmp_path):
 
 @pytest.mark.parametrize("name, verdicts", [("hangs_with_child", ("timeout",))])
 def test_a_forked_worker_that_times_out_leaves_nothing(name, verdicts, tmp_path, monkeypatch):
-    """The pair's 8 s limit halved: a forked worker imports nothing but the pair's files (the fixture
+    """The pair's 8 s limit quartered (2 s): a forked worker imports nothing but the pair's files (the fixture
     records the worker and its sleeper before the worker reports that limit)."""
     from conftest import REPO
     from test_processes import PROCESSES, recorded, running
@@ -77,7 +77,7 @@ def test_a_forked_worker_that_times_out_leaves_nothing(name, verdicts, tmp_path,
     monkeypatch.setenv("AISP_TEST_PIDS", str(pid_file))
     pairs = resolve_targets([f"processes:{name}"], REPO, (PROCESSES,))
     results, _ = run_suite(pairs, RunOptions(iterations=2, warmup=0, artifacts_dir=tmp_path / "artifacts",
-                                             fork_workers=True, timeout_multiplier=0.5))
+                                             fork_workers=True, timeout_multiplier=0.25))
     try:
         assert results[0]["verdict"] in verdicts, results[0]["reason"]
         assert len(recorded(pid_file)) >= 2, "the fixture recorded its worker and a sleeper"

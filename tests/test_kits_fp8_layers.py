@@ -4,13 +4,11 @@ path (decode rows) gives the widened path's answer."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from ci_triton_scripts import run_scripts
 from torch import nn
 
 from aisp.kits.fp8_layers import FP8Linear, to_fp8
@@ -52,7 +50,5 @@ print("kernel ok")
 
 def test_kernel_path_matches_the_widened_path_under_the_interpreter() -> None:
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", KERNEL], capture_output=True, text=True, env=env, timeout=300,
-                          check=False)
+    proc = run_scripts({"kernel": KERNEL}, timeout=300)["kernel"]
     assert proc.returncode == 0 and "kernel ok" in proc.stdout, proc.stderr[-3000:]

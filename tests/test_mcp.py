@@ -71,7 +71,7 @@ async def session(tmp_path: Path) -> dict[str, Any]:
         deadline = time.monotonic() + 300
         while (await call(client, "job_status", job_id=job["job_id"]))["state"] == "running":
             assert time.monotonic() < deadline, "the verify job did not end"
-            await anyio.sleep(1)
+            await anyio.sleep(0.2)
         seen["job"] = await call(client, "job_result", job_id=job["job_id"])
         run = seen["job"]["run_dir"]
         seen["compare"] = await call(client, "compare_runs", run_a=run, run_b=run)
