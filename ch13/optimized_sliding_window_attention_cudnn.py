@@ -44,6 +44,9 @@ class CudnnWindowAttention(DenseMaskAttention):
     def run(self) -> torch.Tensor:
         return self.band(self.q, self.k, self.v, self.out)
 
+    def teardown(self) -> None:
+        self.band.close()
+
 
 def get_benchmark() -> aisp.Benchmark:
     return CudnnWindowAttention()

@@ -112,10 +112,14 @@ def test_a_band_one_key_short_fails_the_comparison() -> None:
 
 @pytest.mark.gpu
 @needs_frontend
-def test_band_attention_refuses_tensors_of_another_layout() -> None:
+def test_band_attention_refuses_another_layout_and_calls_after_close() -> None:
     q, k, v = _qkv(1, 2, 256, 128, seed=2)
     out = torch.empty_like(q)
     band = BandAttention(q, k, v, out, 64)
     wide = torch.empty(1, 2, 512, 128, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="shapes or strides"):
         band(wide, wide, wide, wide)
+    band.close()
+    band.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="closed"):
+        band(q, k, v, out)

@@ -83,7 +83,15 @@ class BandAttention:
         self.graph = graph
         self.workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device=q.device)
 
+    def close(self) -> None:
+        """Release the cuDNN handle (the graph and workspace go with this object); calls fail after it."""
+        if self.handle is not None:
+            self._cudnn.destroy_handle(self.handle)
+            self.handle = None
+
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if self.handle is None:
+            raise RuntimeError("BandAttention: closed")
         if tuple((tuple(t.shape), t.stride()) for t in (q, k, v, out)) != self.layout:
             raise ValueError("BandAttention: the tensors' shapes or strides differ from those the graph was built for")
         self._cudnn.set_stream(handle=self.handle, stream=torch.cuda.current_stream(q.device).cuda_stream)
