@@ -200,11 +200,9 @@ def libnvrtc() -> ctypes.CDLL | None:
         wheels = []
     for path in [*wheels, ctypes.util.find_library("nvrtc")]:
         if path:
-            # A wheel's libnvrtc opens its builtins by name, and the wheel's folder is not on the loader's
-            # path: load them from beside it first (the system's are found without this).
-            beside = Path(path).parent if Path(path).is_absolute() else None
-            for builtins in sorted(beside.glob("libnvrtc-builtins.so*")) if beside else []:
-                ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
+            if path in wheels:  # it opens its builtins by name, and the wheel's folder is not on the loader's
+                for builtins in sorted(Path(path).parent.glob("libnvrtc-builtins.so*")):  # path: load them first
+                    ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
             return ctypes.CDLL(path)
     return None
 

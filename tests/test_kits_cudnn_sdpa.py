@@ -9,7 +9,6 @@ key short fails the harness's comparison.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,12 @@ import torch.nn.functional as F
 
 import aisp
 from aisp.harness.benchmark import unmet_requirements
+from aisp.harness.loader import import_module_at
 from aisp.harness.verify import VerificationError, compare, flatten
 from aisp.kits.cudnn_sdpa import REQUIRES, BandAttention, band_bounds
 
-CH13 = Path(__file__).resolve().parents[1] / "ch13"
-sys.path.insert(0, str(CH13))
-from baseline_sliding_window_attention import WORKLOAD, in_window  # noqa: E402
+WINDOW = import_module_at(Path(__file__).resolve().parents[1] / "ch13" / "baseline_sliding_window_attention.py")
+WORKLOAD, in_window = WINDOW.WORKLOAD, WINDOW.in_window
 
 
 def band_mask(seq: int, left: int, right: int) -> torch.Tensor:
