@@ -9,8 +9,9 @@ Here setup captures the eight steps (their keys' ``arange`` included) and the ``
 CUDA graph (``StepGraph`` of ch16_decode.py, the decode-step pattern): a call copies the per-call
 logits into the graph's static input (8 MB on the device), replays the graph (one launch, the
 declared ``steps x 29 + 1`` nodes) and returns a copy of its tokens. The same math in the same
-order: the tokens must match the baseline's exactly. The workload's latency ceiling prices exactly
-this design (1 graph launch and its nodes at ``aisp peak``'s per-node floor, ~0.13 ms on an H200).
+order: the tokens must match the baseline's exactly. Until 2026-12-01 the workload's latency ceiling
+priced this design (1 graph launch and its nodes at ``aisp peak``'s per-node floor, ~0.13 ms on an
+H200); optimized_gpu_sampling_fused.py does the work in one 77 us kernel, so it now prices one launch.
 Expect (measured, H200, 2026-11-28): 1.91 ms, 45.44x [41.49, 49.76] over the host baseline's 87.61 ms
 (eager: 3.389 ms): 6.7% of the 0.128 ms floor (1 graph launch + 233 nodes), so the graphed nodes' own
 kernel time, not launches, bounds it. Profiled (torch profiler, H200, 2026-11-29): 1.70 ms of kernels a

@@ -1,7 +1,8 @@
 """Chapter 16 on a GPU: each pair (every variant) verifies at its H200 size (the harness does the
 timing), the fp8 attention kernel matches SDPA over the dequantized cache at the pair's shapes, the
 fp8 GEMV matches fp64 at the decoder's linear shapes (both fp8 kernels' times printed), the
-pipelined scheduler keeps the GPU busier, and the draft's acceptance rate is what the README says."""
+pipelined scheduler keeps the GPU busier, the draft's acceptance rate is what the README says, and
+the fused top-p kernel draws torch's token on many rows."""
 
 from __future__ import annotations
 
@@ -131,6 +132,30 @@ def test_host_and_gpu_sampling_draw_the_same_tokens_on_many_rows() -> None:
     host = mod.top_p_race(logits, 0.9, keys)
     gpu = mod.top_p_race(logits.cuda(), 0.9, keys.cuda()).cpu()
     assert torch.equal(host, gpu), f"{int((host != gpu).sum())} of 2048 rows differ"
+
+
+def test_fused_top_p_draws_the_torch_token_on_many_rows() -> None:
+    """gpu_sampling's ``_fused`` kernel against ``top_p_race`` on the GPU, token for token: 2,048 of the
+    pair's peaked rows at three values of p, 64 flat rows (its slow path), 64 rows of quarter-step ties,
+    at each of 8, 16 and 32 warps a program."""
+    sys.path.insert(0, str(CH16))
+    from ch16_top_p import BUFFER, top_p_race_rows
+
+    mod = load("baseline_gpu_sampling")
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    peaked = 4.0 * torch.randn(2048, 32000, generator=gen, device="cuda")
+    flat = 0.1 * torch.randn(64, 32000, generator=gen, device="cuda")
+    ties = torch.round(4.0 * torch.randn(64, 32000, generator=gen, device="cuda")) / 4
+    for logits in (peaked, flat, ties):
+        rows = logits.shape[0]
+        keys = (3 * 32000 + torch.arange(logits.numel(), device="cuda")).view(logits.shape)
+        scratch = torch.empty(rows * BUFFER, dtype=torch.int64, device="cuda")
+        for p in (0.9, 0.5, 0.99):
+            want = mod.top_p_race(logits, p, keys)
+            for warps in (8, 16, 32):
+                got = top_p_race_rows(logits, torch.tensor([p], dtype=torch.float64, device="cuda"), 3,
+                                      torch.empty(rows, dtype=torch.int64, device="cuda"), scratch, num_warps=warps)
+                assert torch.equal(want, got), f"p {p}, {warps} warps: {int((want != got).sum())} of {rows} rows differ"
 
 
 def test_fused_decode_kernels_match_torch_at_the_pairs_shapes() -> None:

@@ -45,8 +45,10 @@ def load(module: str) -> ModuleType:
     return import_module_at(CH16 / f"{module}.py")
 
 
-TRITON_VARIANTS = ("optimized_block_sparse_attention_triton", "optimized_block_sparse_attention_hostdesc")
-"""Triton variants of CPU-checked pairs: verified under the Triton interpreter instead."""
+TRITON_VARIANTS = {"optimized_block_sparse_attention_triton": "block_sparse_attention",
+                   "optimized_block_sparse_attention_hostdesc": "block_sparse_attention",
+                   "optimized_gpu_sampling_fused": "gpu_sampling"}
+"""Triton variants of CPU-checked pairs and their pair: verified under the Triton interpreter instead."""
 
 
 def cpu_pairs() -> list[tuple[str, str]]:
@@ -235,8 +237,11 @@ def test_block_sparse_flops_count_only_kept_pairs() -> None:
 @pytest.mark.parametrize("variant", TRITON_VARIANTS)
 def test_triton_variant_verifies_under_the_interpreter(variant: str) -> None:
     """aisp.kits.sparse_flash at the pair's CPU size (its own 128 x 64 tiles; 32 sink tokens, half a tile:
-    the kernel's general sink mask) against the dense-mask baseline in fp32."""
-    verify_pair_interpreted(CH16, "baseline_block_sparse_attention", variant, SMALL["block_sparse_attention"])
+    the kernel's general sink mask) against the dense-mask baseline in fp32; the fused top-p kernel at
+    the sampling pair's CPU size (2 x 3 rows of 300 tokens: a 512-token block, a 512-slot sort), the
+    tokens exactly. tests/test_ch16_top_p.py reaches its other paths."""
+    pair = TRITON_VARIANTS[variant]
+    verify_pair_interpreted(CH16, f"baseline_{pair}", variant, SMALL[pair])
 
 
 def test_graph_warm_up_leaves_the_prefilled_cache_alone() -> None:

@@ -139,17 +139,17 @@ def test_decode_cuda_graph_counts_one_graph_of_its_steps():
     assert w.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=(w.steps - 1) * decode.STEP_KERNELS_H200)
 
 
-def test_gpu_sampling_counts_the_optimized_run_as_one_graph():
-    bench = _bench("ch16", "optimized_gpu_sampling.py")
+def test_gpu_sampling_counts_the_fused_run_as_one_launch(monkeypatch: pytest.MonkeyPatch):
+    """The _fused variant's call is one kernel: the Triton wrapper called once (its kernel launched at one
+    place in ch16_top_p) and no aten op besides; the workload's ceiling is that launch."""
+    bench = _bench("ch16", "optimized_gpu_sampling_fused.py")
+    module = sys.modules[type(bench).__module__]
+    calls = []
+    monkeypatch.setattr(module, "top_p_race_rows", lambda *args: calls.append(args))
     bench.setup()
-    w, baseline = bench.workload, _module(bench, "baseline_gpu_sampling")
-    per_step = kernels(lambda: baseline.top_p_race(bench.logits[0], w.top_p, bench.keys(0, CPU)))
-    assert per_step == baseline.SAMPLING_KERNELS
-    stack = 1
-    assert kernels(bench.run) == w.steps * per_step + stack
-    total, dependent = dependent_kernels(bench.run)
-    assert total - dependent == w.steps * baseline.SAMPLING_INDEPENDENT
-    assert w.latency == aisp.LatencyCounts(graph_launches=1, graph_nodes=total - dependent, dependent_graph_nodes=dependent)
+    assert kernels(bench.run) == 0 and len(calls) == 1
+    assert len(re.findall(r"_top_p_race\[", (REPO / "ch16" / "ch16_top_p.py").read_text())) == 1
+    assert bench.workload.latency == aisp.LatencyCounts(launches=1)
 
 
 def test_cudagraph_bucketing_counts_a_replay_a_step_and_the_first_launch_and_copy():
