@@ -49,15 +49,16 @@ class SamplingWorkload(aisp.Workload):
 def _workload() -> SamplingWorkload:
     w = SamplingWorkload()
     # Bytes: the logits read once from device memory (the best design samples where they are; the
-    # baseline's copy to the host is its own cost, not the work's). Latency: one kernel launched from
-    # idle, as the _fused variant does (every step's logits are given, so one launch serves all 64 rows);
-    # no design does less. Until 2026-12-01 this priced the _graph variant's 233 nodes (0.128 ms); the
-    # fused kernel alone takes 77 us (ncu, H200), so that was not a lower bound of the work.
+    # baseline's copy to the host is its own cost, not the work's). Latency: one kernel from idle, as
+    # the _fused variants run it (every step's logits are given, so one launch serves all 64 rows),
+    # priced at its cheapest launch, a one-node graph's replay (_fused_graph); no design does less.
+    # Until 2026-12-01 this priced the _graph variant's 233 nodes (0.128 ms); the fused kernel alone
+    # takes 61-64 us (H200), so that was not a lower bound of the work.
     return SamplingWorkload(bytes=4.0 * w.steps * w.batch * w.vocab, link="hbm", items=w.steps * w.batch,
                             item_unit="tokens", precision="exact", requires=aisp.Requirements(cuda=True),
-                            latency=aisp.LatencyCounts(launches=1),
-                            ceiling_note="profiled (ncu, H200): _fused kernel 77 us, a row a 1,024-thread program on 64 of 132 "
-                                         "SMs, SM 18%, DRAM 17%; host issue from idle 157 us of the 226",
+                            latency=aisp.LatencyCounts(graph_launches=1),
+                            ceiling_note="profiled (ncu, H200): the kernel 64 us of _fused_graph's 0.095 ms call, a row a "
+                                         "1,024-thread program on 64 of 132 SMs, SM 20%, DRAM 8%; replay issue ~35 us",
                             window="idle")
 
 

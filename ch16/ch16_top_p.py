@@ -10,8 +10,9 @@ a row holds the row's logits as int32 keys in the floats' order (32 a thread) an
 1. takes the row's max and the softmax's sum, exp(logit - max) in float64 as the reference's softmax;
 2. bisects on the key for a floor with ``CANDIDATES`` to ``BUFFER`` tokens at or above it (counts only,
    no float; it stops at the first that fits: ~12 steps of ~1.1 us on the H200);
-3. writes the tokens at or above it to a scratch row, packed as key and index so that one descending
-   sort of ``BUFFER`` integers is the reference's stable order;
+3. writes the indices of the tokens at or above it to a scratch row, each at a slot an atomic add on a
+   counter draws (no scan over the row), then packs them with their keys so that one descending sort
+   of ``BUFFER`` integers is the reference's stable order;
 4. on those few: probabilities, their running sum, the cut (``before < p``) and the race, as the
    reference computes them.
 
@@ -20,7 +21,7 @@ whenever their probability reaches ``p``. A row where it does not (a flat distri
 leave only a floor with fewer than ``CANDIDATES``; gpu_sampling's rows keep a median 196 tokens, at
 most 547, and their top 768 held >= 0.919 of the mass in 10,240 simulated rows) takes the exact slow path: a bisection on the
 key, each step a float64 sum over the whole row with the exponentials recomputed (up to 32 steps,
-~630 us for 64 flat rows), ties ranked by index, the race over the row.
+~580 us for 64 flat rows), ties ranked by index, the race over the row.
 Sums run in another order than the reference's, so a cut moves only where the probability before a
 token lies within ~1e-16 of ``p`` (see the baseline's Tolerance).
 """
@@ -30,7 +31,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from ch16_top_p_parts import HASH_MULTIPLIERS, _before, _draw, _exact, _keys, _logit, _total
+from ch16_top_p_parts import HASH_MULTIPLIERS, _draw, _exact, _keys, _logit, _total
 
 CANDIDATES = 768
 """The fewest tokens a row's floor keeps (gpu_sampling's rows: the top 768 held >= 0.919 of 10,240 rows' mass)."""
@@ -78,15 +79,20 @@ def _top_p_race(logits_ptr, tokens_ptr, p_ptr, scratch_ptr, vocab, first_key_row
     token = tl.zeros((), tl.int64)
     found = n <= BUFFER
     if found:
-        # 3. the candidates, packed (key high, BLOCK - index low: descending = the stable order), sorted
-        slot = _before(candidate.to(tl.int32))
-        packed = (key.to(tl.int64) << 32) | (BLOCK - offs).to(tl.int64)
-        tl.store(scratch_ptr + row * BUFFER + slot, packed, mask=candidate)
+        # 3. the candidates' indices to the row's scratch (int32: BUFFER slots, then a counter), each at a slot
+        # its atomic add drew: no scan over the row; the sort restores the order. Packed as key (high) and
+        # BLOCK - index (low), one descending sort of BUFFER integers is the reference's stable order.
+        ints = scratch_ptr.to(tl.pointer_type(tl.int32)) + row * 2 * BUFFER
+        tl.store(ints + BUFFER, 0)
+        tl.debug_barrier()
+        slot = tl.atomic_add(ints + BUFFER + tl.zeros_like(offs), 1, mask=candidate, sem="relaxed", scope="cta")
+        tl.store(ints + slot, offs, mask=candidate)
         tl.debug_barrier()
         lanes = tl.arange(0, BUFFER)
         valid = lanes < n
-        packed = tl.sort(tl.load(scratch_ptr + row * BUFFER + lanes, mask=valid, other=-9223372036854775807 - 1),
-                         descending=True)
+        index = tl.load(ints + lanes, mask=valid, other=0)
+        packed = (_keys(logits_ptr, row, vocab, index).to(tl.int64) << 32) | (BLOCK - index).to(tl.int64)
+        packed = tl.sort(tl.where(valid, packed, -9223372036854775807 - 1), descending=True)
         index = BLOCK - (packed & 0xFFFFFFFF)
         # 4. the reference's cut and race on them
         probs = tl.where(valid, tl.exp(_logit((packed >> 32).to(tl.int32)) - top) / total, 0.0)

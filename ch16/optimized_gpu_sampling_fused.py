@@ -12,8 +12,10 @@ those sorted with their indices (the stable order), then the reference's probabi
 cut and race on them alone. A row whose candidates do not reach p takes an exact slow path.
 The same tokens as the baseline, exactly (the harness checks): see ch16_top_p for the rounding.
 Expect (measured, H200, 2026-12-01): 0.226 ms a call from idle, 489x [425, 562] over the baseline and
-8.5x over the graph's 1.92 ms. The kernel is 77 us (ncu); the rest is the host issuing it from idle
-(157 us, as long as the graph's replay call). First version (1-D row, one scan over it): 105 us.
+8.5x over the graph's 1.92 ms. The kernel was 77 us (ncu); the rest is the host issuing it from idle
+(157 us, as long as the graph's replay call). First version (1-D row, one scan over it): 105 us. With the
+candidates compacted by atomics (61 us back to back): 0.234 / 0.223 ms, 531x / 524x, the host's issue
+168-180 us of it; optimized_gpu_sampling_fused_graph.py replays the launch as a graph (0.095 ms).
 Run: python ch16/optimized_gpu_sampling_fused.py  |  aisp bench run -t ch16:gpu_sampling
 """
 

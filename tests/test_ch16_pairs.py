@@ -47,7 +47,7 @@ def load(module: str) -> ModuleType:
 
 TRITON_VARIANTS = {"optimized_block_sparse_attention_triton": "block_sparse_attention",
                    "optimized_block_sparse_attention_hostdesc": "block_sparse_attention",
-                   "optimized_gpu_sampling_fused": "gpu_sampling"}
+                   "optimized_gpu_sampling_fused": "gpu_sampling", "optimized_gpu_sampling_fused_graph": "gpu_sampling"}
 """Triton variants of CPU-checked pairs and their pair: verified under the Triton interpreter instead."""
 
 

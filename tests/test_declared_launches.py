@@ -29,7 +29,7 @@ from aisp.harness.execute import workload_dict
 from aisp.harness.loader import load_benchmark
 
 DECLARING = ("ch01:gemm", "ch01:preallocated_buffers", "ch04:small_allreduce_multigpu", "ch12:dynamic_parallelism",
-             "ch14:custom_op_graph_break", "ch16:gpu_sampling", "ch17:vectorized_router")
+             "ch14:custom_op_graph_break", "ch17:vectorized_router")
 """Every pair whose workload declares launches or dispatches."""
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "latency_counts"
 
