@@ -123,12 +123,28 @@ def test_pair_verifies_at_full_size(name: str) -> None:
     compare(outs[0], outs[1], load(f"baseline_{name}").WORKLOAD)
 
 
-def test_guided_decoding_output_follows_the_grammar_on_the_gpu() -> None:
-    bench = load("optimized_guided_decoding").get_benchmark()
+@pytest.mark.parametrize("module", ["optimized_guided_decoding", "optimized_guided_decoding_graph"])
+def test_guided_decoding_output_follows_the_grammar_on_the_gpu(module: str) -> None:
+    bench = load(module).get_benchmark()
     bench.device = torch.device("cuda")
     bench.setup()
     tokens, _ = bench.run()
     assert all(bench.grammar.accepts(row) for row in tokens.cpu().tolist())
+
+
+def test_graphed_guided_decoding_verifies_at_full_size_twice() -> None:
+    """The graphed step against the host-mask baseline, on two calls of one setup (the second replays
+    over the first call's cache and state), and on another seed's prompts, which it must not match."""
+    base = load("baseline_guided_decoding").get_benchmark()
+    graphed = load("optimized_guided_decoding_graph").get_benchmark()
+    for bench in (base, graphed):
+        bench.device = torch.device("cuda")
+        bench.setup()
+    expected = guarded_run(base)
+    for _ in range(2):
+        compare(expected, [(p, t.clone()) for p, t in guarded_run(graphed)], load("baseline_guided_decoding").WORKLOAD)
+    graphed.prompts.copy_(torch.randint_like(graphed.prompts, graphed.workload.model.vocab))
+    assert not torch.equal(guarded_run(graphed)[0][1], expected[0][1])
 
 
 @pytest.mark.multigpu
